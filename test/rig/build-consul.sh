@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the pinned Consul agent from the Go module proxy into the rig cache, once.
+# Consul's go.mod replaces its own submodules with ./api etc.; those replace lines are
+# dropped so the published submodule versions are used instead.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/versions.env"
+cache="${RIG_CACHE:-$here/../../.cache}"
+mkdir -p "$cache"
+cache="$(cd "$cache" && pwd)"
+bin="$cache/consul-$CONSUL_VERSION"
+
+if [[ -x "$bin" ]]; then
+  echo "consul: cached $bin"
+  exit 0
+fi
+command -v go >/dev/null || { echo "rig: go is not on PATH; it is needed to build Consul" >&2; exit 2; }
+
+start=$(date +%s)
+dir="$(go mod download -json "github.com/hashicorp/consul@$CONSUL_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+[[ -n "$dir" && -d "$dir" ]] || { echo "rig: could not download github.com/hashicorp/consul@$CONSUL_VERSION" >&2; exit 2; }
+
+work="$(mktemp -d)"
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+cp -r "$dir/." "$work/"
+chmod -R u+w "$work"
+sed -i '/=> \.\//d' "$work/go.mod"
+echo "consul: building $CONSUL_VERSION (a few minutes the first time)"
+(cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -o "$bin.tmp" .)
+mv "$bin.tmp" "$bin"
+echo "consul: built $bin in $(( $(date +%s) - start ))s"
