@@ -1,0 +1,256 @@
+// Package config holds every pulsar-proxy setting in one struct.
+//
+// Settings come from three layers, each overriding the one before it:
+// built-in defaults, one YAML file, then PULSAR_PROXY_* environment
+// variables. The result is validated as a whole, so an operator sees
+// every mistake in one run instead of fixing them one restart at a time.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"gopkg.in/yaml.v3"
+)
+
+// EnvPrefix starts every environment variable the proxy reads, so its
+// settings cannot collide with anything else in a container's environment.
+const EnvPrefix = "PULSAR_PROXY_"
+
+// Config is the complete proxy configuration. yaml tags give the file
+// spelling (and the key paths used in error messages); env tags give the
+// environment variable name below EnvPrefix.
+type Config struct {
+	Listen    Listen    `yaml:"listen" envPrefix:"LISTEN_"`
+	Discovery Discovery `yaml:"discovery" envPrefix:"DISCOVERY_"`
+	Broker    Broker    `yaml:"broker" envPrefix:"BROKER_"`
+	Session   Session   `yaml:"session" envPrefix:"SESSION_"`
+	Log       Log       `yaml:"log" envPrefix:"LOG_"`
+}
+
+// Listen holds the addresses the proxy accepts connections on.
+type Listen struct {
+	Pulsar string `yaml:"pulsar" env:"PULSAR"` // Pulsar binary protocol for clients
+	HTTP   string `yaml:"http" env:"HTTP"`     // health and metrics endpoints
+}
+
+// Discovery says how the proxy finds brokers and how it keeps track of
+// which ones are alive.
+type Discovery struct {
+	Static              StaticDiscovery `yaml:"static" envPrefix:"STATIC_"`
+	HealthCheckInterval time.Duration   `yaml:"healthCheckInterval" env:"HEALTH_CHECK_INTERVAL"`
+}
+
+// StaticDiscovery is a fixed broker list; it is the only provider for now,
+// which is why the list is required.
+type StaticDiscovery struct {
+	Brokers []string `yaml:"brokers" env:"BROKERS"` // pulsar:// or pulsar+ssl:// URLs
+}
+
+// Broker bounds the proxy's own conversations with brokers, so a stuck
+// broker costs a client a timeout rather than a hang.
+type Broker struct {
+	DialTimeout                time.Duration `yaml:"dialTimeout" env:"DIAL_TIMEOUT"`
+	ConnectTimeout             time.Duration `yaml:"connectTimeout" env:"CONNECT_TIMEOUT"`
+	LookupTimeout              time.Duration `yaml:"lookupTimeout" env:"LOOKUP_TIMEOUT"`
+	MaxLookupRedirects         int           `yaml:"maxLookupRedirects" env:"MAX_LOOKUP_REDIRECTS"`
+	LookupConnectionsPerBroker int           `yaml:"lookupConnectionsPerBroker" env:"LOOKUP_CONNECTIONS_PER_BROKER"`
+}
+
+// Session bounds what a single client connection may cost the proxy.
+type Session struct {
+	HandshakeTimeout  time.Duration `yaml:"handshakeTimeout" env:"HANDSHAKE_TIMEOUT"`
+	KeepAliveInterval time.Duration `yaml:"keepAliveInterval" env:"KEEP_ALIVE_INTERVAL"`
+	MaxFrameSize      int           `yaml:"maxFrameSize" env:"MAX_FRAME_SIZE"`           // bytes
+	MaxPendingLookups int           `yaml:"maxPendingLookups" env:"MAX_PENDING_LOOKUPS"` // per connection
+	MaxConnections    int           `yaml:"maxConnections" env:"MAX_CONNECTIONS"`        // 0 = unlimited
+	DrainTimeout      time.Duration `yaml:"drainTimeout" env:"DRAIN_TIMEOUT"`
+}
+
+// Log controls logging. SessionSummary is separate from Level so the
+// per-session line can be promoted to info without turning on all of debug.
+type Log struct {
+	Level          string `yaml:"level" env:"LEVEL"`                    // trace|debug|info|warn|error
+	Format         string `yaml:"format" env:"FORMAT"`                  // json|console
+	SessionSummary string `yaml:"sessionSummary" env:"SESSION_SUMMARY"` // debug|info|off
+}
+
+// Default returns the configuration used for every setting that neither the
+// file nor the environment sets. It has no brokers, so it does not validate
+// on its own: a proxy must be told where its brokers are.
+func Default() *Config {
+	return &Config{
+		Listen: Listen{
+			Pulsar: "0.0.0.0:6650",
+			HTTP:   "0.0.0.0:8080",
+		},
+		Discovery: Discovery{
+			HealthCheckInterval: 5 * time.Second,
+		},
+		Broker: Broker{
+			DialTimeout:                5 * time.Second,
+			ConnectTimeout:             10 * time.Second,
+			LookupTimeout:              30 * time.Second,
+			MaxLookupRedirects:         8,
+			LookupConnectionsPerBroker: 1,
+		},
+		Session: Session{
+			HandshakeTimeout:  10 * time.Second,
+			KeepAliveInterval: 30 * time.Second,
+			// The broker's default maxMessageSize is 5 MiB; the extra 10 KiB
+			// leaves room for the frame's command and metadata around it.
+			MaxFrameSize:      5*1024*1024 + 10*1024,
+			MaxPendingLookups: 1000,
+			MaxConnections:    0,
+			DrainTimeout:      30 * time.Second,
+		},
+		Log: Log{
+			Level:          "info",
+			Format:         "json",
+			SessionSummary: "debug",
+		},
+	}
+}
+
+// Load builds the configuration from defaults, the YAML file at path (skipped
+// when path is ""), and environ (os.Environ() in production; tests pass their
+// own so they never depend on or modify the process environment), then
+// validates it.
+func Load(path string, environ []string) (*Config, error) {
+	cfg := Default()
+	if path != "" {
+		if err := cfg.loadFile(path); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.loadEnv(environ); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	return cfg, nil
+}
+
+func (c *Config) loadFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
+	dec := yaml.NewDecoder(f)
+	// A misspelt key would otherwise be ignored silently and its setting
+	// left at the default, which is much harder to notice than an error.
+	dec.KnownFields(true)
+	err = dec.Decode(c)
+	if errors.Is(err, io.EOF) {
+		return nil // empty file, or only comments: nothing to override
+	}
+	if err != nil {
+		return yamlError(path, err)
+	}
+	// A second document would be ignored, and with it whatever it sets.
+	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: more than one YAML document; put all settings in one", path)
+	}
+	return nil
+}
+
+// yamlError rewrites yaml.v3's errors to name the file and, for unknown keys,
+// the section in file spelling rather than the Go type behind it.
+func yamlError(path string, err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	// yaml.v3's wording for a key that KnownFields rejected.
+	unknownField := regexp.MustCompile(`^line (\d+): field (.*) not found in type (\S+)$`)
+	sections := map[string]string{reflect.TypeFor[Config]().String(): ""}
+	walk(func(s setting) {
+		if s.field.Type.Kind() == reflect.Struct {
+			sections[s.field.Type.String()] = s.path
+		}
+	})
+	errs := make([]error, 0, len(te.Errors))
+	for _, msg := range te.Errors {
+		m := unknownField.FindStringSubmatch(msg)
+		if m == nil {
+			if strings.HasSuffix(msg, "into time.Duration") {
+				msg += ` (a duration needs a unit, e.g. "5s")`
+			}
+			errs = append(errs, fmt.Errorf("%s: %s", path, msg))
+			continue
+		}
+		where := "at top level"
+		if sec, ok := sections[m[3]]; ok && sec != "" {
+			where = "in " + sec
+		}
+		errs = append(errs, fmt.Errorf("%s: line %s: unknown key %q %s", path, m[1], m[2], where))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) loadEnv(environ []string) error {
+	err := env.ParseWithOptions(c, env.Options{
+		Environment: env.ToMap(environ),
+		Prefix:      EnvPrefix,
+	})
+	if err == nil {
+		return nil
+	}
+	// env names the Go field; operators only know the variable they set.
+	vars := map[string]string{}
+	walk(func(s setting) { vars[s.field.Name] = s.env })
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return fmt.Errorf("environment: %w", err)
+	}
+	errs := make([]error, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) && vars[pe.Name] != "" {
+			errs = append(errs, fmt.Errorf("environment: %s: %w", vars[pe.Name], pe.Err))
+		} else {
+			errs = append(errs, fmt.Errorf("environment: %w", e))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setting is one field of Config as the outside world spells it.
+type setting struct {
+	path  string // yaml key path, e.g. "broker.dialTimeout"
+	env   string // full variable name; "" for sections
+	field reflect.StructField
+}
+
+// walk visits every section and setting of Config, parents first, deriving
+// names from the struct tags so messages and tests cannot drift from them.
+func walk(visit func(setting)) {
+	var rec func(t reflect.Type, path, envPrefix string)
+	rec = func(t reflect.Type, path, envPrefix string) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			p := name
+			if path != "" {
+				p = path + "." + name
+			}
+			if f.Type.Kind() == reflect.Struct {
+				visit(setting{path: p, field: f})
+				rec(f.Type, p, envPrefix+f.Tag.Get("envPrefix"))
+				continue
+			}
+			visit(setting{path: p, env: envPrefix + f.Tag.Get("env"), field: f})
+		}
+	}
+	rec(reflect.TypeFor[Config](), "", EnvPrefix)
+}

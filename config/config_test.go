@@ -1,0 +1,401 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+)
+
+const examplePath = "../config.example.yaml"
+
+// brokersEnv supplies the one setting that has no default.
+var brokersEnv = []string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b0:6650"}
+
+func withBrokers(brokers ...string) *Config {
+	c := Default()
+	c.Discovery.Static.Brokers = brokers
+	return c
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoad(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml *string // nil: no file
+		env  []string
+		want *Config
+	}{
+		{
+			name: "defaults",
+			env:  brokersEnv,
+			want: withBrokers("pulsar://b0:6650"),
+		},
+		{
+			name: "empty file",
+			yaml: ptr(""),
+			env:  brokersEnv,
+			want: withBrokers("pulsar://b0:6650"),
+		},
+		{
+			name: "only comments",
+			yaml: ptr("# nothing set\n"),
+			env:  brokersEnv,
+			want: withBrokers("pulsar://b0:6650"),
+		},
+		{
+			name: "yaml overrides defaults",
+			yaml: ptr(`
+listen:
+  pulsar: "127.0.0.1:0"
+discovery:
+  static:
+    brokers: [pulsar://a:6650, "pulsar+ssl://[::1]:6651"]
+  healthCheckInterval: 750ms
+broker:
+  maxLookupRedirects: 3
+session:
+  maxConnections: 100
+  drainTimeout: 1m30s
+log:
+  level: debug
+  format: console
+`),
+			want: func() *Config {
+				c := withBrokers("pulsar://a:6650", "pulsar+ssl://[::1]:6651")
+				c.Listen.Pulsar = "127.0.0.1:0"
+				c.Discovery.HealthCheckInterval = 750 * time.Millisecond
+				c.Broker.MaxLookupRedirects = 3
+				c.Session.MaxConnections = 100
+				c.Session.DrainTimeout = 90 * time.Second
+				c.Log.Level = "debug"
+				c.Log.Format = "console"
+				return c
+			}(),
+		},
+		{
+			name: "env beats yaml",
+			yaml: ptr(`
+listen: {pulsar: "127.0.0.1:1", http: "127.0.0.1:2"}
+discovery: {static: {brokers: [pulsar://yaml:6650]}}
+broker: {dialTimeout: 1s, lookupConnectionsPerBroker: 2}
+log: {level: warn, sessionSummary: info}
+`),
+			env: []string{
+				"PULSAR_PROXY_LISTEN_PULSAR=127.0.0.1:3",
+				"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://e0:6650,pulsar://e1:6650",
+				"PULSAR_PROXY_BROKER_DIAL_TIMEOUT=2s",
+				"PULSAR_PROXY_LOG_LEVEL=error",
+				"LOG_LEVEL=trace", // no prefix: not ours
+			},
+			want: func() *Config {
+				c := withBrokers("pulsar://e0:6650", "pulsar://e1:6650")
+				c.Listen.Pulsar = "127.0.0.1:3"
+				c.Listen.HTTP = "127.0.0.1:2"
+				c.Broker.DialTimeout = 2 * time.Second
+				c.Broker.LookupConnectionsPerBroker = 2
+				c.Log.Level = "error"
+				c.Log.SessionSummary = "info"
+				return c
+			}(),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := ""
+			if tt.yaml != nil {
+				path = writeFile(t, *tt.yaml)
+			}
+			got, err := Load(path, tt.env)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  []string
+		want []string // each must appear in the error
+	}{
+		{
+			name: "unknown key names key, line and section",
+			yaml: "listen:\n  pulsar: \":6650\"\n  listn: \":1\"\n",
+			want: []string{`config.yaml: line 3: unknown key "listn" in listen`},
+		},
+		{
+			name: "unknown keys all reported",
+			yaml: "lisen: {}\ndiscovery:\n  static:\n    broker: [pulsar://a:1]\n",
+			want: []string{
+				`line 1: unknown key "lisen" at top level`,
+				`line 4: unknown key "broker" in discovery.static`,
+			},
+		},
+		{
+			name: "bare number is not a duration",
+			yaml: "broker:\n  dialTimeout: 5\n",
+			want: []string{"config.yaml: line 2:", "time.Duration", `needs a unit, e.g. "5s"`},
+		},
+		{
+			name: "syntax error names file and line",
+			yaml: "listen:\n  pulsar: [\n",
+			want: []string{"config.yaml: line"},
+		},
+		{
+			name: "more than one document",
+			yaml: "log: {level: info}\n---\nlog: {level: debug}\n",
+			want: []string{"more than one YAML document"},
+		},
+		{
+			name: "brokers required",
+			want: []string{"discovery.static.brokers: at least one broker URL is required"},
+		},
+		{
+			name: "bad broker URL",
+			yaml: "discovery: {static: {brokers: [pulsar://ok:6650, http://b:6650]}}",
+			want: []string{`discovery.static.brokers[1]: "http://b:6650": scheme must be`},
+		},
+		{
+			name: "negative duration",
+			yaml: "broker: {dialTimeout: -5s}",
+			env:  brokersEnv,
+			want: []string{"broker.dialTimeout: must be greater than 0, got -5s"},
+		},
+		{
+			name: "unknown log level",
+			yaml: "log: {level: loud}",
+			env:  brokersEnv,
+			want: []string{`log.level: "loud" is not one of trace|debug|info|warn|error`},
+		},
+		{
+			name: "frame size too big",
+			yaml: "session: {maxFrameSize: 134217729}",
+			env:  brokersEnv,
+			want: []string{"session.maxFrameSize: must be between 1024 and 134217728, got 134217729"},
+		},
+		{
+			name: "bad env value names the variable",
+			env:  []string{"PULSAR_PROXY_BROKER_DIAL_TIMEOUT=soon", "PULSAR_PROXY_SESSION_MAX_FRAME_SIZE=big"},
+			want: []string{
+				`environment: PULSAR_PROXY_BROKER_DIAL_TIMEOUT: `,
+				`environment: PULSAR_PROXY_SESSION_MAX_FRAME_SIZE: `,
+			},
+		},
+		{
+			name: "all problems reported together",
+			yaml: `
+listen: {pulsar: "nohostport", http: ":99999"}
+discovery: {static: {brokers: ["pulsar://a", "pulsar://a:1/x"]}, healthCheckInterval: 0s}
+broker: {maxLookupRedirects: 0, lookupConnectionsPerBroker: 17}
+session: {maxFrameSize: 10, maxPendingLookups: 0, maxConnections: -1}
+log: {level: loud, format: xml, sessionSummary: warn}
+`,
+			want: []string{
+				"listen.pulsar:", "listen.http:",
+				"discovery.static.brokers[0]:", "discovery.static.brokers[1]:",
+				"discovery.healthCheckInterval:",
+				"broker.maxLookupRedirects:", "broker.lookupConnectionsPerBroker:",
+				"session.maxFrameSize:", "session.maxPendingLookups:", "session.maxConnections:",
+				"log.level:", "log.format:", "log.sessionSummary:",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := ""
+			if tt.yaml != "" {
+				path = writeFile(t, tt.yaml)
+			}
+			cfg, err := Load(path, tt.env)
+			if err == nil {
+				t.Fatalf("Load succeeded: %+v", cfg)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not contain %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), brokersEnv); err == nil {
+		t.Fatal("Load of a missing file succeeded")
+	}
+}
+
+// Load must read only the environ it is given, never the process's own.
+func TestLoadIgnoresProcessEnv(t *testing.T) {
+	t.Setenv("PULSAR_PROXY_LOG_LEVEL", "loud")
+	if _, err := Load("", brokersEnv); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBrokerURL(t *testing.T) {
+	for _, ok := range []string{
+		"pulsar://broker:6650",
+		"pulsar+ssl://broker.example:6651",
+		"pulsar://10.0.0.1:6650",
+		"pulsar://[fd00::1]:6650",
+	} {
+		if err := checkBrokerURL(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		"",
+		"broker:6650",
+		"pulsar:broker:6650",
+		"http://broker:6650",
+		"pulsar://broker",
+		"pulsar://:6650",
+		"pulsar://broker:0",
+		"pulsar://broker:port",
+		"pulsar://a:6650,b:6650",
+		"pulsar://broker:6650/",
+		"pulsar://broker:6650/x",
+		"pulsar://broker:6650?x=1",
+		"pulsar://user:pw@broker:6650",
+	} {
+		if err := checkBrokerURL(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestExampleMatchesDefaults(t *testing.T) {
+	got, err := Load(examplePath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Discovery.Static.Brokers) == 0 {
+		t.Fatal("example lists no brokers")
+	}
+	want := withBrokers(got.Discovery.Static.Brokers...)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("example differs from Default():\ngot  %+v\nwant %+v", got, want)
+	}
+}
+
+// TestExampleDocumentsEveryKey keeps config.example.yaml from drifting: every
+// key of Config must be in it with a comment, and every setting's comment
+// must state the real default.
+func TestExampleDocumentsEveryKey(t *testing.T) {
+	data, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	type entry struct{ key, value *yaml.Node }
+	entries := map[string]entry{}
+	var collect func(n *yaml.Node, path string)
+	collect = func(n *yaml.Node, path string) {
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			entries[p] = entry{n.Content[i], n.Content[i+1]}
+			collect(n.Content[i+1], p)
+		}
+	}
+	collect(doc.Content[0], "")
+
+	defaults := reflect.ValueOf(Default()).Elem()
+	walk(func(s setting) {
+		e, ok := entries[s.path]
+		if !ok {
+			t.Errorf("%s: missing from %s", s.path, examplePath)
+			return
+		}
+		comment := e.key.HeadComment + e.key.LineComment + e.value.LineComment
+		if strings.TrimSpace(comment) == "" {
+			t.Errorf("%s: no comment", s.path)
+		}
+		if s.env == "" || s.field.Type.Kind() == reflect.Slice {
+			return // sections have no default; brokers has none to state
+		}
+		def := "Default: " + fieldByPath(defaults, s.path)
+		says := regexp.MustCompile(regexp.QuoteMeta(def) + `(,|\s|$)`)
+		if !says.MatchString(strings.Join(strings.Fields(comment), " ")) {
+			t.Errorf("%s: comment does not say %q:\n%s", s.path, def, comment)
+		}
+	})
+}
+
+// fieldByPath formats the value at a yaml key path the way the example
+// writes it.
+func fieldByPath(v reflect.Value, path string) string {
+	for _, name := range strings.Split(path, ".") {
+		for i := range v.NumField() {
+			if tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ","); tag == name {
+				v = v.Field(i)
+				break
+			}
+		}
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// Environment names must follow from the yaml keys, so that documenting one
+// documents the other, and Go field names must be unique so env errors can
+// be translated back to the variable.
+func TestEnvNames(t *testing.T) {
+	seen := map[string]string{}
+	walk(func(s setting) {
+		if s.env == "" {
+			return
+		}
+		var want strings.Builder
+		want.WriteString(EnvPrefix)
+		for _, r := range s.path {
+			switch {
+			case r == '.':
+				want.WriteRune('_')
+			case unicode.IsUpper(r):
+				want.WriteRune('_')
+				want.WriteRune(r)
+			default:
+				want.WriteRune(unicode.ToUpper(r))
+			}
+		}
+		if s.env != want.String() {
+			t.Errorf("%s: env %s, want %s", s.path, s.env, want.String())
+		}
+		if other, dup := seen[s.field.Name]; dup {
+			t.Errorf("Go field name %s used by both %s and %s", s.field.Name, other, s.path)
+		}
+		seen[s.field.Name] = s.path
+	})
+}
+
+func ptr[T any](v T) *T { return &v }

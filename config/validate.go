@@ -1,0 +1,124 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Validate reports every problem in c, one per line, each starting with the
+// yaml key path it concerns. Load calls it; code that builds a Config by
+// hand should too.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			bad(key, "must be greater than 0, got %s", d)
+		}
+	}
+	between := func(key string, n, lo, hi int) {
+		if n < lo || n > hi {
+			bad(key, "must be between %d and %d, got %d", lo, hi, n)
+		}
+	}
+	oneOf := func(key, v string, allowed ...string) {
+		if !slices.Contains(allowed, v) {
+			bad(key, "%q is not one of %s", v, strings.Join(allowed, "|"))
+		}
+	}
+
+	listenAddr := func(key, addr string) {
+		if err := checkListenAddr(addr); err != nil {
+			bad(key, "%q: %v", addr, err)
+		}
+	}
+
+	listenAddr("listen.pulsar", c.Listen.Pulsar)
+	listenAddr("listen.http", c.Listen.HTTP)
+	if c.Listen.Pulsar == c.Listen.HTTP && !strings.HasSuffix(c.Listen.Pulsar, ":0") {
+		bad("listen.http", "same address as listen.pulsar (%q)", c.Listen.Pulsar)
+	}
+
+	if len(c.Discovery.Static.Brokers) == 0 {
+		bad("discovery.static.brokers", "at least one broker URL is required")
+	}
+	for i, b := range c.Discovery.Static.Brokers {
+		key := fmt.Sprintf("discovery.static.brokers[%d]", i)
+		if err := checkBrokerURL(b); err != nil {
+			bad(key, "%q: %v", b, err)
+		} else if j := slices.Index(c.Discovery.Static.Brokers, b); j < i {
+			bad(key, "%q is listed twice (also brokers[%d])", b, j)
+		}
+	}
+	positive("discovery.healthCheckInterval", c.Discovery.HealthCheckInterval)
+
+	positive("broker.dialTimeout", c.Broker.DialTimeout)
+	positive("broker.connectTimeout", c.Broker.ConnectTimeout)
+	positive("broker.lookupTimeout", c.Broker.LookupTimeout)
+	between("broker.maxLookupRedirects", c.Broker.MaxLookupRedirects, 1, 32)
+	between("broker.lookupConnectionsPerBroker", c.Broker.LookupConnectionsPerBroker, 1, 16)
+
+	positive("session.handshakeTimeout", c.Session.HandshakeTimeout)
+	positive("session.keepAliveInterval", c.Session.KeepAliveInterval)
+	between("session.maxFrameSize", c.Session.MaxFrameSize, 1<<10, 128<<20)
+	if c.Session.MaxPendingLookups <= 0 {
+		bad("session.maxPendingLookups", "must be greater than 0, got %d", c.Session.MaxPendingLookups)
+	}
+	if c.Session.MaxConnections < 0 {
+		bad("session.maxConnections", "must be 0 (unlimited) or greater, got %d", c.Session.MaxConnections)
+	}
+	positive("session.drainTimeout", c.Session.DrainTimeout)
+
+	oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
+	oneOf("log.format", c.Log.Format, "json", "console")
+	oneOf("log.sessionSummary", c.Log.SessionSummary, "debug", "info", "off")
+	return errors.Join(errs...)
+}
+
+// checkListenAddr accepts what net.Listen would, except service names: a
+// numeric port makes the configuration mean the same on every host.
+func checkListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// checkBrokerURL rejects anything the proxy would have to ignore or guess
+// at: paths, queries, credentials and multi-host URLs would otherwise be
+// dropped silently when dialing.
+func checkBrokerURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if u.Scheme != "pulsar" && u.Scheme != "pulsar+ssl" {
+		return errors.New("scheme must be pulsar:// or pulsar+ssl://")
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return errors.New("want pulsar://host:port")
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil || host == "" {
+		return errors.New("want pulsar://host:port (one host, port required)")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	if u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
+		return errors.New("must be only scheme://host:port, without path, query or credentials")
+	}
+	return nil
+}
