@@ -1,0 +1,149 @@
+package frame
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Frame is one frame read from the wire. Command and Payload alias the
+// Reader's buffer and are valid until the next call to ReadFrame.
+type Frame struct {
+	// Command is the serialized BaseCommand.
+	Command []byte
+	// Payload is everything after the command (the payload section of a
+	// SEND or MESSAGE frame), nil when there is nothing after the command.
+	Payload []byte
+}
+
+const (
+	// initialBufSize is the buffer a Reader starts with; it also bounds how
+	// much the Reader asks the underlying reader for at a time early on.
+	initialBufSize = 16 << 10
+	// maxEmptyReads is how many (0, nil) reads in a row count as no progress.
+	maxEmptyReads = 100
+)
+
+// Reader reads whole frames from a stream. It reads ahead (several small
+// frames may arrive in one underlying Read), validates each header before
+// making room for the frame, and grows its buffer only as the frame's bytes
+// actually arrive, so a header that announces a large frame costs no memory
+// until the data is sent. The buffer never exceeds HeaderSize+maxFrameSize.
+//
+// A Reader is not safe for concurrent use. Errors are sticky: once
+// ReadFrame has failed, the stream is out of step and every later call
+// returns the same error.
+type Reader struct {
+	rd    io.Reader
+	limit int    // largest acceptable totalSize
+	buf   []byte // unread data is buf[r:w]
+	r, w  int
+	err   error
+}
+
+// NewReader returns a Reader of frames from r whose totalSize is at most
+// maxFrameSize (<= 0 means DefaultMaxFrameSize).
+func NewReader(r io.Reader, maxFrameSize int) *Reader {
+	return &Reader{rd: r, limit: int(effectiveMax(maxFrameSize))}
+}
+
+// ReadFrame reads the next frame. It returns io.EOF only when the stream
+// ends on a frame boundary and io.ErrUnexpectedEOF when it ends inside a
+// frame; header problems are reported with ErrFrameTooLarge,
+// ErrFrameTooSmall or ErrBadCommandSize; errors of the underlying reader
+// are returned as they are.
+func (r *Reader) ReadFrame() (Frame, error) {
+	if r.err != nil {
+		return Frame{}, r.err
+	}
+	f, err := r.readFrame()
+	if err != nil {
+		r.err = err
+		r.r, r.w = 0, 0
+	}
+	return f, err
+}
+
+func (r *Reader) readFrame() (Frame, error) {
+	if r.r == r.w {
+		// Nothing buffered: start at the front so reads get the whole buffer.
+		r.r, r.w = 0, 0
+	}
+	if err := r.fill(HeaderSize); err != nil {
+		if err == io.ErrUnexpectedEOF && r.r == r.w {
+			err = io.EOF // clean end between frames
+		}
+		return Frame{}, err
+	}
+	totalSize, commandSize, err := ParseHeader(r.buf[r.r:r.r+HeaderSize], r.limit)
+	if err != nil {
+		return Frame{}, err
+	}
+	n := 4 + int(totalSize)
+	if err := r.fill(n); err != nil {
+		return Frame{}, err
+	}
+	f := r.buf[r.r : r.r+n : r.r+n]
+	r.r += n
+	cmdEnd := HeaderSize + int(commandSize)
+	fr := Frame{Command: f[HeaderSize:cmdEnd:cmdEnd]}
+	if cmdEnd < n {
+		fr.Payload = f[cmdEnd:]
+	}
+	return fr, nil
+}
+
+// fill makes sure that at least n bytes are buffered at buf[r:]. It returns
+// io.ErrUnexpectedEOF if the stream ends first. n is at most 4+limit.
+func (r *Reader) fill(n int) error {
+	empty := 0
+	for r.w-r.r < n {
+		if len(r.buf)-r.r < n && r.r > 0 {
+			// Not enough room after the unread data: move it to the front.
+			r.w = copy(r.buf, r.buf[r.r:r.w])
+			r.r = 0
+		}
+		if r.w == len(r.buf) {
+			r.grow(n)
+		}
+		m, err := r.rd.Read(r.buf[r.w:])
+		if m < 0 || m > len(r.buf)-r.w {
+			return fmt.Errorf("frame: reader returned invalid count %d", m)
+		}
+		r.w += m
+		if r.w-r.r >= n {
+			return nil // enough data; a pending error resurfaces on the next read
+		}
+		switch {
+		case err == io.EOF:
+			return io.ErrUnexpectedEOF
+		case err != nil:
+			return err
+		case m == 0:
+			if empty++; empty >= maxEmptyReads {
+				return io.ErrNoProgress
+			}
+		default:
+			empty = 0
+		}
+	}
+	return nil
+}
+
+// grow enlarges the buffer (which is full and has its unread data at the
+// front, or is empty) so that more of the n bytes being waited for fit. It
+// at most doubles the buffer, so memory follows the data that has arrived,
+// and never goes beyond what the frame needs or HeaderSize+limit.
+func (r *Reader) grow(n int) {
+	size := max(2*len(r.buf), initialBufSize)
+	size = min(size, max(n, initialBufSize), HeaderSize+r.limit)
+	if size <= len(r.buf) {
+		// Cannot happen: n > w-r, and r == 0 whenever the buffer is full
+		// and still short of n.
+		panic(errors.New("frame: internal error: reader buffer cannot grow"))
+	}
+	nb := make([]byte, size)
+	r.w = copy(nb, r.buf[r.r:r.w])
+	r.r = 0
+	r.buf = nb
+}
