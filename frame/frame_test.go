@@ -1,0 +1,814 @@
+package frame
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+// unhex decodes hex written with spaces for readability.
+func unhex(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(strings.Join(strings.Fields(s), ""))
+	if err != nil {
+		t.Fatalf("bad hex %q: %v", s, err)
+	}
+	return b
+}
+
+// Golden frames. The bytes are written out by hand from the protocol spec:
+// protobuf tags (field<<3 | wire type), varints, big-endian sizes, and
+// CRC32C values computed by an independent bitwise implementation.
+type golden struct {
+	name     string
+	frame    string // the whole frame, hex
+	command  string // the BaseCommand bytes, hex
+	typ      pb.BaseCommand_Type
+	cmd      *pb.BaseCommand
+	payload  bool
+	bem      string // broker entry metadata bytes, hex ("" = none)
+	metadata *pb.MessageMetadata
+	crc      uint32
+	data     string
+}
+
+var testMetadata = &pb.MessageMetadata{
+	ProducerName: proto.String("p"),
+	SequenceId:   proto.Uint64(7),
+	PublishTime:  proto.Uint64(1000),
+}
+
+var goldens = []golden{
+	{
+		name: "CONNECT",
+		// total 15, command 11
+		// 08 02                type = CONNECT (2)
+		// 12 07                field 2 (connect), 7 bytes:
+		//   0a 03 32 2e 30       client_version = "2.0"
+		//   20 15                protocol_version = 21
+		frame:   "0000000f 0000000b  0802 1207 0a03322e30 2015",
+		command: "0802 1207 0a03322e30 2015",
+		typ:     pb.BaseCommand_CONNECT,
+		cmd: &pb.BaseCommand{
+			Type: pb.BaseCommand_CONNECT.Enum(),
+			Connect: &pb.CommandConnect{
+				ClientVersion:   proto.String("2.0"),
+				ProtocolVersion: proto.Int32(21),
+			},
+		},
+	},
+	{
+		name: "PING",
+		// total 9, command 5
+		// 08 12                type = PING (18)
+		// 92 01 00             field 18 (ping), empty message
+		frame:   "00000009 00000005  0812 920100",
+		command: "0812 920100",
+		typ:     pb.BaseCommand_PING,
+		cmd:     Ping(),
+	},
+	{
+		name: "SEND",
+		// total 32, command 8
+		// 08 06                type = SEND (6)
+		// 32 04 08 01 10 07    field 6 (send): producer_id 1, sequence_id 7
+		// 0e 01                checksum magic
+		// 90 bb 0e 5a          CRC32C of the 14 bytes that follow
+		// 00 00 00 08          metadata size
+		// 0a 01 70 10 07 18 e8 07   producer_name "p", sequence_id 7, publish_time 1000
+		// 68 69                "hi"
+		frame:   "00000020 00000008  0806 3204 0801 1007  0e01 90bb0e5a 00000008 0a0170 1007 18e807 6869",
+		command: "0806 3204 0801 1007",
+		typ:     pb.BaseCommand_SEND,
+		cmd: &pb.BaseCommand{
+			Type: pb.BaseCommand_SEND.Enum(),
+			Send: &pb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(7)},
+		},
+		payload:  true,
+		metadata: testMetadata,
+		crc:      0x90bb0e5a,
+		data:     "6869",
+	},
+	{
+		name: "MESSAGE with broker entry metadata",
+		// total 54, command 12
+		// 08 09                type = MESSAGE (9)
+		// 4a 08                field 9 (message), 8 bytes:
+		//   08 03                consumer_id 3
+		//   12 04 08 0a 10 14    message_id {ledgerId 10, entryId 20}
+		// 0e 02 00000009       broker entry metadata magic, 9 bytes:
+		//   08 80d095ffbc31      broker_timestamp 1700000000000
+		//   10 05                index 5
+		// 0e 01 1ec5e22a       checksum magic, CRC32C
+		// 00000008 ...         metadata as in SEND
+		// 68 65 6c 6c 6f       "hello"
+		frame: "00000036 0000000c  0809 4a08 0803 1204080a1014" +
+			"  0e02 00000009 0880d095ffbc31 1005" +
+			"  0e01 1ec5e22a 00000008 0a0170 1007 18e807 68656c6c6f",
+		command: "0809 4a08 0803 1204080a1014",
+		typ:     pb.BaseCommand_MESSAGE,
+		cmd: &pb.BaseCommand{
+			Type: pb.BaseCommand_MESSAGE.Enum(),
+			Message: &pb.CommandMessage{
+				ConsumerId: proto.Uint64(3),
+				MessageId:  &pb.MessageIdData{LedgerId: proto.Uint64(10), EntryId: proto.Uint64(20)},
+			},
+		},
+		payload:  true,
+		bem:      "0880d095ffbc31 1005",
+		metadata: testMetadata,
+		crc:      0x1ec5e22a,
+		data:     "68656c6c6f",
+	},
+}
+
+func (g golden) encode(dst []byte) ([]byte, error) {
+	if !g.payload {
+		return AppendCommand(dst, g.cmd)
+	}
+	var bem []byte
+	if g.bem != "" {
+		bem, _ = hex.DecodeString(strings.Join(strings.Fields(g.bem), ""))
+	}
+	data, _ := hex.DecodeString(g.data)
+	return AppendPayloadCommand(dst, g.cmd, bem, g.metadata, data)
+}
+
+func TestGoldenEncode(t *testing.T) {
+	for _, g := range goldens {
+		t.Run(g.name, func(t *testing.T) {
+			want := unhex(t, g.frame)
+			got, err := g.encode(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("encoded\n got %x\nwant %x", got, want)
+			}
+			// Appending keeps what is already in dst.
+			prefix := []byte("prefix")
+			got, err = g.encode(append([]byte(nil), prefix...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, append(prefix, want...)) {
+				t.Fatalf("appended\n got %x\nwant %x%x", got, prefix, want)
+			}
+		})
+	}
+}
+
+func TestGoldenDecode(t *testing.T) {
+	var stream []byte
+	for _, g := range goldens {
+		stream = append(stream, unhex(t, g.frame)...)
+	}
+	r := NewReader(bytes.NewReader(stream), DefaultMaxFrameSize)
+	for _, g := range goldens {
+		t.Run(g.name, func(t *testing.T) {
+			f, err := r.ReadFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := unhex(t, g.command); !bytes.Equal(f.Command, want) {
+				t.Fatalf("command\n got %x\nwant %x", f.Command, want)
+			}
+			typ, err := PeekType(f.Command)
+			if err != nil || typ != g.typ {
+				t.Fatalf("PeekType = %v, %v; want %v", typ, err, g.typ)
+			}
+			cmd, err := Decode(f.Command)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(cmd, g.cmd) {
+				t.Fatalf("Decode = %v; want %v", cmd, g.cmd)
+			}
+			if !g.payload {
+				if f.Payload != nil {
+					t.Fatalf("simple frame has payload %x", f.Payload)
+				}
+				return
+			}
+			p, err := ParsePayload(f.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.bem == "" {
+				if p.BrokerEntryMetadata != nil {
+					t.Fatalf("unexpected broker entry metadata %x", p.BrokerEntryMetadata)
+				}
+			} else {
+				if want := unhex(t, g.bem); !bytes.Equal(p.BrokerEntryMetadata, want) {
+					t.Fatalf("broker entry metadata %x, want %x", p.BrokerEntryMetadata, want)
+				}
+				var bem pb.BrokerEntryMetadata
+				if err := proto.Unmarshal(p.BrokerEntryMetadata, &bem); err != nil ||
+					bem.GetBrokerTimestamp() != 1700000000000 || bem.GetIndex() != 5 {
+					t.Fatalf("broker entry metadata decodes to %v, %v", &bem, err)
+				}
+			}
+			if p.Checksum != g.crc {
+				t.Fatalf("checksum 0x%08x, want 0x%08x", p.Checksum, g.crc)
+			}
+			var md pb.MessageMetadata
+			if err := proto.Unmarshal(p.Metadata, &md); err != nil || !proto.Equal(&md, g.metadata) {
+				t.Fatalf("metadata decodes to %v, %v", &md, err)
+			}
+			if want := unhex(t, g.data); !bytes.Equal(p.Data, want) {
+				t.Fatalf("data %x, want %x", p.Data, want)
+			}
+		})
+	}
+	if _, err := r.ReadFrame(); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want io.EOF", err)
+	}
+}
+
+func TestChecksumKnownVector(t *testing.T) {
+	// The CRC-32C check value from the catalogue of CRC algorithms.
+	if got := Checksum([]byte("123456789")); got != 0xe3069283 {
+		t.Fatalf("Checksum = 0x%08x, want 0xe3069283", got)
+	}
+}
+
+func header(total, cmd uint32) []byte {
+	return []byte{byte(total >> 24), byte(total >> 16), byte(total >> 8), byte(total),
+		byte(cmd >> 24), byte(cmd >> 16), byte(cmd >> 8), byte(cmd)}
+}
+
+func TestParseHeader(t *testing.T) {
+	tests := []struct {
+		name      string
+		hdr       []byte
+		max       int
+		total     uint32
+		cmd       uint32
+		wantErr   error
+		errSubstr string
+	}{
+		{name: "smallest frame", hdr: header(5, 1), max: DefaultMaxFrameSize, total: 5, cmd: 1},
+		{name: "largest frame", hdr: header(DefaultMaxFrameSize, 1), max: DefaultMaxFrameSize, total: DefaultMaxFrameSize, cmd: 1},
+		{name: "command fills frame", hdr: header(100, 96), max: DefaultMaxFrameSize, total: 100, cmd: 96},
+		{name: "max <= 0 means default", hdr: header(DefaultMaxFrameSize, 1), max: 0, total: DefaultMaxFrameSize, cmd: 1},
+		{name: "total size 0", hdr: header(0, 0), max: DefaultMaxFrameSize, wantErr: ErrFrameTooSmall},
+		{name: "total size 4", hdr: header(4, 0), max: DefaultMaxFrameSize, wantErr: ErrFrameTooSmall},
+		{name: "short header", hdr: header(5, 1)[:7], max: DefaultMaxFrameSize, wantErr: ErrFrameTooSmall},
+		{name: "total size 0xFFFFFFFF", hdr: header(0xFFFFFFFF, 1), max: DefaultMaxFrameSize, wantErr: ErrFrameTooLarge},
+		{name: "one over default", hdr: header(DefaultMaxFrameSize+1, 1), max: 0, wantErr: ErrFrameTooLarge},
+		{name: "one over custom", hdr: header(101, 1), max: 100, wantErr: ErrFrameTooLarge, errSubstr: "101"},
+		{name: "command size 0", hdr: header(10, 0), max: DefaultMaxFrameSize, wantErr: ErrBadCommandSize},
+		{name: "command size > frame", hdr: header(10, 7), max: DefaultMaxFrameSize, wantErr: ErrBadCommandSize},
+		{name: "command size 0xFFFFFFFF", hdr: header(10, 0xFFFFFFFF), max: DefaultMaxFrameSize, wantErr: ErrBadCommandSize},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			total, cmd, err := ParseHeader(tt.hdr, tt.max)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				if !strings.Contains(err.Error(), tt.errSubstr) {
+					t.Fatalf("err %q lacks %q", err, tt.errSubstr)
+				}
+				return
+			}
+			if err != nil || total != tt.total || cmd != tt.cmd {
+				t.Fatalf("= %d, %d, %v; want %d, %d", total, cmd, err, tt.total, tt.cmd)
+			}
+		})
+	}
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+func TestReaderErrors(t *testing.T) {
+	ping := unhex(t, goldens[1].frame)
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name    string
+		in      io.Reader
+		frames  int // good frames before the error
+		wantErr error
+	}{
+		{name: "empty stream", in: bytes.NewReader(nil), wantErr: io.EOF},
+		{name: "clean end", in: bytes.NewReader(ping), frames: 1, wantErr: io.EOF},
+		{name: "truncated header", in: bytes.NewReader(ping[:3]), wantErr: io.ErrUnexpectedEOF},
+		{name: "truncated frame", in: bytes.NewReader(ping[:len(ping)-1]), wantErr: io.ErrUnexpectedEOF},
+		{name: "frame then truncated frame", in: bytes.NewReader(append(append([]byte{}, ping...), ping[:10]...)), frames: 1, wantErr: io.ErrUnexpectedEOF},
+		{name: "header only", in: bytes.NewReader(ping[:HeaderSize]), wantErr: io.ErrUnexpectedEOF},
+		{name: "total size 0", in: bytes.NewReader(header(0, 0)), wantErr: ErrFrameTooSmall},
+		{name: "total size 0xFFFFFFFF", in: bytes.NewReader(header(0xFFFFFFFF, 5)), wantErr: ErrFrameTooLarge},
+		{name: "command size > frame", in: bytes.NewReader(append(header(9, 6), 0x08, 0x12, 0x92, 0x01, 0x00)), wantErr: ErrBadCommandSize},
+		{name: "reader error", in: io.MultiReader(bytes.NewReader(ping), errReader{errBoom}), frames: 1, wantErr: errBoom},
+		{name: "reader error mid frame", in: io.MultiReader(bytes.NewReader(ping[:5]), errReader{errBoom}), wantErr: errBoom},
+		{name: "no progress", in: errReader{nil}, wantErr: io.ErrNoProgress},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := NewReader(tt.in, DefaultMaxFrameSize)
+			for i := 0; i < tt.frames; i++ {
+				f, err := r.ReadFrame()
+				if err != nil {
+					t.Fatalf("frame %d: %v", i, err)
+				}
+				if !bytes.Equal(f.Command, ping[HeaderSize:]) {
+					t.Fatalf("frame %d: command %x", i, f.Command)
+				}
+			}
+			_, err := r.ReadFrame()
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == io.EOF && err != io.EOF) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			// Sticky: the stream is out of step after an error.
+			if _, err2 := r.ReadFrame(); err2 != err {
+				t.Fatalf("second call: %v, want the same %v", err2, err)
+			}
+		})
+	}
+}
+
+func TestReaderDoesNotTrustHeaderSize(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		total   uint32
+		wantErr error
+	}{
+		{"within the limit but never sent", DefaultMaxFrameSize, io.ErrUnexpectedEOF},
+		{"over the limit", 0xFFFFFFFF, ErrFrameTooLarge},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := append(header(tt.total, 5), make([]byte, 100)...)
+			r := NewReader(bytes.NewReader(in), DefaultMaxFrameSize)
+			_, err := r.ReadFrame()
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if c := cap(r.buf); c > initialBufSize {
+				t.Fatalf("buffer grew to %d bytes for 108 bytes of input", c)
+			}
+		})
+	}
+	// The same through allocation counts: the failing reads allocate only
+	// small things (the error, at most the initial buffer).
+	in := header(DefaultMaxFrameSize, 5)
+	allocs := testing.AllocsPerRun(20, func() {
+		r := NewReader(bytes.NewReader(in), DefaultMaxFrameSize)
+		_, _ = r.ReadFrame()
+	})
+	if allocs > 5 {
+		t.Fatalf("%v allocations for a frame that never arrives", allocs)
+	}
+}
+
+// chunkReader returns at most n bytes per Read.
+type chunkReader struct {
+	b []byte
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.b) == 0 {
+		return 0, io.EOF
+	}
+	m := copy(p[:min(len(p), c.n)], c.b)
+	c.b = c.b[m:]
+	return m, nil
+}
+
+func TestReaderGrowsWithData(t *testing.T) {
+	const limit = 1 << 20
+	data := bytes.Repeat([]byte{0xab}, limit-100)
+	fr, err := AppendPayloadCommand(nil, goldens[2].cmd, nil, testMetadata, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fr) > limit {
+		t.Fatalf("test frame of %d bytes is over the limit", len(fr))
+	}
+	// A second, small frame after the big one.
+	fr, _ = AppendCommand(fr, Ping())
+	r := NewReader(&chunkReader{b: fr, n: 4096}, limit)
+	f, err := r.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePayload(f.Payload)
+	if err != nil || !bytes.Equal(p.Data, data) {
+		t.Fatalf("payload: %v", err)
+	}
+	if c := cap(r.buf); c > HeaderSize+limit {
+		t.Fatalf("buffer %d > HeaderSize+limit", c)
+	}
+	f, err = r.ReadFrame()
+	if err != nil || !bytes.Equal(f.Command, unhex(t, goldens[1].command)) {
+		t.Fatalf("second frame: %x, %v", f.Command, err)
+	}
+	if _, err := r.ReadFrame(); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+}
+
+func TestReaderExactLimit(t *testing.T) {
+	const limit = 1000
+	cmd, _ := AppendCommand(nil, Ping())
+	body := make([]byte, limit-4-(len(cmd)-HeaderSize))
+	fr := append(cmd, body...)
+	fr[3] = byte(limit & 0xff)
+	fr[2] = byte(limit >> 8)
+	r := NewReader(bytes.NewReader(append(fr, fr...)), limit)
+	for i := 0; i < 2; i++ {
+		f, err := r.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.Payload) != len(body) {
+			t.Fatalf("payload %d bytes, want %d", len(f.Payload), len(body))
+		}
+	}
+	if c := cap(r.buf); c > HeaderSize+limit {
+		t.Fatalf("buffer %d > HeaderSize+limit", c)
+	}
+}
+
+func TestReaderChunking(t *testing.T) {
+	var stream []byte
+	for i := 0; i < 50; i++ {
+		for _, g := range goldens {
+			stream = append(stream, unhex(t, g.frame)...)
+		}
+	}
+	want := readAllFrames(NewReader(bytes.NewReader(stream), 0))
+	for name, in := range map[string]io.Reader{
+		"one byte":   iotest.OneByteReader(bytes.NewReader(stream)),
+		"half":       iotest.HalfReader(bytes.NewReader(stream)),
+		"data+EOF":   iotest.DataErrReader(bytes.NewReader(stream)),
+		"7 at once":  &chunkReader{b: stream, n: 7},
+		"big chunks": &chunkReader{b: stream, n: 1000},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := readAllFrames(NewReader(in, 0))
+			if !equalFrames(got, want) {
+				t.Fatalf("got %d frames / %v, want %d frames / %v", len(got.frames), got.err, len(want.frames), want.err)
+			}
+		})
+	}
+	if len(want.frames) != 50*len(goldens) || want.err != io.EOF {
+		t.Fatalf("reference read %d frames, %v", len(want.frames), want.err)
+	}
+}
+
+// loopReader returns the same bytes forever.
+type loopReader struct {
+	b   []byte
+	off int
+}
+
+func (l *loopReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m := copy(p[n:], l.b[l.off:])
+		n += m
+		l.off = (l.off + m) % len(l.b)
+	}
+	return n, nil
+}
+
+func TestReaderSteadyStateAllocs(t *testing.T) {
+	fr := unhex(t, goldens[3].frame)
+	r := NewReader(&loopReader{b: fr}, 0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		f, err := r.ReadFrame()
+		if err != nil || len(f.Command) != 12 {
+			t.Fatalf("ReadFrame: %v", err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("ReadFrame allocates %v times per frame", allocs)
+	}
+}
+
+func TestPeekType(t *testing.T) {
+	tests := []struct {
+		name    string
+		command string
+		want    pb.BaseCommand_Type
+		wantErr bool
+	}{
+		{name: "PING", command: "0812 920100", want: pb.BaseCommand_PING},
+		{name: "type after the sub-command", command: "920100 0812", want: pb.BaseCommand_PING},
+		{name: "other fields first", command: "4a08 0803 1204080a1014 0809", want: pb.BaseCommand_MESSAGE},
+		{name: "last type wins", command: "0802 0812", want: pb.BaseCommand_PING},
+		{name: "unknown value after a known one", command: "0812 08e807", want: 1000},
+		{name: "field 1 as bytes is not the type", command: "0a00 0802 1207 0a03322e30 2015", want: pb.BaseCommand_CONNECT},
+		{name: "largest type", command: "0844", want: pb.BaseCommand_TOPIC_MIGRATED},
+		{name: "unknown type only", command: "08e807", want: 1000},
+		{name: "unknown value 1", command: "0801", want: 1},
+		{name: "negative type", command: "08ffffffffffffffffff01", want: -1},
+		{name: "type wider than int32", command: "088280808010", want: 2},
+		{name: "no type", command: "920100", wantErr: true},
+		{name: "empty", command: "", wantErr: true},
+		{name: "truncated varint", command: "08", wantErr: true},
+		{name: "truncated sub-command", command: "0812 9201", wantErr: true},
+		{name: "field number 0", command: "0012", wantErr: true},
+		{name: "end group without start", command: "0812 0c", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := unhex(t, tt.command)
+			got, err := PeekType(b)
+			if tt.wantErr {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("err = %v, want ErrMalformed", err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("PeekType = %v, want %v", got, tt.want)
+			}
+			// Whenever Decode accepts a command, PeekType agrees with it.
+			if cmd, err := Decode(b); err == nil && (tt.wantErr || cmd.GetType() != got) {
+				t.Fatalf("Decode says %v, PeekType %v (%v)", cmd.GetType(), got, err)
+			}
+		})
+	}
+}
+
+func TestPeekTypeAllocs(t *testing.T) {
+	cmd := unhex(t, goldens[3].command)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if typ, err := PeekType(cmd); err != nil || typ != pb.BaseCommand_MESSAGE {
+			t.Fatal(typ, err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("PeekType allocates %v times", allocs)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, tt := range []struct{ name, command string }{
+		{"not protobuf", "ffffffff"},
+		{"truncated", "0802 1207 0a03"},
+		{"missing type", "1207 0a03322e30 2015"},
+		{"missing nested required field", "0802 1202 2015"}, // CONNECT without client_version
+		{"empty", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd, err := Decode(unhex(t, tt.command))
+			if !errors.Is(err, ErrMalformed) || cmd != nil {
+				t.Fatalf("Decode = %v, %v; want ErrMalformed", cmd, err)
+			}
+		})
+	}
+}
+
+func TestDecodeKeepsUnknownFields(t *testing.T) {
+	// PING plus field 200 (varint 1), unknown to the schema.
+	in := unhex(t, "0812 920100 c00c01")
+	cmd, err := Decode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := AppendCommand(nil, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out[HeaderSize:], in) {
+		t.Fatalf("re-encoded %x, want %x", out[HeaderSize:], in)
+	}
+}
+
+func TestParsePayloadErrors(t *testing.T) {
+	send := unhex(t, goldens[2].frame)
+	sendPayload := send[HeaderSize+8:]
+	msg := unhex(t, goldens[3].frame)
+	msgPayload := msg[HeaderSize+12:]
+	flip := func(b []byte, i int) []byte {
+		c := append([]byte(nil), b...)
+		c[i] ^= 1
+		return c
+	}
+	// A checksum section whose metadata size is wrong but whose CRC is right.
+	bogusSize := append([]byte{0x0e, 0x01, 0, 0, 0, 0}, 0, 0, 0, 99, 0xaa)
+	putU32(bogusSize[2:], Checksum(bogusSize[6:]))
+
+	tests := []struct {
+		name    string
+		p       []byte
+		wantErr error
+	}{
+		{"bad magic", flip(sendPayload, 1), ErrBadMagic},
+		{"other magic", append([]byte{0x12, 0x34}, sendPayload[2:]...), ErrBadMagic},
+		{"bad checksum (data)", flip(sendPayload, len(sendPayload)-1), ErrBadChecksum},
+		{"bad checksum (metadata)", flip(sendPayload, 12), ErrBadChecksum},
+		{"bad checksum (crc field)", flip(sendPayload, 2), ErrBadChecksum},
+		{"bad checksum after broker entry metadata", flip(msgPayload, len(msgPayload)-1), ErrBadChecksum},
+		{"empty", nil, ErrMalformed},
+		{"one byte", []byte{0x0e}, ErrMalformed},
+		{"magic only", []byte{0x0e, 0x01}, ErrMalformed},
+		{"no metadata size", sendPayload[:8], ErrMalformed},
+		{"metadata size too large", bogusSize, ErrMalformed},
+		{"broker entry metadata truncated", []byte{0x0e, 0x02, 0, 0}, ErrMalformed},
+		{"broker entry metadata size too large", append([]byte{0x0e, 0x02, 0, 0, 0x10, 0}, sendPayload...), ErrMalformed},
+		{"broker entry metadata then nothing", []byte{0x0e, 0x02, 0, 0, 0, 0}, ErrMalformed},
+		{"two broker entry metadata sections", append([]byte{0x0e, 0x02, 0, 0, 0, 0}, msgPayload...), ErrBadMagic},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := ParsePayload(tt.p); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func putU32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
+}
+
+func TestEmptyBrokerEntryMetadata(t *testing.T) {
+	// Non-nil but empty broker entry metadata is written as a 0-byte section.
+	fr, err := AppendPayloadCommand(nil, goldens[2].cmd, []byte{}, testMetadata, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePayload(fr[HeaderSize+8:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.BrokerEntryMetadata == nil || len(p.BrokerEntryMetadata) != 0 || len(p.Data) != 0 {
+		t.Fatalf("got %+v", p)
+	}
+}
+
+func TestEncodeErrors(t *testing.T) {
+	dst := []byte("keep")
+	for _, tt := range []struct {
+		name string
+		do   func() ([]byte, error)
+	}{
+		{"nil command", func() ([]byte, error) { return AppendCommand(dst, nil) }},
+		{"missing type", func() ([]byte, error) { return AppendCommand(dst, &pb.BaseCommand{Ping: &pb.CommandPing{}}) }},
+		{"missing nested required", func() ([]byte, error) {
+			return AppendCommand(dst, &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{}})
+		}},
+		{"nil payload command", func() ([]byte, error) { return AppendPayloadCommand(dst, nil, nil, testMetadata, nil) }},
+		{"nil metadata", func() ([]byte, error) { return AppendPayloadCommand(dst, goldens[2].cmd, nil, nil, nil) }},
+		{"metadata missing required", func() ([]byte, error) {
+			return AppendPayloadCommand(dst, goldens[2].cmd, nil, &pb.MessageMetadata{}, nil)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := tt.do()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if string(out) != "keep" {
+				t.Fatalf("dst changed to %q", out)
+			}
+		})
+	}
+}
+
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+func TestWriteCommand(t *testing.T) {
+	var w countingWriter
+	if err := WriteCommand(&w, goldens[0].cmd); err != nil {
+		t.Fatal(err)
+	}
+	if w.writes != 1 || !bytes.Equal(w.Bytes(), unhex(t, goldens[0].frame)) {
+		t.Fatalf("%d writes of %x", w.writes, w.Bytes())
+	}
+	if err := WriteCommand(&w, &pb.BaseCommand{}); err == nil || w.writes != 1 {
+		t.Fatalf("invalid command: err %v, %d writes", err, w.writes)
+	}
+	errBoom := errors.New("boom")
+	if err := WriteCommand(errWriter{errBoom}, Ping()); err != errBoom {
+		t.Fatalf("write error: %v", err)
+	}
+}
+
+type errWriter struct{ err error }
+
+func (w errWriter) Write([]byte) (int, error) { return 0, w.err }
+
+func TestConstructors(t *testing.T) {
+	roundTrip := func(t *testing.T, cmd *pb.BaseCommand) *pb.BaseCommand {
+		t.Helper()
+		b, err := AppendCommand(nil, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := NewReader(bytes.NewReader(b), 0).ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(f.Command)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ, err := PeekType(f.Command); err != nil || typ != cmd.GetType() {
+			t.Fatalf("PeekType %v, %v", typ, err)
+		}
+		return got
+	}
+	c := roundTrip(t, Connected("pulsar-proxy 1.0", 21, 5<<20))
+	if c.GetType() != pb.BaseCommand_CONNECTED || c.GetConnected().GetServerVersion() != "pulsar-proxy 1.0" ||
+		c.GetConnected().GetProtocolVersion() != 21 || c.GetConnected().GetMaxMessageSize() != 5<<20 {
+		t.Fatalf("Connected: %v", c)
+	}
+	if c := roundTrip(t, Connected("v", 21, 0)); c.GetConnected().MaxMessageSize != nil {
+		t.Fatalf("Connected with max 0 sets the field: %v", c)
+	}
+	e := roundTrip(t, Error(42, pb.ServerError_ServiceNotReady, "try again"))
+	if e.GetType() != pb.BaseCommand_ERROR || e.GetError().GetRequestId() != 42 ||
+		e.GetError().GetError() != pb.ServerError_ServiceNotReady || e.GetError().GetMessage() != "try again" {
+		t.Fatalf("Error: %v", e)
+	}
+	if p := roundTrip(t, Ping()); p.GetType() != pb.BaseCommand_PING || p.Ping == nil {
+		t.Fatalf("Ping: %v", p)
+	}
+	if p := roundTrip(t, Pong()); p.GetType() != pb.BaseCommand_PONG || p.Pong == nil {
+		t.Fatalf("Pong: %v", p)
+	}
+	// PONG: type 19, field 19 empty.
+	b, _ := AppendCommand(nil, Pong())
+	if want := unhex(t, "00000009 00000005 0813 9a0100"); !bytes.Equal(b, want) {
+		t.Fatalf("Pong frame %x, want %x", b, want)
+	}
+	if Ping() == Ping() {
+		t.Fatal("Ping returns a shared command")
+	}
+}
+
+// frameCopy is a frame copied out of the Reader's buffer.
+type frameCopy struct{ command, payload []byte }
+
+type readResult struct {
+	frames []frameCopy
+	err    error
+}
+
+func readAllFrames(r *Reader) readResult {
+	var res readResult
+	for {
+		f, err := r.ReadFrame()
+		if err != nil {
+			res.err = err
+			return res
+		}
+		fc := frameCopy{command: bytes.Clone(f.Command)}
+		if f.Payload != nil {
+			fc.payload = bytes.Clone(f.Payload)
+		}
+		res.frames = append(res.frames, fc)
+	}
+}
+
+func equalFrames(a, b readResult) bool {
+	if len(a.frames) != len(b.frames) || errClass(a.err) != errClass(b.err) {
+		return false
+	}
+	for i := range a.frames {
+		if !bytes.Equal(a.frames[i].command, b.frames[i].command) ||
+			!bytes.Equal(a.frames[i].payload, b.frames[i].payload) ||
+			(a.frames[i].payload == nil) != (b.frames[i].payload == nil) {
+			return false
+		}
+	}
+	return true
+}
+
+func errClass(err error) string {
+	for _, s := range []error{io.EOF, io.ErrUnexpectedEOF, io.ErrNoProgress, ErrFrameTooLarge, ErrFrameTooSmall,
+		ErrBadCommandSize, ErrBadChecksum, ErrBadMagic, ErrMalformed} {
+		if errors.Is(err, s) {
+			return s.Error()
+		}
+	}
+	if err == nil {
+		return "nil"
+	}
+	return "other: " + err.Error()
+}
