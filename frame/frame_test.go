@@ -468,6 +468,29 @@ func TestReaderChunking(t *testing.T) {
 	}
 }
 
+func TestReaderBuffered(t *testing.T) {
+	ping := unhex(t, goldens[1].frame)
+	send := unhex(t, goldens[2].frame)
+	stream := append(append(append([]byte{}, ping...), send...), "raw"...)
+	r := NewReader(bytes.NewReader(stream), 0)
+	if b := r.Buffered(); len(b) != 0 {
+		t.Fatalf("Buffered before reading: %x", b)
+	}
+	if _, err := r.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	// bytes.Reader hands over everything at once: the rest is buffered.
+	if b := r.Buffered(); !bytes.Equal(b, stream[len(ping):]) {
+		t.Fatalf("Buffered = %x, want %x", b, stream[len(ping):])
+	}
+	if _, err := r.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	if b := r.Buffered(); string(b) != "raw" {
+		t.Fatalf("Buffered = %q, want %q", b, "raw")
+	}
+}
+
 // loopReader returns the same bytes forever.
 type loopReader struct {
 	b   []byte

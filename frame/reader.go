@@ -30,6 +30,10 @@ const (
 // actually arrive, so a header that announces a large frame costs no memory
 // until the data is sent. The buffer never exceeds HeaderSize+maxFrameSize.
 //
+// Because it reads ahead, the Reader may hold bytes of frames not yet
+// returned; code that stops using the Reader and goes on with the raw
+// stream (e.g. to splice bytes after a handshake) must take Buffered first.
+//
 // A Reader is not safe for concurrent use. Errors are sticky: once
 // ReadFrame has failed, the stream is out of step and every later call
 // returns the same error.
@@ -45,6 +49,13 @@ type Reader struct {
 // maxFrameSize (<= 0 means DefaultMaxFrameSize).
 func NewReader(r io.Reader, maxFrameSize int) *Reader {
 	return &Reader{rd: r, limit: int(effectiveMax(maxFrameSize))}
+}
+
+// Buffered returns the bytes the Reader has read from the stream but not yet
+// returned in a frame. The slice aliases the buffer and is valid until the
+// next ReadFrame.
+func (r *Reader) Buffered() []byte {
+	return r.buf[r.r:r.w]
 }
 
 // ReadFrame reads the next frame. It returns io.EOF only when the stream
