@@ -14,6 +14,10 @@
 // 	protoc        v3.21.12
 // source: pulsar_api.proto
 
+// Our own package name, not upstream's "pulsar.proto": the protobuf registry refuses two
+// definitions of one full name in a binary, and tests link pulsar-client-go beside us.
+// Package names never reach the wire.
+
 package pb
 
 import (
@@ -1653,7 +1657,7 @@ type Schema struct {
 	Name  *string                `protobuf:"bytes,1,req,name=name" json:"name,omitempty"`
 	// field number 2 is not used by the protocol
 	SchemaData    []byte       `protobuf:"bytes,3,req,name=schema_data,json=schemaData" json:"schema_data,omitempty"`
-	Type          *Schema_Type `protobuf:"varint,4,req,name=type,enum=pulsar.proto.Schema_Type" json:"type,omitempty"`
+	Type          *Schema_Type `protobuf:"varint,4,req,name=type,enum=pulsarproxy.wire.Schema_Type" json:"type,omitempty"`
 	Properties    []*KeyValue  `protobuf:"bytes,5,rep,name=properties" json:"properties,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1787,7 +1791,7 @@ type MessageMetadata struct {
 	ReplicatedFrom   *string                `protobuf:"bytes,5,opt,name=replicated_from,json=replicatedFrom" json:"replicated_from,omitempty"` // source cluster of a geo-replicated copy
 	PartitionKey     *string                `protobuf:"bytes,6,opt,name=partition_key,json=partitionKey" json:"partition_key,omitempty"`
 	ReplicateTo      []string               `protobuf:"bytes,7,rep,name=replicate_to,json=replicateTo" json:"replicate_to,omitempty"`
-	Compression      *CompressionType       `protobuf:"varint,8,opt,name=compression,enum=pulsar.proto.CompressionType,def=0" json:"compression,omitempty"`
+	Compression      *CompressionType       `protobuf:"varint,8,opt,name=compression,enum=pulsarproxy.wire.CompressionType,def=0" json:"compression,omitempty"`
 	UncompressedSize *uint32                `protobuf:"varint,9,opt,name=uncompressed_size,json=uncompressedSize,def=0" json:"uncompressed_size,omitempty"`
 	// 10 was once a checksum; the checksum now lives in the frame itself.
 	NumMessagesInBatch     *int32            `protobuf:"varint,11,opt,name=num_messages_in_batch,json=numMessagesInBatch,def=1" json:"num_messages_in_batch,omitempty"`
@@ -2397,7 +2401,7 @@ func (x *AuthData) GetAuthData() []byte {
 type CommandConnect struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	ClientVersion    *string                `protobuf:"bytes,1,req,name=client_version,json=clientVersion" json:"client_version,omitempty"`
-	AuthMethod       *AuthMethod            `protobuf:"varint,2,opt,name=auth_method,json=authMethod,enum=pulsar.proto.AuthMethod" json:"auth_method,omitempty"` // deprecated, see auth_method_name
+	AuthMethod       *AuthMethod            `protobuf:"varint,2,opt,name=auth_method,json=authMethod,enum=pulsarproxy.wire.AuthMethod" json:"auth_method,omitempty"` // deprecated, see auth_method_name
 	AuthData         []byte                 `protobuf:"bytes,3,opt,name=auth_data,json=authData" json:"auth_data,omitempty"`
 	ProtocolVersion  *int32                 `protobuf:"varint,4,opt,name=protocol_version,json=protocolVersion,def=0" json:"protocol_version,omitempty"`
 	AuthMethodName   *string                `protobuf:"bytes,5,opt,name=auth_method_name,json=authMethodName" json:"auth_method_name,omitempty"`
@@ -2894,8 +2898,8 @@ type CommandPartitionedTopicMetadataResponse struct {
 	state         protoimpl.MessageState                              `protogen:"open.v1"`
 	Partitions    *uint32                                             `protobuf:"varint,1,opt,name=partitions" json:"partitions,omitempty"` // absent on error
 	RequestId     *uint64                                             `protobuf:"varint,2,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Response      *CommandPartitionedTopicMetadataResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=pulsar.proto.CommandPartitionedTopicMetadataResponse_LookupType" json:"response,omitempty"`
-	Error         *ServerError                                        `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Response      *CommandPartitionedTopicMetadataResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=pulsarproxy.wire.CommandPartitionedTopicMetadataResponse_LookupType" json:"response,omitempty"`
+	Error         *ServerError                                        `protobuf:"varint,4,opt,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message       *string                                             `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3075,10 +3079,10 @@ type CommandLookupTopicResponse struct {
 	state               protoimpl.MessageState                 `protogen:"open.v1"`
 	BrokerServiceUrl    *string                                `protobuf:"bytes,1,opt,name=brokerServiceUrl" json:"brokerServiceUrl,omitempty"`
 	BrokerServiceUrlTls *string                                `protobuf:"bytes,2,opt,name=brokerServiceUrlTls" json:"brokerServiceUrlTls,omitempty"`
-	Response            *CommandLookupTopicResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=pulsar.proto.CommandLookupTopicResponse_LookupType" json:"response,omitempty"`
+	Response            *CommandLookupTopicResponse_LookupType `protobuf:"varint,3,opt,name=response,enum=pulsarproxy.wire.CommandLookupTopicResponse_LookupType" json:"response,omitempty"`
 	RequestId           *uint64                                `protobuf:"varint,4,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	Authoritative       *bool                                  `protobuf:"varint,5,opt,name=authoritative,def=0" json:"authoritative,omitempty"`
-	Error               *ServerError                           `protobuf:"varint,6,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error               *ServerError                           `protobuf:"varint,6,opt,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message             *string                                `protobuf:"bytes,7,opt,name=message" json:"message,omitempty"`
 	// Client must keep going through the service URL (i.e. the proxy).
 	ProxyThroughServiceUrl *bool `protobuf:"varint,8,opt,name=proxy_through_service_url,json=proxyThroughServiceUrl,def=0" json:"proxy_through_service_url,omitempty"`
@@ -3182,7 +3186,7 @@ type CommandGetTopicsOfNamespace struct {
 	state         protoimpl.MessageState            `protogen:"open.v1"`
 	RequestId     *uint64                           `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	Namespace     *string                           `protobuf:"bytes,2,req,name=namespace" json:"namespace,omitempty"`
-	Mode          *CommandGetTopicsOfNamespace_Mode `protobuf:"varint,3,opt,name=mode,enum=pulsar.proto.CommandGetTopicsOfNamespace_Mode,def=0" json:"mode,omitempty"`
+	Mode          *CommandGetTopicsOfNamespace_Mode `protobuf:"varint,3,opt,name=mode,enum=pulsarproxy.wire.CommandGetTopicsOfNamespace_Mode,def=0" json:"mode,omitempty"`
 	TopicsPattern *string                           `protobuf:"bytes,4,opt,name=topics_pattern,json=topicsPattern" json:"topics_pattern,omitempty"`
 	TopicsHash    *string                           `protobuf:"bytes,5,opt,name=topics_hash,json=topicsHash" json:"topics_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -3617,7 +3621,7 @@ type CommandProducer struct {
 	Schema                   *Schema                `protobuf:"bytes,7,opt,name=schema" json:"schema,omitempty"`
 	Epoch                    *uint64                `protobuf:"varint,8,opt,name=epoch,def=0" json:"epoch,omitempty"`
 	UserProvidedProducerName *bool                  `protobuf:"varint,9,opt,name=user_provided_producer_name,json=userProvidedProducerName,def=1" json:"user_provided_producer_name,omitempty"`
-	ProducerAccessMode       *ProducerAccessMode    `protobuf:"varint,10,opt,name=producer_access_mode,json=producerAccessMode,enum=pulsar.proto.ProducerAccessMode,def=0" json:"producer_access_mode,omitempty"`
+	ProducerAccessMode       *ProducerAccessMode    `protobuf:"varint,10,opt,name=producer_access_mode,json=producerAccessMode,enum=pulsarproxy.wire.ProducerAccessMode,def=0" json:"producer_access_mode,omitempty"`
 	TopicEpoch               *uint64                `protobuf:"varint,11,opt,name=topic_epoch,json=topicEpoch" json:"topic_epoch,omitempty"`
 	TxnEnabled               *bool                  `protobuf:"varint,12,opt,name=txn_enabled,json=txnEnabled,def=0" json:"txn_enabled,omitempty"`
 	InitialSubscriptionName  *string                `protobuf:"bytes,13,opt,name=initial_subscription_name,json=initialSubscriptionName" json:"initial_subscription_name,omitempty"`
@@ -4042,7 +4046,7 @@ type CommandSendError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ProducerId    *uint64                `protobuf:"varint,1,req,name=producer_id,json=producerId" json:"producer_id,omitempty"`
 	SequenceId    *uint64                `protobuf:"varint,2,req,name=sequence_id,json=sequenceId" json:"sequence_id,omitempty"`
-	Error         *ServerError           `protobuf:"varint,3,req,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error         *ServerError           `protobuf:"varint,3,req,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message       *string                `protobuf:"bytes,4,req,name=message" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4176,7 +4180,7 @@ func (x *CommandCloseProducer) GetAssignedBrokerServiceUrlTls() string {
 
 type KeySharedMeta struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	KeySharedMode *KeySharedMode         `protobuf:"varint,1,req,name=keySharedMode,enum=pulsar.proto.KeySharedMode" json:"keySharedMode,omitempty"`
+	KeySharedMode *KeySharedMode         `protobuf:"varint,1,req,name=keySharedMode,enum=pulsarproxy.wire.KeySharedMode" json:"keySharedMode,omitempty"`
 	// field number 2 is not used by the protocol
 	HashRanges              []*IntRange `protobuf:"bytes,3,rep,name=hashRanges" json:"hashRanges,omitempty"`
 	AllowOutOfOrderDelivery *bool       `protobuf:"varint,4,opt,name=allowOutOfOrderDelivery,def=0" json:"allowOutOfOrderDelivery,omitempty"`
@@ -4244,7 +4248,7 @@ type CommandSubscribe struct {
 	state                           protoimpl.MessageState            `protogen:"open.v1"`
 	Topic                           *string                           `protobuf:"bytes,1,req,name=topic" json:"topic,omitempty"`
 	Subscription                    *string                           `protobuf:"bytes,2,req,name=subscription" json:"subscription,omitempty"`
-	SubType                         *CommandSubscribe_SubType         `protobuf:"varint,3,req,name=subType,enum=pulsar.proto.CommandSubscribe_SubType" json:"subType,omitempty"`
+	SubType                         *CommandSubscribe_SubType         `protobuf:"varint,3,req,name=subType,enum=pulsarproxy.wire.CommandSubscribe_SubType" json:"subType,omitempty"`
 	ConsumerId                      *uint64                           `protobuf:"varint,4,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
 	RequestId                       *uint64                           `protobuf:"varint,5,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	ConsumerName                    *string                           `protobuf:"bytes,6,opt,name=consumer_name,json=consumerName" json:"consumer_name,omitempty"`
@@ -4254,7 +4258,7 @@ type CommandSubscribe struct {
 	Metadata                        []*KeyValue                       `protobuf:"bytes,10,rep,name=metadata" json:"metadata,omitempty"`
 	ReadCompacted                   *bool                             `protobuf:"varint,11,opt,name=read_compacted,json=readCompacted" json:"read_compacted,omitempty"`
 	Schema                          *Schema                           `protobuf:"bytes,12,opt,name=schema" json:"schema,omitempty"`
-	InitialPosition                 *CommandSubscribe_InitialPosition `protobuf:"varint,13,opt,name=initialPosition,enum=pulsar.proto.CommandSubscribe_InitialPosition,def=0" json:"initialPosition,omitempty"`
+	InitialPosition                 *CommandSubscribe_InitialPosition `protobuf:"varint,13,opt,name=initialPosition,enum=pulsarproxy.wire.CommandSubscribe_InitialPosition,def=0" json:"initialPosition,omitempty"`
 	ReplicateSubscriptionState      *bool                             `protobuf:"varint,14,opt,name=replicate_subscription_state,json=replicateSubscriptionState" json:"replicate_subscription_state,omitempty"`
 	ForceTopicCreation              *bool                             `protobuf:"varint,15,opt,name=force_topic_creation,json=forceTopicCreation,def=1" json:"force_topic_creation,omitempty"`
 	StartMessageRollbackDurationSec *uint64                           `protobuf:"varint,16,opt,name=start_message_rollback_duration_sec,json=startMessageRollbackDurationSec,def=0" json:"start_message_rollback_duration_sec,omitempty"`
@@ -4574,9 +4578,9 @@ func (x *CommandMessage) GetConsumerEpoch() uint64 {
 type CommandAck struct {
 	state           protoimpl.MessageState      `protogen:"open.v1"`
 	ConsumerId      *uint64                     `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
-	AckType         *CommandAck_AckType         `protobuf:"varint,2,req,name=ack_type,json=ackType,enum=pulsar.proto.CommandAck_AckType" json:"ack_type,omitempty"`
+	AckType         *CommandAck_AckType         `protobuf:"varint,2,req,name=ack_type,json=ackType,enum=pulsarproxy.wire.CommandAck_AckType" json:"ack_type,omitempty"`
 	MessageId       []*MessageIdData            `protobuf:"bytes,3,rep,name=message_id,json=messageId" json:"message_id,omitempty"`
-	ValidationError *CommandAck_ValidationError `protobuf:"varint,4,opt,name=validation_error,json=validationError,enum=pulsar.proto.CommandAck_ValidationError" json:"validation_error,omitempty"`
+	ValidationError *CommandAck_ValidationError `protobuf:"varint,4,opt,name=validation_error,json=validationError,enum=pulsarproxy.wire.CommandAck_ValidationError" json:"validation_error,omitempty"`
 	Properties      []*KeyLongValue             `protobuf:"bytes,5,rep,name=properties" json:"properties,omitempty"`
 	TxnidLeastBits  *uint64                     `protobuf:"varint,6,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits   *uint64                     `protobuf:"varint,7,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
@@ -4682,7 +4686,7 @@ type CommandAckResponse struct {
 	ConsumerId     *uint64                `protobuf:"varint,1,req,name=consumer_id,json=consumerId" json:"consumer_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	RequestId      *uint64                `protobuf:"varint,6,opt,name=request_id,json=requestId" json:"request_id,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -5188,7 +5192,7 @@ func (x *CommandConsumerStats) GetConsumerId() uint64 {
 type CommandConsumerStatsResponse struct {
 	state                        protoimpl.MessageState `protogen:"open.v1"`
 	RequestId                    *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ErrorCode                    *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=pulsar.proto.ServerError" json:"error_code,omitempty"`
+	ErrorCode                    *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=pulsarproxy.wire.ServerError" json:"error_code,omitempty"`
 	ErrorMessage                 *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage" json:"error_message,omitempty"`
 	MsgRateOut                   *float64               `protobuf:"fixed64,4,opt,name=msgRateOut" json:"msgRateOut,omitempty"`
 	MsgThroughputOut             *float64               `protobuf:"fixed64,5,opt,name=msgThroughputOut" json:"msgThroughputOut,omitempty"`
@@ -5465,7 +5469,7 @@ func (x *CommandGetLastMessageIdResponse) GetConsumerMarkDeletePosition() *Messa
 type CommandTopicMigrated struct {
 	state               protoimpl.MessageState             `protogen:"open.v1"`
 	ResourceId          *uint64                            `protobuf:"varint,1,req,name=resource_id,json=resourceId" json:"resource_id,omitempty"`
-	ResourceType        *CommandTopicMigrated_ResourceType `protobuf:"varint,2,req,name=resource_type,json=resourceType,enum=pulsar.proto.CommandTopicMigrated_ResourceType" json:"resource_type,omitempty"`
+	ResourceType        *CommandTopicMigrated_ResourceType `protobuf:"varint,2,req,name=resource_type,json=resourceType,enum=pulsarproxy.wire.CommandTopicMigrated_ResourceType" json:"resource_type,omitempty"`
 	BrokerServiceUrl    *string                            `protobuf:"bytes,3,opt,name=brokerServiceUrl" json:"brokerServiceUrl,omitempty"`
 	BrokerServiceUrlTls *string                            `protobuf:"bytes,4,opt,name=brokerServiceUrlTls" json:"brokerServiceUrlTls,omitempty"`
 	unknownFields       protoimpl.UnknownFields
@@ -5585,7 +5589,7 @@ func (x *CommandSuccess) GetSchema() *Schema {
 type CommandError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Error         *ServerError           `protobuf:"varint,2,req,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error         *ServerError           `protobuf:"varint,2,req,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message       *string                `protobuf:"bytes,3,req,name=message" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5705,7 +5709,7 @@ func (x *CommandGetSchema) GetSchemaVersion() []byte {
 type CommandGetSchemaResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ErrorCode     *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=pulsar.proto.ServerError" json:"error_code,omitempty"`
+	ErrorCode     *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=pulsarproxy.wire.ServerError" json:"error_code,omitempty"`
 	ErrorMessage  *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage" json:"error_message,omitempty"`
 	Schema        *Schema                `protobuf:"bytes,4,opt,name=schema" json:"schema,omitempty"`
 	SchemaVersion []byte                 `protobuf:"bytes,5,opt,name=schema_version,json=schemaVersion" json:"schema_version,omitempty"`
@@ -5841,7 +5845,7 @@ func (x *CommandGetOrCreateSchema) GetSchema() *Schema {
 type CommandGetOrCreateSchemaResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	ErrorCode     *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=pulsar.proto.ServerError" json:"error_code,omitempty"`
+	ErrorCode     *ServerError           `protobuf:"varint,2,opt,name=error_code,json=errorCode,enum=pulsarproxy.wire.ServerError" json:"error_code,omitempty"`
 	ErrorMessage  *string                `protobuf:"bytes,3,opt,name=error_message,json=errorMessage" json:"error_message,omitempty"`
 	SchemaVersion []byte                 `protobuf:"bytes,4,opt,name=schema_version,json=schemaVersion" json:"schema_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -6018,7 +6022,7 @@ func (x *CommandTcClientConnectRequest) GetTcId() uint64 {
 type CommandTcClientConnectResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
-	Error         *ServerError           `protobuf:"varint,2,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error         *ServerError           `protobuf:"varint,2,opt,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message       *string                `protobuf:"bytes,3,opt,name=message" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -6146,7 +6150,7 @@ type CommandNewTxnResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -6302,7 +6306,7 @@ type CommandAddPartitionToTxnResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -6458,7 +6462,7 @@ type CommandAddSubscriptionToTxnResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -6540,7 +6544,7 @@ type CommandEndTxn struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	TxnAction      *TxnAction             `protobuf:"varint,4,opt,name=txn_action,json=txnAction,enum=pulsar.proto.TxnAction" json:"txn_action,omitempty"`
+	TxnAction      *TxnAction             `protobuf:"varint,4,opt,name=txn_action,json=txnAction,enum=pulsarproxy.wire.TxnAction" json:"txn_action,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -6614,7 +6618,7 @@ type CommandEndTxnResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -6697,7 +6701,7 @@ type CommandEndTxnOnPartition struct {
 	TxnidLeastBits               *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits                *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
 	Topic                        *string                `protobuf:"bytes,4,opt,name=topic" json:"topic,omitempty"`
-	TxnAction                    *TxnAction             `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=pulsar.proto.TxnAction" json:"txn_action,omitempty"`
+	TxnAction                    *TxnAction             `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=pulsarproxy.wire.TxnAction" json:"txn_action,omitempty"`
 	TxnidLeastBitsOfLowWatermark *uint64                `protobuf:"varint,6,opt,name=txnid_least_bits_of_low_watermark,json=txnidLeastBitsOfLowWatermark" json:"txnid_least_bits_of_low_watermark,omitempty"`
 	unknownFields                protoimpl.UnknownFields
 	sizeCache                    protoimpl.SizeCache
@@ -6786,7 +6790,7 @@ type CommandEndTxnOnPartitionResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -6869,7 +6873,7 @@ type CommandEndTxnOnSubscription struct {
 	TxnidLeastBits               *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits                *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
 	Subscription                 *Subscription          `protobuf:"bytes,4,opt,name=subscription" json:"subscription,omitempty"`
-	TxnAction                    *TxnAction             `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=pulsar.proto.TxnAction" json:"txn_action,omitempty"`
+	TxnAction                    *TxnAction             `protobuf:"varint,5,opt,name=txn_action,json=txnAction,enum=pulsarproxy.wire.TxnAction" json:"txn_action,omitempty"`
 	TxnidLeastBitsOfLowWatermark *uint64                `protobuf:"varint,6,opt,name=txnid_least_bits_of_low_watermark,json=txnidLeastBitsOfLowWatermark" json:"txnid_least_bits_of_low_watermark,omitempty"`
 	unknownFields                protoimpl.UnknownFields
 	sizeCache                    protoimpl.SizeCache
@@ -6958,7 +6962,7 @@ type CommandEndTxnOnSubscriptionResponse struct {
 	RequestId      *uint64                `protobuf:"varint,1,req,name=request_id,json=requestId" json:"request_id,omitempty"`
 	TxnidLeastBits *uint64                `protobuf:"varint,2,opt,name=txnid_least_bits,json=txnidLeastBits,def=0" json:"txnid_least_bits,omitempty"`
 	TxnidMostBits  *uint64                `protobuf:"varint,3,opt,name=txnid_most_bits,json=txnidMostBits,def=0" json:"txnid_most_bits,omitempty"`
-	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsar.proto.ServerError" json:"error,omitempty"`
+	Error          *ServerError           `protobuf:"varint,4,opt,name=error,enum=pulsarproxy.wire.ServerError" json:"error,omitempty"`
 	Message        *string                `protobuf:"bytes,5,opt,name=message" json:"message,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -7037,7 +7041,7 @@ func (x *CommandEndTxnOnSubscriptionResponse) GetMessage() string {
 
 type BaseCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Type  *BaseCommand_Type      `protobuf:"varint,1,req,name=type,enum=pulsar.proto.BaseCommand_Type" json:"type,omitempty"`
+	Type  *BaseCommand_Type      `protobuf:"varint,1,req,name=type,enum=pulsarproxy.wire.BaseCommand_Type" json:"type,omitempty"`
 	// connection
 	Connect       *CommandConnect       `protobuf:"bytes,2,opt,name=connect" json:"connect,omitempty"`
 	Connected     *CommandConnected     `protobuf:"bytes,3,opt,name=connected" json:"connected,omitempty"`
@@ -7554,7 +7558,7 @@ var File_pulsar_api_proto protoreflect.FileDescriptor
 
 const file_pulsar_api_proto_rawDesc = "" +
 	"\n" +
-	"\x10pulsar_api.proto\x12\fpulsar.proto\"2\n" +
+	"\x10pulsar_api.proto\x12\x10pulsarproxy.wire\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x02(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x02(\tR\x05value\"6\n" +
@@ -7563,7 +7567,7 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x02(\x04R\x05value\"2\n" +
 	"\bIntRange\x12\x14\n" +
 	"\x05start\x18\x01 \x02(\x05R\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x02(\x05R\x03end\"\x96\x02\n" +
+	"\x03end\x18\x02 \x02(\x05R\x03end\"\x9a\x02\n" +
 	"\rMessageIdData\x12\x1a\n" +
 	"\bledgerId\x18\x01 \x02(\x04R\bledgerId\x12\x18\n" +
 	"\aentryId\x18\x02 \x02(\x04R\aentryId\x12 \n" +
@@ -7572,15 +7576,15 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"batchIndex\x12\x17\n" +
 	"\aack_set\x18\x05 \x03(\x03R\x06ackSet\x12\x1d\n" +
 	"\n" +
-	"batch_size\x18\x06 \x01(\x05R\tbatchSize\x12P\n" +
-	"\x16first_chunk_message_id\x18\a \x01(\v2\x1b.pulsar.proto.MessageIdDataR\x13firstChunkMessageId\"\xd3\x03\n" +
+	"batch_size\x18\x06 \x01(\x05R\tbatchSize\x12T\n" +
+	"\x16first_chunk_message_id\x18\a \x01(\v2\x1f.pulsarproxy.wire.MessageIdDataR\x13firstChunkMessageId\"\xdb\x03\n" +
 	"\x06Schema\x12\x12\n" +
 	"\x04name\x18\x01 \x02(\tR\x04name\x12\x1f\n" +
 	"\vschema_data\x18\x03 \x02(\fR\n" +
-	"schemaData\x12-\n" +
-	"\x04type\x18\x04 \x02(\x0e2\x19.pulsar.proto.Schema.TypeR\x04type\x126\n" +
+	"schemaData\x121\n" +
+	"\x04type\x18\x04 \x02(\x0e2\x1d.pulsarproxy.wire.Schema.TypeR\x04type\x12:\n" +
 	"\n" +
-	"properties\x18\x05 \x03(\v2\x16.pulsar.proto.KeyValueR\n" +
+	"properties\x18\x05 \x03(\v2\x1a.pulsarproxy.wire.KeyValueR\n" +
 	"properties\"\xac\x02\n" +
 	"\x04Type\x12\b\n" +
 	"\x04None\x10\x00\x12\n" +
@@ -7608,29 +7612,29 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\rLocalDateTime\x10\x13\x12\x12\n" +
 	"\x0eProtobufNative\x10\x14\x12\x0f\n" +
 	"\vAutoConsume\x10\x15\x12\f\n" +
-	"\bExternal\x10\x16\"l\n" +
+	"\bExternal\x10\x16\"p\n" +
 	"\x0eEncryptionKeys\x12\x10\n" +
 	"\x03key\x18\x01 \x02(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x02(\fR\x05value\x122\n" +
-	"\bmetadata\x18\x03 \x03(\v2\x16.pulsar.proto.KeyValueR\bmetadata\"\xa6\n" +
+	"\x05value\x18\x02 \x02(\fR\x05value\x126\n" +
+	"\bmetadata\x18\x03 \x03(\v2\x1a.pulsarproxy.wire.KeyValueR\bmetadata\"\xb2\n" +
 	"\n" +
 	"\x0fMessageMetadata\x12#\n" +
 	"\rproducer_name\x18\x01 \x02(\tR\fproducerName\x12\x1f\n" +
 	"\vsequence_id\x18\x02 \x02(\x04R\n" +
 	"sequenceId\x12!\n" +
-	"\fpublish_time\x18\x03 \x02(\x04R\vpublishTime\x126\n" +
+	"\fpublish_time\x18\x03 \x02(\x04R\vpublishTime\x12:\n" +
 	"\n" +
-	"properties\x18\x04 \x03(\v2\x16.pulsar.proto.KeyValueR\n" +
+	"properties\x18\x04 \x03(\v2\x1a.pulsarproxy.wire.KeyValueR\n" +
 	"properties\x12'\n" +
 	"\x0freplicated_from\x18\x05 \x01(\tR\x0ereplicatedFrom\x12#\n" +
 	"\rpartition_key\x18\x06 \x01(\tR\fpartitionKey\x12!\n" +
-	"\freplicate_to\x18\a \x03(\tR\vreplicateTo\x12E\n" +
-	"\vcompression\x18\b \x01(\x0e2\x1d.pulsar.proto.CompressionType:\x04NONER\vcompression\x12.\n" +
+	"\freplicate_to\x18\a \x03(\tR\vreplicateTo\x12I\n" +
+	"\vcompression\x18\b \x01(\x0e2!.pulsarproxy.wire.CompressionType:\x04NONER\vcompression\x12.\n" +
 	"\x11uncompressed_size\x18\t \x01(\r:\x010R\x10uncompressedSize\x124\n" +
 	"\x15num_messages_in_batch\x18\v \x01(\x05:\x011R\x12numMessagesInBatch\x12 \n" +
 	"\n" +
-	"event_time\x18\f \x01(\x04:\x010R\teventTime\x12E\n" +
-	"\x0fencryption_keys\x18\r \x03(\v2\x1c.pulsar.proto.EncryptionKeysR\x0eencryptionKeys\x12'\n" +
+	"event_time\x18\f \x01(\x04:\x010R\teventTime\x12I\n" +
+	"\x0fencryption_keys\x18\r \x03(\v2 .pulsarproxy.wire.EncryptionKeysR\x0eencryptionKeys\x12'\n" +
 	"\x0fencryption_algo\x18\x0e \x01(\tR\x0eencryptionAlgo\x12)\n" +
 	"\x10encryption_param\x18\x0f \x01(\fR\x0fencryptionParam\x12%\n" +
 	"\x0eschema_version\x18\x10 \x01(\fR\rschemaVersion\x12@\n" +
@@ -7650,10 +7654,10 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\bchunk_id\x18\x1d \x01(\x05R\achunkId\x123\n" +
 	"\x12null_partition_key\x18\x1e \x01(\b:\x05falseR\x10nullPartitionKey\x126\n" +
 	"\x17compacted_batch_indexes\x18\x1f \x03(\x05R\x15compactedBatchIndexes\x12\x1b\n" +
-	"\tschema_id\x18  \x01(\fR\bschemaId\"\xc6\x03\n" +
-	"\x15SingleMessageMetadata\x126\n" +
+	"\tschema_id\x18  \x01(\fR\bschemaId\"\xca\x03\n" +
+	"\x15SingleMessageMetadata\x12:\n" +
 	"\n" +
-	"properties\x18\x01 \x03(\v2\x16.pulsar.proto.KeyValueR\n" +
+	"properties\x18\x01 \x03(\v2\x1a.pulsarproxy.wire.KeyValueR\n" +
 	"properties\x12#\n" +
 	"\rpartition_key\x18\x02 \x01(\tR\fpartitionKey\x12!\n" +
 	"\fpayload_size\x18\x03 \x02(\x05R\vpayloadSize\x12*\n" +
@@ -7680,10 +7684,10 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\"supports_repl_dedup_by_lid_and_eid\x18\x06 \x01(\b:\x05falseR\x1csupportsReplDedupByLidAndEid\"Q\n" +
 	"\bAuthData\x12(\n" +
 	"\x10auth_method_name\x18\x01 \x01(\tR\x0eauthMethodName\x12\x1b\n" +
-	"\tauth_data\x18\x02 \x01(\fR\bauthData\"\x8b\x04\n" +
+	"\tauth_data\x18\x02 \x01(\fR\bauthData\"\x93\x04\n" +
 	"\x0eCommandConnect\x12%\n" +
-	"\x0eclient_version\x18\x01 \x02(\tR\rclientVersion\x129\n" +
-	"\vauth_method\x18\x02 \x01(\x0e2\x18.pulsar.proto.AuthMethodR\n" +
+	"\x0eclient_version\x18\x01 \x02(\tR\rclientVersion\x12=\n" +
+	"\vauth_method\x18\x02 \x01(\x0e2\x1c.pulsarproxy.wire.AuthMethodR\n" +
 	"authMethod\x12\x1b\n" +
 	"\tauth_data\x18\x03 \x01(\fR\bauthData\x12,\n" +
 	"\x10protocol_version\x18\x04 \x01(\x05:\x010R\x0fprotocolVersion\x12(\n" +
@@ -7691,22 +7695,22 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\x13proxy_to_broker_url\x18\x06 \x01(\tR\x10proxyToBrokerUrl\x12-\n" +
 	"\x12original_principal\x18\a \x01(\tR\x11originalPrincipal\x12,\n" +
 	"\x12original_auth_data\x18\b \x01(\tR\x10originalAuthData\x120\n" +
-	"\x14original_auth_method\x18\t \x01(\tR\x12originalAuthMethod\x12?\n" +
+	"\x14original_auth_method\x18\t \x01(\tR\x12originalAuthMethod\x12C\n" +
 	"\rfeature_flags\x18\n" +
-	" \x01(\v2\x1a.pulsar.proto.FeatureFlagsR\ffeatureFlags\x12#\n" +
-	"\rproxy_version\x18\v \x01(\tR\fproxyVersion\"\xd2\x01\n" +
+	" \x01(\v2\x1e.pulsarproxy.wire.FeatureFlagsR\ffeatureFlags\x12#\n" +
+	"\rproxy_version\x18\v \x01(\tR\fproxyVersion\"\xd6\x01\n" +
 	"\x10CommandConnected\x12%\n" +
 	"\x0eserver_version\x18\x01 \x02(\tR\rserverVersion\x12,\n" +
 	"\x10protocol_version\x18\x02 \x01(\x05:\x010R\x0fprotocolVersion\x12(\n" +
-	"\x10max_message_size\x18\x03 \x01(\x05R\x0emaxMessageSize\x12?\n" +
-	"\rfeature_flags\x18\x04 \x01(\v2\x1a.pulsar.proto.FeatureFlagsR\ffeatureFlags\"\xa1\x01\n" +
+	"\x10max_message_size\x18\x03 \x01(\x05R\x0emaxMessageSize\x12C\n" +
+	"\rfeature_flags\x18\x04 \x01(\v2\x1e.pulsarproxy.wire.FeatureFlagsR\ffeatureFlags\"\xa5\x01\n" +
 	"\x14CommandAuthChallenge\x12%\n" +
-	"\x0eserver_version\x18\x01 \x01(\tR\rserverVersion\x124\n" +
-	"\tchallenge\x18\x02 \x01(\v2\x16.pulsar.proto.AuthDataR\tchallenge\x12,\n" +
-	"\x10protocol_version\x18\x03 \x01(\x05:\x010R\x0fprotocolVersion\"\x9e\x01\n" +
+	"\x0eserver_version\x18\x01 \x01(\tR\rserverVersion\x128\n" +
+	"\tchallenge\x18\x02 \x01(\v2\x1a.pulsarproxy.wire.AuthDataR\tchallenge\x12,\n" +
+	"\x10protocol_version\x18\x03 \x01(\x05:\x010R\x0fprotocolVersion\"\xa2\x01\n" +
 	"\x13CommandAuthResponse\x12%\n" +
-	"\x0eclient_version\x18\x01 \x01(\tR\rclientVersion\x122\n" +
-	"\bresponse\x18\x02 \x01(\v2\x16.pulsar.proto.AuthDataR\bresponse\x12,\n" +
+	"\x0eclient_version\x18\x01 \x01(\tR\rclientVersion\x126\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1a.pulsarproxy.wire.AuthDataR\bresponse\x12,\n" +
 	"\x10protocol_version\x18\x03 \x01(\x05:\x010R\x0fprotocolVersion\"\r\n" +
 	"\vCommandPing\"\r\n" +
 	"\vCommandPong\"\xb0\x02\n" +
@@ -7717,21 +7721,21 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\x12original_principal\x18\x03 \x01(\tR\x11originalPrincipal\x12,\n" +
 	"\x12original_auth_data\x18\x04 \x01(\tR\x10originalAuthData\x120\n" +
 	"\x14original_auth_method\x18\x05 \x01(\tR\x12originalAuthMethod\x12I\n" +
-	"\x1emetadata_auto_creation_enabled\x18\x06 \x01(\b:\x04trueR\x1bmetadataAutoCreationEnabled\"\xb8\x02\n" +
+	"\x1emetadata_auto_creation_enabled\x18\x06 \x01(\b:\x04trueR\x1bmetadataAutoCreationEnabled\"\xc0\x02\n" +
 	"'CommandPartitionedTopicMetadataResponse\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x01(\rR\n" +
 	"partitions\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x02(\x04R\trequestId\x12\\\n" +
-	"\bresponse\x18\x03 \x01(\x0e2@.pulsar.proto.CommandPartitionedTopicMetadataResponse.LookupTypeR\bresponse\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"request_id\x18\x02 \x02(\x04R\trequestId\x12`\n" +
+	"\bresponse\x18\x03 \x01(\x0e2D.pulsarproxy.wire.CommandPartitionedTopicMetadataResponse.LookupTypeR\bresponse\x123\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"%\n" +
 	"\n" +
 	"LookupType\x12\v\n" +
 	"\aSuccess\x10\x00\x12\n" +
 	"\n" +
-	"\x06Failed\x10\x01\"\xf7\x02\n" +
+	"\x06Failed\x10\x01\"\xfb\x02\n" +
 	"\x12CommandLookupTopic\x12\x14\n" +
 	"\x05topic\x18\x01 \x02(\tR\x05topic\x12\x1d\n" +
 	"\n" +
@@ -7740,18 +7744,18 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\x12original_principal\x18\x04 \x01(\tR\x11originalPrincipal\x12,\n" +
 	"\x12original_auth_data\x18\x05 \x01(\tR\x10originalAuthData\x120\n" +
 	"\x14original_auth_method\x18\x06 \x01(\tR\x12originalAuthMethod\x128\n" +
-	"\x18advertised_listener_name\x18\a \x01(\tR\x16advertisedListenerName\x126\n" +
+	"\x18advertised_listener_name\x18\a \x01(\tR\x16advertisedListenerName\x12:\n" +
 	"\n" +
-	"properties\x18\b \x03(\v2\x16.pulsar.proto.KeyValueR\n" +
-	"properties\"\xd9\x03\n" +
+	"properties\x18\b \x03(\v2\x1a.pulsarproxy.wire.KeyValueR\n" +
+	"properties\"\xe1\x03\n" +
 	"\x1aCommandLookupTopicResponse\x12*\n" +
 	"\x10brokerServiceUrl\x18\x01 \x01(\tR\x10brokerServiceUrl\x120\n" +
-	"\x13brokerServiceUrlTls\x18\x02 \x01(\tR\x13brokerServiceUrlTls\x12O\n" +
-	"\bresponse\x18\x03 \x01(\x0e23.pulsar.proto.CommandLookupTopicResponse.LookupTypeR\bresponse\x12\x1d\n" +
+	"\x13brokerServiceUrlTls\x18\x02 \x01(\tR\x13brokerServiceUrlTls\x12S\n" +
+	"\bresponse\x18\x03 \x01(\x0e27.pulsarproxy.wire.CommandLookupTopicResponse.LookupTypeR\bresponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x02(\x04R\trequestId\x12+\n" +
-	"\rauthoritative\x18\x05 \x01(\b:\x05falseR\rauthoritative\x12/\n" +
-	"\x05error\x18\x06 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\rauthoritative\x18\x05 \x01(\b:\x05falseR\rauthoritative\x123\n" +
+	"\x05error\x18\x06 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12@\n" +
 	"\x19proxy_through_service_url\x18\b \x01(\b:\x05falseR\x16proxyThroughServiceUrl\"3\n" +
 	"\n" +
@@ -7759,12 +7763,12 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\bRedirect\x10\x00\x12\v\n" +
 	"\aConnect\x10\x01\x12\n" +
 	"\n" +
-	"\x06Failed\x10\x02\"\xa7\x02\n" +
+	"\x06Failed\x10\x02\"\xab\x02\n" +
 	"\x1bCommandGetTopicsOfNamespace\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x1c\n" +
-	"\tnamespace\x18\x02 \x02(\tR\tnamespace\x12N\n" +
-	"\x04mode\x18\x03 \x01(\x0e2..pulsar.proto.CommandGetTopicsOfNamespace.Mode:\n" +
+	"\tnamespace\x18\x02 \x02(\tR\tnamespace\x12R\n" +
+	"\x04mode\x18\x03 \x01(\x0e22.pulsarproxy.wire.CommandGetTopicsOfNamespace.Mode:\n" +
 	"PERSISTENTR\x04mode\x12%\n" +
 	"\x0etopics_pattern\x18\x04 \x01(\tR\rtopicsPattern\x12\x1f\n" +
 	"\vtopics_hash\x18\x05 \x01(\tR\n" +
@@ -7811,7 +7815,7 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x1d\n" +
 	"\n" +
-	"watcher_id\x18\x02 \x02(\x04R\twatcherId\"\xd2\x04\n" +
+	"watcher_id\x18\x02 \x02(\x04R\twatcherId\"\xde\x04\n" +
 	"\x0fCommandProducer\x12\x14\n" +
 	"\x05topic\x18\x01 \x02(\tR\x05topic\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x02(\x04R\n" +
@@ -7819,13 +7823,13 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x02(\x04R\trequestId\x12#\n" +
 	"\rproducer_name\x18\x04 \x01(\tR\fproducerName\x12#\n" +
-	"\tencrypted\x18\x05 \x01(\b:\x05falseR\tencrypted\x122\n" +
-	"\bmetadata\x18\x06 \x03(\v2\x16.pulsar.proto.KeyValueR\bmetadata\x12,\n" +
-	"\x06schema\x18\a \x01(\v2\x14.pulsar.proto.SchemaR\x06schema\x12\x17\n" +
+	"\tencrypted\x18\x05 \x01(\b:\x05falseR\tencrypted\x126\n" +
+	"\bmetadata\x18\x06 \x03(\v2\x1a.pulsarproxy.wire.KeyValueR\bmetadata\x120\n" +
+	"\x06schema\x18\a \x01(\v2\x18.pulsarproxy.wire.SchemaR\x06schema\x12\x17\n" +
 	"\x05epoch\x18\b \x01(\x04:\x010R\x05epoch\x12C\n" +
-	"\x1buser_provided_producer_name\x18\t \x01(\b:\x04trueR\x18userProvidedProducerName\x12Z\n" +
+	"\x1buser_provided_producer_name\x18\t \x01(\b:\x04trueR\x18userProvidedProducerName\x12^\n" +
 	"\x14producer_access_mode\x18\n" +
-	" \x01(\x0e2 .pulsar.proto.ProducerAccessMode:\x06SharedR\x12producerAccessMode\x12\x1f\n" +
+	" \x01(\x0e2$.pulsarproxy.wire.ProducerAccessMode:\x06SharedR\x12producerAccessMode\x12\x1f\n" +
 	"\vtopic_epoch\x18\v \x01(\x04R\n" +
 	"topicEpoch\x12&\n" +
 	"\vtxn_enabled\x18\f \x01(\b:\x05falseR\n" +
@@ -7839,7 +7843,7 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\x0eschema_version\x18\x04 \x01(\fR\rschemaVersion\x12\x1f\n" +
 	"\vtopic_epoch\x18\x05 \x01(\x04R\n" +
 	"topicEpoch\x12+\n" +
-	"\x0eproducer_ready\x18\x06 \x01(\b:\x04trueR\rproducerReady\"\xfd\x02\n" +
+	"\x0eproducer_ready\x18\x06 \x01(\b:\x04trueR\rproducerReady\"\x81\x03\n" +
 	"\vCommandSend\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x02(\x04R\n" +
 	"producerId\x12\x1f\n" +
@@ -7850,23 +7854,23 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\x0ftxnid_most_bits\x18\x05 \x01(\x04:\x010R\rtxnidMostBits\x121\n" +
 	"\x13highest_sequence_id\x18\x06 \x01(\x04:\x010R\x11highestSequenceId\x12 \n" +
 	"\bis_chunk\x18\a \x01(\b:\x05falseR\aisChunk\x12\x1d\n" +
-	"\x06marker\x18\b \x01(\b:\x05falseR\x06marker\x12:\n" +
+	"\x06marker\x18\b \x01(\b:\x05falseR\x06marker\x12>\n" +
 	"\n" +
-	"message_id\x18\t \x01(\v2\x1b.pulsar.proto.MessageIdDataR\tmessageId\"\xc5\x01\n" +
+	"message_id\x18\t \x01(\v2\x1f.pulsarproxy.wire.MessageIdDataR\tmessageId\"\xc9\x01\n" +
 	"\x12CommandSendReceipt\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x02(\x04R\n" +
 	"producerId\x12\x1f\n" +
 	"\vsequence_id\x18\x02 \x02(\x04R\n" +
-	"sequenceId\x12:\n" +
+	"sequenceId\x12>\n" +
 	"\n" +
-	"message_id\x18\x03 \x01(\v2\x1b.pulsar.proto.MessageIdDataR\tmessageId\x121\n" +
-	"\x13highest_sequence_id\x18\x04 \x01(\x04:\x010R\x11highestSequenceId\"\x9f\x01\n" +
+	"message_id\x18\x03 \x01(\v2\x1f.pulsarproxy.wire.MessageIdDataR\tmessageId\x121\n" +
+	"\x13highest_sequence_id\x18\x04 \x01(\x04:\x010R\x11highestSequenceId\"\xa3\x01\n" +
 	"\x10CommandSendError\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x02(\x04R\n" +
 	"producerId\x12\x1f\n" +
 	"\vsequence_id\x18\x02 \x02(\x04R\n" +
-	"sequenceId\x12/\n" +
-	"\x05error\x18\x03 \x02(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"sequenceId\x123\n" +
+	"\x05error\x18\x03 \x02(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x04 \x02(\tR\amessage\"\xd4\x01\n" +
 	"\x14CommandCloseProducer\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x02(\x04R\n" +
@@ -7874,35 +7878,35 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x02 \x02(\x04R\trequestId\x12:\n" +
 	"\x18assignedBrokerServiceUrl\x18\x03 \x01(\tR\x18assignedBrokerServiceUrl\x12@\n" +
-	"\x1bassignedBrokerServiceUrlTls\x18\x04 \x01(\tR\x1bassignedBrokerServiceUrlTls\"\xcb\x01\n" +
-	"\rKeySharedMeta\x12A\n" +
-	"\rkeySharedMode\x18\x01 \x02(\x0e2\x1b.pulsar.proto.KeySharedModeR\rkeySharedMode\x126\n" +
+	"\x1bassignedBrokerServiceUrlTls\x18\x04 \x01(\tR\x1bassignedBrokerServiceUrlTls\"\xd3\x01\n" +
+	"\rKeySharedMeta\x12E\n" +
+	"\rkeySharedMode\x18\x01 \x02(\x0e2\x1f.pulsarproxy.wire.KeySharedModeR\rkeySharedMode\x12:\n" +
 	"\n" +
-	"hashRanges\x18\x03 \x03(\v2\x16.pulsar.proto.IntRangeR\n" +
+	"hashRanges\x18\x03 \x03(\v2\x1a.pulsarproxy.wire.IntRangeR\n" +
 	"hashRanges\x12?\n" +
-	"\x17allowOutOfOrderDelivery\x18\x04 \x01(\b:\x05falseR\x17allowOutOfOrderDelivery\"\xe3\b\n" +
+	"\x17allowOutOfOrderDelivery\x18\x04 \x01(\b:\x05falseR\x17allowOutOfOrderDelivery\"\xff\b\n" +
 	"\x10CommandSubscribe\x12\x14\n" +
 	"\x05topic\x18\x01 \x02(\tR\x05topic\x12\"\n" +
-	"\fsubscription\x18\x02 \x02(\tR\fsubscription\x12@\n" +
-	"\asubType\x18\x03 \x02(\x0e2&.pulsar.proto.CommandSubscribe.SubTypeR\asubType\x12\x1f\n" +
+	"\fsubscription\x18\x02 \x02(\tR\fsubscription\x12D\n" +
+	"\asubType\x18\x03 \x02(\x0e2*.pulsarproxy.wire.CommandSubscribe.SubTypeR\asubType\x12\x1f\n" +
 	"\vconsumer_id\x18\x04 \x02(\x04R\n" +
 	"consumerId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x05 \x02(\x04R\trequestId\x12#\n" +
 	"\rconsumer_name\x18\x06 \x01(\tR\fconsumerName\x12%\n" +
 	"\x0epriority_level\x18\a \x01(\x05R\rpriorityLevel\x12\x1e\n" +
-	"\adurable\x18\b \x01(\b:\x04trueR\adurable\x12E\n" +
-	"\x10start_message_id\x18\t \x01(\v2\x1b.pulsar.proto.MessageIdDataR\x0estartMessageId\x122\n" +
+	"\adurable\x18\b \x01(\b:\x04trueR\adurable\x12I\n" +
+	"\x10start_message_id\x18\t \x01(\v2\x1f.pulsarproxy.wire.MessageIdDataR\x0estartMessageId\x126\n" +
 	"\bmetadata\x18\n" +
-	" \x03(\v2\x16.pulsar.proto.KeyValueR\bmetadata\x12%\n" +
-	"\x0eread_compacted\x18\v \x01(\bR\rreadCompacted\x12,\n" +
-	"\x06schema\x18\f \x01(\v2\x14.pulsar.proto.SchemaR\x06schema\x12`\n" +
-	"\x0finitialPosition\x18\r \x01(\x0e2..pulsar.proto.CommandSubscribe.InitialPosition:\x06LatestR\x0finitialPosition\x12@\n" +
+	" \x03(\v2\x1a.pulsarproxy.wire.KeyValueR\bmetadata\x12%\n" +
+	"\x0eread_compacted\x18\v \x01(\bR\rreadCompacted\x120\n" +
+	"\x06schema\x18\f \x01(\v2\x18.pulsarproxy.wire.SchemaR\x06schema\x12d\n" +
+	"\x0finitialPosition\x18\r \x01(\x0e22.pulsarproxy.wire.CommandSubscribe.InitialPosition:\x06LatestR\x0finitialPosition\x12@\n" +
 	"\x1creplicate_subscription_state\x18\x0e \x01(\bR\x1areplicateSubscriptionState\x126\n" +
 	"\x14force_topic_creation\x18\x0f \x01(\b:\x04trueR\x12forceTopicCreation\x12O\n" +
-	"#start_message_rollback_duration_sec\x18\x10 \x01(\x04:\x010R\x1fstartMessageRollbackDurationSec\x12A\n" +
-	"\rkeySharedMeta\x18\x11 \x01(\v2\x1b.pulsar.proto.KeySharedMetaR\rkeySharedMeta\x12O\n" +
-	"\x17subscription_properties\x18\x12 \x03(\v2\x16.pulsar.proto.KeyValueR\x16subscriptionProperties\x12%\n" +
+	"#start_message_rollback_duration_sec\x18\x10 \x01(\x04:\x010R\x1fstartMessageRollbackDurationSec\x12E\n" +
+	"\rkeySharedMeta\x18\x11 \x01(\v2\x1f.pulsarproxy.wire.KeySharedMetaR\rkeySharedMeta\x12S\n" +
+	"\x17subscription_properties\x18\x12 \x03(\v2\x1a.pulsarproxy.wire.KeyValueR\x16subscriptionProperties\x12%\n" +
 	"\x0econsumer_epoch\x18\x13 \x01(\x04R\rconsumerEpoch\"B\n" +
 	"\aSubType\x12\r\n" +
 	"\tExclusive\x10\x00\x12\n" +
@@ -7918,25 +7922,25 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\vCommandFlow\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
 	"consumerId\x12&\n" +
-	"\x0emessagePermits\x18\x02 \x02(\rR\x0emessagePermits\"\xdb\x01\n" +
+	"\x0emessagePermits\x18\x02 \x02(\rR\x0emessagePermits\"\xdf\x01\n" +
 	"\x0eCommandMessage\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
-	"consumerId\x12:\n" +
+	"consumerId\x12>\n" +
 	"\n" +
-	"message_id\x18\x02 \x02(\v2\x1b.pulsar.proto.MessageIdDataR\tmessageId\x12,\n" +
+	"message_id\x18\x02 \x02(\v2\x1f.pulsarproxy.wire.MessageIdDataR\tmessageId\x12,\n" +
 	"\x10redelivery_count\x18\x03 \x01(\r:\x010R\x0fredeliveryCount\x12\x17\n" +
 	"\aack_set\x18\x04 \x03(\x03R\x06ackSet\x12%\n" +
-	"\x0econsumer_epoch\x18\x05 \x01(\x04R\rconsumerEpoch\"\xeb\x04\n" +
+	"\x0econsumer_epoch\x18\x05 \x01(\x04R\rconsumerEpoch\"\xfb\x04\n" +
 	"\n" +
 	"CommandAck\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
-	"consumerId\x12;\n" +
-	"\back_type\x18\x02 \x02(\x0e2 .pulsar.proto.CommandAck.AckTypeR\aackType\x12:\n" +
+	"consumerId\x12?\n" +
+	"\back_type\x18\x02 \x02(\x0e2$.pulsarproxy.wire.CommandAck.AckTypeR\aackType\x12>\n" +
 	"\n" +
-	"message_id\x18\x03 \x03(\v2\x1b.pulsar.proto.MessageIdDataR\tmessageId\x12S\n" +
-	"\x10validation_error\x18\x04 \x01(\x0e2(.pulsar.proto.CommandAck.ValidationErrorR\x0fvalidationError\x12:\n" +
+	"message_id\x18\x03 \x03(\v2\x1f.pulsarproxy.wire.MessageIdDataR\tmessageId\x12W\n" +
+	"\x10validation_error\x18\x04 \x01(\x0e2,.pulsarproxy.wire.CommandAck.ValidationErrorR\x0fvalidationError\x12>\n" +
 	"\n" +
-	"properties\x18\x05 \x03(\v2\x1a.pulsar.proto.KeyLongValueR\n" +
+	"properties\x18\x05 \x03(\v2\x1e.pulsarproxy.wire.KeyLongValueR\n" +
 	"properties\x12+\n" +
 	"\x10txnid_least_bits\x18\x06 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
 	"\x0ftxnid_most_bits\x18\a \x01(\x04:\x010R\rtxnidMostBits\x12\x1d\n" +
@@ -7952,13 +7956,13 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\x12DecompressionError\x10\x01\x12\x14\n" +
 	"\x10ChecksumMismatch\x10\x02\x12\x19\n" +
 	"\x15BatchDeSerializeError\x10\x03\x12\x13\n" +
-	"\x0fDecryptionError\x10\x04\"\xf7\x01\n" +
+	"\x0fDecryptionError\x10\x04\"\xfb\x01\n" +
 	"\x12CommandAckResponse\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
 	"consumerId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x123\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x06 \x01(\x04R\trequestId\"b\n" +
@@ -7971,14 +7975,14 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"consumerId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x02(\x04R\trequestId\x12\x1b\n" +
-	"\x05force\x18\x03 \x01(\b:\x05falseR\x05force\"\xbb\x01\n" +
+	"\x05force\x18\x03 \x01(\b:\x05falseR\x05force\"\xbf\x01\n" +
 	"\vCommandSeek\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
 	"consumerId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x02(\x04R\trequestId\x12:\n" +
+	"request_id\x18\x02 \x02(\x04R\trequestId\x12>\n" +
 	"\n" +
-	"message_id\x18\x03 \x01(\v2\x1b.pulsar.proto.MessageIdDataR\tmessageId\x120\n" +
+	"message_id\x18\x03 \x01(\v2\x1f.pulsarproxy.wire.MessageIdDataR\tmessageId\x120\n" +
 	"\x14message_publish_time\x18\x04 \x01(\x04R\x12messagePublishTime\";\n" +
 	"\x18CommandReachedEndOfTopic\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
@@ -7989,23 +7993,23 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x02 \x02(\x04R\trequestId\x12:\n" +
 	"\x18assignedBrokerServiceUrl\x18\x03 \x01(\tR\x18assignedBrokerServiceUrl\x12@\n" +
-	"\x1bassignedBrokerServiceUrlTls\x18\x04 \x01(\tR\x1bassignedBrokerServiceUrlTls\"\xae\x01\n" +
+	"\x1bassignedBrokerServiceUrlTls\x18\x04 \x01(\tR\x1bassignedBrokerServiceUrlTls\"\xb2\x01\n" +
 	"&CommandRedeliverUnacknowledgedMessages\x12\x1f\n" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
-	"consumerId\x12<\n" +
-	"\vmessage_ids\x18\x02 \x03(\v2\x1b.pulsar.proto.MessageIdDataR\n" +
+	"consumerId\x12@\n" +
+	"\vmessage_ids\x18\x02 \x03(\v2\x1f.pulsarproxy.wire.MessageIdDataR\n" +
 	"messageIds\x12%\n" +
 	"\x0econsumer_epoch\x18\x03 \x01(\x04R\rconsumerEpoch\"V\n" +
 	"\x14CommandConsumerStats\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x1f\n" +
 	"\vconsumer_id\x18\x04 \x02(\x04R\n" +
-	"consumerId\"\x98\x05\n" +
+	"consumerId\"\x9c\x05\n" +
 	"\x1cCommandConsumerStatsResponse\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x128\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x12<\n" +
 	"\n" +
-	"error_code\x18\x02 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\terrorCode\x12#\n" +
+	"error_code\x18\x02 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12\x1e\n" +
 	"\n" +
 	"msgRateOut\x18\x04 \x01(\x01R\n" +
@@ -8029,53 +8033,53 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\vconsumer_id\x18\x01 \x02(\x04R\n" +
 	"consumerId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x02(\x04R\trequestId\"\xe5\x01\n" +
-	"\x1fCommandGetLastMessageIdResponse\x12C\n" +
-	"\x0flast_message_id\x18\x01 \x02(\v2\x1b.pulsar.proto.MessageIdDataR\rlastMessageId\x12\x1d\n" +
+	"request_id\x18\x02 \x02(\x04R\trequestId\"\xed\x01\n" +
+	"\x1fCommandGetLastMessageIdResponse\x12G\n" +
+	"\x0flast_message_id\x18\x01 \x02(\v2\x1f.pulsarproxy.wire.MessageIdDataR\rlastMessageId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x02(\x04R\trequestId\x12^\n" +
-	"\x1dconsumer_mark_delete_position\x18\x03 \x01(\v2\x1b.pulsar.proto.MessageIdDataR\x1aconsumerMarkDeletePosition\"\x97\x02\n" +
+	"request_id\x18\x02 \x02(\x04R\trequestId\x12b\n" +
+	"\x1dconsumer_mark_delete_position\x18\x03 \x01(\v2\x1f.pulsarproxy.wire.MessageIdDataR\x1aconsumerMarkDeletePosition\"\x9b\x02\n" +
 	"\x14CommandTopicMigrated\x12\x1f\n" +
 	"\vresource_id\x18\x01 \x02(\x04R\n" +
-	"resourceId\x12T\n" +
-	"\rresource_type\x18\x02 \x02(\x0e2/.pulsar.proto.CommandTopicMigrated.ResourceTypeR\fresourceType\x12*\n" +
+	"resourceId\x12X\n" +
+	"\rresource_type\x18\x02 \x02(\x0e23.pulsarproxy.wire.CommandTopicMigrated.ResourceTypeR\fresourceType\x12*\n" +
 	"\x10brokerServiceUrl\x18\x03 \x01(\tR\x10brokerServiceUrl\x120\n" +
 	"\x13brokerServiceUrlTls\x18\x04 \x01(\tR\x13brokerServiceUrlTls\"*\n" +
 	"\fResourceType\x12\f\n" +
 	"\bProducer\x10\x00\x12\f\n" +
-	"\bConsumer\x10\x01\"]\n" +
+	"\bConsumer\x10\x01\"a\n" +
 	"\x0eCommandSuccess\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x12,\n" +
-	"\x06schema\x18\x02 \x01(\v2\x14.pulsar.proto.SchemaR\x06schema\"x\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x120\n" +
+	"\x06schema\x18\x02 \x01(\v2\x18.pulsarproxy.wire.SchemaR\x06schema\"|\n" +
 	"\fCommandError\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x12/\n" +
-	"\x05error\x18\x02 \x02(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x123\n" +
+	"\x05error\x18\x02 \x02(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x03 \x02(\tR\amessage\"n\n" +
 	"\x10CommandGetSchema\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x14\n" +
 	"\x05topic\x18\x02 \x02(\tR\x05topic\x12%\n" +
-	"\x0eschema_version\x18\x03 \x01(\fR\rschemaVersion\"\xed\x01\n" +
+	"\x0eschema_version\x18\x03 \x01(\fR\rschemaVersion\"\xf5\x01\n" +
 	"\x18CommandGetSchemaResponse\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x128\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x12<\n" +
 	"\n" +
-	"error_code\x18\x02 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12,\n" +
-	"\x06schema\x18\x04 \x01(\v2\x14.pulsar.proto.SchemaR\x06schema\x12%\n" +
-	"\x0eschema_version\x18\x05 \x01(\fR\rschemaVersion\"}\n" +
+	"error_code\x18\x02 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x120\n" +
+	"\x06schema\x18\x04 \x01(\v2\x18.pulsarproxy.wire.SchemaR\x06schema\x12%\n" +
+	"\x0eschema_version\x18\x05 \x01(\fR\rschemaVersion\"\x81\x01\n" +
 	"\x18CommandGetOrCreateSchema\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x14\n" +
-	"\x05topic\x18\x02 \x02(\tR\x05topic\x12,\n" +
-	"\x06schema\x18\x03 \x02(\v2\x14.pulsar.proto.SchemaR\x06schema\"\xc7\x01\n" +
+	"\x05topic\x18\x02 \x02(\tR\x05topic\x120\n" +
+	"\x06schema\x18\x03 \x02(\v2\x18.pulsarproxy.wire.SchemaR\x06schema\"\xcb\x01\n" +
 	" CommandGetOrCreateSchemaResponse\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x128\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x12<\n" +
 	"\n" +
-	"error_code\x18\x02 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\terrorCode\x12#\n" +
+	"error_code\x18\x02 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12%\n" +
 	"\x0eschema_version\x18\x04 \x01(\fR\rschemaVersion\"H\n" +
 	"\fSubscription\x12\x14\n" +
@@ -8084,23 +8088,23 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\x1dCommandTcClientConnectRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12\x16\n" +
-	"\x05tc_id\x18\x02 \x02(\x04:\x010R\x04tcId\"\x8a\x01\n" +
+	"\x05tc_id\x18\x02 \x02(\x04:\x010R\x04tcId\"\x8e\x01\n" +
 	"\x1eCommandTcClientConnectResponse\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x02(\x04R\trequestId\x12/\n" +
-	"\x05error\x18\x02 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"request_id\x18\x01 \x02(\x04R\trequestId\x123\n" +
+	"\x05error\x18\x02 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\"q\n" +
 	"\rCommandNewTxn\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12)\n" +
 	"\x0ftxn_ttl_seconds\x18\x02 \x01(\x04:\x010R\rtxnTtlSeconds\x12\x16\n" +
-	"\x05tc_id\x18\x03 \x01(\x04:\x010R\x04tcId\"\xd9\x01\n" +
+	"\x05tc_id\x18\x03 \x01(\x04:\x010R\x04tcId\"\xdd\x01\n" +
 	"\x15CommandNewTxnResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x123\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"\xb1\x01\n" +
 	"\x18CommandAddPartitionToTxn\x12\x1d\n" +
 	"\n" +
@@ -8109,135 +8113,135 @@ const file_pulsar_api_proto_rawDesc = "" +
 	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\tR\n" +
-	"partitions\"\xe4\x01\n" +
+	"partitions\"\xe8\x01\n" +
 	" CommandAddPartitionToTxnResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xd4\x01\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x123\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xd8\x01\n" +
 	"\x1bCommandAddSubscriptionToTxn\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12>\n" +
-	"\fsubscription\x18\x04 \x03(\v2\x1a.pulsar.proto.SubscriptionR\fsubscription\"\xe7\x01\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12B\n" +
+	"\fsubscription\x18\x04 \x03(\v2\x1e.pulsarproxy.wire.SubscriptionR\fsubscription\"\xeb\x01\n" +
 	"#CommandAddSubscriptionToTxnResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xbe\x01\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x123\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xc2\x01\n" +
 	"\rCommandEndTxn\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x126\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12:\n" +
 	"\n" +
-	"txn_action\x18\x04 \x01(\x0e2\x17.pulsar.proto.TxnActionR\ttxnAction\"\xd9\x01\n" +
+	"txn_action\x18\x04 \x01(\x0e2\x1b.pulsarproxy.wire.TxnActionR\ttxnAction\"\xdd\x01\n" +
 	"\x15CommandEndTxnResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xa8\x02\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x123\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xac\x02\n" +
 	"\x18CommandEndTxnOnPartition\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
 	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12\x14\n" +
-	"\x05topic\x18\x04 \x01(\tR\x05topic\x126\n" +
+	"\x05topic\x18\x04 \x01(\tR\x05topic\x12:\n" +
 	"\n" +
-	"txn_action\x18\x05 \x01(\x0e2\x17.pulsar.proto.TxnActionR\ttxnAction\x12G\n" +
-	"!txnid_least_bits_of_low_watermark\x18\x06 \x01(\x04R\x1ctxnidLeastBitsOfLowWatermark\"\xe4\x01\n" +
+	"txn_action\x18\x05 \x01(\x0e2\x1b.pulsarproxy.wire.TxnActionR\ttxnAction\x12G\n" +
+	"!txnid_least_bits_of_low_watermark\x18\x06 \x01(\x04R\x1ctxnidLeastBitsOfLowWatermark\"\xe8\x01\n" +
 	" CommandEndTxnOnPartitionResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xd5\x02\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x123\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xdd\x02\n" +
 	"\x1bCommandEndTxnOnSubscription\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12>\n" +
-	"\fsubscription\x18\x04 \x01(\v2\x1a.pulsar.proto.SubscriptionR\fsubscription\x126\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12B\n" +
+	"\fsubscription\x18\x04 \x01(\v2\x1e.pulsarproxy.wire.SubscriptionR\fsubscription\x12:\n" +
 	"\n" +
-	"txn_action\x18\x05 \x01(\x0e2\x17.pulsar.proto.TxnActionR\ttxnAction\x12G\n" +
-	"!txnid_least_bits_of_low_watermark\x18\x06 \x01(\x04R\x1ctxnidLeastBitsOfLowWatermark\"\xe7\x01\n" +
+	"txn_action\x18\x05 \x01(\x0e2\x1b.pulsarproxy.wire.TxnActionR\ttxnAction\x12G\n" +
+	"!txnid_least_bits_of_low_watermark\x18\x06 \x01(\x04R\x1ctxnidLeastBitsOfLowWatermark\"\xeb\x01\n" +
 	"#CommandEndTxnOnSubscriptionResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x02(\x04R\trequestId\x12+\n" +
 	"\x10txnid_least_bits\x18\x02 \x01(\x04:\x010R\x0etxnidLeastBits\x12)\n" +
-	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x12/\n" +
-	"\x05error\x18\x04 \x01(\x0e2\x19.pulsar.proto.ServerErrorR\x05error\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xf8.\n" +
-	"\vBaseCommand\x122\n" +
-	"\x04type\x18\x01 \x02(\x0e2\x1e.pulsar.proto.BaseCommand.TypeR\x04type\x126\n" +
-	"\aconnect\x18\x02 \x01(\v2\x1c.pulsar.proto.CommandConnectR\aconnect\x12<\n" +
-	"\tconnected\x18\x03 \x01(\v2\x1e.pulsar.proto.CommandConnectedR\tconnected\x12-\n" +
-	"\x04ping\x18\x12 \x01(\v2\x19.pulsar.proto.CommandPingR\x04ping\x12-\n" +
-	"\x04pong\x18\x13 \x01(\v2\x19.pulsar.proto.CommandPongR\x04pong\x12H\n" +
-	"\rauthChallenge\x18$ \x01(\v2\".pulsar.proto.CommandAuthChallengeR\rauthChallenge\x12E\n" +
-	"\fauthResponse\x18% \x01(\v2!.pulsar.proto.CommandAuthResponseR\fauthResponse\x129\n" +
-	"\bproducer\x18\x05 \x01(\v2\x1d.pulsar.proto.CommandProducerR\bproducer\x12-\n" +
-	"\x04send\x18\x06 \x01(\v2\x19.pulsar.proto.CommandSendR\x04send\x12C\n" +
-	"\fsend_receipt\x18\a \x01(\v2 .pulsar.proto.CommandSendReceiptR\vsendReceipt\x12=\n" +
+	"\x0ftxnid_most_bits\x18\x03 \x01(\x04:\x010R\rtxnidMostBits\x123\n" +
+	"\x05error\x18\x04 \x01(\x0e2\x1d.pulsarproxy.wire.ServerErrorR\x05error\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xe50\n" +
+	"\vBaseCommand\x126\n" +
+	"\x04type\x18\x01 \x02(\x0e2\".pulsarproxy.wire.BaseCommand.TypeR\x04type\x12:\n" +
+	"\aconnect\x18\x02 \x01(\v2 .pulsarproxy.wire.CommandConnectR\aconnect\x12@\n" +
+	"\tconnected\x18\x03 \x01(\v2\".pulsarproxy.wire.CommandConnectedR\tconnected\x121\n" +
+	"\x04ping\x18\x12 \x01(\v2\x1d.pulsarproxy.wire.CommandPingR\x04ping\x121\n" +
+	"\x04pong\x18\x13 \x01(\v2\x1d.pulsarproxy.wire.CommandPongR\x04pong\x12L\n" +
+	"\rauthChallenge\x18$ \x01(\v2&.pulsarproxy.wire.CommandAuthChallengeR\rauthChallenge\x12I\n" +
+	"\fauthResponse\x18% \x01(\v2%.pulsarproxy.wire.CommandAuthResponseR\fauthResponse\x12=\n" +
+	"\bproducer\x18\x05 \x01(\v2!.pulsarproxy.wire.CommandProducerR\bproducer\x121\n" +
+	"\x04send\x18\x06 \x01(\v2\x1d.pulsarproxy.wire.CommandSendR\x04send\x12G\n" +
+	"\fsend_receipt\x18\a \x01(\v2$.pulsarproxy.wire.CommandSendReceiptR\vsendReceipt\x12A\n" +
 	"\n" +
-	"send_error\x18\b \x01(\v2\x1e.pulsar.proto.CommandSendErrorR\tsendError\x12I\n" +
-	"\x0eclose_producer\x18\x0f \x01(\v2\".pulsar.proto.CommandCloseProducerR\rcloseProducer\x12O\n" +
-	"\x10producer_success\x18\x11 \x01(\v2$.pulsar.proto.CommandProducerSuccessR\x0fproducerSuccess\x12<\n" +
-	"\tsubscribe\x18\x04 \x01(\v2\x1e.pulsar.proto.CommandSubscribeR\tsubscribe\x126\n" +
-	"\amessage\x18\t \x01(\v2\x1c.pulsar.proto.CommandMessageR\amessage\x12*\n" +
+	"send_error\x18\b \x01(\v2\".pulsarproxy.wire.CommandSendErrorR\tsendError\x12M\n" +
+	"\x0eclose_producer\x18\x0f \x01(\v2&.pulsarproxy.wire.CommandCloseProducerR\rcloseProducer\x12S\n" +
+	"\x10producer_success\x18\x11 \x01(\v2(.pulsarproxy.wire.CommandProducerSuccessR\x0fproducerSuccess\x12@\n" +
+	"\tsubscribe\x18\x04 \x01(\v2\".pulsarproxy.wire.CommandSubscribeR\tsubscribe\x12:\n" +
+	"\amessage\x18\t \x01(\v2 .pulsarproxy.wire.CommandMessageR\amessage\x12.\n" +
 	"\x03ack\x18\n" +
-	" \x01(\v2\x18.pulsar.proto.CommandAckR\x03ack\x12-\n" +
-	"\x04flow\x18\v \x01(\v2\x19.pulsar.proto.CommandFlowR\x04flow\x12B\n" +
-	"\vunsubscribe\x18\f \x01(\v2 .pulsar.proto.CommandUnsubscribeR\vunsubscribe\x12I\n" +
-	"\x0eclose_consumer\x18\x10 \x01(\v2\".pulsar.proto.CommandCloseConsumerR\rcloseConsumer\x12~\n" +
-	"\x1fredeliverUnacknowledgedMessages\x18\x14 \x01(\v24.pulsar.proto.CommandRedeliverUnacknowledgedMessagesR\x1fredeliverUnacknowledgedMessages\x12H\n" +
-	"\rconsumerStats\x18\x19 \x01(\v2\".pulsar.proto.CommandConsumerStatsR\rconsumerStats\x12`\n" +
-	"\x15consumerStatsResponse\x18\x1a \x01(\v2*.pulsar.proto.CommandConsumerStatsResponseR\x15consumerStatsResponse\x12T\n" +
-	"\x11reachedEndOfTopic\x18\x1b \x01(\v2&.pulsar.proto.CommandReachedEndOfTopicR\x11reachedEndOfTopic\x12-\n" +
-	"\x04seek\x18\x1c \x01(\v2\x19.pulsar.proto.CommandSeekR\x04seek\x12Q\n" +
-	"\x10getLastMessageId\x18\x1d \x01(\v2%.pulsar.proto.CommandGetLastMessageIdR\x10getLastMessageId\x12i\n" +
-	"\x18getLastMessageIdResponse\x18\x1e \x01(\v2-.pulsar.proto.CommandGetLastMessageIdResponseR\x18getLastMessageIdResponse\x12_\n" +
-	"\x16active_consumer_change\x18\x1f \x01(\v2).pulsar.proto.CommandActiveConsumerChangeR\x14activeConsumerChange\x12B\n" +
-	"\vackResponse\x18& \x01(\v2 .pulsar.proto.CommandAckResponseR\vackResponse\x12H\n" +
-	"\rtopicMigrated\x18D \x01(\v2\".pulsar.proto.CommandTopicMigratedR\rtopicMigrated\x126\n" +
-	"\asuccess\x18\r \x01(\v2\x1c.pulsar.proto.CommandSuccessR\asuccess\x120\n" +
-	"\x05error\x18\x0e \x01(\v2\x1a.pulsar.proto.CommandErrorR\x05error\x12[\n" +
-	"\x11partitionMetadata\x18\x15 \x01(\v2-.pulsar.proto.CommandPartitionedTopicMetadataR\x11partitionMetadata\x12s\n" +
-	"\x19partitionMetadataResponse\x18\x16 \x01(\v25.pulsar.proto.CommandPartitionedTopicMetadataResponseR\x19partitionMetadataResponse\x12B\n" +
-	"\vlookupTopic\x18\x17 \x01(\v2 .pulsar.proto.CommandLookupTopicR\vlookupTopic\x12Z\n" +
-	"\x13lookupTopicResponse\x18\x18 \x01(\v2(.pulsar.proto.CommandLookupTopicResponseR\x13lookupTopicResponse\x12]\n" +
-	"\x14getTopicsOfNamespace\x18  \x01(\v2).pulsar.proto.CommandGetTopicsOfNamespaceR\x14getTopicsOfNamespace\x12u\n" +
-	"\x1cgetTopicsOfNamespaceResponse\x18! \x01(\v21.pulsar.proto.CommandGetTopicsOfNamespaceResponseR\x1cgetTopicsOfNamespaceResponse\x12K\n" +
-	"\x0ewatchTopicList\x18@ \x01(\v2#.pulsar.proto.CommandWatchTopicListR\x0ewatchTopicList\x12`\n" +
-	"\x15watchTopicListSuccess\x18A \x01(\v2*.pulsar.proto.CommandWatchTopicListSuccessR\x15watchTopicListSuccess\x12Q\n" +
-	"\x10watchTopicUpdate\x18B \x01(\v2%.pulsar.proto.CommandWatchTopicUpdateR\x10watchTopicUpdate\x12Z\n" +
-	"\x13watchTopicListClose\x18C \x01(\v2(.pulsar.proto.CommandWatchTopicListCloseR\x13watchTopicListClose\x12<\n" +
-	"\tgetSchema\x18\" \x01(\v2\x1e.pulsar.proto.CommandGetSchemaR\tgetSchema\x12T\n" +
-	"\x11getSchemaResponse\x18# \x01(\v2&.pulsar.proto.CommandGetSchemaResponseR\x11getSchemaResponse\x12T\n" +
-	"\x11getOrCreateSchema\x18' \x01(\v2&.pulsar.proto.CommandGetOrCreateSchemaR\x11getOrCreateSchema\x12l\n" +
-	"\x19getOrCreateSchemaResponse\x18( \x01(\v2..pulsar.proto.CommandGetOrCreateSchemaResponseR\x19getOrCreateSchemaResponse\x123\n" +
-	"\x06newTxn\x182 \x01(\v2\x1b.pulsar.proto.CommandNewTxnR\x06newTxn\x12K\n" +
-	"\x0enewTxnResponse\x183 \x01(\v2#.pulsar.proto.CommandNewTxnResponseR\x0enewTxnResponse\x12T\n" +
-	"\x11addPartitionToTxn\x184 \x01(\v2&.pulsar.proto.CommandAddPartitionToTxnR\x11addPartitionToTxn\x12l\n" +
-	"\x19addPartitionToTxnResponse\x185 \x01(\v2..pulsar.proto.CommandAddPartitionToTxnResponseR\x19addPartitionToTxnResponse\x12]\n" +
-	"\x14addSubscriptionToTxn\x186 \x01(\v2).pulsar.proto.CommandAddSubscriptionToTxnR\x14addSubscriptionToTxn\x12u\n" +
-	"\x1caddSubscriptionToTxnResponse\x187 \x01(\v21.pulsar.proto.CommandAddSubscriptionToTxnResponseR\x1caddSubscriptionToTxnResponse\x123\n" +
-	"\x06endTxn\x188 \x01(\v2\x1b.pulsar.proto.CommandEndTxnR\x06endTxn\x12K\n" +
-	"\x0eendTxnResponse\x189 \x01(\v2#.pulsar.proto.CommandEndTxnResponseR\x0eendTxnResponse\x12T\n" +
-	"\x11endTxnOnPartition\x18: \x01(\v2&.pulsar.proto.CommandEndTxnOnPartitionR\x11endTxnOnPartition\x12l\n" +
-	"\x19endTxnOnPartitionResponse\x18; \x01(\v2..pulsar.proto.CommandEndTxnOnPartitionResponseR\x19endTxnOnPartitionResponse\x12]\n" +
-	"\x14endTxnOnSubscription\x18< \x01(\v2).pulsar.proto.CommandEndTxnOnSubscriptionR\x14endTxnOnSubscription\x12u\n" +
-	"\x1cendTxnOnSubscriptionResponse\x18= \x01(\v21.pulsar.proto.CommandEndTxnOnSubscriptionResponseR\x1cendTxnOnSubscriptionResponse\x12c\n" +
-	"\x16tcClientConnectRequest\x18> \x01(\v2+.pulsar.proto.CommandTcClientConnectRequestR\x16tcClientConnectRequest\x12f\n" +
-	"\x17tcClientConnectResponse\x18? \x01(\v2,.pulsar.proto.CommandTcClientConnectResponseR\x17tcClientConnectResponse\"\x9a\n" +
+	" \x01(\v2\x1c.pulsarproxy.wire.CommandAckR\x03ack\x121\n" +
+	"\x04flow\x18\v \x01(\v2\x1d.pulsarproxy.wire.CommandFlowR\x04flow\x12F\n" +
+	"\vunsubscribe\x18\f \x01(\v2$.pulsarproxy.wire.CommandUnsubscribeR\vunsubscribe\x12M\n" +
+	"\x0eclose_consumer\x18\x10 \x01(\v2&.pulsarproxy.wire.CommandCloseConsumerR\rcloseConsumer\x12\x82\x01\n" +
+	"\x1fredeliverUnacknowledgedMessages\x18\x14 \x01(\v28.pulsarproxy.wire.CommandRedeliverUnacknowledgedMessagesR\x1fredeliverUnacknowledgedMessages\x12L\n" +
+	"\rconsumerStats\x18\x19 \x01(\v2&.pulsarproxy.wire.CommandConsumerStatsR\rconsumerStats\x12d\n" +
+	"\x15consumerStatsResponse\x18\x1a \x01(\v2..pulsarproxy.wire.CommandConsumerStatsResponseR\x15consumerStatsResponse\x12X\n" +
+	"\x11reachedEndOfTopic\x18\x1b \x01(\v2*.pulsarproxy.wire.CommandReachedEndOfTopicR\x11reachedEndOfTopic\x121\n" +
+	"\x04seek\x18\x1c \x01(\v2\x1d.pulsarproxy.wire.CommandSeekR\x04seek\x12U\n" +
+	"\x10getLastMessageId\x18\x1d \x01(\v2).pulsarproxy.wire.CommandGetLastMessageIdR\x10getLastMessageId\x12m\n" +
+	"\x18getLastMessageIdResponse\x18\x1e \x01(\v21.pulsarproxy.wire.CommandGetLastMessageIdResponseR\x18getLastMessageIdResponse\x12c\n" +
+	"\x16active_consumer_change\x18\x1f \x01(\v2-.pulsarproxy.wire.CommandActiveConsumerChangeR\x14activeConsumerChange\x12F\n" +
+	"\vackResponse\x18& \x01(\v2$.pulsarproxy.wire.CommandAckResponseR\vackResponse\x12L\n" +
+	"\rtopicMigrated\x18D \x01(\v2&.pulsarproxy.wire.CommandTopicMigratedR\rtopicMigrated\x12:\n" +
+	"\asuccess\x18\r \x01(\v2 .pulsarproxy.wire.CommandSuccessR\asuccess\x124\n" +
+	"\x05error\x18\x0e \x01(\v2\x1e.pulsarproxy.wire.CommandErrorR\x05error\x12_\n" +
+	"\x11partitionMetadata\x18\x15 \x01(\v21.pulsarproxy.wire.CommandPartitionedTopicMetadataR\x11partitionMetadata\x12w\n" +
+	"\x19partitionMetadataResponse\x18\x16 \x01(\v29.pulsarproxy.wire.CommandPartitionedTopicMetadataResponseR\x19partitionMetadataResponse\x12F\n" +
+	"\vlookupTopic\x18\x17 \x01(\v2$.pulsarproxy.wire.CommandLookupTopicR\vlookupTopic\x12^\n" +
+	"\x13lookupTopicResponse\x18\x18 \x01(\v2,.pulsarproxy.wire.CommandLookupTopicResponseR\x13lookupTopicResponse\x12a\n" +
+	"\x14getTopicsOfNamespace\x18  \x01(\v2-.pulsarproxy.wire.CommandGetTopicsOfNamespaceR\x14getTopicsOfNamespace\x12y\n" +
+	"\x1cgetTopicsOfNamespaceResponse\x18! \x01(\v25.pulsarproxy.wire.CommandGetTopicsOfNamespaceResponseR\x1cgetTopicsOfNamespaceResponse\x12O\n" +
+	"\x0ewatchTopicList\x18@ \x01(\v2'.pulsarproxy.wire.CommandWatchTopicListR\x0ewatchTopicList\x12d\n" +
+	"\x15watchTopicListSuccess\x18A \x01(\v2..pulsarproxy.wire.CommandWatchTopicListSuccessR\x15watchTopicListSuccess\x12U\n" +
+	"\x10watchTopicUpdate\x18B \x01(\v2).pulsarproxy.wire.CommandWatchTopicUpdateR\x10watchTopicUpdate\x12^\n" +
+	"\x13watchTopicListClose\x18C \x01(\v2,.pulsarproxy.wire.CommandWatchTopicListCloseR\x13watchTopicListClose\x12@\n" +
+	"\tgetSchema\x18\" \x01(\v2\".pulsarproxy.wire.CommandGetSchemaR\tgetSchema\x12X\n" +
+	"\x11getSchemaResponse\x18# \x01(\v2*.pulsarproxy.wire.CommandGetSchemaResponseR\x11getSchemaResponse\x12X\n" +
+	"\x11getOrCreateSchema\x18' \x01(\v2*.pulsarproxy.wire.CommandGetOrCreateSchemaR\x11getOrCreateSchema\x12p\n" +
+	"\x19getOrCreateSchemaResponse\x18( \x01(\v22.pulsarproxy.wire.CommandGetOrCreateSchemaResponseR\x19getOrCreateSchemaResponse\x127\n" +
+	"\x06newTxn\x182 \x01(\v2\x1f.pulsarproxy.wire.CommandNewTxnR\x06newTxn\x12O\n" +
+	"\x0enewTxnResponse\x183 \x01(\v2'.pulsarproxy.wire.CommandNewTxnResponseR\x0enewTxnResponse\x12X\n" +
+	"\x11addPartitionToTxn\x184 \x01(\v2*.pulsarproxy.wire.CommandAddPartitionToTxnR\x11addPartitionToTxn\x12p\n" +
+	"\x19addPartitionToTxnResponse\x185 \x01(\v22.pulsarproxy.wire.CommandAddPartitionToTxnResponseR\x19addPartitionToTxnResponse\x12a\n" +
+	"\x14addSubscriptionToTxn\x186 \x01(\v2-.pulsarproxy.wire.CommandAddSubscriptionToTxnR\x14addSubscriptionToTxn\x12y\n" +
+	"\x1caddSubscriptionToTxnResponse\x187 \x01(\v25.pulsarproxy.wire.CommandAddSubscriptionToTxnResponseR\x1caddSubscriptionToTxnResponse\x127\n" +
+	"\x06endTxn\x188 \x01(\v2\x1f.pulsarproxy.wire.CommandEndTxnR\x06endTxn\x12O\n" +
+	"\x0eendTxnResponse\x189 \x01(\v2'.pulsarproxy.wire.CommandEndTxnResponseR\x0eendTxnResponse\x12X\n" +
+	"\x11endTxnOnPartition\x18: \x01(\v2*.pulsarproxy.wire.CommandEndTxnOnPartitionR\x11endTxnOnPartition\x12p\n" +
+	"\x19endTxnOnPartitionResponse\x18; \x01(\v22.pulsarproxy.wire.CommandEndTxnOnPartitionResponseR\x19endTxnOnPartitionResponse\x12a\n" +
+	"\x14endTxnOnSubscription\x18< \x01(\v2-.pulsarproxy.wire.CommandEndTxnOnSubscriptionR\x14endTxnOnSubscription\x12y\n" +
+	"\x1cendTxnOnSubscriptionResponse\x18= \x01(\v25.pulsarproxy.wire.CommandEndTxnOnSubscriptionResponseR\x1cendTxnOnSubscriptionResponse\x12g\n" +
+	"\x16tcClientConnectRequest\x18> \x01(\v2/.pulsarproxy.wire.CommandTcClientConnectRequestR\x16tcClientConnectRequest\x12j\n" +
+	"\x17tcClientConnectResponse\x18? \x01(\v20.pulsarproxy.wire.CommandTcClientConnectResponseR\x17tcClientConnectResponse\"\x9a\n" +
 	"\n" +
 	"\x04Type\x12\v\n" +
 	"\aCONNECT\x10\x02\x12\r\n" +
@@ -8397,220 +8401,220 @@ func file_pulsar_api_proto_rawDescGZIP() []byte {
 var file_pulsar_api_proto_enumTypes = make([]protoimpl.EnumInfo, 17)
 var file_pulsar_api_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_pulsar_api_proto_goTypes = []any{
-	(CompressionType)(0),    // 0: pulsar.proto.CompressionType
-	(ServerError)(0),        // 1: pulsar.proto.ServerError
-	(AuthMethod)(0),         // 2: pulsar.proto.AuthMethod
-	(ProtocolVersion)(0),    // 3: pulsar.proto.ProtocolVersion
-	(ProducerAccessMode)(0), // 4: pulsar.proto.ProducerAccessMode
-	(KeySharedMode)(0),      // 5: pulsar.proto.KeySharedMode
-	(TxnAction)(0),          // 6: pulsar.proto.TxnAction
-	(Schema_Type)(0),        // 7: pulsar.proto.Schema.Type
-	(CommandPartitionedTopicMetadataResponse_LookupType)(0), // 8: pulsar.proto.CommandPartitionedTopicMetadataResponse.LookupType
-	(CommandLookupTopicResponse_LookupType)(0),              // 9: pulsar.proto.CommandLookupTopicResponse.LookupType
-	(CommandGetTopicsOfNamespace_Mode)(0),                   // 10: pulsar.proto.CommandGetTopicsOfNamespace.Mode
-	(CommandSubscribe_SubType)(0),                           // 11: pulsar.proto.CommandSubscribe.SubType
-	(CommandSubscribe_InitialPosition)(0),                   // 12: pulsar.proto.CommandSubscribe.InitialPosition
-	(CommandAck_AckType)(0),                                 // 13: pulsar.proto.CommandAck.AckType
-	(CommandAck_ValidationError)(0),                         // 14: pulsar.proto.CommandAck.ValidationError
-	(CommandTopicMigrated_ResourceType)(0),                  // 15: pulsar.proto.CommandTopicMigrated.ResourceType
-	(BaseCommand_Type)(0),                                   // 16: pulsar.proto.BaseCommand.Type
-	(*KeyValue)(nil),                                        // 17: pulsar.proto.KeyValue
-	(*KeyLongValue)(nil),                                    // 18: pulsar.proto.KeyLongValue
-	(*IntRange)(nil),                                        // 19: pulsar.proto.IntRange
-	(*MessageIdData)(nil),                                   // 20: pulsar.proto.MessageIdData
-	(*Schema)(nil),                                          // 21: pulsar.proto.Schema
-	(*EncryptionKeys)(nil),                                  // 22: pulsar.proto.EncryptionKeys
-	(*MessageMetadata)(nil),                                 // 23: pulsar.proto.MessageMetadata
-	(*SingleMessageMetadata)(nil),                           // 24: pulsar.proto.SingleMessageMetadata
-	(*BrokerEntryMetadata)(nil),                             // 25: pulsar.proto.BrokerEntryMetadata
-	(*FeatureFlags)(nil),                                    // 26: pulsar.proto.FeatureFlags
-	(*AuthData)(nil),                                        // 27: pulsar.proto.AuthData
-	(*CommandConnect)(nil),                                  // 28: pulsar.proto.CommandConnect
-	(*CommandConnected)(nil),                                // 29: pulsar.proto.CommandConnected
-	(*CommandAuthChallenge)(nil),                            // 30: pulsar.proto.CommandAuthChallenge
-	(*CommandAuthResponse)(nil),                             // 31: pulsar.proto.CommandAuthResponse
-	(*CommandPing)(nil),                                     // 32: pulsar.proto.CommandPing
-	(*CommandPong)(nil),                                     // 33: pulsar.proto.CommandPong
-	(*CommandPartitionedTopicMetadata)(nil),                 // 34: pulsar.proto.CommandPartitionedTopicMetadata
-	(*CommandPartitionedTopicMetadataResponse)(nil),         // 35: pulsar.proto.CommandPartitionedTopicMetadataResponse
-	(*CommandLookupTopic)(nil),                              // 36: pulsar.proto.CommandLookupTopic
-	(*CommandLookupTopicResponse)(nil),                      // 37: pulsar.proto.CommandLookupTopicResponse
-	(*CommandGetTopicsOfNamespace)(nil),                     // 38: pulsar.proto.CommandGetTopicsOfNamespace
-	(*CommandGetTopicsOfNamespaceResponse)(nil),             // 39: pulsar.proto.CommandGetTopicsOfNamespaceResponse
-	(*CommandWatchTopicList)(nil),                           // 40: pulsar.proto.CommandWatchTopicList
-	(*CommandWatchTopicListSuccess)(nil),                    // 41: pulsar.proto.CommandWatchTopicListSuccess
-	(*CommandWatchTopicUpdate)(nil),                         // 42: pulsar.proto.CommandWatchTopicUpdate
-	(*CommandWatchTopicListClose)(nil),                      // 43: pulsar.proto.CommandWatchTopicListClose
-	(*CommandProducer)(nil),                                 // 44: pulsar.proto.CommandProducer
-	(*CommandProducerSuccess)(nil),                          // 45: pulsar.proto.CommandProducerSuccess
-	(*CommandSend)(nil),                                     // 46: pulsar.proto.CommandSend
-	(*CommandSendReceipt)(nil),                              // 47: pulsar.proto.CommandSendReceipt
-	(*CommandSendError)(nil),                                // 48: pulsar.proto.CommandSendError
-	(*CommandCloseProducer)(nil),                            // 49: pulsar.proto.CommandCloseProducer
-	(*KeySharedMeta)(nil),                                   // 50: pulsar.proto.KeySharedMeta
-	(*CommandSubscribe)(nil),                                // 51: pulsar.proto.CommandSubscribe
-	(*CommandFlow)(nil),                                     // 52: pulsar.proto.CommandFlow
-	(*CommandMessage)(nil),                                  // 53: pulsar.proto.CommandMessage
-	(*CommandAck)(nil),                                      // 54: pulsar.proto.CommandAck
-	(*CommandAckResponse)(nil),                              // 55: pulsar.proto.CommandAckResponse
-	(*CommandActiveConsumerChange)(nil),                     // 56: pulsar.proto.CommandActiveConsumerChange
-	(*CommandUnsubscribe)(nil),                              // 57: pulsar.proto.CommandUnsubscribe
-	(*CommandSeek)(nil),                                     // 58: pulsar.proto.CommandSeek
-	(*CommandReachedEndOfTopic)(nil),                        // 59: pulsar.proto.CommandReachedEndOfTopic
-	(*CommandCloseConsumer)(nil),                            // 60: pulsar.proto.CommandCloseConsumer
-	(*CommandRedeliverUnacknowledgedMessages)(nil),          // 61: pulsar.proto.CommandRedeliverUnacknowledgedMessages
-	(*CommandConsumerStats)(nil),                            // 62: pulsar.proto.CommandConsumerStats
-	(*CommandConsumerStatsResponse)(nil),                    // 63: pulsar.proto.CommandConsumerStatsResponse
-	(*CommandGetLastMessageId)(nil),                         // 64: pulsar.proto.CommandGetLastMessageId
-	(*CommandGetLastMessageIdResponse)(nil),                 // 65: pulsar.proto.CommandGetLastMessageIdResponse
-	(*CommandTopicMigrated)(nil),                            // 66: pulsar.proto.CommandTopicMigrated
-	(*CommandSuccess)(nil),                                  // 67: pulsar.proto.CommandSuccess
-	(*CommandError)(nil),                                    // 68: pulsar.proto.CommandError
-	(*CommandGetSchema)(nil),                                // 69: pulsar.proto.CommandGetSchema
-	(*CommandGetSchemaResponse)(nil),                        // 70: pulsar.proto.CommandGetSchemaResponse
-	(*CommandGetOrCreateSchema)(nil),                        // 71: pulsar.proto.CommandGetOrCreateSchema
-	(*CommandGetOrCreateSchemaResponse)(nil),                // 72: pulsar.proto.CommandGetOrCreateSchemaResponse
-	(*Subscription)(nil),                                    // 73: pulsar.proto.Subscription
-	(*CommandTcClientConnectRequest)(nil),                   // 74: pulsar.proto.CommandTcClientConnectRequest
-	(*CommandTcClientConnectResponse)(nil),                  // 75: pulsar.proto.CommandTcClientConnectResponse
-	(*CommandNewTxn)(nil),                                   // 76: pulsar.proto.CommandNewTxn
-	(*CommandNewTxnResponse)(nil),                           // 77: pulsar.proto.CommandNewTxnResponse
-	(*CommandAddPartitionToTxn)(nil),                        // 78: pulsar.proto.CommandAddPartitionToTxn
-	(*CommandAddPartitionToTxnResponse)(nil),                // 79: pulsar.proto.CommandAddPartitionToTxnResponse
-	(*CommandAddSubscriptionToTxn)(nil),                     // 80: pulsar.proto.CommandAddSubscriptionToTxn
-	(*CommandAddSubscriptionToTxnResponse)(nil),             // 81: pulsar.proto.CommandAddSubscriptionToTxnResponse
-	(*CommandEndTxn)(nil),                                   // 82: pulsar.proto.CommandEndTxn
-	(*CommandEndTxnResponse)(nil),                           // 83: pulsar.proto.CommandEndTxnResponse
-	(*CommandEndTxnOnPartition)(nil),                        // 84: pulsar.proto.CommandEndTxnOnPartition
-	(*CommandEndTxnOnPartitionResponse)(nil),                // 85: pulsar.proto.CommandEndTxnOnPartitionResponse
-	(*CommandEndTxnOnSubscription)(nil),                     // 86: pulsar.proto.CommandEndTxnOnSubscription
-	(*CommandEndTxnOnSubscriptionResponse)(nil),             // 87: pulsar.proto.CommandEndTxnOnSubscriptionResponse
-	(*BaseCommand)(nil),                                     // 88: pulsar.proto.BaseCommand
+	(CompressionType)(0),    // 0: pulsarproxy.wire.CompressionType
+	(ServerError)(0),        // 1: pulsarproxy.wire.ServerError
+	(AuthMethod)(0),         // 2: pulsarproxy.wire.AuthMethod
+	(ProtocolVersion)(0),    // 3: pulsarproxy.wire.ProtocolVersion
+	(ProducerAccessMode)(0), // 4: pulsarproxy.wire.ProducerAccessMode
+	(KeySharedMode)(0),      // 5: pulsarproxy.wire.KeySharedMode
+	(TxnAction)(0),          // 6: pulsarproxy.wire.TxnAction
+	(Schema_Type)(0),        // 7: pulsarproxy.wire.Schema.Type
+	(CommandPartitionedTopicMetadataResponse_LookupType)(0), // 8: pulsarproxy.wire.CommandPartitionedTopicMetadataResponse.LookupType
+	(CommandLookupTopicResponse_LookupType)(0),              // 9: pulsarproxy.wire.CommandLookupTopicResponse.LookupType
+	(CommandGetTopicsOfNamespace_Mode)(0),                   // 10: pulsarproxy.wire.CommandGetTopicsOfNamespace.Mode
+	(CommandSubscribe_SubType)(0),                           // 11: pulsarproxy.wire.CommandSubscribe.SubType
+	(CommandSubscribe_InitialPosition)(0),                   // 12: pulsarproxy.wire.CommandSubscribe.InitialPosition
+	(CommandAck_AckType)(0),                                 // 13: pulsarproxy.wire.CommandAck.AckType
+	(CommandAck_ValidationError)(0),                         // 14: pulsarproxy.wire.CommandAck.ValidationError
+	(CommandTopicMigrated_ResourceType)(0),                  // 15: pulsarproxy.wire.CommandTopicMigrated.ResourceType
+	(BaseCommand_Type)(0),                                   // 16: pulsarproxy.wire.BaseCommand.Type
+	(*KeyValue)(nil),                                        // 17: pulsarproxy.wire.KeyValue
+	(*KeyLongValue)(nil),                                    // 18: pulsarproxy.wire.KeyLongValue
+	(*IntRange)(nil),                                        // 19: pulsarproxy.wire.IntRange
+	(*MessageIdData)(nil),                                   // 20: pulsarproxy.wire.MessageIdData
+	(*Schema)(nil),                                          // 21: pulsarproxy.wire.Schema
+	(*EncryptionKeys)(nil),                                  // 22: pulsarproxy.wire.EncryptionKeys
+	(*MessageMetadata)(nil),                                 // 23: pulsarproxy.wire.MessageMetadata
+	(*SingleMessageMetadata)(nil),                           // 24: pulsarproxy.wire.SingleMessageMetadata
+	(*BrokerEntryMetadata)(nil),                             // 25: pulsarproxy.wire.BrokerEntryMetadata
+	(*FeatureFlags)(nil),                                    // 26: pulsarproxy.wire.FeatureFlags
+	(*AuthData)(nil),                                        // 27: pulsarproxy.wire.AuthData
+	(*CommandConnect)(nil),                                  // 28: pulsarproxy.wire.CommandConnect
+	(*CommandConnected)(nil),                                // 29: pulsarproxy.wire.CommandConnected
+	(*CommandAuthChallenge)(nil),                            // 30: pulsarproxy.wire.CommandAuthChallenge
+	(*CommandAuthResponse)(nil),                             // 31: pulsarproxy.wire.CommandAuthResponse
+	(*CommandPing)(nil),                                     // 32: pulsarproxy.wire.CommandPing
+	(*CommandPong)(nil),                                     // 33: pulsarproxy.wire.CommandPong
+	(*CommandPartitionedTopicMetadata)(nil),                 // 34: pulsarproxy.wire.CommandPartitionedTopicMetadata
+	(*CommandPartitionedTopicMetadataResponse)(nil),         // 35: pulsarproxy.wire.CommandPartitionedTopicMetadataResponse
+	(*CommandLookupTopic)(nil),                              // 36: pulsarproxy.wire.CommandLookupTopic
+	(*CommandLookupTopicResponse)(nil),                      // 37: pulsarproxy.wire.CommandLookupTopicResponse
+	(*CommandGetTopicsOfNamespace)(nil),                     // 38: pulsarproxy.wire.CommandGetTopicsOfNamespace
+	(*CommandGetTopicsOfNamespaceResponse)(nil),             // 39: pulsarproxy.wire.CommandGetTopicsOfNamespaceResponse
+	(*CommandWatchTopicList)(nil),                           // 40: pulsarproxy.wire.CommandWatchTopicList
+	(*CommandWatchTopicListSuccess)(nil),                    // 41: pulsarproxy.wire.CommandWatchTopicListSuccess
+	(*CommandWatchTopicUpdate)(nil),                         // 42: pulsarproxy.wire.CommandWatchTopicUpdate
+	(*CommandWatchTopicListClose)(nil),                      // 43: pulsarproxy.wire.CommandWatchTopicListClose
+	(*CommandProducer)(nil),                                 // 44: pulsarproxy.wire.CommandProducer
+	(*CommandProducerSuccess)(nil),                          // 45: pulsarproxy.wire.CommandProducerSuccess
+	(*CommandSend)(nil),                                     // 46: pulsarproxy.wire.CommandSend
+	(*CommandSendReceipt)(nil),                              // 47: pulsarproxy.wire.CommandSendReceipt
+	(*CommandSendError)(nil),                                // 48: pulsarproxy.wire.CommandSendError
+	(*CommandCloseProducer)(nil),                            // 49: pulsarproxy.wire.CommandCloseProducer
+	(*KeySharedMeta)(nil),                                   // 50: pulsarproxy.wire.KeySharedMeta
+	(*CommandSubscribe)(nil),                                // 51: pulsarproxy.wire.CommandSubscribe
+	(*CommandFlow)(nil),                                     // 52: pulsarproxy.wire.CommandFlow
+	(*CommandMessage)(nil),                                  // 53: pulsarproxy.wire.CommandMessage
+	(*CommandAck)(nil),                                      // 54: pulsarproxy.wire.CommandAck
+	(*CommandAckResponse)(nil),                              // 55: pulsarproxy.wire.CommandAckResponse
+	(*CommandActiveConsumerChange)(nil),                     // 56: pulsarproxy.wire.CommandActiveConsumerChange
+	(*CommandUnsubscribe)(nil),                              // 57: pulsarproxy.wire.CommandUnsubscribe
+	(*CommandSeek)(nil),                                     // 58: pulsarproxy.wire.CommandSeek
+	(*CommandReachedEndOfTopic)(nil),                        // 59: pulsarproxy.wire.CommandReachedEndOfTopic
+	(*CommandCloseConsumer)(nil),                            // 60: pulsarproxy.wire.CommandCloseConsumer
+	(*CommandRedeliverUnacknowledgedMessages)(nil),          // 61: pulsarproxy.wire.CommandRedeliverUnacknowledgedMessages
+	(*CommandConsumerStats)(nil),                            // 62: pulsarproxy.wire.CommandConsumerStats
+	(*CommandConsumerStatsResponse)(nil),                    // 63: pulsarproxy.wire.CommandConsumerStatsResponse
+	(*CommandGetLastMessageId)(nil),                         // 64: pulsarproxy.wire.CommandGetLastMessageId
+	(*CommandGetLastMessageIdResponse)(nil),                 // 65: pulsarproxy.wire.CommandGetLastMessageIdResponse
+	(*CommandTopicMigrated)(nil),                            // 66: pulsarproxy.wire.CommandTopicMigrated
+	(*CommandSuccess)(nil),                                  // 67: pulsarproxy.wire.CommandSuccess
+	(*CommandError)(nil),                                    // 68: pulsarproxy.wire.CommandError
+	(*CommandGetSchema)(nil),                                // 69: pulsarproxy.wire.CommandGetSchema
+	(*CommandGetSchemaResponse)(nil),                        // 70: pulsarproxy.wire.CommandGetSchemaResponse
+	(*CommandGetOrCreateSchema)(nil),                        // 71: pulsarproxy.wire.CommandGetOrCreateSchema
+	(*CommandGetOrCreateSchemaResponse)(nil),                // 72: pulsarproxy.wire.CommandGetOrCreateSchemaResponse
+	(*Subscription)(nil),                                    // 73: pulsarproxy.wire.Subscription
+	(*CommandTcClientConnectRequest)(nil),                   // 74: pulsarproxy.wire.CommandTcClientConnectRequest
+	(*CommandTcClientConnectResponse)(nil),                  // 75: pulsarproxy.wire.CommandTcClientConnectResponse
+	(*CommandNewTxn)(nil),                                   // 76: pulsarproxy.wire.CommandNewTxn
+	(*CommandNewTxnResponse)(nil),                           // 77: pulsarproxy.wire.CommandNewTxnResponse
+	(*CommandAddPartitionToTxn)(nil),                        // 78: pulsarproxy.wire.CommandAddPartitionToTxn
+	(*CommandAddPartitionToTxnResponse)(nil),                // 79: pulsarproxy.wire.CommandAddPartitionToTxnResponse
+	(*CommandAddSubscriptionToTxn)(nil),                     // 80: pulsarproxy.wire.CommandAddSubscriptionToTxn
+	(*CommandAddSubscriptionToTxnResponse)(nil),             // 81: pulsarproxy.wire.CommandAddSubscriptionToTxnResponse
+	(*CommandEndTxn)(nil),                                   // 82: pulsarproxy.wire.CommandEndTxn
+	(*CommandEndTxnResponse)(nil),                           // 83: pulsarproxy.wire.CommandEndTxnResponse
+	(*CommandEndTxnOnPartition)(nil),                        // 84: pulsarproxy.wire.CommandEndTxnOnPartition
+	(*CommandEndTxnOnPartitionResponse)(nil),                // 85: pulsarproxy.wire.CommandEndTxnOnPartitionResponse
+	(*CommandEndTxnOnSubscription)(nil),                     // 86: pulsarproxy.wire.CommandEndTxnOnSubscription
+	(*CommandEndTxnOnSubscriptionResponse)(nil),             // 87: pulsarproxy.wire.CommandEndTxnOnSubscriptionResponse
+	(*BaseCommand)(nil),                                     // 88: pulsarproxy.wire.BaseCommand
 }
 var file_pulsar_api_proto_depIdxs = []int32{
-	20,  // 0: pulsar.proto.MessageIdData.first_chunk_message_id:type_name -> pulsar.proto.MessageIdData
-	7,   // 1: pulsar.proto.Schema.type:type_name -> pulsar.proto.Schema.Type
-	17,  // 2: pulsar.proto.Schema.properties:type_name -> pulsar.proto.KeyValue
-	17,  // 3: pulsar.proto.EncryptionKeys.metadata:type_name -> pulsar.proto.KeyValue
-	17,  // 4: pulsar.proto.MessageMetadata.properties:type_name -> pulsar.proto.KeyValue
-	0,   // 5: pulsar.proto.MessageMetadata.compression:type_name -> pulsar.proto.CompressionType
-	22,  // 6: pulsar.proto.MessageMetadata.encryption_keys:type_name -> pulsar.proto.EncryptionKeys
-	17,  // 7: pulsar.proto.SingleMessageMetadata.properties:type_name -> pulsar.proto.KeyValue
-	2,   // 8: pulsar.proto.CommandConnect.auth_method:type_name -> pulsar.proto.AuthMethod
-	26,  // 9: pulsar.proto.CommandConnect.feature_flags:type_name -> pulsar.proto.FeatureFlags
-	26,  // 10: pulsar.proto.CommandConnected.feature_flags:type_name -> pulsar.proto.FeatureFlags
-	27,  // 11: pulsar.proto.CommandAuthChallenge.challenge:type_name -> pulsar.proto.AuthData
-	27,  // 12: pulsar.proto.CommandAuthResponse.response:type_name -> pulsar.proto.AuthData
-	8,   // 13: pulsar.proto.CommandPartitionedTopicMetadataResponse.response:type_name -> pulsar.proto.CommandPartitionedTopicMetadataResponse.LookupType
-	1,   // 14: pulsar.proto.CommandPartitionedTopicMetadataResponse.error:type_name -> pulsar.proto.ServerError
-	17,  // 15: pulsar.proto.CommandLookupTopic.properties:type_name -> pulsar.proto.KeyValue
-	9,   // 16: pulsar.proto.CommandLookupTopicResponse.response:type_name -> pulsar.proto.CommandLookupTopicResponse.LookupType
-	1,   // 17: pulsar.proto.CommandLookupTopicResponse.error:type_name -> pulsar.proto.ServerError
-	10,  // 18: pulsar.proto.CommandGetTopicsOfNamespace.mode:type_name -> pulsar.proto.CommandGetTopicsOfNamespace.Mode
-	17,  // 19: pulsar.proto.CommandProducer.metadata:type_name -> pulsar.proto.KeyValue
-	21,  // 20: pulsar.proto.CommandProducer.schema:type_name -> pulsar.proto.Schema
-	4,   // 21: pulsar.proto.CommandProducer.producer_access_mode:type_name -> pulsar.proto.ProducerAccessMode
-	20,  // 22: pulsar.proto.CommandSend.message_id:type_name -> pulsar.proto.MessageIdData
-	20,  // 23: pulsar.proto.CommandSendReceipt.message_id:type_name -> pulsar.proto.MessageIdData
-	1,   // 24: pulsar.proto.CommandSendError.error:type_name -> pulsar.proto.ServerError
-	5,   // 25: pulsar.proto.KeySharedMeta.keySharedMode:type_name -> pulsar.proto.KeySharedMode
-	19,  // 26: pulsar.proto.KeySharedMeta.hashRanges:type_name -> pulsar.proto.IntRange
-	11,  // 27: pulsar.proto.CommandSubscribe.subType:type_name -> pulsar.proto.CommandSubscribe.SubType
-	20,  // 28: pulsar.proto.CommandSubscribe.start_message_id:type_name -> pulsar.proto.MessageIdData
-	17,  // 29: pulsar.proto.CommandSubscribe.metadata:type_name -> pulsar.proto.KeyValue
-	21,  // 30: pulsar.proto.CommandSubscribe.schema:type_name -> pulsar.proto.Schema
-	12,  // 31: pulsar.proto.CommandSubscribe.initialPosition:type_name -> pulsar.proto.CommandSubscribe.InitialPosition
-	50,  // 32: pulsar.proto.CommandSubscribe.keySharedMeta:type_name -> pulsar.proto.KeySharedMeta
-	17,  // 33: pulsar.proto.CommandSubscribe.subscription_properties:type_name -> pulsar.proto.KeyValue
-	20,  // 34: pulsar.proto.CommandMessage.message_id:type_name -> pulsar.proto.MessageIdData
-	13,  // 35: pulsar.proto.CommandAck.ack_type:type_name -> pulsar.proto.CommandAck.AckType
-	20,  // 36: pulsar.proto.CommandAck.message_id:type_name -> pulsar.proto.MessageIdData
-	14,  // 37: pulsar.proto.CommandAck.validation_error:type_name -> pulsar.proto.CommandAck.ValidationError
-	18,  // 38: pulsar.proto.CommandAck.properties:type_name -> pulsar.proto.KeyLongValue
-	1,   // 39: pulsar.proto.CommandAckResponse.error:type_name -> pulsar.proto.ServerError
-	20,  // 40: pulsar.proto.CommandSeek.message_id:type_name -> pulsar.proto.MessageIdData
-	20,  // 41: pulsar.proto.CommandRedeliverUnacknowledgedMessages.message_ids:type_name -> pulsar.proto.MessageIdData
-	1,   // 42: pulsar.proto.CommandConsumerStatsResponse.error_code:type_name -> pulsar.proto.ServerError
-	20,  // 43: pulsar.proto.CommandGetLastMessageIdResponse.last_message_id:type_name -> pulsar.proto.MessageIdData
-	20,  // 44: pulsar.proto.CommandGetLastMessageIdResponse.consumer_mark_delete_position:type_name -> pulsar.proto.MessageIdData
-	15,  // 45: pulsar.proto.CommandTopicMigrated.resource_type:type_name -> pulsar.proto.CommandTopicMigrated.ResourceType
-	21,  // 46: pulsar.proto.CommandSuccess.schema:type_name -> pulsar.proto.Schema
-	1,   // 47: pulsar.proto.CommandError.error:type_name -> pulsar.proto.ServerError
-	1,   // 48: pulsar.proto.CommandGetSchemaResponse.error_code:type_name -> pulsar.proto.ServerError
-	21,  // 49: pulsar.proto.CommandGetSchemaResponse.schema:type_name -> pulsar.proto.Schema
-	21,  // 50: pulsar.proto.CommandGetOrCreateSchema.schema:type_name -> pulsar.proto.Schema
-	1,   // 51: pulsar.proto.CommandGetOrCreateSchemaResponse.error_code:type_name -> pulsar.proto.ServerError
-	1,   // 52: pulsar.proto.CommandTcClientConnectResponse.error:type_name -> pulsar.proto.ServerError
-	1,   // 53: pulsar.proto.CommandNewTxnResponse.error:type_name -> pulsar.proto.ServerError
-	1,   // 54: pulsar.proto.CommandAddPartitionToTxnResponse.error:type_name -> pulsar.proto.ServerError
-	73,  // 55: pulsar.proto.CommandAddSubscriptionToTxn.subscription:type_name -> pulsar.proto.Subscription
-	1,   // 56: pulsar.proto.CommandAddSubscriptionToTxnResponse.error:type_name -> pulsar.proto.ServerError
-	6,   // 57: pulsar.proto.CommandEndTxn.txn_action:type_name -> pulsar.proto.TxnAction
-	1,   // 58: pulsar.proto.CommandEndTxnResponse.error:type_name -> pulsar.proto.ServerError
-	6,   // 59: pulsar.proto.CommandEndTxnOnPartition.txn_action:type_name -> pulsar.proto.TxnAction
-	1,   // 60: pulsar.proto.CommandEndTxnOnPartitionResponse.error:type_name -> pulsar.proto.ServerError
-	73,  // 61: pulsar.proto.CommandEndTxnOnSubscription.subscription:type_name -> pulsar.proto.Subscription
-	6,   // 62: pulsar.proto.CommandEndTxnOnSubscription.txn_action:type_name -> pulsar.proto.TxnAction
-	1,   // 63: pulsar.proto.CommandEndTxnOnSubscriptionResponse.error:type_name -> pulsar.proto.ServerError
-	16,  // 64: pulsar.proto.BaseCommand.type:type_name -> pulsar.proto.BaseCommand.Type
-	28,  // 65: pulsar.proto.BaseCommand.connect:type_name -> pulsar.proto.CommandConnect
-	29,  // 66: pulsar.proto.BaseCommand.connected:type_name -> pulsar.proto.CommandConnected
-	32,  // 67: pulsar.proto.BaseCommand.ping:type_name -> pulsar.proto.CommandPing
-	33,  // 68: pulsar.proto.BaseCommand.pong:type_name -> pulsar.proto.CommandPong
-	30,  // 69: pulsar.proto.BaseCommand.authChallenge:type_name -> pulsar.proto.CommandAuthChallenge
-	31,  // 70: pulsar.proto.BaseCommand.authResponse:type_name -> pulsar.proto.CommandAuthResponse
-	44,  // 71: pulsar.proto.BaseCommand.producer:type_name -> pulsar.proto.CommandProducer
-	46,  // 72: pulsar.proto.BaseCommand.send:type_name -> pulsar.proto.CommandSend
-	47,  // 73: pulsar.proto.BaseCommand.send_receipt:type_name -> pulsar.proto.CommandSendReceipt
-	48,  // 74: pulsar.proto.BaseCommand.send_error:type_name -> pulsar.proto.CommandSendError
-	49,  // 75: pulsar.proto.BaseCommand.close_producer:type_name -> pulsar.proto.CommandCloseProducer
-	45,  // 76: pulsar.proto.BaseCommand.producer_success:type_name -> pulsar.proto.CommandProducerSuccess
-	51,  // 77: pulsar.proto.BaseCommand.subscribe:type_name -> pulsar.proto.CommandSubscribe
-	53,  // 78: pulsar.proto.BaseCommand.message:type_name -> pulsar.proto.CommandMessage
-	54,  // 79: pulsar.proto.BaseCommand.ack:type_name -> pulsar.proto.CommandAck
-	52,  // 80: pulsar.proto.BaseCommand.flow:type_name -> pulsar.proto.CommandFlow
-	57,  // 81: pulsar.proto.BaseCommand.unsubscribe:type_name -> pulsar.proto.CommandUnsubscribe
-	60,  // 82: pulsar.proto.BaseCommand.close_consumer:type_name -> pulsar.proto.CommandCloseConsumer
-	61,  // 83: pulsar.proto.BaseCommand.redeliverUnacknowledgedMessages:type_name -> pulsar.proto.CommandRedeliverUnacknowledgedMessages
-	62,  // 84: pulsar.proto.BaseCommand.consumerStats:type_name -> pulsar.proto.CommandConsumerStats
-	63,  // 85: pulsar.proto.BaseCommand.consumerStatsResponse:type_name -> pulsar.proto.CommandConsumerStatsResponse
-	59,  // 86: pulsar.proto.BaseCommand.reachedEndOfTopic:type_name -> pulsar.proto.CommandReachedEndOfTopic
-	58,  // 87: pulsar.proto.BaseCommand.seek:type_name -> pulsar.proto.CommandSeek
-	64,  // 88: pulsar.proto.BaseCommand.getLastMessageId:type_name -> pulsar.proto.CommandGetLastMessageId
-	65,  // 89: pulsar.proto.BaseCommand.getLastMessageIdResponse:type_name -> pulsar.proto.CommandGetLastMessageIdResponse
-	56,  // 90: pulsar.proto.BaseCommand.active_consumer_change:type_name -> pulsar.proto.CommandActiveConsumerChange
-	55,  // 91: pulsar.proto.BaseCommand.ackResponse:type_name -> pulsar.proto.CommandAckResponse
-	66,  // 92: pulsar.proto.BaseCommand.topicMigrated:type_name -> pulsar.proto.CommandTopicMigrated
-	67,  // 93: pulsar.proto.BaseCommand.success:type_name -> pulsar.proto.CommandSuccess
-	68,  // 94: pulsar.proto.BaseCommand.error:type_name -> pulsar.proto.CommandError
-	34,  // 95: pulsar.proto.BaseCommand.partitionMetadata:type_name -> pulsar.proto.CommandPartitionedTopicMetadata
-	35,  // 96: pulsar.proto.BaseCommand.partitionMetadataResponse:type_name -> pulsar.proto.CommandPartitionedTopicMetadataResponse
-	36,  // 97: pulsar.proto.BaseCommand.lookupTopic:type_name -> pulsar.proto.CommandLookupTopic
-	37,  // 98: pulsar.proto.BaseCommand.lookupTopicResponse:type_name -> pulsar.proto.CommandLookupTopicResponse
-	38,  // 99: pulsar.proto.BaseCommand.getTopicsOfNamespace:type_name -> pulsar.proto.CommandGetTopicsOfNamespace
-	39,  // 100: pulsar.proto.BaseCommand.getTopicsOfNamespaceResponse:type_name -> pulsar.proto.CommandGetTopicsOfNamespaceResponse
-	40,  // 101: pulsar.proto.BaseCommand.watchTopicList:type_name -> pulsar.proto.CommandWatchTopicList
-	41,  // 102: pulsar.proto.BaseCommand.watchTopicListSuccess:type_name -> pulsar.proto.CommandWatchTopicListSuccess
-	42,  // 103: pulsar.proto.BaseCommand.watchTopicUpdate:type_name -> pulsar.proto.CommandWatchTopicUpdate
-	43,  // 104: pulsar.proto.BaseCommand.watchTopicListClose:type_name -> pulsar.proto.CommandWatchTopicListClose
-	69,  // 105: pulsar.proto.BaseCommand.getSchema:type_name -> pulsar.proto.CommandGetSchema
-	70,  // 106: pulsar.proto.BaseCommand.getSchemaResponse:type_name -> pulsar.proto.CommandGetSchemaResponse
-	71,  // 107: pulsar.proto.BaseCommand.getOrCreateSchema:type_name -> pulsar.proto.CommandGetOrCreateSchema
-	72,  // 108: pulsar.proto.BaseCommand.getOrCreateSchemaResponse:type_name -> pulsar.proto.CommandGetOrCreateSchemaResponse
-	76,  // 109: pulsar.proto.BaseCommand.newTxn:type_name -> pulsar.proto.CommandNewTxn
-	77,  // 110: pulsar.proto.BaseCommand.newTxnResponse:type_name -> pulsar.proto.CommandNewTxnResponse
-	78,  // 111: pulsar.proto.BaseCommand.addPartitionToTxn:type_name -> pulsar.proto.CommandAddPartitionToTxn
-	79,  // 112: pulsar.proto.BaseCommand.addPartitionToTxnResponse:type_name -> pulsar.proto.CommandAddPartitionToTxnResponse
-	80,  // 113: pulsar.proto.BaseCommand.addSubscriptionToTxn:type_name -> pulsar.proto.CommandAddSubscriptionToTxn
-	81,  // 114: pulsar.proto.BaseCommand.addSubscriptionToTxnResponse:type_name -> pulsar.proto.CommandAddSubscriptionToTxnResponse
-	82,  // 115: pulsar.proto.BaseCommand.endTxn:type_name -> pulsar.proto.CommandEndTxn
-	83,  // 116: pulsar.proto.BaseCommand.endTxnResponse:type_name -> pulsar.proto.CommandEndTxnResponse
-	84,  // 117: pulsar.proto.BaseCommand.endTxnOnPartition:type_name -> pulsar.proto.CommandEndTxnOnPartition
-	85,  // 118: pulsar.proto.BaseCommand.endTxnOnPartitionResponse:type_name -> pulsar.proto.CommandEndTxnOnPartitionResponse
-	86,  // 119: pulsar.proto.BaseCommand.endTxnOnSubscription:type_name -> pulsar.proto.CommandEndTxnOnSubscription
-	87,  // 120: pulsar.proto.BaseCommand.endTxnOnSubscriptionResponse:type_name -> pulsar.proto.CommandEndTxnOnSubscriptionResponse
-	74,  // 121: pulsar.proto.BaseCommand.tcClientConnectRequest:type_name -> pulsar.proto.CommandTcClientConnectRequest
-	75,  // 122: pulsar.proto.BaseCommand.tcClientConnectResponse:type_name -> pulsar.proto.CommandTcClientConnectResponse
+	20,  // 0: pulsarproxy.wire.MessageIdData.first_chunk_message_id:type_name -> pulsarproxy.wire.MessageIdData
+	7,   // 1: pulsarproxy.wire.Schema.type:type_name -> pulsarproxy.wire.Schema.Type
+	17,  // 2: pulsarproxy.wire.Schema.properties:type_name -> pulsarproxy.wire.KeyValue
+	17,  // 3: pulsarproxy.wire.EncryptionKeys.metadata:type_name -> pulsarproxy.wire.KeyValue
+	17,  // 4: pulsarproxy.wire.MessageMetadata.properties:type_name -> pulsarproxy.wire.KeyValue
+	0,   // 5: pulsarproxy.wire.MessageMetadata.compression:type_name -> pulsarproxy.wire.CompressionType
+	22,  // 6: pulsarproxy.wire.MessageMetadata.encryption_keys:type_name -> pulsarproxy.wire.EncryptionKeys
+	17,  // 7: pulsarproxy.wire.SingleMessageMetadata.properties:type_name -> pulsarproxy.wire.KeyValue
+	2,   // 8: pulsarproxy.wire.CommandConnect.auth_method:type_name -> pulsarproxy.wire.AuthMethod
+	26,  // 9: pulsarproxy.wire.CommandConnect.feature_flags:type_name -> pulsarproxy.wire.FeatureFlags
+	26,  // 10: pulsarproxy.wire.CommandConnected.feature_flags:type_name -> pulsarproxy.wire.FeatureFlags
+	27,  // 11: pulsarproxy.wire.CommandAuthChallenge.challenge:type_name -> pulsarproxy.wire.AuthData
+	27,  // 12: pulsarproxy.wire.CommandAuthResponse.response:type_name -> pulsarproxy.wire.AuthData
+	8,   // 13: pulsarproxy.wire.CommandPartitionedTopicMetadataResponse.response:type_name -> pulsarproxy.wire.CommandPartitionedTopicMetadataResponse.LookupType
+	1,   // 14: pulsarproxy.wire.CommandPartitionedTopicMetadataResponse.error:type_name -> pulsarproxy.wire.ServerError
+	17,  // 15: pulsarproxy.wire.CommandLookupTopic.properties:type_name -> pulsarproxy.wire.KeyValue
+	9,   // 16: pulsarproxy.wire.CommandLookupTopicResponse.response:type_name -> pulsarproxy.wire.CommandLookupTopicResponse.LookupType
+	1,   // 17: pulsarproxy.wire.CommandLookupTopicResponse.error:type_name -> pulsarproxy.wire.ServerError
+	10,  // 18: pulsarproxy.wire.CommandGetTopicsOfNamespace.mode:type_name -> pulsarproxy.wire.CommandGetTopicsOfNamespace.Mode
+	17,  // 19: pulsarproxy.wire.CommandProducer.metadata:type_name -> pulsarproxy.wire.KeyValue
+	21,  // 20: pulsarproxy.wire.CommandProducer.schema:type_name -> pulsarproxy.wire.Schema
+	4,   // 21: pulsarproxy.wire.CommandProducer.producer_access_mode:type_name -> pulsarproxy.wire.ProducerAccessMode
+	20,  // 22: pulsarproxy.wire.CommandSend.message_id:type_name -> pulsarproxy.wire.MessageIdData
+	20,  // 23: pulsarproxy.wire.CommandSendReceipt.message_id:type_name -> pulsarproxy.wire.MessageIdData
+	1,   // 24: pulsarproxy.wire.CommandSendError.error:type_name -> pulsarproxy.wire.ServerError
+	5,   // 25: pulsarproxy.wire.KeySharedMeta.keySharedMode:type_name -> pulsarproxy.wire.KeySharedMode
+	19,  // 26: pulsarproxy.wire.KeySharedMeta.hashRanges:type_name -> pulsarproxy.wire.IntRange
+	11,  // 27: pulsarproxy.wire.CommandSubscribe.subType:type_name -> pulsarproxy.wire.CommandSubscribe.SubType
+	20,  // 28: pulsarproxy.wire.CommandSubscribe.start_message_id:type_name -> pulsarproxy.wire.MessageIdData
+	17,  // 29: pulsarproxy.wire.CommandSubscribe.metadata:type_name -> pulsarproxy.wire.KeyValue
+	21,  // 30: pulsarproxy.wire.CommandSubscribe.schema:type_name -> pulsarproxy.wire.Schema
+	12,  // 31: pulsarproxy.wire.CommandSubscribe.initialPosition:type_name -> pulsarproxy.wire.CommandSubscribe.InitialPosition
+	50,  // 32: pulsarproxy.wire.CommandSubscribe.keySharedMeta:type_name -> pulsarproxy.wire.KeySharedMeta
+	17,  // 33: pulsarproxy.wire.CommandSubscribe.subscription_properties:type_name -> pulsarproxy.wire.KeyValue
+	20,  // 34: pulsarproxy.wire.CommandMessage.message_id:type_name -> pulsarproxy.wire.MessageIdData
+	13,  // 35: pulsarproxy.wire.CommandAck.ack_type:type_name -> pulsarproxy.wire.CommandAck.AckType
+	20,  // 36: pulsarproxy.wire.CommandAck.message_id:type_name -> pulsarproxy.wire.MessageIdData
+	14,  // 37: pulsarproxy.wire.CommandAck.validation_error:type_name -> pulsarproxy.wire.CommandAck.ValidationError
+	18,  // 38: pulsarproxy.wire.CommandAck.properties:type_name -> pulsarproxy.wire.KeyLongValue
+	1,   // 39: pulsarproxy.wire.CommandAckResponse.error:type_name -> pulsarproxy.wire.ServerError
+	20,  // 40: pulsarproxy.wire.CommandSeek.message_id:type_name -> pulsarproxy.wire.MessageIdData
+	20,  // 41: pulsarproxy.wire.CommandRedeliverUnacknowledgedMessages.message_ids:type_name -> pulsarproxy.wire.MessageIdData
+	1,   // 42: pulsarproxy.wire.CommandConsumerStatsResponse.error_code:type_name -> pulsarproxy.wire.ServerError
+	20,  // 43: pulsarproxy.wire.CommandGetLastMessageIdResponse.last_message_id:type_name -> pulsarproxy.wire.MessageIdData
+	20,  // 44: pulsarproxy.wire.CommandGetLastMessageIdResponse.consumer_mark_delete_position:type_name -> pulsarproxy.wire.MessageIdData
+	15,  // 45: pulsarproxy.wire.CommandTopicMigrated.resource_type:type_name -> pulsarproxy.wire.CommandTopicMigrated.ResourceType
+	21,  // 46: pulsarproxy.wire.CommandSuccess.schema:type_name -> pulsarproxy.wire.Schema
+	1,   // 47: pulsarproxy.wire.CommandError.error:type_name -> pulsarproxy.wire.ServerError
+	1,   // 48: pulsarproxy.wire.CommandGetSchemaResponse.error_code:type_name -> pulsarproxy.wire.ServerError
+	21,  // 49: pulsarproxy.wire.CommandGetSchemaResponse.schema:type_name -> pulsarproxy.wire.Schema
+	21,  // 50: pulsarproxy.wire.CommandGetOrCreateSchema.schema:type_name -> pulsarproxy.wire.Schema
+	1,   // 51: pulsarproxy.wire.CommandGetOrCreateSchemaResponse.error_code:type_name -> pulsarproxy.wire.ServerError
+	1,   // 52: pulsarproxy.wire.CommandTcClientConnectResponse.error:type_name -> pulsarproxy.wire.ServerError
+	1,   // 53: pulsarproxy.wire.CommandNewTxnResponse.error:type_name -> pulsarproxy.wire.ServerError
+	1,   // 54: pulsarproxy.wire.CommandAddPartitionToTxnResponse.error:type_name -> pulsarproxy.wire.ServerError
+	73,  // 55: pulsarproxy.wire.CommandAddSubscriptionToTxn.subscription:type_name -> pulsarproxy.wire.Subscription
+	1,   // 56: pulsarproxy.wire.CommandAddSubscriptionToTxnResponse.error:type_name -> pulsarproxy.wire.ServerError
+	6,   // 57: pulsarproxy.wire.CommandEndTxn.txn_action:type_name -> pulsarproxy.wire.TxnAction
+	1,   // 58: pulsarproxy.wire.CommandEndTxnResponse.error:type_name -> pulsarproxy.wire.ServerError
+	6,   // 59: pulsarproxy.wire.CommandEndTxnOnPartition.txn_action:type_name -> pulsarproxy.wire.TxnAction
+	1,   // 60: pulsarproxy.wire.CommandEndTxnOnPartitionResponse.error:type_name -> pulsarproxy.wire.ServerError
+	73,  // 61: pulsarproxy.wire.CommandEndTxnOnSubscription.subscription:type_name -> pulsarproxy.wire.Subscription
+	6,   // 62: pulsarproxy.wire.CommandEndTxnOnSubscription.txn_action:type_name -> pulsarproxy.wire.TxnAction
+	1,   // 63: pulsarproxy.wire.CommandEndTxnOnSubscriptionResponse.error:type_name -> pulsarproxy.wire.ServerError
+	16,  // 64: pulsarproxy.wire.BaseCommand.type:type_name -> pulsarproxy.wire.BaseCommand.Type
+	28,  // 65: pulsarproxy.wire.BaseCommand.connect:type_name -> pulsarproxy.wire.CommandConnect
+	29,  // 66: pulsarproxy.wire.BaseCommand.connected:type_name -> pulsarproxy.wire.CommandConnected
+	32,  // 67: pulsarproxy.wire.BaseCommand.ping:type_name -> pulsarproxy.wire.CommandPing
+	33,  // 68: pulsarproxy.wire.BaseCommand.pong:type_name -> pulsarproxy.wire.CommandPong
+	30,  // 69: pulsarproxy.wire.BaseCommand.authChallenge:type_name -> pulsarproxy.wire.CommandAuthChallenge
+	31,  // 70: pulsarproxy.wire.BaseCommand.authResponse:type_name -> pulsarproxy.wire.CommandAuthResponse
+	44,  // 71: pulsarproxy.wire.BaseCommand.producer:type_name -> pulsarproxy.wire.CommandProducer
+	46,  // 72: pulsarproxy.wire.BaseCommand.send:type_name -> pulsarproxy.wire.CommandSend
+	47,  // 73: pulsarproxy.wire.BaseCommand.send_receipt:type_name -> pulsarproxy.wire.CommandSendReceipt
+	48,  // 74: pulsarproxy.wire.BaseCommand.send_error:type_name -> pulsarproxy.wire.CommandSendError
+	49,  // 75: pulsarproxy.wire.BaseCommand.close_producer:type_name -> pulsarproxy.wire.CommandCloseProducer
+	45,  // 76: pulsarproxy.wire.BaseCommand.producer_success:type_name -> pulsarproxy.wire.CommandProducerSuccess
+	51,  // 77: pulsarproxy.wire.BaseCommand.subscribe:type_name -> pulsarproxy.wire.CommandSubscribe
+	53,  // 78: pulsarproxy.wire.BaseCommand.message:type_name -> pulsarproxy.wire.CommandMessage
+	54,  // 79: pulsarproxy.wire.BaseCommand.ack:type_name -> pulsarproxy.wire.CommandAck
+	52,  // 80: pulsarproxy.wire.BaseCommand.flow:type_name -> pulsarproxy.wire.CommandFlow
+	57,  // 81: pulsarproxy.wire.BaseCommand.unsubscribe:type_name -> pulsarproxy.wire.CommandUnsubscribe
+	60,  // 82: pulsarproxy.wire.BaseCommand.close_consumer:type_name -> pulsarproxy.wire.CommandCloseConsumer
+	61,  // 83: pulsarproxy.wire.BaseCommand.redeliverUnacknowledgedMessages:type_name -> pulsarproxy.wire.CommandRedeliverUnacknowledgedMessages
+	62,  // 84: pulsarproxy.wire.BaseCommand.consumerStats:type_name -> pulsarproxy.wire.CommandConsumerStats
+	63,  // 85: pulsarproxy.wire.BaseCommand.consumerStatsResponse:type_name -> pulsarproxy.wire.CommandConsumerStatsResponse
+	59,  // 86: pulsarproxy.wire.BaseCommand.reachedEndOfTopic:type_name -> pulsarproxy.wire.CommandReachedEndOfTopic
+	58,  // 87: pulsarproxy.wire.BaseCommand.seek:type_name -> pulsarproxy.wire.CommandSeek
+	64,  // 88: pulsarproxy.wire.BaseCommand.getLastMessageId:type_name -> pulsarproxy.wire.CommandGetLastMessageId
+	65,  // 89: pulsarproxy.wire.BaseCommand.getLastMessageIdResponse:type_name -> pulsarproxy.wire.CommandGetLastMessageIdResponse
+	56,  // 90: pulsarproxy.wire.BaseCommand.active_consumer_change:type_name -> pulsarproxy.wire.CommandActiveConsumerChange
+	55,  // 91: pulsarproxy.wire.BaseCommand.ackResponse:type_name -> pulsarproxy.wire.CommandAckResponse
+	66,  // 92: pulsarproxy.wire.BaseCommand.topicMigrated:type_name -> pulsarproxy.wire.CommandTopicMigrated
+	67,  // 93: pulsarproxy.wire.BaseCommand.success:type_name -> pulsarproxy.wire.CommandSuccess
+	68,  // 94: pulsarproxy.wire.BaseCommand.error:type_name -> pulsarproxy.wire.CommandError
+	34,  // 95: pulsarproxy.wire.BaseCommand.partitionMetadata:type_name -> pulsarproxy.wire.CommandPartitionedTopicMetadata
+	35,  // 96: pulsarproxy.wire.BaseCommand.partitionMetadataResponse:type_name -> pulsarproxy.wire.CommandPartitionedTopicMetadataResponse
+	36,  // 97: pulsarproxy.wire.BaseCommand.lookupTopic:type_name -> pulsarproxy.wire.CommandLookupTopic
+	37,  // 98: pulsarproxy.wire.BaseCommand.lookupTopicResponse:type_name -> pulsarproxy.wire.CommandLookupTopicResponse
+	38,  // 99: pulsarproxy.wire.BaseCommand.getTopicsOfNamespace:type_name -> pulsarproxy.wire.CommandGetTopicsOfNamespace
+	39,  // 100: pulsarproxy.wire.BaseCommand.getTopicsOfNamespaceResponse:type_name -> pulsarproxy.wire.CommandGetTopicsOfNamespaceResponse
+	40,  // 101: pulsarproxy.wire.BaseCommand.watchTopicList:type_name -> pulsarproxy.wire.CommandWatchTopicList
+	41,  // 102: pulsarproxy.wire.BaseCommand.watchTopicListSuccess:type_name -> pulsarproxy.wire.CommandWatchTopicListSuccess
+	42,  // 103: pulsarproxy.wire.BaseCommand.watchTopicUpdate:type_name -> pulsarproxy.wire.CommandWatchTopicUpdate
+	43,  // 104: pulsarproxy.wire.BaseCommand.watchTopicListClose:type_name -> pulsarproxy.wire.CommandWatchTopicListClose
+	69,  // 105: pulsarproxy.wire.BaseCommand.getSchema:type_name -> pulsarproxy.wire.CommandGetSchema
+	70,  // 106: pulsarproxy.wire.BaseCommand.getSchemaResponse:type_name -> pulsarproxy.wire.CommandGetSchemaResponse
+	71,  // 107: pulsarproxy.wire.BaseCommand.getOrCreateSchema:type_name -> pulsarproxy.wire.CommandGetOrCreateSchema
+	72,  // 108: pulsarproxy.wire.BaseCommand.getOrCreateSchemaResponse:type_name -> pulsarproxy.wire.CommandGetOrCreateSchemaResponse
+	76,  // 109: pulsarproxy.wire.BaseCommand.newTxn:type_name -> pulsarproxy.wire.CommandNewTxn
+	77,  // 110: pulsarproxy.wire.BaseCommand.newTxnResponse:type_name -> pulsarproxy.wire.CommandNewTxnResponse
+	78,  // 111: pulsarproxy.wire.BaseCommand.addPartitionToTxn:type_name -> pulsarproxy.wire.CommandAddPartitionToTxn
+	79,  // 112: pulsarproxy.wire.BaseCommand.addPartitionToTxnResponse:type_name -> pulsarproxy.wire.CommandAddPartitionToTxnResponse
+	80,  // 113: pulsarproxy.wire.BaseCommand.addSubscriptionToTxn:type_name -> pulsarproxy.wire.CommandAddSubscriptionToTxn
+	81,  // 114: pulsarproxy.wire.BaseCommand.addSubscriptionToTxnResponse:type_name -> pulsarproxy.wire.CommandAddSubscriptionToTxnResponse
+	82,  // 115: pulsarproxy.wire.BaseCommand.endTxn:type_name -> pulsarproxy.wire.CommandEndTxn
+	83,  // 116: pulsarproxy.wire.BaseCommand.endTxnResponse:type_name -> pulsarproxy.wire.CommandEndTxnResponse
+	84,  // 117: pulsarproxy.wire.BaseCommand.endTxnOnPartition:type_name -> pulsarproxy.wire.CommandEndTxnOnPartition
+	85,  // 118: pulsarproxy.wire.BaseCommand.endTxnOnPartitionResponse:type_name -> pulsarproxy.wire.CommandEndTxnOnPartitionResponse
+	86,  // 119: pulsarproxy.wire.BaseCommand.endTxnOnSubscription:type_name -> pulsarproxy.wire.CommandEndTxnOnSubscription
+	87,  // 120: pulsarproxy.wire.BaseCommand.endTxnOnSubscriptionResponse:type_name -> pulsarproxy.wire.CommandEndTxnOnSubscriptionResponse
+	74,  // 121: pulsarproxy.wire.BaseCommand.tcClientConnectRequest:type_name -> pulsarproxy.wire.CommandTcClientConnectRequest
+	75,  // 122: pulsarproxy.wire.BaseCommand.tcClientConnectResponse:type_name -> pulsarproxy.wire.CommandTcClientConnectResponse
 	123, // [123:123] is the sub-list for method output_type
 	123, // [123:123] is the sub-list for method input_type
 	123, // [123:123] is the sub-list for extension type_name

@@ -1,0 +1,174 @@
+// Command pulsar-proxy is a gateway in front of Apache Pulsar brokers. This file only wires
+// the parts together; the behaviour lives in the packages.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/config"
+	"github.com/pulsar-proxy/pulsar-proxy/httpapi"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/session"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// protocolVersion is the highest Pulsar protocol version the proxy speaks (v21: Pulsar 3.x/4.x).
+const protocolVersion = 21
+
+func main() {
+	configPath := flag.String("config", "", "YAML configuration file (environment variables PULSAR_PROXY_* override it)")
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *showVersion {
+		fmt.Println("pulsar-proxy", version)
+		return
+	}
+	cfg, err := config.Load(*configPath, os.Environ())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pulsar-proxy:", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "pulsar-proxy:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg *config.Config) error {
+	log, summaryLevel, err := newLogger(cfg.Log)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	disc, err := lookup.NewStatic(cfg.Discovery.Static.Brokers)
+	if err != nil {
+		return err
+	}
+	brokers := lookup.NewBrokerSet(disc)
+	serverVersion := "pulsar-proxy/" + version
+	pool := lookup.NewPool(lookup.PoolConfig{
+		ClientVersion:   serverVersion,
+		ProtocolVersion: protocolVersion,
+		DialTimeout:     cfg.Broker.DialTimeout,
+		ConnectTimeout:  cfg.Broker.ConnectTimeout,
+		MaxFrameSize:    cfg.Session.MaxFrameSize,
+		MaxPending:      cfg.Session.MaxPendingLookups * 100,
+		Logger:          log,
+	})
+	defer pool.Close()
+	resolver := lookup.NewResolver(brokers, pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects)
+
+	sessions := session.NewServer(session.Config{
+		ServerVersion:     serverVersion,
+		ProtocolVersion:   protocolVersion,
+		MaxFrameSize:      cfg.Session.MaxFrameSize,
+		MaxMessageSize:    maxMessageSize(cfg.Session.MaxFrameSize),
+		HandshakeTimeout:  cfg.Session.HandshakeTimeout,
+		KeepAliveInterval: cfg.Session.KeepAliveInterval,
+		MaxPendingLookups: cfg.Session.MaxPendingLookups,
+		MaxConnections:    cfg.Session.MaxConnections,
+		DialTimeout:       cfg.Broker.DialTimeout,
+		ConnectTimeout:    cfg.Broker.ConnectTimeout,
+		SummaryLevel:      summaryLevel,
+	}, resolver, brokers, session.NewMetrics(reg), log)
+
+	pulsarLn, err := net.Listen("tcp", cfg.Listen.Pulsar)
+	if err != nil {
+		return fmt.Errorf("listen.pulsar: %w", err)
+	}
+	httpLn, err := net.Listen("tcp", cfg.Listen.HTTP)
+	if err != nil {
+		pulsarLn.Close()
+		return fmt.Errorf("listen.http: %w", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	probeCtx, stopProbes := context.WithCancel(context.Background())
+	defer stopProbes()
+	go brokers.RunHealthChecks(probeCtx, pool.Ping, cfg.Discovery.HealthCheckInterval, cfg.Broker.ConnectTimeout)
+
+	var listening atomic.Bool
+	ready := func() (bool, string) {
+		switch {
+		case sessions.Draining():
+			return false, "draining"
+		case !listening.Load():
+			return false, "pulsar listener not serving"
+		}
+		return brokers.Ready()
+	}
+	httpSrv := &http.Server{Handler: httpapi.Handler(reg, ready), ReadHeaderTimeout: 10 * time.Second}
+	go httpSrv.Serve(httpLn)
+
+	serveErr := make(chan error, 1)
+	listening.Store(true)
+	go func() { serveErr <- sessions.Serve(pulsarLn) }()
+	log.Info().Str("pulsar", pulsarLn.Addr().String()).Str("http", httpLn.Addr().String()).
+		Strs("brokers", cfg.Discovery.Static.Brokers).Str("version", version).Msg("pulsar-proxy started")
+
+	select {
+	case <-ctx.Done():
+		log.Info().Dur("drain_timeout", cfg.Session.DrainTimeout).Msg("stopping: draining sessions")
+	case err := <-serveErr:
+		listening.Store(false)
+		return fmt.Errorf("pulsar listener: %w", err)
+	}
+	listening.Store(false)
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Session.DrainTimeout)
+	defer cancel()
+	if err := sessions.Shutdown(drainCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn().Err(err).Msg("drain")
+	}
+	shutdownCtx, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	httpSrv.Shutdown(shutdownCtx)
+	log.Info().Msg("pulsar-proxy stopped")
+	return nil
+}
+
+// maxMessageSize is what clients are told they may send: the frame limit less the 10 KiB
+// that Pulsar clients reserve for the command and metadata around a message.
+func maxMessageSize(maxFrameSize int) int32 {
+	const padding = 10 << 10
+	if maxFrameSize > 2*padding {
+		return int32(maxFrameSize - padding)
+	}
+	return int32(maxFrameSize / 2)
+}
+
+func newLogger(c config.Log) (zerolog.Logger, zerolog.Level, error) {
+	level, err := zerolog.ParseLevel(c.Level)
+	if err != nil {
+		return zerolog.Logger{}, 0, fmt.Errorf("log.level: %w", err)
+	}
+	summary := zerolog.Disabled
+	if c.SessionSummary != "off" {
+		if summary, err = zerolog.ParseLevel(c.SessionSummary); err != nil {
+			return zerolog.Logger{}, 0, fmt.Errorf("log.sessionSummary: %w", err)
+		}
+	}
+	var out = zerolog.New(os.Stderr)
+	if c.Format == "console" {
+		out = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339})
+	}
+	return out.Level(level).With().Timestamp().Logger(), summary, nil
+}

@@ -1,0 +1,215 @@
+package lookup
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestParseBrokerURL(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		addr    string
+		tls     bool
+		wantErr string
+	}{
+		{in: "pulsar://127.0.0.1:6650", addr: "127.0.0.1:6650"},
+		{in: "pulsar+ssl://Broker-0.Pulsar.svc:6651", addr: "broker-0.pulsar.svc:6651", tls: true},
+		{in: "pulsar://[::1]:6650", addr: "[::1]:6650"},
+		{in: "http://127.0.0.1:8080", wantErr: "scheme"},
+		{in: "pulsar://127.0.0.1", wantErr: "host and port"},
+		{in: "pulsar://127.0.0.1:6650/admin", wantErr: "only scheme://host:port"},
+		{in: "pulsar://u:p@127.0.0.1:6650", wantErr: "only scheme://host:port"},
+	} {
+		b, err := ParseBrokerURL(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err = %v, want %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || b.Addr() != tc.addr || b.TLS != tc.tls {
+			t.Errorf("%s: got %+v %v", tc.in, b, err)
+		}
+	}
+}
+
+func TestAllowOnlyKnownBrokers(t *testing.T) {
+	static, err := NewStatic([]string{"pulsar://127.0.0.1:6650", "pulsar://broker-1.pulsar:6651"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := NewBrokerSet(static)
+	for target, ok := range map[string]bool{
+		"127.0.0.1:6650":               true,
+		"pulsar://127.0.0.1:6650":      true,
+		"BROKER-1.pulsar:6651":         true,
+		"127.0.0.1:6651":               false, // known host, other port
+		"127.0.0.1:22":                 false,
+		"127.0.0.1:8080":               false,
+		"localhost:6650":               false, // same machine, but not as discovery names it
+		"broker-1.pulsar:6651/x":       false,
+		"evil.example:6650":            false,
+		"":                             false,
+		"pulsar://127.0.0.1:6650/path": false,
+	} {
+		_, err := set.Allow(target)
+		if ok != (err == nil) {
+			t.Errorf("Allow(%q) err = %v, want allowed=%v", target, err, ok)
+		}
+		if err != nil && !errors.Is(err, ErrTargetNotAllowed) {
+			t.Errorf("Allow(%q) err = %v, want ErrTargetNotAllowed", target, err)
+		}
+	}
+}
+
+// fakeBroker answers CONNECT, PING and LOOKUP over real sockets. answer decides each
+// lookup's response. Unit-test stand-in; the real proof is the end-to-end suite.
+func fakeBroker(t *testing.T, answer func(*pb.CommandLookupTopic, string) *pb.CommandLookupTopicResponse) (Broker, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lookups atomic.Int32
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	self := "pulsar://" + ln.Addr().String()
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				<-done
+				c.Close()
+			}()
+			go func() {
+				defer c.Close()
+				r := frame.NewReader(c, frame.DefaultMaxFrameSize)
+				for {
+					f, err := r.ReadFrame()
+					if err != nil {
+						return
+					}
+					cmd, _ := frame.Decode(f.Command)
+					var resp *pb.BaseCommand
+					switch cmd.GetType() {
+					case pb.BaseCommand_CONNECT:
+						resp = frame.Connected("fake", 21, 5<<20)
+					case pb.BaseCommand_PING:
+						resp = frame.Pong()
+					case pb.BaseCommand_LOOKUP:
+						lookups.Add(1)
+						lr := answer(cmd.GetLookupTopic(), self)
+						lr.RequestId = cmd.GetLookupTopic().RequestId
+						resp = &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: lr}
+					default:
+						continue
+					}
+					frame.WriteCommand(c, resp)
+				}
+			}()
+		}
+	}()
+	b, _ := ParseBrokerURL(self)
+	return b, &lookups
+}
+
+func testPool() *Pool {
+	return NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, DialTimeout: time.Second,
+		ConnectTimeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize, MaxPending: 10, Logger: zerolog.Nop()})
+}
+
+func TestResolverFollowsRedirects(t *testing.T) {
+	owner, ownerLookups := fakeBroker(t, func(l *pb.CommandLookupTopic, self string) *pb.CommandLookupTopicResponse {
+		if !l.GetAuthoritative() {
+			t.Errorf("redirected lookup lost the authoritative flag")
+		}
+		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Connect.Enum(),
+			BrokerServiceUrl: proto.String(self), Authoritative: proto.Bool(true)}
+	})
+	other, _ := fakeBroker(t, func(l *pb.CommandLookupTopic, self string) *pb.CommandLookupTopicResponse {
+		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Redirect.Enum(),
+			BrokerServiceUrl: proto.String(owner.URL), Authoritative: proto.Bool(true)}
+	})
+	static, _ := NewStatic([]string{other.URL})
+	pool := testPool()
+	defer pool.Close()
+	r := NewResolver(NewBrokerSet(static), pool, 5*time.Second, 3)
+	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(7)}}
+	resp, err := r.Resolve(context.Background(), cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr := resp.GetLookupTopicResponse()
+	if lr.GetResponse() != pb.CommandLookupTopicResponse_Connect || lr.GetBrokerServiceUrl() != owner.URL || ownerLookups.Load() != 1 {
+		t.Fatalf("got %v (owner asked %d times)", lr, ownerLookups.Load())
+	}
+}
+
+func TestResolverBoundsRedirects(t *testing.T) {
+	loop, lookups := fakeBroker(t, func(_ *pb.CommandLookupTopic, self string) *pb.CommandLookupTopicResponse {
+		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Redirect.Enum(), BrokerServiceUrl: proto.String(self)}
+	})
+	static, _ := NewStatic([]string{loop.URL})
+	pool := testPool()
+	defer pool.Close()
+	r := NewResolver(NewBrokerSet(static), pool, 5*time.Second, 3)
+	_, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(1)}})
+	var le *Error
+	if !errors.As(err, &le) || le.Code != pb.ServerError_ServiceNotReady || !strings.Contains(le.Message, "redirected more than 3") {
+		t.Fatalf("err = %v", err)
+	}
+	if lookups.Load() != 4 {
+		t.Fatalf("broker asked %d times, want 4 (first try and 3 redirects)", lookups.Load())
+	}
+}
+
+func TestResolverSkipsDeadBroker(t *testing.T) {
+	live, _ := fakeBroker(t, func(_ *pb.CommandLookupTopic, self string) *pb.CommandLookupTopicResponse {
+		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: proto.String(self)}
+	})
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadURL := "pulsar://" + dead.Addr().String()
+	dead.Close()
+	static, _ := NewStatic([]string{deadURL, live.URL})
+	set := NewBrokerSet(static)
+	pool := testPool()
+	defer pool.Close()
+	r := NewResolver(set, pool, 5*time.Second, 3)
+	for i := range 4 { // round robin starts on each broker at least once
+		resp, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+			Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(uint64(i))}})
+		if err != nil || resp.GetLookupTopicResponse().GetBrokerServiceUrl() != live.URL {
+			t.Fatalf("lookup %d: %v %v", i, resp, err)
+		}
+	}
+	set.ProbeAll(context.Background(), pool.Ping, time.Second)
+	if ok, reason := set.Ready(); !ok {
+		t.Fatalf("set not ready with one live broker: %s", reason)
+	}
+	only, _ := NewStatic([]string{deadURL})
+	deadSet := NewBrokerSet(only)
+	deadSet.ProbeAll(context.Background(), pool.Ping, time.Second)
+	if ok, reason := deadSet.Ready(); ok || !strings.Contains(reason, deadURL) {
+		t.Fatalf("dead-only set ready=%v reason=%q", ok, reason)
+	}
+}

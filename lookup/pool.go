@@ -1,0 +1,335 @@
+package lookup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/singleflight"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+// PoolConfig says how the proxy talks to brokers on its own behalf.
+type PoolConfig struct {
+	ClientVersion   string // sent as client_version, e.g. "pulsar-proxy/1.0.0"
+	ProtocolVersion int32
+	DialTimeout     time.Duration
+	ConnectTimeout  time.Duration
+	MaxFrameSize    int
+	MaxPending      int // requests in flight per broker connection
+	Logger          zerolog.Logger
+}
+
+// Pool keeps one long-lived connection per broker for the proxy's own requests (lookups,
+// partition metadata, schemas, health pings). Request ids are the pool's own: callers' ids
+// are replaced on the way out and callers put theirs back on the answer.
+type Pool struct {
+	cfg    PoolConfig
+	dials  singleflight.Group
+	mu     sync.Mutex
+	conns  map[string]*brokerConn // by host:port
+	closed bool
+}
+
+// NewPool makes an empty pool; connections are dialled on first use.
+func NewPool(cfg PoolConfig) *Pool {
+	return &Pool{cfg: cfg, conns: map[string]*brokerConn{}}
+}
+
+// ErrPoolClosed is returned after Close.
+var ErrPoolClosed = errors.New("lookup pool closed")
+
+// ErrTooManyPending is returned when a broker connection has MaxPending requests in flight.
+var ErrTooManyPending = errors.New("too many requests in flight to broker")
+
+// RoundTrip sends cmd (which must carry a request_id field) to the broker at addr and waits
+// for the answer with the same id. cmd is modified: its request_id becomes the pool's.
+func (p *Pool) RoundTrip(ctx context.Context, addr string, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+	c, err := p.conn(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.roundTrip(ctx, cmd)
+}
+
+// Ping checks that the broker's pooled connection is up and answers a PING.
+func (p *Pool) Ping(ctx context.Context, b Broker) error {
+	c, err := p.conn(ctx, b.Addr())
+	if err != nil {
+		return err
+	}
+	return c.ping(ctx)
+}
+
+// Close closes every pooled connection and fails their waiters.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	conns := p.conns
+	p.conns = map[string]*brokerConn{}
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.close(ErrPoolClosed)
+	}
+}
+
+func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrPoolClosed
+	}
+	if c := p.conns[addr]; c != nil && !c.isClosed() {
+		p.mu.Unlock()
+		return c, nil
+	}
+	p.mu.Unlock()
+
+	// One dial per broker however many lookups wait for it.
+	v, err, _ := p.dials.Do(addr, func() (any, error) {
+		c, err := p.dial(addr)
+		if err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.closed {
+			c.close(ErrPoolClosed)
+			return nil, ErrPoolClosed
+		}
+		p.conns[addr] = c
+		return c, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return v.(*brokerConn), nil
+}
+
+func (p *Pool) dial(addr string) (*brokerConn, error) {
+	nc, err := net.DialTimeout("tcp", addr, p.cfg.DialTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("dial broker %s: %w", addr, err)
+	}
+	c := &brokerConn{
+		addr:    addr,
+		nc:      nc,
+		pending: map[uint64]chan *pb.BaseCommand{},
+		max:     p.cfg.MaxPending,
+		done:    make(chan struct{}),
+		pongs:   make(chan struct{}, 1),
+		log:     p.cfg.Logger.With().Str("broker", addr).Logger(),
+	}
+	r := frame.NewReader(nc, p.cfg.MaxFrameSize)
+	if err := c.handshake(r, p.cfg); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("connect to broker %s: %w", addr, err)
+	}
+	go c.readLoop(r)
+	return c, nil
+}
+
+// brokerConn is one pooled proxy→broker connection.
+type brokerConn struct {
+	addr   string
+	nc     net.Conn
+	nextID atomic.Uint64
+	max    int
+	log    zerolog.Logger
+
+	wmu sync.Mutex // one frame at a time on the wire
+
+	mu      sync.Mutex
+	pending map[uint64]chan *pb.BaseCommand
+	err     error
+	done    chan struct{}
+
+	pingMu sync.Mutex // one ping in flight
+	pongs  chan struct{}
+}
+
+func (c *brokerConn) handshake(r *frame.Reader, cfg PoolConfig) error {
+	c.nc.SetDeadline(time.Now().Add(cfg.ConnectTimeout))
+	defer c.nc.SetDeadline(time.Time{})
+	connect := &pb.BaseCommand{
+		Type: pb.BaseCommand_CONNECT.Enum(),
+		Connect: &pb.CommandConnect{
+			ClientVersion:   proto.String(cfg.ClientVersion),
+			ProtocolVersion: proto.Int32(cfg.ProtocolVersion),
+		},
+	}
+	if err := frame.WriteCommand(c.nc, connect); err != nil {
+		return err
+	}
+	f, err := r.ReadFrame()
+	if err != nil {
+		return err
+	}
+	resp, err := frame.Decode(f.Command)
+	if err != nil {
+		return err
+	}
+	switch resp.GetType() {
+	case pb.BaseCommand_CONNECTED:
+		return nil
+	case pb.BaseCommand_ERROR:
+		return &BrokerError{Code: resp.GetError().GetError(), Message: resp.GetError().GetMessage()}
+	default:
+		return fmt.Errorf("unexpected %v in answer to CONNECT", resp.GetType())
+	}
+}
+
+func (c *brokerConn) roundTrip(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+	id := c.nextID.Add(1)
+	if !frame.SetRequestID(cmd, id) {
+		return nil, fmt.Errorf("%v carries no request id", cmd.GetType())
+	}
+	ch := make(chan *pb.BaseCommand, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, err
+	}
+	if c.max > 0 && len(c.pending) >= c.max {
+		c.mu.Unlock()
+		return nil, ErrTooManyPending
+	}
+	c.pending[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+
+	if err := c.write(cmd); err != nil {
+		return nil, err
+	}
+	select {
+	case resp := <-ch:
+		return resp, nil
+	case <-c.done:
+		return nil, c.closeErr()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *brokerConn) ping(ctx context.Context) error {
+	c.pingMu.Lock()
+	defer c.pingMu.Unlock()
+	select { // drop a stale pong from an earlier, timed-out ping
+	case <-c.pongs:
+	default:
+	}
+	if err := c.write(frame.Ping()); err != nil {
+		return err
+	}
+	select {
+	case <-c.pongs:
+		return nil
+	case <-c.done:
+		return c.closeErr()
+	case <-ctx.Done():
+		// A broker that cannot answer a ping in time is not one to route lookups to.
+		c.close(fmt.Errorf("broker %s did not answer ping: %w", c.addr, ctx.Err()))
+		return ctx.Err()
+	}
+}
+
+func (c *brokerConn) write(cmd *pb.BaseCommand) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := frame.WriteCommand(c.nc, cmd); err != nil {
+		c.close(fmt.Errorf("write to broker %s: %w", c.addr, err))
+		return c.closeErr()
+	}
+	return nil
+}
+
+func (c *brokerConn) readLoop(r *frame.Reader) {
+	for {
+		f, err := r.ReadFrame()
+		if err != nil {
+			c.close(fmt.Errorf("broker %s connection lost: %w", c.addr, err))
+			return
+		}
+		cmd, err := frame.Decode(f.Command)
+		if err != nil {
+			c.close(fmt.Errorf("broker %s sent a bad frame: %w", c.addr, err))
+			return
+		}
+		switch cmd.GetType() {
+		case pb.BaseCommand_PING:
+			if c.write(frame.Pong()) != nil {
+				return
+			}
+		case pb.BaseCommand_PONG:
+			select {
+			case c.pongs <- struct{}{}:
+			default:
+			}
+		default:
+			id, ok := frame.RequestID(cmd)
+			if !ok {
+				c.log.Debug().Stringer("type", cmd.GetType()).Msg("ignoring broker command without request id")
+				continue
+			}
+			c.mu.Lock()
+			ch := c.pending[id]
+			c.mu.Unlock()
+			if ch != nil {
+				select { // buffered 1: a duplicate answer is dropped, never waited on
+				case ch <- cmd:
+				default:
+				}
+			}
+		}
+	}
+}
+
+func (c *brokerConn) close(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	close(c.done)
+	c.nc.Close()
+}
+
+func (c *brokerConn) closeErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *brokerConn) isClosed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// BrokerError is a broker's own refusal, kept so the client sees the broker's code and text.
+type BrokerError struct {
+	Code    pb.ServerError
+	Message string
+}
+
+func (e *BrokerError) Error() string { return fmt.Sprintf("broker error %v: %s", e.Code, e.Message) }

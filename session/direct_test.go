@@ -1,0 +1,160 @@
+package session
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+)
+
+// oneTarget allows exactly one broker.
+type oneTarget struct{ b lookup.Broker }
+
+func (o oneTarget) Allow(target string) (lookup.Broker, error) {
+	host, port, err := lookup.ParseTarget(target)
+	if err != nil || host != o.b.Host || port != o.b.Port {
+		return lookup.Broker{}, lookup.ErrTargetNotAllowed
+	}
+	return o.b, nil
+}
+
+// fakeBroker accepts one connection, answers CONNECT, then echoes every frame back.
+// It records the CONNECT it got. A unit-test stand-in only: the real proof runs on Pulsar.
+func fakeBroker(t *testing.T) (lookup.Broker, <-chan *pb.CommandConnect, <-chan int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	connects := make(chan *pb.CommandConnect, 1)
+	accepted := make(chan int, 10)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		accepted <- 1
+		defer c.Close()
+		r := frame.NewReader(c, frame.DefaultMaxFrameSize)
+		f, err := r.ReadFrame()
+		if err != nil {
+			return
+		}
+		cmd, _ := frame.Decode(f.Command)
+		connects <- cmd.GetConnect()
+		frame.WriteCommand(c, frame.Connected("fake-broker", 21, 5<<20))
+		// Echo raw frames until EOF, then half-close like a broker closing its side.
+		for {
+			f, err := r.ReadFrame()
+			if err != nil {
+				return
+			}
+			var raw []byte
+			raw = append(raw, 0, 0, 0, 0, 0, 0, 0, 0)
+			total := 4 + len(f.Command) + len(f.Payload)
+			raw[0], raw[1], raw[2], raw[3] = byte(total>>24), byte(total>>16), byte(total>>8), byte(total)
+			n := len(f.Command)
+			raw[4], raw[5], raw[6], raw[7] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+			raw = append(append(raw, f.Command...), f.Payload...)
+			if _, err := c.Write(raw); err != nil {
+				return
+			}
+		}
+	}()
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	return lookup.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}, connects, accepted
+}
+
+func TestDirectModeForwardsBothWays(t *testing.T) {
+	b, connects, _ := fakeBroker(t)
+	addr, m := startProxy(t, testConfig(), nil, oneTarget{b})
+	p := dialPeer(t, addr)
+	p.send(connectCmd(func(c *pb.CommandConnect) {
+		c.ProxyToBrokerUrl = proto.String(b.Addr())
+		c.FeatureFlags = &pb.FeatureFlags{SupportsAuthRefresh: proto.Bool(true)}
+	}))
+	if got := p.recv(); got.GetType() != pb.BaseCommand_CONNECTED || got.GetConnected().GetServerVersion() != "fake-broker" {
+		t.Fatalf("client got %v, want the broker's CONNECTED", got)
+	}
+	bc := <-connects
+	if bc.GetProxyVersion() != "pulsar-proxy/test" || bc.GetClientVersion() != "test-client" ||
+		bc.OriginalPrincipal != nil || !bc.GetFeatureFlags().GetSupportsAuthRefresh() || bc.ProxyToBrokerUrl != nil {
+		t.Fatalf("broker CONNECT = %v", bc)
+	}
+
+	// Small and large SEND frames (the large one exceeds the read buffer and is streamed).
+	for _, size := range []int{10, 1000, 100 << 10, 1 << 20} {
+		payload := make([]byte, size)
+		rand.Read(payload)
+		send := &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
+			ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(uint64(size))}}
+		md := &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(uint64(size)), PublishTime: proto.Uint64(1)}
+		raw, err := frame.AppendPayloadCommand(nil, send, nil, md, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.c.Write(raw); err != nil {
+			t.Fatal(err)
+		}
+		echo := make([]byte, len(raw))
+		if _, err := io.ReadFull(p.c, echo); err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if !bytes.Equal(echo, raw) {
+			t.Fatalf("size %d: frame changed on the way through", size)
+		}
+	}
+	// Client closes its write side: the broker sees EOF, closes, and the client sees EOF.
+	p.c.(*net.TCPConn).CloseWrite()
+	p.expectClosed()
+	waitCounter(t, m.closes.WithLabelValues(string(ReasonClientClosed)), 1)
+	waitCounter(t, m.frames.WithLabelValues(toBroker), 4)
+	waitCounter(t, m.frames.WithLabelValues(toClient), 4)
+}
+
+func TestDirectModeRefusesUnknownTargetsWithoutDialling(t *testing.T) {
+	b, _, accepted := fakeBroker(t)
+	decoy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer decoy.Close()
+	decoyHits := make(chan struct{}, 10)
+	go func() {
+		for {
+			c, err := decoy.Accept()
+			if err != nil {
+				return
+			}
+			decoyHits <- struct{}{}
+			c.Close()
+		}
+	}()
+	addr, m := startProxy(t, testConfig(), nil, oneTarget{b})
+	for _, target := range []string{"127.0.0.1:22", decoy.Addr().String(), "evil.example:" + b.Port, "127.0.0.2:" + b.Port, "not a target"} {
+		p := dialPeer(t, addr)
+		p.send(connectCmd(func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(target) }))
+		resp := p.recv()
+		if resp.GetType() != pb.BaseCommand_ERROR || resp.GetError().GetError() != pb.ServerError_ServiceNotReady {
+			t.Fatalf("target %q: got %v, want ERROR ServiceNotReady", target, resp)
+		}
+		p.expectClosed()
+	}
+	waitCounter(t, m.handshakeFailures.WithLabelValues(string(ReasonTargetNotAllowed)), 5)
+	select {
+	case <-decoyHits:
+		t.Fatal("the proxy dialled a target discovery does not know")
+	case <-accepted:
+		t.Fatal("the proxy dialled the broker for a refused target")
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -1,0 +1,152 @@
+package session
+
+import (
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+// directMode serves a client whose CONNECT names its broker: check the target, connect to
+// it on the client's behalf, then forward frames both ways untouched.
+func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
+	cfg := s.srv.cfg
+	target := connect.GetProxyToBrokerUrl()
+	b, err := s.srv.targets.Allow(target)
+	if err != nil {
+		// Never dialled: an open relay is how proxies get abused.
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: "+err.Error())
+		return ReasonTargetNotAllowed
+	}
+	s.mu.Lock()
+	s.broker = b.Addr()
+	s.mu.Unlock()
+	s.log = s.log.With().Str("broker", b.Addr()).Logger()
+
+	began := time.Now()
+	bc, err := net.DialTimeout("tcp", b.Addr(), cfg.DialTimeout)
+	if err != nil {
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker "+b.Addr()+": "+err.Error())
+		return ReasonBrokerUnreachable
+	}
+	defer bc.Close()
+	broker := newWire(bc, cfg.MaxFrameSize)
+
+	resp, reason := s.connectBroker(broker, connect)
+	if resp == nil {
+		return reason
+	}
+	s.srv.metrics.brokerDialSeconds.Observe(time.Since(began).Seconds())
+	if err := s.client.writeCommand(resp, cfg.HandshakeTimeout); err != nil {
+		return ReasonIOError
+	}
+	if resp.GetType() != pb.BaseCommand_CONNECTED {
+		return ReasonBrokerRefused
+	}
+	s.setMode("direct")
+	s.srv.metrics.brokerSessions.WithLabelValues(b.Addr()).Inc()
+	return s.forward(broker)
+}
+
+// connectBroker sends the broker a CONNECT on the client's behalf and returns its answer
+// (CONNECTED, or the broker's ERROR to relay). A nil answer means the session is over.
+func (s *session) connectBroker(broker *wire, c *pb.CommandConnect) (*pb.BaseCommand, CloseReason) {
+	cfg := s.srv.cfg
+	req := &pb.CommandConnect{
+		ClientVersion:   c.ClientVersion,
+		ProtocolVersion: c.ProtocolVersion,
+		FeatureFlags:    c.FeatureFlags,
+		ProxyVersion:    proto.String(cfg.ServerVersion),
+	}
+	s.mu.Lock()
+	if s.principal != "" {
+		req.OriginalPrincipal = proto.String(s.principal)
+	}
+	s.mu.Unlock()
+	cmd := &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: req}
+	deadline := time.Now().Add(cfg.ConnectTimeout)
+	broker.conn.SetDeadline(deadline)
+	defer broker.conn.SetDeadline(time.Time{})
+	if err := broker.writeCommand(cmd, cfg.ConnectTimeout); err != nil {
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker connection failed: "+err.Error())
+		return nil, ReasonBrokerUnreachable
+	}
+	resp, err := broker.readCommand()
+	if err != nil {
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker did not complete CONNECT: "+err.Error())
+		return nil, ReasonBrokerUnreachable
+	}
+	switch resp.GetType() {
+	case pb.BaseCommand_CONNECTED, pb.BaseCommand_ERROR:
+		return resp, ""
+	default:
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker answered CONNECT with "+resp.GetType().String())
+		return nil, ReasonBrokerRefused
+	}
+}
+
+// forward runs one pipe per direction until both ends are done. A clean end on one side is
+// passed on as a half-close, so answers already on their way still arrive; any other
+// failure closes both sockets at once.
+func (s *session) forward(broker *wire) CloseReason {
+	m := s.srv.metrics
+	up := &pipe{src: s.client, dst: broker.conn, frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker)}
+	down := &pipe{src: broker, dst: s.client.conn, frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient)}
+
+	type result struct {
+		up  bool
+		err error
+	}
+	results := make(chan result, 2)
+	go func() { results <- result{true, up.run()} }()
+	go func() { results <- result{false, down.run()} }()
+
+	first := <-results
+	var reason CloseReason
+	switch {
+	case first.up && errors.Is(first.err, io.EOF):
+		reason = ReasonClientClosed
+		closeWrite(broker.conn)
+	case !first.up && errors.Is(first.err, io.EOF):
+		reason = ReasonBrokerClosed
+		closeWrite(s.client.conn)
+	default:
+		reason = s.pipeFailure(first.up, first.err)
+		s.client.conn.Close()
+		broker.conn.Close()
+	}
+	// After a half-close the other side normally finishes at once; do not wait forever on
+	// a peer that never closes.
+	select {
+	case <-results:
+	case <-time.After(s.srv.cfg.KeepAliveInterval):
+		s.client.conn.Close()
+		broker.conn.Close()
+		<-results
+	case <-s.ctx.Done():
+		s.client.conn.Close()
+		broker.conn.Close()
+		<-results
+	}
+	s.mu.Lock()
+	s.bytesIn, s.framesIn = up.totalBytes, up.totalFrames
+	s.bytesOut, s.framesOut = down.totalBytes, down.totalFrames
+	s.mu.Unlock()
+	return reason
+}
+
+func (s *session) pipeFailure(fromClient bool, err error) CloseReason {
+	if isFrameError(err) {
+		// No error frame here: the other pipe may be mid-frame on the same socket.
+		s.log.Debug().Bool("from_client", fromClient).Err(err).Msg("bad frame in direct session")
+		return ReasonBadFrame
+	}
+	if s.ctx.Err() != nil {
+		return ReasonShutdown
+	}
+	return ReasonIOError
+}

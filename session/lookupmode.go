@@ -1,0 +1,130 @@
+package session
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+)
+
+// lookupMode serves a client that connected without proxy_to_broker_url: the proxy is its
+// broker for discovery requests, answering from the pooled broker connections.
+func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
+	cfg := s.srv.cfg
+	s.setMode("lookup")
+	connected := frame.Connected(cfg.ServerVersion, s.negotiatedVersion(connect), cfg.MaxMessageSize)
+	if err := s.client.writeCommand(connected, cfg.HandshakeTimeout); err != nil {
+		return ReasonIOError
+	}
+
+	slots := make(chan struct{}, cfg.MaxPendingLookups)
+	var inFlight sync.WaitGroup
+	defer func() {
+		s.cancel() // abandons broker round trips of a client that is gone
+		inFlight.Wait()
+	}()
+	pinged := false
+	for {
+		// An idle client is pinged after one interval and dropped after a second one.
+		s.client.conn.SetReadDeadline(time.Now().Add(cfg.KeepAliveInterval))
+		cmd, err := s.client.readCommand()
+		if err != nil {
+			if isTimeout(err) && !pinged && s.ctx.Err() == nil {
+				pinged = true
+				if s.client.writeCommand(frame.Ping(), cfg.KeepAliveInterval) != nil {
+					return ReasonIOError
+				}
+				continue
+			}
+			return s.readFailure(err)
+		}
+		pinged = false
+		switch t := cmd.GetType(); t {
+		case pb.BaseCommand_PING:
+			if s.client.writeCommand(frame.Pong(), cfg.KeepAliveInterval) != nil {
+				return ReasonIOError
+			}
+		case pb.BaseCommand_PONG:
+		case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA,
+			pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, pb.BaseCommand_GET_SCHEMA:
+			select {
+			case slots <- struct{}{}:
+				inFlight.Add(1)
+				go func() {
+					defer func() { <-slots; inFlight.Done() }()
+					s.answer(cmd)
+				}()
+			default:
+				s.srv.metrics.lookups.WithLabelValues(t.String(), "rejected").Inc()
+				id, _ := frame.RequestID(cmd)
+				s.writeFailure(cmd, id, pb.ServerError_TooManyRequests, "pulsar-proxy: too many lookups in flight on this connection")
+			}
+		default:
+			id, _ := frame.RequestID(cmd)
+			s.sendError(id, pb.ServerError_NotAllowedError,
+				"pulsar-proxy: "+t.String()+" is not served on a lookup connection; connect with proxy_to_broker_url set to the owning broker")
+		}
+	}
+}
+
+// answer resolves one request and writes the answer under the client's request id.
+func (s *session) answer(cmd *pb.BaseCommand) {
+	t := cmd.GetType().String()
+	clientID, _ := frame.RequestID(cmd)
+	began := time.Now()
+	resp, err := s.srv.resolver.Resolve(s.ctx, cmd)
+	s.srv.metrics.lookupSeconds.WithLabelValues(t).Observe(time.Since(began).Seconds())
+	if err != nil {
+		s.srv.metrics.lookups.WithLabelValues(t, "error").Inc()
+		code, msg := pb.ServerError_ServiceNotReady, "pulsar-proxy: "+err.Error()
+		var le *lookup.Error
+		if errors.As(err, &le) {
+			code = le.Code
+		}
+		s.writeFailure(cmd, clientID, code, msg)
+		return
+	}
+	s.srv.metrics.lookups.WithLabelValues(t, resultOf(resp)).Inc()
+	frame.SetRequestID(resp, clientID)
+	if lr := resp.GetLookupTopicResponse(); lr != nil && lr.GetResponse() == pb.CommandLookupTopicResponse_Connect {
+		// The client must come back through us, naming this broker as its target.
+		lr.ProxyThroughServiceUrl = proto.Bool(true)
+	}
+	s.client.writeCommand(resp, s.srv.cfg.KeepAliveInterval)
+}
+
+// writeFailure answers a request with the failure form its command expects.
+func (s *session) writeFailure(cmd *pb.BaseCommand, id uint64, code pb.ServerError, msg string) {
+	var resp *pb.BaseCommand
+	switch cmd.GetType() {
+	case pb.BaseCommand_LOOKUP:
+		resp = &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
+			RequestId: proto.Uint64(id), Response: pb.CommandLookupTopicResponse_Failed.Enum(), Error: code.Enum(), Message: proto.String(msg),
+		}}
+	case pb.BaseCommand_PARTITIONED_METADATA:
+		resp = &pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA_RESPONSE.Enum(), PartitionMetadataResponse: &pb.CommandPartitionedTopicMetadataResponse{
+			RequestId: proto.Uint64(id), Response: pb.CommandPartitionedTopicMetadataResponse_Failed.Enum(), Error: code.Enum(), Message: proto.String(msg),
+		}}
+	default:
+		resp = frame.Error(id, code, msg)
+	}
+	s.client.writeCommand(resp, s.srv.cfg.KeepAliveInterval)
+}
+
+// resultOf labels a broker's answer for the lookups metric.
+func resultOf(resp *pb.BaseCommand) string {
+	switch {
+	case resp.GetType() == pb.BaseCommand_ERROR:
+		return "failed"
+	case resp.GetLookupTopicResponse().GetResponse() == pb.CommandLookupTopicResponse_Failed:
+		return "failed"
+	case resp.GetPartitionMetadataResponse().GetResponse() == pb.CommandPartitionedTopicMetadataResponse_Failed:
+		return "failed"
+	}
+	return "ok"
+}

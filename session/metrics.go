@@ -1,0 +1,65 @@
+package session
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the session layer's Prometheus series. Labels stay low-cardinality: modes,
+// command types, results, reasons and broker addresses (a handful), never topics.
+type Metrics struct {
+	activeSessions    *prometheus.GaugeVec   // mode
+	sessions          *prometheus.CounterVec // mode
+	brokerSessions    *prometheus.CounterVec // broker
+	lookups           *prometheus.CounterVec // type, result
+	lookupSeconds     *prometheus.HistogramVec
+	frames            *prometheus.CounterVec // direction
+	bytes             *prometheus.CounterVec // direction
+	handshakeFailures *prometheus.CounterVec // reason
+	closes            *prometheus.CounterVec // reason
+	brokerDialSeconds prometheus.Histogram
+}
+
+// Directions as metric label values.
+const (
+	toBroker = "client_to_broker"
+	toClient = "broker_to_client"
+)
+
+// NewMetrics creates the series and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		activeSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pulsar_proxy_sessions_active", Help: "Client connections open now, by mode (handshake, lookup, direct).",
+		}, []string{"mode"}),
+		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_sessions_total", Help: "Client connections that reached a mode, by mode.",
+		}, []string{"mode"}),
+		brokerSessions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_broker_sessions_total", Help: "Direct sessions established, by broker.",
+		}, []string{"broker"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_lookups_total", Help: "Lookup-mode requests answered, by command type and result.",
+		}, []string{"type", "result"}),
+		lookupSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "pulsar_proxy_lookup_seconds", Help: "Time to answer a lookup-mode request, redirects included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+		}, []string{"type"}),
+		frames: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_frames_total", Help: "Frames forwarded in direct sessions, by direction.",
+		}, []string{"direction"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_bytes_total", Help: "Bytes forwarded in direct sessions, by direction.",
+		}, []string{"direction"}),
+		handshakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_handshake_failures_total", Help: "Client connections that ended before a working session, by reason.",
+		}, []string{"reason"}),
+		closes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_session_closes_total", Help: "Ended client connections, by close reason.",
+		}, []string{"reason"}),
+		brokerDialSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "pulsar_proxy_broker_dial_seconds", Help: "Time to dial a broker and finish its CONNECT for a direct session.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+		}),
+	}
+	reg.MustRegister(m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
+		m.frames, m.bytes, m.handshakeFailures, m.closes, m.brokerDialSeconds)
+	return m
+}

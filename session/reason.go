@@ -1,0 +1,32 @@
+package session
+
+// CloseReason says why a client connection ended. It is a metric label and a log field, so
+// the set is fixed and small.
+type CloseReason string
+
+const (
+	ReasonClientClosed       CloseReason = "client_closed"
+	ReasonBrokerClosed       CloseReason = "broker_closed"
+	ReasonIOError            CloseReason = "io_error"
+	ReasonHandshakeTimeout   CloseReason = "handshake_timeout"
+	ReasonExpectedConnect    CloseReason = "expected_connect"
+	ReasonBadFrame           CloseReason = "bad_frame"
+	ReasonForgedProxyFields  CloseReason = "forged_proxy_fields"
+	ReasonTargetNotAllowed   CloseReason = "target_not_allowed"
+	ReasonBrokerUnreachable  CloseReason = "broker_unreachable"
+	ReasonBrokerRefused      CloseReason = "broker_refused"
+	ReasonKeepAliveTimeout   CloseReason = "keepalive_timeout"
+	ReasonTooManyConnections CloseReason = "too_many_connections"
+	ReasonShutdown           CloseReason = "shutdown"
+)
+
+// beforeSession reports whether the reason ended the connection before it was usable, which
+// is what handshake-failure metrics count.
+func (r CloseReason) beforeSession() bool {
+	switch r {
+	case ReasonHandshakeTimeout, ReasonExpectedConnect, ReasonForgedProxyFields,
+		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerRefused, ReasonTooManyConnections:
+		return true
+	}
+	return false
+}

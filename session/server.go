@@ -1,0 +1,163 @@
+// Package session runs client connections: the CONNECT handshake, lookup mode (the proxy
+// answers lookups itself) and direct mode (frames forwarded to the owning broker).
+package session
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+)
+
+// Config holds what sessions need from the process configuration.
+type Config struct {
+	ServerVersion     string // CONNECTED.server_version and CONNECT.proxy_version, e.g. "pulsar-proxy/1.0.0"
+	ProtocolVersion   int32  // highest protocol version the proxy speaks
+	MaxFrameSize      int
+	MaxMessageSize    int32 // announced in CONNECTED in lookup mode
+	HandshakeTimeout  time.Duration
+	KeepAliveInterval time.Duration
+	MaxPendingLookups int
+	MaxConnections    int // 0 = unlimited
+	DialTimeout       time.Duration
+	ConnectTimeout    time.Duration
+	SummaryLevel      zerolog.Level // level of the one line logged per ended session; Disabled = none
+}
+
+// Resolver answers lookup-mode requests (LOOKUP, PARTITIONED_METADATA,
+// GET_TOPICS_OF_NAMESPACE, GET_SCHEMA) by asking brokers.
+type Resolver interface {
+	Resolve(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error)
+}
+
+// Targets decides which direct-mode targets may be dialled.
+type Targets interface {
+	Allow(target string) (lookup.Broker, error)
+}
+
+// Server accepts client connections and runs one session per connection.
+type Server struct {
+	cfg      Config
+	resolver Resolver
+	targets  Targets
+	metrics  *Metrics
+	log      zerolog.Logger
+	nextID   atomic.Uint64
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	sessions  map[*session]struct{}
+	draining  bool
+	wg        sync.WaitGroup
+}
+
+// NewServer wires a server; it does nothing until Serve.
+func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log zerolog.Logger) *Server {
+	return &Server{
+		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
+		listeners: map[net.Listener]struct{}{},
+		sessions:  map[*session]struct{}{},
+	}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("session server closed")
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			draining := s.draining
+			s.mu.Unlock()
+			if draining {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
+				// Out of file descriptors and the like: wait rather than spin.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		if !s.start(c) {
+			c.Close()
+			return ErrServerClosed
+		}
+	}
+}
+
+func (s *Server) start(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return false
+	}
+	sess := newSession(s, c, s.nextID.Add(1))
+	over := s.cfg.MaxConnections > 0 && len(s.sessions) >= s.cfg.MaxConnections
+	s.sessions[sess] = struct{}{}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		sess.run(over)
+		s.mu.Lock()
+		delete(s.sessions, sess)
+		s.mu.Unlock()
+	}()
+	return true
+}
+
+// Shutdown stops accepting, lets sessions end by themselves until ctx is done, then closes
+// the rest and waits for them.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	for sess := range s.sessions {
+		sess.shutdown()
+	}
+	s.mu.Unlock()
+	<-done
+	return ctx.Err()
+}
+
+// Draining reports whether Shutdown has begun; readiness turns false then.
+func (s *Server) Draining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}

@@ -1,0 +1,220 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+// session is one client connection from accept to close:
+//
+//	awaiting CONNECT ──▶ lookup mode ──▶ closed
+//	        │
+//	        └──────────▶ direct mode ──▶ closed
+type session struct {
+	srv    *Server
+	id     uint64
+	client *wire
+	log    zerolog.Logger
+	start  time.Time
+
+	ctx    context.Context // cancelled when the session ends or the server shuts down
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	mode      string // "handshake", "lookup" or "direct"; a metric label
+	lastMode  string // the mode the session reached, for the summary
+	broker    string
+	principal string
+	closeOnce sync.Once
+	reason    CloseReason
+	shutdownC bool
+
+	bytesIn, bytesOut   uint64 // direct mode, for the summary line
+	framesIn, framesOut uint64
+}
+
+func newSession(srv *Server, c net.Conn, id uint64) *session {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &session{
+		srv:    srv,
+		id:     id,
+		client: newWire(c, srv.cfg.MaxFrameSize),
+		log:    srv.log.With().Uint64("conn", id).Str("remote", c.RemoteAddr().String()).Logger(),
+		start:  time.Now(),
+		ctx:    ctx,
+		cancel: cancel,
+		mode:   "handshake",
+	}
+}
+
+func (s *session) run(overLimit bool) {
+	m := s.srv.metrics
+	m.activeSessions.WithLabelValues("handshake").Inc()
+	defer s.cancel()
+	defer s.client.conn.Close()
+
+	var reason CloseReason
+	if overLimit {
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections, retry later")
+		reason = ReasonTooManyConnections
+	} else {
+		reason = s.handshake()
+	}
+	if s.isShutdown() {
+		reason = ReasonShutdown
+	}
+	s.setMode("") // leaves the active gauge
+	if reason.beforeSession() {
+		m.handshakeFailures.WithLabelValues(string(reason)).Inc()
+	}
+	m.closes.WithLabelValues(string(reason)).Inc()
+	s.summary(reason)
+}
+
+// setMode moves the session between the active-session gauges.
+func (s *session) setMode(mode string) {
+	s.mu.Lock()
+	old := s.mode
+	s.mode = mode
+	if mode != "" {
+		s.lastMode = mode
+	}
+	s.mu.Unlock()
+	if old != "" {
+		s.srv.metrics.activeSessions.WithLabelValues(old).Dec()
+	}
+	if mode != "" {
+		s.srv.metrics.activeSessions.WithLabelValues(mode).Inc()
+		s.srv.metrics.sessions.WithLabelValues(mode).Inc()
+	}
+}
+
+// shutdown ends the session from outside (server drain deadline).
+func (s *session) shutdown() {
+	s.mu.Lock()
+	s.shutdownC = true
+	s.mu.Unlock()
+	s.cancel()
+	s.client.conn.Close()
+}
+
+func (s *session) isShutdown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutdownC
+}
+
+// handshake reads the client's CONNECT and hands over to the mode it asks for.
+func (s *session) handshake() CloseReason {
+	cfg := s.srv.cfg
+	s.client.conn.SetReadDeadline(time.Now().Add(cfg.HandshakeTimeout))
+	cmd, err := s.client.readCommand()
+	if err != nil {
+		return s.readFailure(err)
+	}
+	if cmd.GetType() != pb.BaseCommand_CONNECT || cmd.GetConnect() == nil {
+		s.sendError(0, pb.ServerError_NotAllowedError, "pulsar-proxy: the first command must be CONNECT, got "+cmd.GetType().String())
+		return ReasonExpectedConnect
+	}
+	connect := cmd.GetConnect()
+	if field := forgedProxyField(connect); field != "" {
+		s.sendError(0, pb.ServerError_NotAllowedError, "pulsar-proxy: clients may not set "+field+"; only a proxy sets it")
+		return ReasonForgedProxyFields
+	}
+	s.client.conn.SetReadDeadline(time.Time{})
+	if connect.GetProxyToBrokerUrl() == "" {
+		return s.lookupMode(connect)
+	}
+	return s.directMode(connect)
+}
+
+// forgedProxyField names a field that only a proxy may send; a client setting it would be
+// impersonating another principal towards the broker.
+func forgedProxyField(c *pb.CommandConnect) string {
+	switch {
+	case c.ProxyVersion != nil:
+		return "proxy_version"
+	case c.OriginalPrincipal != nil:
+		return "original_principal"
+	case c.OriginalAuthData != nil:
+		return "original_auth_data"
+	case c.OriginalAuthMethod != nil:
+		return "original_auth_method"
+	}
+	return ""
+}
+
+// readFailure turns a failed read from the client into a close reason, telling the client
+// what was wrong where the protocol lets us.
+func (s *session) readFailure(err error) CloseReason {
+	switch {
+	case errors.Is(err, io.EOF):
+		return ReasonClientClosed
+	case isTimeout(err):
+		if s.currentMode() == "handshake" {
+			return ReasonHandshakeTimeout
+		}
+		return ReasonKeepAliveTimeout
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return ReasonIOError
+	case isFrameError(err):
+		s.sendError(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error())
+		return ReasonBadFrame
+	default:
+		return ReasonIOError
+	}
+}
+
+func isFrameError(err error) bool {
+	for _, e := range []error{frame.ErrFrameTooLarge, frame.ErrFrameTooSmall, frame.ErrBadCommandSize,
+		frame.ErrMalformed, errCommandTooLarge} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// sendError tells the client why before a close; failures to send are moot.
+func (s *session) sendError(requestID uint64, code pb.ServerError, msg string) {
+	s.log.Debug().Stringer("code", code).Str("message", msg).Msg("refusing client")
+	s.client.writeCommand(frame.Error(requestID, code, msg), s.srv.cfg.HandshakeTimeout)
+}
+
+// negotiatedVersion is the protocol both sides speak.
+func (s *session) negotiatedVersion(c *pb.CommandConnect) int32 {
+	return min(c.GetProtocolVersion(), s.srv.cfg.ProtocolVersion)
+}
+
+func (s *session) summary(reason CloseReason) {
+	lvl := s.srv.cfg.SummaryLevel
+	if lvl == zerolog.Disabled {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log.WithLevel(lvl).
+		Str("principal", s.principal).
+		Str("broker", s.broker).
+		Str("mode", s.lastMode).
+		Uint64("bytes_in", s.bytesIn).Uint64("bytes_out", s.bytesOut).
+		Uint64("frames_in", s.framesIn).Uint64("frames_out", s.framesOut).
+		Dur("duration", time.Since(s.start)).
+		Str("reason", string(reason)).
+		Msg("session ended")
+}
+
+func (s *session) currentMode() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mode
+}
