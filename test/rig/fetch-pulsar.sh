@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Resolves the pinned Apache Pulsar jars (broker, proxy, pulsar-perf, log4j) into the rig cache
+# and writes their classpath to $RIG_CACHE/pulsar-$PULSAR_VERSION/classpath.txt.
+#
+# When that file exists and every jar it names exists, this does nothing and uses no network.
+# When the local Maven repository already holds the artifacts, Maven runs offline (-o) first.
+#
+# Env: RIG_CACHE (default <repo>/.cache). Exit codes: 0 ok, 2 missing tool, 3 resolution failed.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=versions.env
+. "$here/versions.env"
+export PULSAR_VERSION PULSAR_OTEL_VERSION PULSAR_JETCD_VERSION LOG4J_VERSION
+cache="${RIG_CACHE:-$here/../../.cache}"
+mkdir -p "$cache"
+cache="$(cd "$cache" && pwd)"
+out_dir="$cache/pulsar-$PULSAR_VERSION"
+cp_file="$out_dir/classpath.txt"
+m2="$cache/m2"
+start=$(date +%s)
+
+die() { echo "fetch-pulsar: $*" >&2; exit "${code:-2}"; }
+
+# classpath_complete succeeds when $1 lists at least one jar and all of them exist.
+classpath_complete() {
+  local f="$1" j n=0
+  [[ -s "$f" ]] || return 1
+  local -a jars
+  IFS=: read -r -a jars <"$f"
+  for j in "${jars[@]}"; do
+    [[ -f "$j" ]] || return 1
+    n=$((n + 1))
+  done
+  ((n > 0))
+}
+count_jars() { tr ':' '\n' <"$1" | grep -c .; }
+
+if classpath_complete "$cp_file"; then
+  echo "fetch-pulsar: cached Pulsar $PULSAR_VERSION classpath ($(count_jars "$cp_file") jars): $cp_file"
+  exit 0
+fi
+
+command -v java >/dev/null 2>&1 ||
+  die "java is not on PATH; the rig needs a Java 17 or newer runtime (Debian: apt-get install openjdk-17-jre-headless)"
+java_major="$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9.]*\).*/\1/p' | head -1)"
+java_major="${java_major#1.}"
+java_major="${java_major%%.*}"
+[[ "$java_major" =~ ^[0-9]+$ ]] || die "could not read the Java version from 'java -version'"
+((java_major >= 17)) || die "java is version $java_major; Pulsar $PULSAR_VERSION needs Java 17 or newer"
+command -v mvn >/dev/null 2>&1 ||
+  die "mvn is not on PATH; it is needed once to download the Pulsar jars (Debian: apt-get install maven)"
+
+# One resolution at a time per cache; a second caller waits, then finds the result.
+mkdir -p "$out_dir"
+exec 9>"$out_dir/.lock"
+flock 9
+if classpath_complete "$cp_file"; then
+  echo "fetch-pulsar: cached Pulsar $PULSAR_VERSION classpath ($(count_jars "$cp_file") jars): $cp_file"
+  exit 0
+fi
+
+log="$out_dir/mvn.log"
+run_mvn() {
+  rm -f "$cp_file.tmp"
+  mvn -B -q -Dstyle.color=never "$@" -f "$here/pom.xml" -Dmaven.repo.local="$m2" \
+    dependency:build-classpath -Dmdep.outputFile="$cp_file.tmp" >"$log" 2>&1 &&
+    classpath_complete "$cp_file.tmp"
+}
+
+mode=""
+if [[ -d "$m2/org/apache/pulsar/pulsar-broker/$PULSAR_VERSION" ]]; then
+  echo "fetch-pulsar: resolving Pulsar $PULSAR_VERSION from the local Maven cache (offline)"
+  run_mvn -o && mode="offline"
+fi
+if [[ -z "$mode" ]]; then
+  echo "fetch-pulsar: downloading Pulsar $PULSAR_VERSION and its dependencies (a few minutes the first time)"
+  if run_mvn; then
+    mode="online"
+  else
+    echo "fetch-pulsar: could not resolve the Pulsar $PULSAR_VERSION jars. Maven said:" >&2
+    grep -E 'Could not (find|resolve|transfer|collect)|Failed to (collect|read|execute)|Non-resolvable|BUILD FAILURE' "$log" |
+      sed -e 's/^\[ERROR\] *//' -e 's/ -> \[Help 1\]$//' | head -5 | cut -c1-600 | sed 's/^/  /' >&2
+    echo "fetch-pulsar: full Maven log: $log" >&2
+    code=3 die "giving up (pins are in $here/versions.env)"
+  fi
+fi
+mv "$cp_file.tmp" "$cp_file"
+echo "fetch-pulsar: resolved $(count_jars "$cp_file") jars ($mode) in $(($(date +%s) - start))s: $cp_file"

@@ -1,0 +1,604 @@
+#!/usr/bin/env bash
+# The end-to-end test rig: two Pulsar brokers (one of them the standalone that also runs
+# ZooKeeper and one bookie) and a Consul dev agent, all on 127.0.0.1, from cached jars.
+#
+#   rig.sh prepare              fetch the Pulsar jars and build Consul into the cache (idempotent)
+#   rig.sh up                   prepare, start everything, wait until it is really ready
+#   rig.sh down                 stop what `up` started (SIGTERM, then SIGKILL) and remove its data
+#   rig.sh status               show the processes and whether they answer
+#   rig.sh stop-broker 2        stop broker 2 (SIGTERM, so its ZooKeeper session closes)
+#   rig.sh start-broker 2       start broker 2 again and wait until it is ready
+#   rig.sh env                  print the state file
+#   rig.sh java-flags HEAP LOGDIR LOGFILE   the brokers' JVM options, one per line (for other tools)
+#   rig.sh classpath-file       the path of the file that holds the Pulsar classpath
+#
+# State goes to $RIG_DIR (default <repo>/.cache/rig): rig.env (KEY=VALUE, see below), pids/,
+# conf/, data/, logs/. Every setting comes from an env var; see the defaults block below.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+self="$here/$(basename "$0")"
+# shellcheck source=versions.env
+. "$here/versions.env"
+
+cache="${RIG_CACHE:-$here/../../.cache}"
+mkdir -p "$cache"
+cache="$(cd "$cache" && pwd)"
+export RIG_CACHE="$cache"
+RIG_DIR="${RIG_DIR:-$cache/rig}"
+mkdir -p "$RIG_DIR"
+RIG_DIR="$(cd "$RIG_DIR" && pwd)"
+case "$RIG_DIR" in *[[:space:]]*) echo "rig: RIG_DIR must not contain spaces: $RIG_DIR" >&2; exit 2 ;; esac
+export RIG_DIR
+
+# ---- settings (env overrides) ----
+HOST=127.0.0.1
+CLUSTER=standalone
+B1_PORT="${RIG_BROKER1_PORT:-16650}"
+B1_HTTP_PORT="${RIG_BROKER1_HTTP_PORT:-18080}"
+B2_PORT="${RIG_BROKER2_PORT:-16651}"
+B2_HTTP_PORT="${RIG_BROKER2_HTTP_PORT:-18081}"
+ZK_PORT="${RIG_ZK_PORT:-12181}"
+BOOKIE_PORT="${RIG_BOOKIE_PORT:-13181}"
+C_HTTP_PORT="${RIG_CONSUL_HTTP_PORT:-18500}"
+C_DNS_PORT="${RIG_CONSUL_DNS_PORT:-18600}"
+C_SERF_LAN_PORT="${RIG_CONSUL_SERF_LAN_PORT:-18301}"
+C_SERF_WAN_PORT="${RIG_CONSUL_SERF_WAN_PORT:-18302}"
+C_SERVER_PORT="${RIG_CONSUL_SERVER_PORT:-18300}"
+C_GRPC_PORT="${RIG_CONSUL_GRPC_PORT:-18502}"
+C_GRPC_TLS_PORT="${RIG_CONSUL_GRPC_TLS_PORT:-18503}"
+BROKER_TIMEOUT="${RIG_BROKER_TIMEOUT:-240}"   # seconds, per broker, from its start to ready
+CONSUL_TIMEOUT="${RIG_CONSUL_TIMEOUT:-60}"
+STOP_TIMEOUT="${RIG_STOP_TIMEOUT:-30}"        # seconds between SIGTERM and SIGKILL
+B1_HEAP="${RIG_BROKER1_HEAP:-1g}"
+B2_HEAP="${RIG_BROKER2_HEAP:-768m}"
+DIRECT_MEM="${RIG_BROKER_DIRECT_MEMORY:-1g}"
+EXTRA_CONF="${RIG_BROKER_EXTRA_CONF:-}"       # file whose lines are appended to both broker configs
+JAVA_OPTS_EXTRA="${RIG_JAVA_OPTS:-}"          # extra JVM options for both brokers (split on spaces)
+CONSUL_BIN="${RIG_CONSUL_BIN:-$cache/consul-$CONSUL_VERSION}"
+CP_FILE="$cache/pulsar-$PULSAR_VERSION/classpath.txt"
+
+STATE="$RIG_DIR/rig.env"
+PIDS="$RIG_DIR/pids"
+LOGS="$RIG_DIR/logs"
+CONF="$RIG_DIR/conf"
+DATA="$RIG_DIR/data"
+
+log() { echo "rig: $*"; }
+err() { echo "rig: $*" >&2; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
+
+# ---- processes ----
+
+# pid_is_ours PID: the process exists and its command line names this rig's state dir.
+pid_is_ours() {
+  local pid="$1"
+  [[ -n "$pid" && "$pid" =~ ^[0-9]+$ && -r "/proc/$pid/cmdline" ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -e "$RIG_DIR/" -e "$RIG_DIR "
+}
+read_pid() { [[ -f "$PIDS/$1.pid" ]] && cat "$PIDS/$1.pid" || true; }
+
+# stop_pids NAME...: SIGTERM each recorded process of ours, wait up to STOP_TIMEOUT, then SIGKILL.
+KILLED=()
+stop_pids() {
+  local name pid live=() names=() timeout="${STOP_TIMEOUT_NOW:-$STOP_TIMEOUT}"
+  for name in "$@"; do
+    pid="$(read_pid "$name")"
+    if pid_is_ours "$pid"; then
+      kill -TERM "$pid" 2>/dev/null || true
+      live+=("$pid")
+      names+=("$name")
+    fi
+    rm -f "$PIDS/$name.pid"
+  done
+  ((${#live[@]})) || return 0
+  log "stopping ${names[*]} (SIGTERM ${live[*]})"
+  local deadline=$(($(date +%s) + timeout)) any i
+  while :; do
+    any=0
+    for pid in "${live[@]}"; do pid_is_ours "$pid" && any=1; done
+    ((any)) || break
+    if (($(date +%s) >= deadline)); then
+      for i in "${!live[@]}"; do
+        if pid_is_ours "${live[$i]}"; then
+          err "${names[$i]} (pid ${live[$i]}) still running after ${timeout}s: SIGKILL"
+          kill -KILL "${live[$i]}" 2>/dev/null || true
+          KILLED+=("${names[$i]}")
+        fi
+      done
+      sleep 0.5
+      break
+    fi
+    sleep 0.2
+  done
+}
+
+port_in_use() {
+  local p="$1"
+  if command -v ss >/dev/null 2>&1; then
+    ss -Hltun 2>/dev/null | awk '{print $5}' | grep -qE "[:.]$p\$"
+  else
+    (exec 3<>"/dev/tcp/$HOST/$p") 2>/dev/null
+  fi
+}
+
+# http_get URL: body on stdout, fails unless 2xx.
+http_get() { curl -fsS --max-time 5 "$1" 2>/dev/null; }
+
+# ---- java ----
+
+java_major() {
+  local v
+  v="$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9.]*\).*/\1/p' | head -1)"
+  v="${v#1.}"
+  echo "${v%%.*}"
+}
+
+# cds_archive: the class-data-sharing archive for this JVM build and classpath. Mapping the
+# classes of ~300 jars from it instead of loading them cuts broker startup by about half.
+cds_archive() {
+  local jv sum
+  jv="$(java -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -1 | tr -c 'A-Za-z0-9._\n-' _)"
+  sum="$(cksum <"$CP_FILE" | cut -d' ' -f1)"
+  echo "$cache/cds/pulsar-$PULSAR_VERSION-java$jv-$sum.jsa"
+}
+
+# java_flags HEAP LOGDIR LOGFILE [cds-trainer]: the JVM options of Pulsar's bin/pulsar and
+# conf/pulsar_env.sh, resized for this machine, logging through log4j2.xml to LOGDIR/LOGFILE.
+# Uses the CDS archive when there is one; a cds-trainer writes it when it exits (RIG_CDS=0: off).
+java_flags() {
+  local heap="$1" logdir="$2" logfile="$3" role="${4:-}" jsa
+  local f=(
+    "-Xms$heap" "-Xmx$heap" "-XX:MaxDirectMemorySize=$DIRECT_MEM"
+    -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+PerfDisableSharedMem
+    -Djava.net.preferIPv4Stack=true -Djute.maxbuffer=10485760 -Dzookeeper.clientTcpKeepAlive=true
+    --add-opens java.base/java.io=ALL-UNNAMED --add-opens java.base/java.util.zip=ALL-UNNAMED
+    --add-opens java.management/sun.management=ALL-UNNAMED
+    --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED
+    --add-opens java.base/java.nio=ALL-UNNAMED --add-opens java.base/jdk.internal.misc=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.platform=ALL-UNNAMED
+    --enable-native-access=ALL-UNNAMED
+    -Dio.netty.tryReflectionSetAccessible=true
+    -Dorg.apache.pulsar.shade.io.netty.tryReflectionSetAccessible=true
+    -Dlog4j2.is.webapp=false -Dlog4j.shutdownHookEnabled=false
+    -Dbookkeeper.metadata.bookie.drivers=org.apache.pulsar.metadata.bookkeeper.PulsarMetadataBookieDriver
+    -Dbookkeeper.metadata.client.drivers=org.apache.pulsar.metadata.bookkeeper.PulsarMetadataClientDriver
+    -Dpulsar.allocator.exit_on_oom=true -Dio.netty.recycler.maxCapacityPerThread=4096
+    "-Dlog4j.configurationFile=$here/log4j2.xml" "-Dpulsar.log.dir=$logdir" "-Dpulsar.log.file=$logfile"
+    "-Drig.dir=$RIG_DIR"
+  )
+  (($(java_major) >= 23)) && f+=(--sun-misc-unsafe-memory-access=allow)
+  if [[ "${RIG_CDS:-1}" != 0 && -s "$CP_FILE" ]]; then
+    jsa="$(cds_archive)"
+    if [[ -s "$jsa" ]]; then
+      f+=("-XX:SharedArchiveFile=$jsa")
+    elif [[ "$role" == cds-trainer ]]; then
+      mkdir -p "$(dirname "$jsa")"
+      rm -f "$jsa.tmp"
+      f+=("-XX:ArchiveClassesAtExit=$jsa.tmp")
+    fi
+  fi
+  # shellcheck disable=SC2206
+  [[ -n "$JAVA_OPTS_EXTRA" ]] && f+=($JAVA_OPTS_EXTRA)
+  printf '%s\n' "${f[@]}"
+}
+
+write_broker_conf() { # FILE BINARY_PORT HTTP_PORT WITH_BOOKIE_KEYS
+  local file="$1"
+  cat >"$file" <<EOF
+# Written by test/rig/rig.sh; the same cluster, load manager and quorum on both brokers.
+clusterName=$CLUSTER
+metadataStoreUrl=zk:$HOST:$ZK_PORT
+configurationMetadataStoreUrl=zk:$HOST:$ZK_PORT
+advertisedAddress=$HOST
+bindAddress=$HOST
+brokerServicePort=$2
+webServicePort=$3
+managedLedgerDefaultEnsembleSize=1
+managedLedgerDefaultWriteQuorum=1
+managedLedgerDefaultAckQuorum=1
+loadManagerClassName=org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl
+loadBalancerEnabled=false
+loadBalancerSheddingEnabled=false
+loadBalancerAutoBundleSplitEnabled=false
+loadBalancerAutoUnloadSplitBundlesEnabled=false
+defaultNumberOfNamespaceBundles=4
+transactionCoordinatorEnabled=false
+allowAutoTopicCreation=true
+allowAutoTopicCreationType=non-partitioned
+brokerDeleteInactiveTopicsEnabled=false
+functionsWorkerEnabled=false
+webSocketServiceEnabled=false
+brokerShutdownTimeoutMs=10000
+EOF
+  if [[ "$4" == yes ]]; then
+    cat >>"$file" <<EOF
+# Read by the standalone's bookie (the same file is its ServerConfiguration).
+ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage
+journalSyncData=false
+journalMaxGroupWaitMSec=1
+allowLoopback=true
+listeningInterface=lo
+diskUsageThreshold=0.99
+diskUsageWarnThreshold=0.98
+gcWaitTime=300000
+flushInterval=60000
+dbStorage_writeCacheMaxSizeMb=32
+dbStorage_readAheadCacheMaxSizeMb=32
+dbStorage_rocksDB_blockCacheSize=16777216
+EOF
+  fi
+  if [[ -n "$EXTRA_CONF" ]]; then
+    echo "# From RIG_BROKER_EXTRA_CONF=$EXTRA_CONF" >>"$file"
+    cat "$EXTRA_CONF" >>"$file"
+  fi
+}
+
+# start_broker N: launches broker N in the background and records its pid.
+start_broker() {
+  local n="$1" main heap args=() flags
+  local cp
+  cp="$(cat "$CP_FILE")"
+  if [[ "$n" == 1 ]]; then
+    main=org.apache.pulsar.PulsarStandaloneStarter
+    heap="$B1_HEAP"
+    args=(--config "$CONF/broker1.conf" --zookeeper-port "$ZK_PORT" --bookkeeper-port "$BOOKIE_PORT"
+      --zookeeper-dir "$DATA/zookeeper" --bookkeeper-dir "$DATA/bookkeeper" -nfw -nss -a "$HOST")
+  else
+    main=org.apache.pulsar.PulsarBrokerStarter
+    heap="$B2_HEAP"
+    args=(--broker-conf "$CONF/broker2.conf")
+  fi
+  if [[ "$n" == 1 ]]; then
+    mapfile -t flags < <(java_flags "$heap" "$LOGS" "broker$n.log" cds-trainer)
+  else
+    mapfile -t flags < <(java_flags "$heap" "$LOGS" "broker$n.log")
+  fi
+  [[ "$n" == 1 ]] && flags+=(-Dzookeeper.4lw.commands.whitelist=* -Dzookeeper.snapshot.trust.empty=true -Dzookeeper.tcpKeepAlive=true)
+  mkdir -p "$DATA/broker$n"
+  # setsid: own session, so a ^C aimed at the caller does not reach it; `down` stops it.
+  (cd "$DATA/broker$n" && PULSAR_STANDALONE_USE_ZOOKEEPER=1 exec setsid java "${flags[@]}" -cp "$cp" "$main" "${args[@]}" \
+    >>"$LOGS/broker$n.out" 2>&1 </dev/null) &
+  echo $! >"$PIDS/broker$n.pid"
+}
+
+start_consul() {
+  mkdir -p "$DATA/consul"
+  (exec setsid "$CONSUL_BIN" agent -dev -node rig -client "$HOST" -bind "$HOST" -data-dir "$DATA/consul" \
+    -http-port "$C_HTTP_PORT" -dns-port "$C_DNS_PORT" -serf-lan-port "$C_SERF_LAN_PORT" \
+    -serf-wan-port "$C_SERF_WAN_PORT" -server-port "$C_SERVER_PORT" -grpc-port "$C_GRPC_PORT" \
+    -grpc-tls-port "$C_GRPC_TLS_PORT" -log-level warn >>"$LOGS/consul.log" 2>&1 </dev/null) &
+  echo $! >"$PIDS/consul.pid"
+}
+
+broker_http() { [[ "$1" == 1 ]] && echo "http://$HOST:$B1_HTTP_PORT" || echo "http://$HOST:$B2_HTTP_PORT"; }
+broker_id() { [[ "$1" == 1 ]] && echo "$HOST:$B1_HTTP_PORT" || echo "$HOST:$B2_HTTP_PORT"; }
+
+show_log_tail() { # NAME
+  local f
+  for f in "$LOGS/$1.log" "$LOGS/$1.out"; do
+    if [[ -s "$f" ]]; then
+      err "---- last 40 lines of $f ----"
+      tail -n 40 "$f" >&2
+      err "---- end of $f ----"
+    fi
+  done
+}
+
+# wait_until DEADLINE NAME PIDNAME CMD...: polls CMD until it succeeds; fails when the
+# process PIDNAME dies or DEADLINE (epoch seconds) passes.
+wait_until() {
+  local deadline="$1" what="$2" pidname="$3"
+  shift 3
+  while ! "$@" >/dev/null 2>&1; do
+    if [[ -n "$pidname" ]] && ! pid_is_ours "$(read_pid "$pidname")"; then
+      err "$pidname exited while waiting for: $what"
+      return 1
+    fi
+    if (($(date +%s) >= deadline)); then
+      err "timed out waiting for: $what"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+broker_ready() { [[ "$(http_get "$(broker_http "$1")/admin/v2/brokers/ready")" == ok ]]; }
+brokers_listed() { # N: broker N's view of the cluster lists every id in $want_ids
+  local body id
+  body="$(http_get "$(broker_http "$1")/admin/v2/brokers/$CLUSTER")" || return 1
+  for id in $want_ids; do grep -qF "\"$id\"" <<<"$body" || return 1; done
+}
+broker_unlisted() { # N ID: broker N's view no longer lists ID
+  local body
+  body="$(http_get "$(broker_http "$1")/admin/v2/brokers/$CLUSTER")" || return 1
+  ! grep -qF "\"$2\"" <<<"$body"
+}
+namespace_exists() { http_get "$(broker_http 1)/admin/v2/namespaces/public/default" >/dev/null; }
+consul_leader() { local l; l="$(http_get "http://$HOST:$C_HTTP_PORT/v1/status/leader")" && [[ "$l" == \"?* ]]; }
+topic_works() { # N: create a topic through broker N and look it up
+  local t="persistent/public/default/rig-ready-$1" code
+  code="$(curl -sS -L --max-time 20 -o /dev/null -w '%{http_code}' -X PUT "$(broker_http "$1")/admin/v2/$t")" || return 1
+  [[ "$code" == 204 || "$code" == 409 ]] || return 1
+  curl -fsS -L --max-time 20 "$(broker_http "$1")/lookup/v2/topic/$t" | grep -q '"brokerUrl"'
+}
+
+# set_state KEY VALUE: replace or add one line of rig.env.
+set_state() {
+  local tmp="$STATE.tmp"
+  { grep -v "^$1=" "$STATE" 2>/dev/null || true; echo "$1=$2"; } >"$tmp"
+  mv "$tmp" "$STATE"
+}
+state_get() { sed -n "s/^$1=//p" "$STATE" 2>/dev/null | tail -1; }
+
+write_state() {
+  cat >"$STATE" <<EOF
+RIG_ID=$RIG_ID
+RIG_DIR=$RIG_DIR
+CLUSTER=$CLUSTER
+PULSAR_VERSION=$PULSAR_VERSION
+JAVA_CLASSPATH_FILE=$CP_FILE
+LOG4J_CONFIG=$here/log4j2.xml
+ZOOKEEPER=$HOST:$ZK_PORT
+BOOKIE=$HOST:$BOOKIE_PORT
+BROKER1_URL=pulsar://$HOST:$B1_PORT
+BROKER1_HTTP=http://$HOST:$B1_HTTP_PORT
+BROKER1_ID=$HOST:$B1_HTTP_PORT
+BROKER1_PID=$(read_pid broker1)
+BROKER1_LOG=$LOGS/broker1.log
+BROKER2_URL=pulsar://$HOST:$B2_PORT
+BROKER2_HTTP=http://$HOST:$B2_HTTP_PORT
+BROKER2_ID=$HOST:$B2_HTTP_PORT
+BROKER2_PID=$(read_pid broker2)
+BROKER2_LOG=$LOGS/broker2.log
+CONSUL_HTTP=http://$HOST:$C_HTTP_PORT
+CONSUL_ADDR=$HOST:$C_HTTP_PORT
+CONSUL_DNS=$HOST:$C_DNS_PORT
+CONSUL_PID=$(read_pid consul)
+CONSUL_LOG=$LOGS/consul.log
+WATCHDOG_PID=$(read_pid watchdog)
+EOF
+}
+
+print_addresses() {
+  cat <<EOF
+rig: up ($RIG_DIR)
+  broker 1  $(state_get BROKER1_URL)  $(state_get BROKER1_HTTP)  id $(state_get BROKER1_ID)  pid $(state_get BROKER1_PID)
+  broker 2  $(state_get BROKER2_URL)  $(state_get BROKER2_HTTP)  id $(state_get BROKER2_ID)  pid $(state_get BROKER2_PID)
+  consul    $(state_get CONSUL_HTTP)  pid $(state_get CONSUL_PID)
+  zookeeper $(state_get ZOOKEEPER)  bookie $(state_get BOOKIE)  cluster $(state_get CLUSTER)
+  state     $STATE
+EOF
+}
+
+# ---- commands ----
+
+cmd_prepare() {
+  local t0 rc1=0 rc2=0 p1 p2
+  t0="$(now)"
+  # The two are independent: network-bound Maven and CPU-bound go build run side by side.
+  "$here/fetch-pulsar.sh" &
+  p1=$!
+  "$here/build-consul.sh" &
+  p2=$!
+  wait "$p1" || rc1=$?
+  wait "$p2" || rc2=$?
+  ((rc1 == 0)) || { err "fetching the Pulsar jars failed (exit $rc1)"; return "$rc1"; }
+  ((rc2 == 0)) || { err "building Consul failed (exit $rc2)"; return "$rc2"; }
+  log "phase prepare: $(since "$t0")"
+}
+
+# stop_all stops the brokers and consul. Broker 1 may be writing the CDS archive as it exits:
+# it gets longer, and the archive is kept only if it exited by itself.
+stop_all() {
+  local b1 tmp="" k
+  b1="$(read_pid broker1)"
+  if pid_is_ours "$b1"; then
+    tmp="$(tr '\0' '\n' <"/proc/$b1/cmdline" | sed -n 's/^-XX:ArchiveClassesAtExit=//p')"
+  fi
+  if [[ -z "$tmp" ]]; then
+    stop_pids broker2 broker1 consul
+    return 0
+  fi
+  log "broker 1 writes the class-data-sharing archive as it exits (once per JVM and classpath)"
+  STOP_TIMEOUT_NOW=$((STOP_TIMEOUT > 120 ? STOP_TIMEOUT : 120)) stop_pids broker2 broker1 consul
+  for k in "${KILLED[@]}"; do [[ "$k" == broker1 ]] && rm -f "$tmp"; done
+  if [[ -s "$tmp" ]]; then
+    mv -f "$tmp" "${tmp%.tmp}"
+    log "CDS archive: ${tmp%.tmp}"
+  fi
+}
+
+rig_is_up() {
+  local n
+  for n in broker1 broker2 consul; do pid_is_ours "$(read_pid "$n")" && return 0; done
+  return 1
+}
+
+# fail_up MSG NAME: show NAME's log, stop everything, exit 1.
+fail_up() {
+  err "$1"
+  [[ -n "${2:-}" ]] && show_log_tail "$2"
+  err "startup failed; stopping what was started"
+  stop_pids watchdog
+  stop_all
+  exit 1
+}
+
+cmd_up() {
+  local t_all t0 p taken=() deadline want_ids
+  t_all="$(now)"
+  if rig_is_up; then
+    err "a rig is already running in $RIG_DIR (rig.sh down first, or set RIG_DIR)"
+    exit 1
+  fi
+  cmd_prepare
+  command -v curl >/dev/null 2>&1 || { err "curl is not on PATH; the rig needs it for readiness checks"; exit 2; }
+  for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" "$ZK_PORT" "$BOOKIE_PORT" \
+    "$C_HTTP_PORT" "$C_DNS_PORT" "$C_SERF_LAN_PORT" "$C_SERF_WAN_PORT" "$C_SERVER_PORT" "$C_GRPC_PORT" "$C_GRPC_TLS_PORT"; do
+    port_in_use "$p" && taken+=("$p")
+  done
+  if ((${#taken[@]})); then
+    err "port(s) already in use on this machine: ${taken[*]}"
+    err "(ports are set by RIG_BROKER{1,2}_PORT, RIG_BROKER{1,2}_HTTP_PORT, RIG_ZK_PORT, RIG_BOOKIE_PORT, RIG_CONSUL_*_PORT)"
+    command -v ss >/dev/null 2>&1 && for p in "${taken[@]}"; do ss -Hltunp 2>/dev/null | awk -v p=":$p\$" '$5 ~ p' >&2; done
+    exit 1
+  fi
+
+  rm -rf "$DATA" "$CONF" "$PIDS" "$LOGS" "$STATE"
+  mkdir -p "$DATA" "$CONF" "$PIDS" "$LOGS"
+  RIG_ID="$(date +%s)-$$-$RANDOM"
+  write_broker_conf "$CONF/broker1.conf" "$B1_PORT" "$B1_HTTP_PORT" yes
+  write_broker_conf "$CONF/broker2.conf" "$B2_PORT" "$B2_HTTP_PORT" no
+  trap 'fail_up "interrupted"' INT TERM
+
+  t0="$(now)"
+  deadline=$(($(date +%s) + BROKER_TIMEOUT))
+  start_broker 1
+  start_consul
+  log "started broker 1 (standalone: ZooKeeper :$ZK_PORT, bookie :$BOOKIE_PORT, pid $(read_pid broker1)) and consul (pid $(read_pid consul))"
+  # Broker 2 needs ZooKeeper and the bookie's ledger metadata: the bookie port opens after both.
+  wait_until "$deadline" "ZooKeeper and the bookie of broker 1 (port $BOOKIE_PORT)" broker1 port_in_use "$BOOKIE_PORT" ||
+    fail_up "broker 1 did not bring up its bookie" broker1
+  log "phase zookeeper+bookie: $(since "$t0")"
+  start_broker 2
+  local t2
+  t2="$(now)"
+  log "started broker 2 (pid $(read_pid broker2))"
+
+  wait_until "$(($(date +%s) + CONSUL_TIMEOUT))" "consul leader on :$C_HTTP_PORT" consul consul_leader ||
+    fail_up "consul did not elect itself leader" consul
+  log "phase consul: $(since "$t0")"
+
+  wait_until "$deadline" "broker 1 /admin/v2/brokers/ready" broker1 broker_ready 1 ||
+    fail_up "broker 1 not ready within ${BROKER_TIMEOUT}s" broker1
+  log "phase broker 1 ready: $(since "$t0")"
+  wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker 2 /admin/v2/brokers/ready" broker2 broker_ready 2 ||
+    fail_up "broker 2 not ready within ${BROKER_TIMEOUT}s" broker2
+  log "phase broker 2 ready: $(since "$t2") after its start"
+
+  want_ids="$(broker_id 1) $(broker_id 2)"
+  deadline=$(($(date +%s) + BROKER_TIMEOUT))
+  wait_until "$deadline" "both brokers in /admin/v2/brokers/$CLUSTER" broker1 brokers_listed 1 ||
+    fail_up "the brokers do not see each other" broker2
+  wait_until "$deadline" "both brokers in broker 2's /admin/v2/brokers/$CLUSTER" broker2 brokers_listed 2 ||
+    fail_up "the brokers do not see each other" broker2
+  wait_until "$deadline" "namespace public/default" broker1 namespace_exists ||
+    fail_up "the standalone did not create public/default" broker1
+  wait_until "$deadline" "a topic created and looked up through broker 1" broker1 topic_works 1 ||
+    fail_up "topics cannot be created through broker 1" broker1
+  wait_until "$deadline" "a topic created and looked up through broker 2" broker2 topic_works 2 ||
+    fail_up "topics cannot be created through broker 2" broker2
+  log "phase cluster checks: $(since "$t0")"
+
+  if [[ -n "${RIG_OWNER_PID:-}" ]]; then
+    # A watchdog that tears the rig down when its owner (e.g. a test binary) dies without doing it.
+    (exec setsid bash -c 'owner=$1; self=$2; id=$3; while kill -0 "$owner" 2>/dev/null; do sleep 1; done
+      RIG_EXPECT_ID=$id exec "$self" down' rig-watchdog "$RIG_OWNER_PID" "$self" "$RIG_ID" "$RIG_DIR" \
+      >>"$LOGS/watchdog.log" 2>&1 </dev/null) &
+    echo $! >"$PIDS/watchdog.pid"
+  fi
+  trap - INT TERM
+  write_state
+  print_addresses
+  log "phase total up: $(since "$t_all")"
+}
+
+cmd_down() {
+  if [[ -n "${RIG_EXPECT_ID:-}" && -f "$STATE" && "$(state_get RIG_ID)" != "$RIG_EXPECT_ID" ]]; then
+    log "the rig in $RIG_DIR is not $RIG_EXPECT_ID; leaving it alone"
+    return 0
+  fi
+  local t0 wd
+  t0="$(now)"
+  wd="$(read_pid watchdog)"
+  if [[ "$wd" == "$$" ]]; then rm -f "$PIDS/watchdog.pid"; else stop_pids watchdog; fi
+  stop_all
+  rm -rf "$DATA" "$CONF" "$PIDS" "$STATE"
+  log "down ($(since "$t0")); logs kept in $LOGS"
+}
+
+cmd_status() {
+  local n pid rc=0
+  if [[ ! -f "$STATE" ]]; then
+    log "no rig state in $RIG_DIR"
+    rig_is_up && { err "but some of its processes are running; rig.sh down stops them"; return 1; }
+    return 3
+  fi
+  for n in broker1 broker2 consul watchdog; do
+    pid="$(read_pid "$n")"
+    if pid_is_ours "$pid"; then echo "  $n: running (pid $pid)"; elif [[ "$n" != watchdog ]]; then echo "  $n: stopped"; rc=1; fi
+  done
+  broker_ready 1 && echo "  broker 1: ready" || { echo "  broker 1: not answering"; rc=1; }
+  broker_ready 2 && echo "  broker 2: ready" || { echo "  broker 2: not answering"; rc=1; }
+  consul_leader && echo "  consul: leader elected" || { echo "  consul: not answering"; rc=1; }
+  print_addresses
+  return "$rc"
+}
+
+need_state() { [[ -f "$STATE" ]] || { err "no rig state in $RIG_DIR (rig.sh up first)"; exit 1; }; }
+check_broker_arg() {
+  case "${1:-}" in
+    2) ;;
+    1) err "broker 1 is the standalone that also runs ZooKeeper and the bookie; only broker 2 can be stopped and started"; exit 2 ;;
+    *) err "usage: rig.sh stop-broker|start-broker 2"; exit 2 ;;
+  esac
+}
+
+cmd_stop_broker() {
+  check_broker_arg "$1"
+  need_state
+  local t0 deadline
+  t0="$(now)"
+  stop_pids "broker$1"
+  set_state "BROKER$1_PID" ""
+  # A clean SIGTERM closes its ZooKeeper session; wait until broker 1 no longer lists it.
+  deadline=$(($(date +%s) + STOP_TIMEOUT))
+  wait_until "$deadline" "broker 1 to drop $(broker_id "$1") from its broker list" "" broker_unlisted 1 "$(broker_id "$1")" ||
+    err "broker 1 still lists $(broker_id "$1") (its session expires within 30s)"
+  log "broker $1 stopped ($(since "$t0"))"
+}
+
+cmd_start_broker() {
+  check_broker_arg "$1"
+  need_state
+  local t0 want_ids p
+  if pid_is_ours "$(read_pid "broker$1")"; then log "broker $1 is already running"; return 0; fi
+  for p in "$B2_PORT" "$B2_HTTP_PORT"; do
+    port_in_use "$p" && { err "port $p is still in use; cannot start broker $1"; exit 1; }
+  done
+  t0="$(now)"
+  start_broker "$1"
+  log "started broker $1 (pid $(read_pid "broker$1"))"
+  if ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker $1 /admin/v2/brokers/ready" "broker$1" broker_ready "$1"; then
+    show_log_tail "broker$1"
+    stop_pids "broker$1"
+    err "broker $1 did not become ready within ${BROKER_TIMEOUT}s"
+    exit 1
+  fi
+  want_ids="$(broker_id 1) $(broker_id 2)"
+  wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "both brokers listed" "broker$1" brokers_listed 1 ||
+    { show_log_tail "broker$1"; err "broker $1 did not register"; exit 1; }
+  set_state "BROKER$1_PID" "$(read_pid "broker$1")"
+  log "broker $1 ready ($(since "$t0"))"
+}
+
+case "${1:-}" in
+  prepare) cmd_prepare ;;
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  env) need_state; cat "$STATE" ;;
+  java-flags)
+    [[ $# -ge 4 ]] || { err "usage: rig.sh java-flags HEAP LOGDIR LOGFILE"; exit 2; }
+    java_flags "$2" "$3" "$4"
+    ;;
+  classpath-file) echo "$CP_FILE" ;;
+  stop-broker) cmd_stop_broker "${2:-}" ;;
+  start-broker) cmd_start_broker "${2:-}" ;;
+  *)
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
