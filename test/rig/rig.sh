@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# The end-to-end test rig: two Pulsar brokers (one of them the standalone that also runs
-# ZooKeeper and one bookie) and a Consul dev agent, all on 127.0.0.1, from cached jars.
+# The end-to-end test rig, all on 127.0.0.1, run from cached jars:
+#   zk-bookie  PulsarStandaloneStarter --no-broker, ZooKeeper mode: ZooKeeper and one bookie
+#   broker1    PulsarBrokerStarter
+#   broker2    PulsarBrokerStarter
+#   consul     consul agent -dev
+# Both brokers are plain brokers on purpose: a standalone broker runs with runningStandalone=true
+# and answers lookups of the other broker's topics with proxy_through_service_url=true, which
+# sends clients back to itself ("Namespace bundle ... not served by this instance").
 #
 #   rig.sh prepare              fetch the Pulsar jars and build Consul into the cache (idempotent)
 #   rig.sh up                   prepare, start everything, wait until it is really ready
 #   rig.sh down                 stop what `up` started (SIGTERM, then SIGKILL) and remove its data
 #   rig.sh status               show the processes and whether they answer
-#   rig.sh stop-broker 2        stop broker 2 (SIGTERM, so its ZooKeeper session closes)
-#   rig.sh start-broker 2       start broker 2 again and wait until it is ready
+#   rig.sh stop-broker N        stop broker N (1 or 2) with SIGTERM, so its ZooKeeper session closes
+#   rig.sh start-broker N       start broker N again and wait until it is ready
 #   rig.sh env                  print the state file
 #   rig.sh java-flags HEAP LOGDIR LOGFILE   the brokers' JVM options, one per line (for other tools)
 #   rig.sh classpath-file       the path of the file that holds the Pulsar classpath
 #
-# State goes to $RIG_DIR (default <repo>/.cache/rig): rig.env (KEY=VALUE, see below), pids/,
-# conf/, data/, logs/. Every setting comes from an env var; see the defaults block below.
+# State goes to $RIG_DIR (default <repo>/.cache/rig): rig.env (KEY=VALUE), pids/, conf/, data/,
+# logs/. Every setting comes from an env var; see the settings block below.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -47,14 +53,16 @@ C_SERF_WAN_PORT="${RIG_CONSUL_SERF_WAN_PORT:-18302}"
 C_SERVER_PORT="${RIG_CONSUL_SERVER_PORT:-18300}"
 C_GRPC_PORT="${RIG_CONSUL_GRPC_PORT:-18502}"
 C_GRPC_TLS_PORT="${RIG_CONSUL_GRPC_TLS_PORT:-18503}"
-BROKER_TIMEOUT="${RIG_BROKER_TIMEOUT:-240}"   # seconds, per broker, from its start to ready
+BROKER_TIMEOUT="${RIG_BROKER_TIMEOUT:-240}" # seconds, per broker, from its start to ready
 CONSUL_TIMEOUT="${RIG_CONSUL_TIMEOUT:-60}"
-STOP_TIMEOUT="${RIG_STOP_TIMEOUT:-30}"        # seconds between SIGTERM and SIGKILL
+STOP_TIMEOUT="${RIG_STOP_TIMEOUT:-30}" # seconds between SIGTERM and SIGKILL
 B1_HEAP="${RIG_BROKER1_HEAP:-1g}"
 B2_HEAP="${RIG_BROKER2_HEAP:-768m}"
+ZB_HEAP="${RIG_ZK_BOOKIE_HEAP:-384m}"
 DIRECT_MEM="${RIG_BROKER_DIRECT_MEMORY:-1g}"
-EXTRA_CONF="${RIG_BROKER_EXTRA_CONF:-}"       # file whose lines are appended to both broker configs
-JAVA_OPTS_EXTRA="${RIG_JAVA_OPTS:-}"          # extra JVM options for both brokers (split on spaces)
+ZB_DIRECT_MEM="${RIG_ZK_BOOKIE_DIRECT_MEMORY:-256m}"
+EXTRA_CONF="${RIG_BROKER_EXTRA_CONF:-}"  # a file whose lines are appended to both broker configs
+JAVA_OPTS_EXTRA="${RIG_JAVA_OPTS:-}"     # extra JVM options for the rig's JVMs (split on spaces)
 CONSUL_BIN="${RIG_CONSUL_BIN:-$cache/consul-$CONSUL_VERSION}"
 CP_FILE="$cache/pulsar-$PULSAR_VERSION/classpath.txt"
 
@@ -69,6 +77,11 @@ err() { echo "rig: $*" >&2; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
 
+broker_port() { if [[ "$1" == 1 ]]; then echo "$B1_PORT"; else echo "$B2_PORT"; fi; }
+broker_http_port() { if [[ "$1" == 1 ]]; then echo "$B1_HTTP_PORT"; else echo "$B2_HTTP_PORT"; fi; }
+broker_http() { echo "http://$HOST:$(broker_http_port "$1")"; }
+broker_id() { echo "$HOST:$(broker_http_port "$1")"; }
+
 # ---- processes ----
 
 # pid_is_ours PID: the process exists and its command line names this rig's state dir.
@@ -77,9 +90,10 @@ pid_is_ours() {
   [[ -n "$pid" && "$pid" =~ ^[0-9]+$ && -r "/proc/$pid/cmdline" ]] || return 1
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -e "$RIG_DIR/" -e "$RIG_DIR "
 }
-read_pid() { [[ -f "$PIDS/$1.pid" ]] && cat "$PIDS/$1.pid" || true; }
+read_pid() { if [[ -f "$PIDS/$1.pid" ]]; then cat "$PIDS/$1.pid"; fi; }
 
-# stop_pids NAME...: SIGTERM each recorded process of ours, wait up to STOP_TIMEOUT, then SIGKILL.
+# stop_pids NAME...: SIGTERM each recorded process of ours, wait up to STOP_TIMEOUT (or
+# STOP_TIMEOUT_NOW), then SIGKILL. Names that needed SIGKILL are added to KILLED.
 KILLED=()
 stop_pids() {
   local name pid live=() names=() timeout="${STOP_TIMEOUT_NOW:-$STOP_TIMEOUT}"
@@ -97,7 +111,7 @@ stop_pids() {
   local deadline=$(($(date +%s) + timeout)) any i
   while :; do
     any=0
-    for pid in "${live[@]}"; do pid_is_ours "$pid" && any=1; done
+    for pid in "${live[@]}"; do if pid_is_ours "$pid"; then any=1; fi; done
     ((any)) || break
     if (($(date +%s) >= deadline)); then
       for i in "${!live[@]}"; do
@@ -123,8 +137,15 @@ port_in_use() {
   fi
 }
 
-# http_get URL: body on stdout, fails unless 2xx.
+# http_get URL: the body on stdout; fails unless 2xx.
 http_get() { curl -fsS --max-time 5 "$1" 2>/dev/null; }
+# http_put URL JSON: fails unless 2xx or 409 (exists); follows redirects.
+http_put() {
+  local code
+  code="$(curl -sS -L --max-time 20 -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
+    --data "$2" "$1" 2>/dev/null)" || return 1
+  [[ "$code" == 2?? || "$code" == 409 ]]
+}
 
 # ---- java ----
 
@@ -136,7 +157,7 @@ java_major() {
 }
 
 # cds_archive: the class-data-sharing archive for this JVM build and classpath. Mapping the
-# classes of ~300 jars from it instead of loading them cuts broker startup by about half.
+# classes of ~300 jars from it instead of loading them halves broker startup on two cores.
 cds_archive() {
   local jv sum
   jv="$(java -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -1 | tr -c 'A-Za-z0-9._\n-' _)"
@@ -144,13 +165,14 @@ cds_archive() {
   echo "$cache/cds/pulsar-$PULSAR_VERSION-java$jv-$sum.jsa"
 }
 
-# java_flags HEAP LOGDIR LOGFILE [cds-trainer]: the JVM options of Pulsar's bin/pulsar and
+# java_flags HEAP LOGDIR LOGFILE [ROLE [DIRECT_MEMORY]]: the JVM options of Pulsar's bin/pulsar and
 # conf/pulsar_env.sh, resized for this machine, logging through log4j2.xml to LOGDIR/LOGFILE.
-# Uses the CDS archive when there is one; a cds-trainer writes it when it exits (RIG_CDS=0: off).
+# They use the CDS archive when there is one; ROLE cds-trainer writes it as the JVM exits
+# (RIG_CDS=0 turns CDS off).
 java_flags() {
-  local heap="$1" logdir="$2" logfile="$3" role="${4:-}" jsa
+  local heap="$1" logdir="$2" logfile="$3" role="${4:-}" direct="${5:-$DIRECT_MEM}" jsa
   local f=(
-    "-Xms$heap" "-Xmx$heap" "-XX:MaxDirectMemorySize=$DIRECT_MEM"
+    "-Xms$heap" "-Xmx$heap" "-XX:MaxDirectMemorySize=$direct"
     -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+PerfDisableSharedMem
     -Djava.net.preferIPv4Stack=true -Djute.maxbuffer=10485760 -Dzookeeper.clientTcpKeepAlive=true
     --add-opens java.base/java.io=ALL-UNNAMED --add-opens java.base/java.util.zip=ALL-UNNAMED
@@ -168,7 +190,7 @@ java_flags() {
     "-Dlog4j.configurationFile=$here/log4j2.xml" "-Dpulsar.log.dir=$logdir" "-Dpulsar.log.file=$logfile"
     "-Drig.dir=$RIG_DIR"
   )
-  (($(java_major) >= 23)) && f+=(--sun-misc-unsafe-memory-access=allow)
+  if (($(java_major) >= 23)); then f+=(--sun-misc-unsafe-memory-access=allow); fi
   if [[ "${RIG_CDS:-1}" != 0 && -s "$CP_FILE" ]]; then
     jsa="$(cds_archive)"
     if [[ -s "$jsa" ]]; then
@@ -180,21 +202,21 @@ java_flags() {
     fi
   fi
   # shellcheck disable=SC2206
-  [[ -n "$JAVA_OPTS_EXTRA" ]] && f+=($JAVA_OPTS_EXTRA)
+  if [[ -n "$JAVA_OPTS_EXTRA" ]]; then f+=($JAVA_OPTS_EXTRA); fi
   printf '%s\n' "${f[@]}"
 }
 
-write_broker_conf() { # FILE BINARY_PORT HTTP_PORT WITH_BOOKIE_KEYS
-  local file="$1"
-  cat >"$file" <<EOF
+# common_conf BINARY_PORT HTTP_PORT: the keys both brokers (and the zk-bookie process) share.
+common_conf() {
+  cat <<EOF
 # Written by test/rig/rig.sh; the same cluster, load manager and quorum on both brokers.
 clusterName=$CLUSTER
 metadataStoreUrl=zk:$HOST:$ZK_PORT
 configurationMetadataStoreUrl=zk:$HOST:$ZK_PORT
 advertisedAddress=$HOST
 bindAddress=$HOST
-brokerServicePort=$2
-webServicePort=$3
+brokerServicePort=$1
+webServicePort=$2
 managedLedgerDefaultEnsembleSize=1
 managedLedgerDefaultWriteQuorum=1
 managedLedgerDefaultAckQuorum=1
@@ -212,9 +234,23 @@ functionsWorkerEnabled=false
 webSocketServiceEnabled=false
 brokerShutdownTimeoutMs=10000
 EOF
-  if [[ "$4" == yes ]]; then
-    cat >>"$file" <<EOF
-# Read by the standalone's bookie (the same file is its ServerConfiguration).
+}
+
+write_confs() {
+  local n
+  for n in 1 2; do
+    {
+      common_conf "$(broker_port "$n")" "$(broker_http_port "$n")"
+      if [[ -n "$EXTRA_CONF" ]]; then
+        echo "# From RIG_BROKER_EXTRA_CONF=$EXTRA_CONF"
+        cat "$EXTRA_CONF"
+      fi
+    } >"$CONF/broker$n.conf"
+  done
+  {
+    common_conf "$B1_PORT" "$B1_HTTP_PORT"
+    cat <<EOF
+# The bookie reads this same file as its ServerConfiguration.
 ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage
 journalSyncData=false
 journalMaxGroupWaitMSec=1
@@ -228,39 +264,44 @@ dbStorage_writeCacheMaxSizeMb=32
 dbStorage_readAheadCacheMaxSizeMb=32
 dbStorage_rocksDB_blockCacheSize=16777216
 EOF
-  fi
-  if [[ -n "$EXTRA_CONF" ]]; then
-    echo "# From RIG_BROKER_EXTRA_CONF=$EXTRA_CONF" >>"$file"
-    cat "$EXTRA_CONF" >>"$file"
-  fi
+  } >"$CONF/zk-bookie.conf"
 }
 
-# start_broker N: launches broker N in the background and records its pid.
-start_broker() {
-  local n="$1" main heap args=() flags
-  local cp
+# launch NAME HEAP DIRECT ROLE MAIN [-DKEY=VALUE...] [--] ARGS...: starts a JVM from the Pulsar
+# jars in the background in its own session (a ^C aimed at the caller does not reach it; `down`
+# stops it) and records its pid. log4j output goes to logs/NAME.log, stdout and stderr to
+# logs/NAME.out.
+launch() {
+  local name="$1" heap="$2" direct="$3" role="$4" main="$5" flags cp
+  shift 5
+  mapfile -t flags < <(java_flags "$heap" "$LOGS" "$name.log" "$role" "$direct")
+  while [[ $# -gt 0 && "$1" == -D* ]]; do
+    flags+=("$1")
+    shift
+  done
+  [[ "${1:-}" == -- ]] && shift
   cp="$(cat "$CP_FILE")"
+  mkdir -p "$DATA/$name"
+  (cd "$DATA/$name" && PULSAR_STANDALONE_USE_ZOOKEEPER=1 exec setsid java "${flags[@]}" -cp "$cp" "$main" "$@" \
+    >>"$LOGS/$name.out" 2>&1 </dev/null) &
+  echo $! >"$PIDS/$name.pid"
+}
+
+start_zk_bookie() {
+  launch zk-bookie "$ZB_HEAP" "$ZB_DIRECT_MEM" "" org.apache.pulsar.PulsarStandaloneStarter \
+    -Dzookeeper.4lw.commands.whitelist=* -Dzookeeper.snapshot.trust.empty=true -Dzookeeper.tcpKeepAlive=true -- \
+    --config "$CONF/zk-bookie.conf" --no-broker --zookeeper-port "$ZK_PORT" --bookkeeper-port "$BOOKIE_PORT" \
+    --zookeeper-dir "$DATA/zookeeper" --bookkeeper-dir "$DATA/bookkeeper" -nfw -nss
+}
+
+# start_broker N: broker 1 also trains the class-data-sharing archive when there is none.
+start_broker() {
+  local n="$1" heap="$B2_HEAP" role=""
   if [[ "$n" == 1 ]]; then
-    main=org.apache.pulsar.PulsarStandaloneStarter
     heap="$B1_HEAP"
-    args=(--config "$CONF/broker1.conf" --zookeeper-port "$ZK_PORT" --bookkeeper-port "$BOOKIE_PORT"
-      --zookeeper-dir "$DATA/zookeeper" --bookkeeper-dir "$DATA/bookkeeper" -nfw -nss -a "$HOST")
-  else
-    main=org.apache.pulsar.PulsarBrokerStarter
-    heap="$B2_HEAP"
-    args=(--broker-conf "$CONF/broker2.conf")
+    role=cds-trainer
   fi
-  if [[ "$n" == 1 ]]; then
-    mapfile -t flags < <(java_flags "$heap" "$LOGS" "broker$n.log" cds-trainer)
-  else
-    mapfile -t flags < <(java_flags "$heap" "$LOGS" "broker$n.log")
-  fi
-  [[ "$n" == 1 ]] && flags+=(-Dzookeeper.4lw.commands.whitelist=* -Dzookeeper.snapshot.trust.empty=true -Dzookeeper.tcpKeepAlive=true)
-  mkdir -p "$DATA/broker$n"
-  # setsid: own session, so a ^C aimed at the caller does not reach it; `down` stops it.
-  (cd "$DATA/broker$n" && PULSAR_STANDALONE_USE_ZOOKEEPER=1 exec setsid java "${flags[@]}" -cp "$cp" "$main" "${args[@]}" \
-    >>"$LOGS/broker$n.out" 2>&1 </dev/null) &
-  echo $! >"$PIDS/broker$n.pid"
+  launch "broker$n" "$heap" "$DIRECT_MEM" "$role" org.apache.pulsar.PulsarBrokerStarter -- --broker-conf "$CONF/broker$n.conf"
 }
 
 start_consul() {
@@ -271,9 +312,6 @@ start_consul() {
     -grpc-tls-port "$C_GRPC_TLS_PORT" -log-level warn >>"$LOGS/consul.log" 2>&1 </dev/null) &
   echo $! >"$PIDS/consul.pid"
 }
-
-broker_http() { [[ "$1" == 1 ]] && echo "http://$HOST:$B1_HTTP_PORT" || echo "http://$HOST:$B2_HTTP_PORT"; }
-broker_id() { [[ "$1" == 1 ]] && echo "$HOST:$B1_HTTP_PORT" || echo "$HOST:$B2_HTTP_PORT"; }
 
 show_log_tail() { # NAME
   local f
@@ -286,8 +324,8 @@ show_log_tail() { # NAME
   done
 }
 
-# wait_until DEADLINE NAME PIDNAME CMD...: polls CMD until it succeeds; fails when the
-# process PIDNAME dies or DEADLINE (epoch seconds) passes.
+# wait_until DEADLINE WHAT PIDNAME CMD...: polls CMD until it succeeds; fails when the process
+# PIDNAME (if not empty) dies or DEADLINE (epoch seconds) passes.
 wait_until() {
   local deadline="$1" what="$2" pidname="$3"
   shift 3
@@ -305,23 +343,32 @@ wait_until() {
 }
 
 broker_ready() { [[ "$(http_get "$(broker_http "$1")/admin/v2/brokers/ready")" == ok ]]; }
-brokers_listed() { # N: broker N's view of the cluster lists every id in $want_ids
-  local body id
-  body="$(http_get "$(broker_http "$1")/admin/v2/brokers/$CLUSTER")" || return 1
-  for id in $want_ids; do grep -qF "\"$id\"" <<<"$body" || return 1; done
+brokers_listed() { # N IDS...: broker N's view of the cluster lists every ID
+  local body id n="$1"
+  shift
+  body="$(http_get "$(broker_http "$n")/admin/v2/brokers/$CLUSTER")" || return 1
+  for id in "$@"; do grep -qF "\"$id\"" <<<"$body" || return 1; done
 }
 broker_unlisted() { # N ID: broker N's view no longer lists ID
   local body
   body="$(http_get "$(broker_http "$1")/admin/v2/brokers/$CLUSTER")" || return 1
   ! grep -qF "\"$2\"" <<<"$body"
 }
-namespace_exists() { http_get "$(broker_http 1)/admin/v2/namespaces/public/default" >/dev/null; }
 consul_leader() { local l; l="$(http_get "http://$HOST:$C_HTTP_PORT/v1/status/leader")" && [[ "$l" == \"?* ]]; }
+# init_cluster: what the standalone would create, through broker 1's admin API (idempotent).
+init_cluster() {
+  local b
+  b="$(broker_http 1)/admin/v2"
+  http_put "$b/clusters/$CLUSTER" "{\"serviceUrl\":\"$(broker_http 1)\",\"brokerServiceUrl\":\"pulsar://$HOST:$B1_PORT\"}" &&
+    http_put "$b/tenants/public" "{\"adminRoles\":[],\"allowedClusters\":[\"$CLUSTER\"]}" &&
+    http_put "$b/namespaces/public/default" '{}' &&
+    http_put "$b/tenants/pulsar" "{\"adminRoles\":[],\"allowedClusters\":[\"$CLUSTER\"]}" &&
+    http_put "$b/namespaces/pulsar/system" '{}'
+}
 topic_works() { # N: create a topic through broker N and look it up
-  local t="persistent/public/default/rig-ready-$1" code
-  code="$(curl -sS -L --max-time 20 -o /dev/null -w '%{http_code}' -X PUT "$(broker_http "$1")/admin/v2/$t")" || return 1
-  [[ "$code" == 204 || "$code" == 409 ]] || return 1
-  curl -fsS -L --max-time 20 "$(broker_http "$1")/lookup/v2/topic/$t" | grep -q '"brokerUrl"'
+  local t="persistent/public/default/rig-ready-$1"
+  http_put "$(broker_http "$1")/admin/v2/$t" '' &&
+    curl -fsS -L --max-time 20 "$(broker_http "$1")/lookup/v2/topic/$t" | grep -q '"brokerUrl"'
 }
 
 # set_state KEY VALUE: replace or add one line of rig.env.
@@ -341,17 +388,22 @@ PULSAR_VERSION=$PULSAR_VERSION
 JAVA_CLASSPATH_FILE=$CP_FILE
 LOG4J_CONFIG=$here/log4j2.xml
 ZOOKEEPER=$HOST:$ZK_PORT
+METADATA_STORE_URL=zk:$HOST:$ZK_PORT
 BOOKIE=$HOST:$BOOKIE_PORT
+ZK_BOOKIE_PID=$(read_pid zk-bookie)
+ZK_BOOKIE_LOG=$LOGS/zk-bookie.log
 BROKER1_URL=pulsar://$HOST:$B1_PORT
-BROKER1_HTTP=http://$HOST:$B1_HTTP_PORT
-BROKER1_ID=$HOST:$B1_HTTP_PORT
+BROKER1_HTTP=$(broker_http 1)
+BROKER1_ID=$(broker_id 1)
 BROKER1_PID=$(read_pid broker1)
 BROKER1_LOG=$LOGS/broker1.log
+BROKER1_CONF=$CONF/broker1.conf
 BROKER2_URL=pulsar://$HOST:$B2_PORT
-BROKER2_HTTP=http://$HOST:$B2_HTTP_PORT
-BROKER2_ID=$HOST:$B2_HTTP_PORT
+BROKER2_HTTP=$(broker_http 2)
+BROKER2_ID=$(broker_id 2)
 BROKER2_PID=$(read_pid broker2)
 BROKER2_LOG=$LOGS/broker2.log
+BROKER2_CONF=$CONF/broker2.conf
 CONSUL_HTTP=http://$HOST:$C_HTTP_PORT
 CONSUL_ADDR=$HOST:$C_HTTP_PORT
 CONSUL_DNS=$HOST:$C_DNS_PORT
@@ -364,11 +416,11 @@ EOF
 print_addresses() {
   cat <<EOF
 rig: up ($RIG_DIR)
-  broker 1  $(state_get BROKER1_URL)  $(state_get BROKER1_HTTP)  id $(state_get BROKER1_ID)  pid $(state_get BROKER1_PID)
-  broker 2  $(state_get BROKER2_URL)  $(state_get BROKER2_HTTP)  id $(state_get BROKER2_ID)  pid $(state_get BROKER2_PID)
-  consul    $(state_get CONSUL_HTTP)  pid $(state_get CONSUL_PID)
-  zookeeper $(state_get ZOOKEEPER)  bookie $(state_get BOOKIE)  cluster $(state_get CLUSTER)
-  state     $STATE
+  broker 1   $(state_get BROKER1_URL)  $(state_get BROKER1_HTTP)  id $(state_get BROKER1_ID)  pid $(state_get BROKER1_PID)
+  broker 2   $(state_get BROKER2_URL)  $(state_get BROKER2_HTTP)  id $(state_get BROKER2_ID)  pid $(state_get BROKER2_PID)
+  consul     $(state_get CONSUL_HTTP)  pid $(state_get CONSUL_PID)
+  zookeeper  $(state_get ZOOKEEPER)  bookie $(state_get BOOKIE)  pid $(state_get ZK_BOOKIE_PID)  cluster $(state_get CLUSTER)
+  state      $STATE
 EOF
 }
 
@@ -377,7 +429,7 @@ EOF
 cmd_prepare() {
   local t0 rc1=0 rc2=0 p1 p2
   t0="$(now)"
-  # The two are independent: network-bound Maven and CPU-bound go build run side by side.
+  # Independent: network-bound Maven and CPU-bound go build run side by side.
   "$here/fetch-pulsar.sh" &
   p1=$!
   "$here/build-consul.sh" &
@@ -389,37 +441,40 @@ cmd_prepare() {
   log "phase prepare: $(since "$t0")"
 }
 
-# stop_all stops the brokers and consul. Broker 1 may be writing the CDS archive as it exits:
-# it gets longer, and the archive is kept only if it exited by itself.
+# stop_all stops the brokers and consul, then ZooKeeper and the bookie. Broker 1 may be writing
+# the CDS archive as it exits: it gets longer, and the archive is kept only if it exited by itself.
 stop_all() {
   local b1 tmp="" k
   b1="$(read_pid broker1)"
   if pid_is_ours "$b1"; then
     tmp="$(tr '\0' '\n' <"/proc/$b1/cmdline" | sed -n 's/^-XX:ArchiveClassesAtExit=//p')"
   fi
-  if [[ -z "$tmp" ]]; then
+  if [[ -n "$tmp" ]]; then
+    log "broker 1 writes the class-data-sharing archive as it exits (once per JVM and classpath)"
+    STOP_TIMEOUT_NOW=$((STOP_TIMEOUT > 120 ? STOP_TIMEOUT : 120)) stop_pids broker2 broker1 consul
+    for k in "${KILLED[@]}"; do if [[ "$k" == broker1 ]]; then rm -f "$tmp"; fi; done
+    if [[ -s "$tmp" ]]; then
+      mv -f "$tmp" "${tmp%.tmp}"
+      log "CDS archive: ${tmp%.tmp}"
+    fi
+  else
     stop_pids broker2 broker1 consul
-    return 0
   fi
-  log "broker 1 writes the class-data-sharing archive as it exits (once per JVM and classpath)"
-  STOP_TIMEOUT_NOW=$((STOP_TIMEOUT > 120 ? STOP_TIMEOUT : 120)) stop_pids broker2 broker1 consul
-  for k in "${KILLED[@]}"; do [[ "$k" == broker1 ]] && rm -f "$tmp"; done
-  if [[ -s "$tmp" ]]; then
-    mv -f "$tmp" "${tmp%.tmp}"
-    log "CDS archive: ${tmp%.tmp}"
-  fi
+  stop_pids zk-bookie
 }
 
 rig_is_up() {
   local n
-  for n in broker1 broker2 consul; do pid_is_ours "$(read_pid "$n")" && return 0; done
+  for n in zk-bookie broker1 broker2 consul; do
+    if pid_is_ours "$(read_pid "$n")"; then return 0; fi
+  done
   return 1
 }
 
-# fail_up MSG NAME: show NAME's log, stop everything, exit 1.
+# fail_up MSG [NAME]: show NAME's log, stop everything, exit 1.
 fail_up() {
   err "$1"
-  [[ -n "${2:-}" ]] && show_log_tail "$2"
+  if [[ -n "${2:-}" ]]; then show_log_tail "$2"; fi
   err "startup failed; stopping what was started"
   stop_pids watchdog
   stop_all
@@ -427,65 +482,64 @@ fail_up() {
 }
 
 cmd_up() {
-  local t_all t0 p taken=() deadline want_ids
+  local t_all t0 p taken=() deadline
   t_all="$(now)"
   if rig_is_up; then
-    err "a rig is already running in $RIG_DIR (rig.sh down first, or set RIG_DIR)"
+    err "a rig is already running in $RIG_DIR (rig.sh down first; or set $RIG_DIR/rig.env in PULSAR_PROXY_RIG to use it)"
     exit 1
   fi
   cmd_prepare
   command -v curl >/dev/null 2>&1 || { err "curl is not on PATH; the rig needs it for readiness checks"; exit 2; }
   for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" "$ZK_PORT" "$BOOKIE_PORT" \
     "$C_HTTP_PORT" "$C_DNS_PORT" "$C_SERF_LAN_PORT" "$C_SERF_WAN_PORT" "$C_SERVER_PORT" "$C_GRPC_PORT" "$C_GRPC_TLS_PORT"; do
-    port_in_use "$p" && taken+=("$p")
+    if port_in_use "$p"; then taken+=("$p"); fi
   done
   if ((${#taken[@]})); then
     err "port(s) already in use on this machine: ${taken[*]}"
-    err "(ports are set by RIG_BROKER{1,2}_PORT, RIG_BROKER{1,2}_HTTP_PORT, RIG_ZK_PORT, RIG_BOOKIE_PORT, RIG_CONSUL_*_PORT)"
-    command -v ss >/dev/null 2>&1 && for p in "${taken[@]}"; do ss -Hltunp 2>/dev/null | awk -v p=":$p\$" '$5 ~ p' >&2; done
+    err "(set RIG_BROKER{1,2}_PORT, RIG_BROKER{1,2}_HTTP_PORT, RIG_ZK_PORT, RIG_BOOKIE_PORT, RIG_CONSUL_*_PORT)"
+    if command -v ss >/dev/null 2>&1; then
+      for p in "${taken[@]}"; do ss -Hltunp 2>/dev/null | awk -v p=":$p\$" '$5 ~ p' >&2; done
+    fi
     exit 1
   fi
 
   rm -rf "$DATA" "$CONF" "$PIDS" "$LOGS" "$STATE"
   mkdir -p "$DATA" "$CONF" "$PIDS" "$LOGS"
   RIG_ID="$(date +%s)-$$-$RANDOM"
-  write_broker_conf "$CONF/broker1.conf" "$B1_PORT" "$B1_HTTP_PORT" yes
-  write_broker_conf "$CONF/broker2.conf" "$B2_PORT" "$B2_HTTP_PORT" no
+  write_confs
   trap 'fail_up "interrupted"' INT TERM
 
   t0="$(now)"
   deadline=$(($(date +%s) + BROKER_TIMEOUT))
-  start_broker 1
+  start_zk_bookie
   start_consul
-  log "started broker 1 (standalone: ZooKeeper :$ZK_PORT, bookie :$BOOKIE_PORT, pid $(read_pid broker1)) and consul (pid $(read_pid consul))"
-  # Broker 2 needs ZooKeeper and the bookie's ledger metadata: the bookie port opens after both.
-  wait_until "$deadline" "ZooKeeper and the bookie of broker 1 (port $BOOKIE_PORT)" broker1 port_in_use "$BOOKIE_PORT" ||
-    fail_up "broker 1 did not bring up its bookie" broker1
+  log "started ZooKeeper :$ZK_PORT and bookie :$BOOKIE_PORT (pid $(read_pid zk-bookie)), consul (pid $(read_pid consul))"
+  # The brokers need ZooKeeper and the ledger metadata; the bookie port opens after both.
+  wait_until "$deadline" "ZooKeeper and the bookie (port $BOOKIE_PORT)" zk-bookie port_in_use "$BOOKIE_PORT" ||
+    fail_up "ZooKeeper and the bookie did not come up" zk-bookie
   log "phase zookeeper+bookie: $(since "$t0")"
+  start_broker 1
   start_broker 2
-  local t2
-  t2="$(now)"
-  log "started broker 2 (pid $(read_pid broker2))"
+  log "started broker 1 (pid $(read_pid broker1)) and broker 2 (pid $(read_pid broker2))"
 
   wait_until "$(($(date +%s) + CONSUL_TIMEOUT))" "consul leader on :$C_HTTP_PORT" consul consul_leader ||
     fail_up "consul did not elect itself leader" consul
   log "phase consul: $(since "$t0")"
 
+  deadline=$(($(date +%s) + BROKER_TIMEOUT))
   wait_until "$deadline" "broker 1 /admin/v2/brokers/ready" broker1 broker_ready 1 ||
     fail_up "broker 1 not ready within ${BROKER_TIMEOUT}s" broker1
   log "phase broker 1 ready: $(since "$t0")"
-  wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker 2 /admin/v2/brokers/ready" broker2 broker_ready 2 ||
+  wait_until "$deadline" "broker 2 /admin/v2/brokers/ready" broker2 broker_ready 2 ||
     fail_up "broker 2 not ready within ${BROKER_TIMEOUT}s" broker2
-  log "phase broker 2 ready: $(since "$t2") after its start"
+  log "phase broker 2 ready: $(since "$t0")"
 
-  want_ids="$(broker_id 1) $(broker_id 2)"
-  deadline=$(($(date +%s) + BROKER_TIMEOUT))
-  wait_until "$deadline" "both brokers in /admin/v2/brokers/$CLUSTER" broker1 brokers_listed 1 ||
+  wait_until "$deadline" "cluster $CLUSTER, tenants public and pulsar, namespaces public/default and pulsar/system" broker1 init_cluster ||
+    fail_up "could not create the cluster metadata through broker 1" broker1
+  wait_until "$deadline" "both brokers in broker 1's /admin/v2/brokers/$CLUSTER" broker1 brokers_listed 1 "$(broker_id 1)" "$(broker_id 2)" ||
     fail_up "the brokers do not see each other" broker2
-  wait_until "$deadline" "both brokers in broker 2's /admin/v2/brokers/$CLUSTER" broker2 brokers_listed 2 ||
+  wait_until "$deadline" "both brokers in broker 2's /admin/v2/brokers/$CLUSTER" broker2 brokers_listed 2 "$(broker_id 1)" "$(broker_id 2)" ||
     fail_up "the brokers do not see each other" broker2
-  wait_until "$deadline" "namespace public/default" broker1 namespace_exists ||
-    fail_up "the standalone did not create public/default" broker1
   wait_until "$deadline" "a topic created and looked up through broker 1" broker1 topic_works 1 ||
     fail_up "topics cannot be created through broker 1" broker1
   wait_until "$deadline" "a topic created and looked up through broker 2" broker2 topic_works 2 ||
@@ -493,7 +547,8 @@ cmd_up() {
   log "phase cluster checks: $(since "$t0")"
 
   if [[ -n "${RIG_OWNER_PID:-}" ]]; then
-    # A watchdog that tears the rig down when its owner (e.g. a test binary) dies without doing it.
+    # A watchdog that tears the rig down when its owner (e.g. a test binary) dies without doing so.
+    # shellcheck disable=SC2016
     (exec setsid bash -c 'owner=$1; self=$2; id=$3; while kill -0 "$owner" 2>/dev/null; do sleep 1; done
       RIG_EXPECT_ID=$id exec "$self" down' rig-watchdog "$RIG_OWNER_PID" "$self" "$RIG_ID" "$RIG_DIR" \
       >>"$LOGS/watchdog.log" 2>&1 </dev/null) &
@@ -510,10 +565,9 @@ cmd_down() {
     log "the rig in $RIG_DIR is not $RIG_EXPECT_ID; leaving it alone"
     return 0
   fi
-  local t0 wd
+  local t0
   t0="$(now)"
-  wd="$(read_pid watchdog)"
-  if [[ "$wd" == "$$" ]]; then rm -f "$PIDS/watchdog.pid"; else stop_pids watchdog; fi
+  if [[ "$(read_pid watchdog)" == "$$" ]]; then rm -f "$PIDS/watchdog.pid"; else stop_pids watchdog; fi
   stop_all
   rm -rf "$DATA" "$CONF" "$PIDS" "$STATE"
   log "down ($(since "$t0")); logs kept in $LOGS"
@@ -523,16 +577,25 @@ cmd_status() {
   local n pid rc=0
   if [[ ! -f "$STATE" ]]; then
     log "no rig state in $RIG_DIR"
-    rig_is_up && { err "but some of its processes are running; rig.sh down stops them"; return 1; }
+    if rig_is_up; then
+      err "but some of its processes are running; rig.sh down stops them"
+      return 1
+    fi
     return 3
   fi
-  for n in broker1 broker2 consul watchdog; do
+  for n in zk-bookie broker1 broker2 consul watchdog; do
     pid="$(read_pid "$n")"
-    if pid_is_ours "$pid"; then echo "  $n: running (pid $pid)"; elif [[ "$n" != watchdog ]]; then echo "  $n: stopped"; rc=1; fi
+    if pid_is_ours "$pid"; then
+      echo "  $n: running (pid $pid)"
+    elif [[ "$n" != watchdog ]]; then
+      echo "  $n: stopped"
+      rc=1
+    fi
   done
-  broker_ready 1 && echo "  broker 1: ready" || { echo "  broker 1: not answering"; rc=1; }
-  broker_ready 2 && echo "  broker 2: ready" || { echo "  broker 2: not answering"; rc=1; }
-  consul_leader && echo "  consul: leader elected" || { echo "  consul: not answering"; rc=1; }
+  for n in 1 2; do
+    if broker_ready "$n"; then echo "  broker $n: ready"; else echo "  broker $n: not answering"; rc=1; fi
+  done
+  if consul_leader; then echo "  consul: leader elected"; else echo "  consul: not answering"; rc=1; fi
   print_addresses
   return "$rc"
 }
@@ -540,48 +603,61 @@ cmd_status() {
 need_state() { [[ -f "$STATE" ]] || { err "no rig state in $RIG_DIR (rig.sh up first)"; exit 1; }; }
 check_broker_arg() {
   case "${1:-}" in
-    2) ;;
-    1) err "broker 1 is the standalone that also runs ZooKeeper and the bookie; only broker 2 can be stopped and started"; exit 2 ;;
-    *) err "usage: rig.sh stop-broker|start-broker 2"; exit 2 ;;
+    1 | 2) ;;
+    *) err "usage: rig.sh stop-broker|start-broker 1|2"; exit 2 ;;
   esac
 }
 
 cmd_stop_broker() {
-  check_broker_arg "$1"
+  local n="$1" other t0
+  check_broker_arg "$n"
   need_state
-  local t0 deadline
+  other=$((3 - n))
   t0="$(now)"
-  stop_pids "broker$1"
-  set_state "BROKER$1_PID" ""
-  # A clean SIGTERM closes its ZooKeeper session; wait until broker 1 no longer lists it.
-  deadline=$(($(date +%s) + STOP_TIMEOUT))
-  wait_until "$deadline" "broker 1 to drop $(broker_id "$1") from its broker list" "" broker_unlisted 1 "$(broker_id "$1")" ||
-    err "broker 1 still lists $(broker_id "$1") (its session expires within 30s)"
-  log "broker $1 stopped ($(since "$t0"))"
+  stop_pids "broker$n"
+  set_state "BROKER${n}_PID" ""
+  # A clean SIGTERM closes its ZooKeeper session; wait until the other broker stops listing it.
+  if pid_is_ours "$(read_pid "broker$other")"; then
+    wait_until "$(($(date +%s) + STOP_TIMEOUT))" "broker $other to drop $(broker_id "$n") from its list" "" \
+      broker_unlisted "$other" "$(broker_id "$n")" ||
+      err "broker $other still lists $(broker_id "$n") (its ZooKeeper session expires within 30s)"
+  fi
+  log "broker $n stopped ($(since "$t0"))"
 }
 
 cmd_start_broker() {
-  check_broker_arg "$1"
+  local n="$1" t0 p ids=()
+  check_broker_arg "$n"
   need_state
-  local t0 want_ids p
-  if pid_is_ours "$(read_pid "broker$1")"; then log "broker $1 is already running"; return 0; fi
-  for p in "$B2_PORT" "$B2_HTTP_PORT"; do
-    port_in_use "$p" && { err "port $p is still in use; cannot start broker $1"; exit 1; }
+  if pid_is_ours "$(read_pid "broker$n")"; then
+    log "broker $n is already running"
+    return 0
+  fi
+  for p in "$(broker_port "$n")" "$(broker_http_port "$n")"; do
+    if port_in_use "$p"; then
+      err "port $p is still in use; cannot start broker $n"
+      exit 1
+    fi
   done
   t0="$(now)"
-  start_broker "$1"
-  log "started broker $1 (pid $(read_pid "broker$1"))"
-  if ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker $1 /admin/v2/brokers/ready" "broker$1" broker_ready "$1"; then
-    show_log_tail "broker$1"
-    stop_pids "broker$1"
-    err "broker $1 did not become ready within ${BROKER_TIMEOUT}s"
+  start_broker "$n"
+  log "started broker $n (pid $(read_pid "broker$n"))"
+  if ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker $n /admin/v2/brokers/ready" "broker$n" broker_ready "$n"; then
+    show_log_tail "broker$n"
+    stop_pids "broker$n"
+    err "broker $n did not become ready within ${BROKER_TIMEOUT}s"
     exit 1
   fi
-  want_ids="$(broker_id 1) $(broker_id 2)"
-  wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "both brokers listed" "broker$1" brokers_listed 1 ||
-    { show_log_tail "broker$1"; err "broker $1 did not register"; exit 1; }
-  set_state "BROKER$1_PID" "$(read_pid "broker$1")"
-  log "broker $1 ready ($(since "$t0"))"
+  for p in 1 2; do
+    if pid_is_ours "$(read_pid "broker$p")"; then ids+=("$(broker_id "$p")"); fi
+  done
+  if ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker $n registered" "broker$n" brokers_listed "$n" "${ids[@]}"; then
+    show_log_tail "broker$n"
+    err "broker $n did not register"
+    exit 1
+  fi
+  set_state "BROKER${n}_PID" "$(read_pid "broker$n")"
+  log "broker $n ready ($(since "$t0"))"
 }
 
 case "${1:-}" in
@@ -589,16 +665,19 @@ case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  env) need_state; cat "$STATE" ;;
+  env)
+    need_state
+    cat "$STATE"
+    ;;
+  stop-broker) cmd_stop_broker "${2:-}" ;;
+  start-broker) cmd_start_broker "${2:-}" ;;
   java-flags)
     [[ $# -ge 4 ]] || { err "usage: rig.sh java-flags HEAP LOGDIR LOGFILE"; exit 2; }
     java_flags "$2" "$3" "$4"
     ;;
   classpath-file) echo "$CP_FILE" ;;
-  stop-broker) cmd_stop_broker "${2:-}" ;;
-  start-broker) cmd_start_broker "${2:-}" ;;
   *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -1,0 +1,90 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Main classes in the rig's jars.
+const (
+	PerfMainClass       = "org.apache.pulsar.testclient.PulsarPerfTestTool"    // pulsar-perf
+	ProxyMainClass      = "org.apache.pulsar.proxy.server.ProxyServiceStarter" // the Java Pulsar proxy
+	StandaloneMainClass = "org.apache.pulsar.PulsarStandaloneStarter"          // broker 1
+	BrokerMainClass     = "org.apache.pulsar.PulsarBrokerStarter"              // broker 2
+	TokensMainClass     = "org.apache.pulsar.utils.auth.tokens.TokensCliUtils" // JWT tool
+)
+
+// ClasspathFile returns the path of the file holding the cached Pulsar classpath.
+func ClasspathFile() (string, error) {
+	v, err := Versions()
+	if err != nil {
+		return "", err
+	}
+	c, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(c, "pulsar-"+v["PULSAR_VERSION"], "classpath.txt"), nil
+}
+
+// JavaClasspath returns the classpath (jars joined by ':') of the pinned Pulsar broker, proxy,
+// pulsar-perf and log4j, as fetch-pulsar.sh cached it. It fails when a jar is missing; run
+// test/rig/fetch-pulsar.sh (or rig.Start) first.
+func JavaClasspath() (string, error) {
+	f, err := ClasspathFile()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return "", fmt.Errorf("rig: Pulsar classpath not cached (run test/rig/fetch-pulsar.sh): %w", err)
+	}
+	cp := strings.TrimSpace(string(b))
+	for _, jar := range strings.Split(cp, ":") {
+		if _, err := os.Stat(jar); err != nil {
+			return "", fmt.Errorf("rig: Pulsar classpath incomplete (run test/rig/fetch-pulsar.sh): %w", err)
+		}
+	}
+	return cp, nil
+}
+
+// JavaFlags returns the JVM options the rig's brokers run with (Pulsar's launch-script flags,
+// the class-data-sharing archive when there is one, log4j2.xml logging to logDir/logFile),
+// with heap as -Xms/-Xmx (e.g. "512m").
+func JavaFlags(heap, logDir, logFile string) ([]string, error) {
+	dir, err := ScriptsDir()
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command("bash", filepath.Join(dir, "rig.sh"), "java-flags", heap, logDir, logFile).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return nil, fmt.Errorf("rig: rig.sh java-flags: %w: %s", err, ee.Stderr)
+		}
+		return nil, fmt.Errorf("rig: rig.sh java-flags: %w", err)
+	}
+	return strings.Fields(string(out)), nil
+}
+
+// JavaCommand returns a command that runs mainClass from the rig's jars with JavaFlags, logging
+// to logDir/<name>.log (the process's stdout and stderr are left to the caller). For example:
+//
+//	cmd, err := rig.JavaCommand(ctx, "256m", dir, "perf", rig.PerfMainClass,
+//		"produce", "-u", r.BrokerURL(1), "-r", "1000", "-m", "10000", topic)
+func JavaCommand(ctx context.Context, heap, logDir, name, mainClass string, args ...string) (*exec.Cmd, error) {
+	cp, err := JavaClasspath()
+	if err != nil {
+		return nil, err
+	}
+	flags, err := JavaFlags(heap, logDir, name+".log")
+	if err != nil {
+		return nil, err
+	}
+	argv := append(flags, "-cp", cp, mainClass)
+	argv = append(argv, args...)
+	return exec.CommandContext(ctx, "java", argv...), nil
+}
