@@ -1,0 +1,108 @@
+// Package e2e holds the end-to-end tests: real Pulsar brokers and Consul from the test rig
+// (test/rig), started once for the package by TestMain.
+package e2e
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+)
+
+// theRig is the rig every test of the package uses. Tests that stop a broker must start it
+// again before they return (t.Cleanup), since the other tests share it.
+var theRig *rig.Rig
+
+// rigStartTimeout bounds rig.Start, including a cold cache: downloading the Pulsar jars and
+// building Consul can take a quarter of an hour on a busy two-core machine.
+const rigStartTimeout = 30 * time.Minute
+
+// setupStep is package-wide setup that another file of this package registers from its init
+// function with beforeAll. TestMain runs the steps in registration order once the rig is up,
+// with a scratch directory that lives until the package's tests end.
+type setupStep struct {
+	name string
+	fn   func(dir string) error
+}
+
+var setupSteps []setupStep
+
+// beforeAll registers a package-wide setup step (call it from init).
+func beforeAll(name string, fn func(dir string) error) {
+	setupSteps = append(setupSteps, setupStep{name, fn})
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("SKIP: end-to-end tests do not run with -short (they start Pulsar brokers and Consul)")
+		return 0
+	}
+	ci := os.Getenv("CI") != "" && os.Getenv("CI") != "false" && os.Getenv("CI") != "0"
+
+	if err := rig.CheckPrerequisites(); err != nil {
+		if ci {
+			fmt.Fprintf(os.Stderr, "FAIL: end-to-end tests cannot run on CI: %v\n", err)
+			return 1
+		}
+		fmt.Printf("SKIP: end-to-end tests skipped: %v\n", err)
+		return 0
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), rigStartTimeout)
+	defer cancel()
+	began := time.Now()
+	r, err := rig.Start(ctx)
+	if err != nil {
+		var pe *rig.PrereqError
+		if errors.As(err, &pe) && !ci {
+			fmt.Printf("SKIP: end-to-end tests skipped: %v\n", err)
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "FAIL: the end-to-end rig did not start: %v\n", err)
+		return 1
+	}
+	if r.Owned() {
+		fmt.Printf("rig: startup took %s (fetch, consul build and up)\n", time.Since(began).Round(100*time.Millisecond))
+	} else {
+		fmt.Printf("rig: attached to the running rig at %s (%s); it stays up\n", r.StateFile, rig.EnvAttach)
+	}
+	theRig = r
+	if r.Owned() {
+		defer func() {
+			t0 := time.Now()
+			if err := r.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "rig: stopping the rig failed: %v\n", err)
+				return
+			}
+			fmt.Printf("rig: teardown took %s\n", time.Since(t0).Round(100*time.Millisecond))
+		}()
+	}
+
+	if len(setupSteps) > 0 {
+		dir, err := os.MkdirTemp("", "pulsar-proxy-e2e-")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		for _, s := range setupSteps {
+			t0 := time.Now()
+			if err := s.fn(dir); err != nil {
+				fmt.Fprintf(os.Stderr, "FAIL: package setup %q: %v\n", s.name, err)
+				return 1
+			}
+			fmt.Printf("setup %s: %s\n", s.name, time.Since(t0).Round(100*time.Millisecond))
+		}
+	}
+	return m.Run()
+}
