@@ -68,7 +68,7 @@ run_mvn() {
 }
 
 mode=""
-if [[ -d "$m2/org/apache/pulsar/pulsar-broker/$PULSAR_VERSION" ]]; then
+if [[ -f "$m2/org/apache/pulsar/pulsar-broker/$PULSAR_VERSION/pulsar-broker-$PULSAR_VERSION.jar" ]]; then
   echo "fetch-pulsar: resolving Pulsar $PULSAR_VERSION from the local Maven cache (offline)"
   run_mvn -o && mode="offline"
 fi
@@ -78,7 +78,8 @@ if [[ -z "$mode" ]]; then
     mode="online"
   else
     echo "fetch-pulsar: could not resolve the Pulsar $PULSAR_VERSION jars. Maven said:" >&2
-    grep -E 'Could not (find|resolve|transfer|collect)|Failed to (collect|read|execute)|Non-resolvable|BUILD FAILURE' "$log" |
+    sed 's/\x1b\[[0-9;]*m//g' "$log" |
+      grep -E 'Could not (find|resolve|transfer|collect)|Failed to (collect|read|execute)|Non-resolvable|BUILD FAILURE' |
       sed -e 's/^\[ERROR\] *//' -e 's/ -> \[Help 1\]$//' | head -5 | cut -c1-600 | sed 's/^/  /' >&2
     echo "fetch-pulsar: full Maven log: $log" >&2
     code=3 die "giving up (pins are in $here/versions.env)"

@@ -94,8 +94,9 @@ func CheckPrerequisites() error {
 		}
 	}
 	if _, err := JavaClasspath(); err != nil {
-		if _, err := exec.LookPath("mvn"); err != nil {
-			return &PrereqError{Reason: "mvn is not on PATH and the Pulsar jars are not cached yet (" + err.Error() + ")"}
+		if _, lerr := exec.LookPath("mvn"); lerr != nil {
+			cp, _ := ClasspathFile()
+			return &PrereqError{Reason: "mvn is not on PATH, and it is needed once to download the Pulsar jars (no complete " + cp + ")"}
 		}
 	}
 	bin, err := consulBinary()
@@ -127,6 +128,7 @@ func Start(ctx context.Context) (*Rig, error) {
 	began := time.Now()
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(dir, "rig.sh"), "up")
 	cmd.Env = append(os.Environ(), "RIG_OWNER_PID="+strconv.Itoa(os.Getpid()))
+	dieWithParent(cmd)
 	cmd.Stdout = os.Stderr
 	cmd.Stderr = os.Stderr
 	cmd.WaitDelay = 5 * time.Second
@@ -340,6 +342,7 @@ func runScript(ctx context.Context, out io.Writer, rigDir string, args ...string
 	if rigDir != "" {
 		cmd.Env = append(cmd.Env, "RIG_DIR="+rigDir)
 	}
+	dieWithParent(cmd)
 	var buf bytes.Buffer
 	cmd.Stdout = io.MultiWriter(out, &buf)
 	cmd.Stderr = io.MultiWriter(out, &buf)
