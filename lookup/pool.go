@@ -25,6 +25,7 @@ type PoolConfig struct {
 	ConnectTimeout  time.Duration
 	MaxFrameSize    int
 	MaxPending      int // requests in flight per broker connection
+	ConnsPerBroker  int // pooled connections per broker, used in turn
 	Logger          zerolog.Logger
 }
 
@@ -35,7 +36,8 @@ type Pool struct {
 	cfg    PoolConfig
 	dials  singleflight.Group
 	mu     sync.Mutex
-	conns  map[string]*brokerConn // by host:port
+	conns  map[string]*brokerConn // by slot key: host:port#n
+	turn   atomic.Uint64
 	closed bool
 }
 
@@ -82,19 +84,22 @@ func (p *Pool) Close() {
 }
 
 func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
+	// Requests take the broker's connections in turn, so one slow answer (a big
+	// GET_TOPICS_OF_NAMESPACE) does not hold up every lookup behind it.
+	key := fmt.Sprintf("%s#%d", addr, p.turn.Add(1)%uint64(max(p.cfg.ConnsPerBroker, 1)))
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, ErrPoolClosed
 	}
-	if c := p.conns[addr]; c != nil && !c.isClosed() {
+	if c := p.conns[key]; c != nil && !c.isClosed() {
 		p.mu.Unlock()
 		return c, nil
 	}
 	p.mu.Unlock()
 
-	// One dial per broker however many lookups wait for it.
-	v, err, _ := p.dials.Do(addr, func() (any, error) {
+	// One dial per slot however many lookups wait for it.
+	v, err, _ := p.dials.Do(key, func() (any, error) {
 		c, err := p.dial(addr)
 		if err != nil {
 			return nil, err
@@ -105,7 +110,7 @@ func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
 			c.close(ErrPoolClosed)
 			return nil, ErrPoolClosed
 		}
-		p.conns[addr] = c
+		p.conns[key] = c
 		return c, nil
 	})
 	if err != nil {

@@ -31,6 +31,10 @@ var version = "0.1.0-dev"
 // protocolVersion is the highest Pulsar protocol version the proxy speaks (v21: Pulsar 3.x/4.x).
 const protocolVersion = 21
 
+// maxPendingPerBrokerConn bounds the lookups in flight on one pooled broker connection; each
+// client connection is bounded separately by session.maxPendingLookups.
+const maxPendingPerBrokerConn = 10000
+
 func main() {
 	configPath := flag.String("config", "", "YAML configuration file (environment variables PULSAR_PROXY_* override it)")
 	showVersion := flag.Bool("version", false, "print the version and exit")
@@ -70,7 +74,8 @@ func run(cfg *config.Config) error {
 		DialTimeout:     cfg.Broker.DialTimeout,
 		ConnectTimeout:  cfg.Broker.ConnectTimeout,
 		MaxFrameSize:    cfg.Session.MaxFrameSize,
-		MaxPending:      cfg.Session.MaxPendingLookups * 100,
+		MaxPending:      maxPendingPerBrokerConn,
+		ConnsPerBroker:  cfg.Broker.LookupConnectionsPerBroker,
 		Logger:          log,
 	})
 	defer pool.Close()
