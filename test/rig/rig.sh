@@ -651,11 +651,15 @@ cmd_start_broker() {
   for p in 1 2; do
     if pid_is_ours "$(read_pid "broker$p")"; then ids+=("$(broker_id "$p")"); fi
   done
-  if ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker $n registered" "broker$n" brokers_listed "$n" "${ids[@]}"; then
-    show_log_tail "broker$n"
-    err "broker $n did not register"
-    exit 1
-  fi
+  # Every running broker's view must list every running broker.
+  for p in 1 2; do
+    if pid_is_ours "$(read_pid "broker$p")" &&
+      ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker $p to list ${ids[*]}" "broker$n" brokers_listed "$p" "${ids[@]}"; then
+      show_log_tail "broker$n"
+      err "broker $n did not register"
+      exit 1
+    fi
+  done
   set_state "BROKER${n}_PID" "$(read_pid "broker$n")"
   log "broker $n ready ($(since "$t0"))"
 }
