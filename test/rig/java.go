@@ -71,10 +71,8 @@ func JavaFlags(heap, logDir, logFile string) ([]string, error) {
 }
 
 // JavaCommand returns a command that runs mainClass from the rig's jars with JavaFlags, logging
-// to logDir/<name>.log (the process's stdout and stderr are left to the caller). For example:
-//
-//	cmd, err := rig.JavaCommand(ctx, "256m", dir, "perf", rig.PerfMainClass,
-//		"produce", "-u", r.BrokerURL(1), "-r", "1000", "-m", "10000", topic)
+// to logDir/<name>.log (the process's stdout and stderr are left to the caller). For pulsar-perf
+// use PerfCommand.
 func JavaCommand(ctx context.Context, heap, logDir, name, mainClass string, args ...string) (*exec.Cmd, error) {
 	cp, err := JavaClasspath()
 	if err != nil {
@@ -87,4 +85,20 @@ func JavaCommand(ctx context.Context, heap, logDir, name, mainClass string, args
 	argv := append(flags, "-cp", cp, mainClass)
 	argv = append(argv, args...)
 	return exec.CommandContext(ctx, "java", argv...), nil
+}
+
+// PerfCommand returns a pulsar-perf command (PulsarPerfTestTool; 1 GiB heap, since its
+// histograms need more than 256 MiB) logging to logDir/perf.log. pulsar-perf's first argument
+// is a client config file, as bin/pulsar-perf passes it: this writes clientConf (may be empty)
+// to logDir/perf-client.conf and passes that.
+// For example:
+//
+//	cmd, err := rig.PerfCommand(ctx, dir, "", "produce", "-u", r.BrokerURL(1),
+//		"-r", "1000", "-m", "10000", topic)
+func PerfCommand(ctx context.Context, logDir, clientConf string, args ...string) (*exec.Cmd, error) {
+	conf := filepath.Join(logDir, "perf-client.conf")
+	if err := os.WriteFile(conf, []byte(clientConf), 0o644); err != nil {
+		return nil, err
+	}
+	return JavaCommand(ctx, "1g", logDir, "perf", PerfMainClass, append([]string{conf}, args...)...)
 }
