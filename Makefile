@@ -64,3 +64,22 @@ rig-down:
 
 rig-status:
 	$(RIG) status
+
+# --- the product -------------------------------------------------------------------------
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: demo build proto
+
+# The quick start: a real two-broker cluster, the proxy in front, produce and consume through
+# it, print what happened. Uses a rig named by PULSAR_PROXY_RIG if one is up, else starts one.
+demo:
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,demo,$(GO) run ./test/demo)
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/pulsar-proxy ./cmd/pulsar-proxy
+
+# Regenerates frame/pb/pulsar_api.pb.go (needs Debian's protobuf-compiler).
+proto:
+	frame/pb/gen.sh

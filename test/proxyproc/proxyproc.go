@@ -1,0 +1,192 @@
+// Package proxyproc builds and runs the real pulsar-proxy binary for end-to-end tests and the
+// demo: a config file of their choosing, logs to a file, stopped with SIGTERM like in
+// Kubernetes.
+package proxyproc
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Build compiles cmd/pulsar-proxy into dir and returns the binary's path.
+func Build(dir string) (string, error) {
+	out := filepath.Join(dir, "pulsar-proxy")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/pulsar-proxy")
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build pulsar-proxy: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+// RepoRoot is the repository's root directory, found from this source file.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Proc is one running pulsar-proxy process.
+type Proc struct {
+	PulsarURL string // pulsar://127.0.0.1:port, the service URL clients use
+	Addr      string // 127.0.0.1:port
+	HTTPURL   string // http://127.0.0.1:port
+	LogPath   string
+	cmd       *exec.Cmd
+	exited    chan struct{}
+}
+
+// Start runs binary with the given brokers plus extraYAML appended to the generated config
+// (top-level keys, e.g. "session:\n  handshakeTimeout: 1s\n"), in dir. It returns once
+// /healthz answers.
+func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error) {
+	pulsarAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen:\n  pulsar: %q\n  http: %q\n", pulsarAddr, httpAddr)
+	fmt.Fprintf(&b, "discovery:\n  healthCheckInterval: 500ms\n  static:\n    brokers:\n")
+	for _, u := range brokers {
+		fmt.Fprintf(&b, "      - %q\n", u)
+	}
+	b.WriteString(extraYAML)
+	if !strings.Contains(extraYAML, "log:") {
+		b.WriteString("log:\n  level: debug\n  sessionSummary: info\n")
+	}
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(b.String()), 0o644); err != nil {
+		return nil, err
+	}
+	p := &Proc{PulsarURL: "pulsar://" + pulsarAddr, Addr: pulsarAddr, HTTPURL: "http://" + httpAddr,
+		LogPath: filepath.Join(dir, "proxy.log"), exited: make(chan struct{})}
+	logFile, err := os.Create(p.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	p.cmd = exec.Command(binary, "--config", cfgPath)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	go func() { p.cmd.Wait(); logFile.Close(); close(p.exited) }()
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if code, _ := p.Get("/healthz"); code == 200 {
+			return p, nil
+		}
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("pulsar-proxy exited at start:\n%s", p.LogTail(30))
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.Stop()
+			return nil, fmt.Errorf("pulsar-proxy did not answer /healthz:\n%s", p.LogTail(30))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop sends SIGTERM and waits for the drain; SIGKILL after 40 s. It reports whether the
+// process stopped by itself.
+func (p *Proc) Stop() (graceful bool) {
+	select {
+	case <-p.exited:
+		return true
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return true
+	case <-time.After(40 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+		return false
+	}
+}
+
+// Get fetches a path of the proxy's HTTP endpoint; status 0 when it cannot be reached.
+func (p *Proc) Get(path string) (int, string) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(p.HTTPURL + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Metric sums the samples of a metric whose labels contain every given pair
+// (e.g. `direction="client_to_broker"`).
+func (p *Proc) Metric(name string, labels ...string) (float64, error) {
+	code, body := p.Get("/metrics")
+	if code != 200 {
+		return 0, fmt.Errorf("/metrics: %d %s", code, body)
+	}
+	return SumMetric(body, name, labels...), nil
+}
+
+// SumMetric sums matching samples in a Prometheus text exposition.
+func SumMetric(body, name string, labels ...string) float64 {
+	var sum float64
+	sc := bufio.NewScanner(strings.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+lines:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue lines
+			}
+		}
+		f := strings.Fields(line)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// LogTail returns the last n lines of the proxy's log.
+func (p *Proc) LogTail(n int) string {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
