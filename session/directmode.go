@@ -94,8 +94,9 @@ func (s *session) connectBroker(broker *wire, c *pb.CommandConnect) (*pb.BaseCom
 // failure closes both sockets at once.
 func (s *session) forward(broker *wire) CloseReason {
 	m := s.srv.metrics
-	up := &pipe{src: s.client, dst: broker.conn, frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker)}
-	down := &pipe{src: broker, dst: s.client.conn, frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient)}
+	toBrokerSink, toClientSink := newSink(broker.conn), newSink(s.client.conn)
+	up := &pipe{src: s.client, dst: toBrokerSink, frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker)}
+	down := &pipe{src: broker, dst: toClientSink, frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient)}
 
 	type result struct {
 		up  bool
