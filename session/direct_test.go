@@ -158,3 +158,58 @@ func TestDirectModeRefusesUnknownTargetsWithoutDialling(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// TestSlowClientSlowsBroker: a client that stops reading must stall the broker's writes
+// instead of growing the proxy's buffers.
+func TestSlowClientSlowsBroker(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	written := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			written <- -1
+			return
+		}
+		defer c.Close()
+		r := frame.NewReader(c, frame.DefaultMaxFrameSize)
+		if _, err := r.ReadFrame(); err != nil { // CONNECT
+			written <- -1
+			return
+		}
+		frame.WriteCommand(c, frame.Connected("fake-broker", 21, 5<<20))
+		msg := &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{
+			ConsumerId: proto.Uint64(1), MessageId: &pb.MessageIdData{LedgerId: proto.Uint64(1), EntryId: proto.Uint64(1)}}}
+		raw, _ := frame.AppendPayloadCommand(nil, msg, nil, &pb.MessageMetadata{
+			ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1)}, make([]byte, 1<<20))
+		var total int64
+		// Write until a write has been blocked for a while: that is backpressure. The
+		// bound of 1 GiB only stops a proxy that buffers without limit.
+		for total < 1<<30 {
+			c.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+			n, err := c.Write(raw)
+			total += int64(n)
+			if err != nil {
+				break
+			}
+		}
+		written <- total
+	}()
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	b := lookup.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
+	addr, _ := startProxy(t, testConfig(), nil, oneTarget{b})
+	p := dialPeer(t, addr)
+	p.c.(*net.TCPConn).SetReadBuffer(64 << 10)
+	p.send(connectCmd(func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(b.Addr()) }))
+	p.recv() // CONNECTED; from here on the client reads nothing
+	total := <-written
+	// Kernel socket buffers on both hops absorb some megabytes; the proxy itself holds at
+	// most its fixed buffers.
+	if total < 0 || total >= 64<<20 {
+		t.Fatalf("broker wrote %d MiB to a client that reads nothing; want it stalled well below 64 MiB", total>>20)
+	}
+	t.Logf("broker stalled after %d MiB", total>>20)
+}

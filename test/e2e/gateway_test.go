@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,6 +131,20 @@ func TestGatewayNonPartitionedTopic(t *testing.T) {
 	consumeAll(t, consumer, sent)
 	if n := proxy.metric(t, "pulsar_proxy_lookups_total", `type="LOOKUP"`, `result="ok"`); n < 1 {
 		t.Errorf("no successful LOOKUP counted")
+	}
+
+	// The broker sees the client's own version, passed on in the proxy's CONNECT.
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	stats, err := theRig.TopicStats(testCtx(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stats.Publishers) != 1 || !strings.Contains(stats.Publishers[0].ClientVersion, "Go") {
+		t.Errorf("broker's view of the producer: %+v, want the Go client's version", stats.Publishers)
 	}
 }
 
