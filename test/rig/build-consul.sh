@@ -26,6 +26,7 @@ cp -r "$dir/." "$work/"
 chmod -R u+w "$work"
 sed -i '/=> \.\//d' "$work/go.mod"
 echo "consul: building $CONSUL_VERSION (a few minutes the first time)"
-(cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -o "$bin.tmp" .)
+# -trimpath: the build cache then serves a rebuild from another checkout (e.g. a CI clone).
+(cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -o "$bin.tmp" .)
 mv "$bin.tmp" "$bin"
 echo "consul: built $bin in $(( $(date +%s) - start ))s"

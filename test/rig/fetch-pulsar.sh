@@ -36,7 +36,7 @@ classpath_complete() {
 count_jars() { tr ':' '\n' <"$1" | grep -c .; }
 
 if classpath_complete "$cp_file"; then
-  echo "fetch-pulsar: cached Pulsar $PULSAR_VERSION classpath ($(count_jars "$cp_file") jars): $cp_file"
+  echo "fetch-pulsar: cached Pulsar $PULSAR_VERSION classpath ($(count_jars "$cp_file") jars, checked in $(($(date +%s) - start))s): $cp_file"
   exit 0
 fi
 
@@ -55,7 +55,7 @@ mkdir -p "$out_dir"
 exec 9>"$out_dir/.lock"
 flock 9
 if classpath_complete "$cp_file"; then
-  echo "fetch-pulsar: cached Pulsar $PULSAR_VERSION classpath ($(count_jars "$cp_file") jars): $cp_file"
+  echo "fetch-pulsar: cached Pulsar $PULSAR_VERSION classpath ($(count_jars "$cp_file") jars, checked in $(($(date +%s) - start))s): $cp_file"
   exit 0
 fi
 
