@@ -66,7 +66,7 @@ func run(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	brokers := lookup.NewBrokerSet(disc)
+	brokers := lookup.NewBrokerSet(disc, lookup.SetOptions{Logger: log})
 	serverVersion := "pulsar-proxy/" + version
 	pool := lookup.NewPool(lookup.PoolConfig{
 		ClientVersion:   serverVersion,
@@ -79,7 +79,7 @@ func run(cfg *config.Config) error {
 		Logger:          log,
 	})
 	defer pool.Close()
-	resolver := lookup.NewResolver(brokers, pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects)
+	resolver := lookup.NewResolver(brokers, pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, lookup.NewMetrics(reg))
 
 	sessions := session.NewServer(session.Config{
 		ServerVersion:     serverVersion,
