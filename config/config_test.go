@@ -168,8 +168,24 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"more than one YAML document"},
 		},
 		{
-			name: "brokers required",
-			want: []string{"discovery.static.brokers: at least one broker URL is required"},
+			name: "a discovery provider is required",
+			want: []string{"discovery: no broker discovery configured: set discovery.static.brokers, discovery.consul.service or discovery.dns.name"},
+		},
+		{
+			name: "bad DNS name",
+			yaml: "discovery: {dns: {name: \"not a name\", record: MX}}",
+			want: []string{`discovery.dns.name: "not a name" is not a DNS name`, `discovery.dns.record: "MX" is not one of A|SRV`},
+		},
+		{
+			name: "static broker on a port that is not allowed",
+			yaml: "discovery: {static: {brokers: [pulsar://b:16650]}}",
+			want: []string{`discovery.static.brokers[0]: "pulsar://b:16650": port 16650 is not in broker.allowedPorts [6650 6651]`},
+		},
+		{
+			name: "bad consul and target settings",
+			yaml: "discovery: {consul: {service: pulsar, waitTime: 11m, address: \"a b\"}}\nbroker: {allowedPorts: [0], allowedHosts: [\"[\"], learnedTargetLifetime: -1s}",
+			want: []string{"discovery.consul.waitTime:", "discovery.consul.address:", "broker.allowedPorts[0]:",
+				"broker.allowedHosts[0]:", "broker.learnedTargetLifetime:"},
 		},
 		{
 			name: "bad broker URL",
@@ -362,6 +378,9 @@ func fieldByPath(v reflect.Value, path string) string {
 				break
 			}
 		}
+	}
+	if v.Kind() == reflect.String && v.String() == "" {
+		return `""`
 	}
 	return fmt.Sprint(v.Interface())
 }
