@@ -54,7 +54,7 @@ func NewConsul(cfg ConsulConfig, log zerolog.Logger, m *Metrics) (*Consul, error
 		cfg.RetryMin = 500 * time.Millisecond
 	}
 	if cfg.RetryMax < cfg.RetryMin {
-		cfg.RetryMax = max(30*time.Second, cfg.RetryMin)
+		cfg.RetryMax = max(10*time.Second, cfg.RetryMin)
 	}
 	cc := consul.DefaultConfig() // reads CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, CONSUL_CACERT, ...
 	if cfg.Address != "" {

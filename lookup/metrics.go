@@ -7,12 +7,12 @@ import (
 )
 
 // Metrics are the lookup layer's Prometheus series: discovery health and lookup coalescing.
-// Labels are provider names and command types only.
+// Labels are provider names, command types and broker addresses (a handful) only.
 type Metrics struct {
 	discoveryBrokers *prometheus.GaugeVec   // provider
 	discoveryErrors  *prometheus.CounterVec // provider
 	discoveryStale   *prometheus.GaugeVec   // provider
-	brokerRequests   *prometheus.CounterVec // type
+	brokerRequests   *prometheus.CounterVec // type, broker
 	coalesced        *prometheus.CounterVec // type
 
 	stalenessDesc *prometheus.Desc
@@ -33,8 +33,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pulsar_proxy_discovery_stale", Help: "1 while a provider's last refresh failed and its last good list is in use.",
 		}, []string{"provider"}),
 		brokerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pulsar_proxy_broker_lookup_requests_total", Help: "Requests the proxy sent to brokers to answer lookup-mode clients, by command type (redirect hops and retries on another broker included).",
-		}, []string{"type"}),
+			Name: "pulsar_proxy_broker_lookup_requests_total", Help: "Requests the proxy sent to brokers to answer lookup-mode clients, by command type and broker (redirect hops and retries on another broker included).",
+		}, []string{"type", "broker"}),
 		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_lookups_coalesced_total", Help: "Lookup-mode requests answered from an identical request already in flight, by command type.",
 		}, []string{"type"}),

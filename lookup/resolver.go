@@ -167,6 +167,6 @@ func (r *Resolver) lookup(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCom
 }
 
 func (r *Resolver) roundTrip(ctx context.Context, addr string, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	r.metrics.brokerRequests.WithLabelValues(cmd.GetType().String()).Inc()
+	r.metrics.brokerRequests.WithLabelValues(cmd.GetType().String(), addr).Inc()
 	return r.pool.RoundTrip(ctx, addr, cmd)
 }

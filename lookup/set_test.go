@@ -313,7 +313,7 @@ func TestResolverCoalescesIdenticalLookups(t *testing.T) {
 	if c := testutil.ToFloat64(m.coalesced.WithLabelValues("LOOKUP")); c < n-2 {
 		t.Errorf("coalesced = %v, want about %d", c, n)
 	}
-	if sent := testutil.ToFloat64(m.brokerRequests.WithLabelValues("LOOKUP")); sent != float64(lookups.Load()) {
+	if sent := testutil.ToFloat64(m.brokerRequests.WithLabelValues("LOOKUP", b.Addr())); sent != float64(lookups.Load()) {
 		t.Errorf("broker request metric %v, broker saw %d", sent, lookups.Load())
 	}
 
