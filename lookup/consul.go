@@ -92,6 +92,7 @@ func (c *Consul) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			c.confirm() // the watch held until it broke just now
 			c.fail(fmt.Errorf("query service %q: %w", c.cfg.Service, err))
 			index = 0
 			if !sleep(ctx, retry.next()) {
@@ -100,8 +101,10 @@ func (c *Consul) Run(ctx context.Context) {
 			continue
 		}
 		retry.reset()
-		if meta.LastIndex != index || index == 0 || c.isStale() { // else: the wait ran out without a change
+		if meta.LastIndex != index || index == 0 || c.isStale() {
 			c.succeed(c.brokersOf(entries))
+		} else {
+			c.confirm() // the wait ran out without a change
 		}
 		index = meta.LastIndex
 		if index < 1 {

@@ -141,14 +141,29 @@ func (s *source) Problem() string {
 	return s.name + ": " + s.err.Error()
 }
 
-// staleness is the time since the last successful refresh (since start before the first).
+// staleness is how long the list has not been known to be current: zero while the last
+// refresh succeeded (the list is as current as the provider can tell), else the time since
+// the last success (since start before the first).
 func (s *source) staleness() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lastOK.IsZero() {
+	switch {
+	case s.lastOK.IsZero():
 		return s.now().Sub(s.started)
+	case s.err == nil:
+		return 0
 	}
 	return s.now().Sub(s.lastOK)
+}
+
+// confirm records that the list is still current without a new answer: a watch (Consul's
+// blocking query) that was open until now.
+func (s *source) confirm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil && !s.lastOK.IsZero() {
+		s.lastOK = s.now()
+	}
 }
 
 func (s *source) isStale() bool {

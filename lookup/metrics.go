@@ -39,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pulsar_proxy_lookups_coalesced_total", Help: "Lookup-mode requests answered from an identical request already in flight, by command type.",
 		}, []string{"type"}),
 		stalenessDesc: prometheus.NewDesc("pulsar_proxy_discovery_staleness_seconds",
-			"Seconds since a provider's last successful refresh (since start before the first).", []string{"provider"}, nil),
+			"Seconds a provider's broker list has not been known to be current: 0 while its last refresh succeeded, else the time since the last success (since start before the first).", []string{"provider"}, nil),
 	}
 	if reg != nil {
 		reg.MustRegister(m.discoveryBrokers, m.discoveryErrors, m.discoveryStale, m.brokerRequests, m.coalesced, stalenessCollector{m})

@@ -220,6 +220,11 @@ func TestSourceKeepsLastGoodListOnErrorsAndEmptyAnswers(t *testing.T) {
 	if src.isStale() || testutil.ToFloat64(m.discoveryStale.WithLabelValues("consul")) != 0 {
 		t.Fatal("fresh source reported stale")
 	}
+	clock.add(time.Hour)
+	if s := src.staleness(); s != 0 {
+		t.Fatalf("staleness %v while the last refresh succeeded", s)
+	}
+	src.confirm() // a Consul watch that held until now: the list was current until now
 	clock.add(10 * time.Second)
 	src.fail(errors.New("consul down"))
 	src.succeed(nil) // an empty answer is not believed either
@@ -237,7 +242,7 @@ func TestSourceKeepsLastGoodListOnErrorsAndEmptyAnswers(t *testing.T) {
 		t.Fatalf("staleness %v, want 15s", s)
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP pulsar_proxy_discovery_staleness_seconds Seconds since a provider's last successful refresh (since start before the first).
+# HELP pulsar_proxy_discovery_staleness_seconds Seconds a provider's broker list has not been known to be current: 0 while its last refresh succeeded, else the time since the last success (since start before the first).
 # TYPE pulsar_proxy_discovery_staleness_seconds gauge
 pulsar_proxy_discovery_staleness_seconds{provider="consul"} 15
 `), "pulsar_proxy_discovery_staleness_seconds"); err != nil {
