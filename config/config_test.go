@@ -115,6 +115,33 @@ log: {level: warn, sessionSummary: info}
 			}(),
 		},
 	}
+	tests = append(tests, struct {
+		name string
+		yaml *string
+		env  []string
+		want *Config
+	}{
+		name: "consul and dns from the environment, no static brokers",
+		yaml: ptr("discovery: {dns: {record: SRV, refreshInterval: 30s}}\n"),
+		env: []string{
+			"PULSAR_PROXY_DISCOVERY_CONSUL_SERVICE=pulsar",
+			"PULSAR_PROXY_DISCOVERY_CONSUL_TOKEN=secret",
+			"PULSAR_PROXY_DISCOVERY_DNS_NAME=_pulsar._tcp.broker.pulsar.svc.cluster.local",
+			"PULSAR_PROXY_BROKER_ALLOWED_PORTS=6650,16650",
+			"PULSAR_PROXY_BROKER_ALLOWED_HOSTS=*.broker.pulsar.svc.cluster.local",
+		},
+		want: func() *Config {
+			c := Default()
+			c.Discovery.Consul.ConsulService = "pulsar"
+			c.Discovery.Consul.ConsulToken = "secret"
+			c.Discovery.DNS.DNSName = "_pulsar._tcp.broker.pulsar.svc.cluster.local"
+			c.Discovery.DNS.DNSRecord = "SRV"
+			c.Discovery.DNS.DNSRefreshInterval = 30 * time.Second
+			c.Broker.AllowedPorts = []int{6650, 16650}
+			c.Broker.AllowedHosts = []string{"*.broker.pulsar.svc.cluster.local"}
+			return c
+		}(),
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := ""
