@@ -349,3 +349,35 @@ func TestCoalesceKeySeparatesPrincipals(t *testing.T) {
 		t.Fatal("GET_SCHEMA must not be coalesced")
 	}
 }
+
+func TestResolverLearnsOwnersFromLookupAnswers(t *testing.T) {
+	const advertised = "pulsar://broker-0.broker.pulsar.svc:6650"
+	b, _ := fakeBroker(t, func(l *pb.CommandLookupTopic, self string) *pb.CommandLookupTopicResponse {
+		if strings.HasSuffix(l.GetTopic(), "/failed") {
+			return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Failed.Enum(),
+				BrokerServiceUrl: proto.String("pulsar://evil.example:6650"), Error: pb.ServerError_ServiceNotReady.Enum()}
+		}
+		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Connect.Enum(),
+			BrokerServiceUrl: proto.String(advertised), Authoritative: proto.Bool(true)}
+	})
+	static, _ := NewStatic([]string{b.URL})
+	set := NewBrokerSet(static, SetOptions{LearnedTTL: time.Minute, Logger: zerolog.Nop()})
+	pool := testPool()
+	defer pool.Close()
+	r := NewResolver(set, pool, 5*time.Second, 3, nil)
+	if allowed(set, "broker-0.broker.pulsar.svc:6650") {
+		t.Fatal("allowed before any lookup named it")
+	}
+	for i, topic := range []string{"persistent://public/default/failed", "persistent://public/default/t"} {
+		if _, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+			Topic: proto.String(topic), RequestId: proto.Uint64(uint64(i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !allowed(set, "broker-0.broker.pulsar.svc:6650") {
+		t.Fatal("owner named in a lookup answer not allowed")
+	}
+	if allowed(set, "evil.example:6650") {
+		t.Fatal("a URL in a Failed answer was learned")
+	}
+}
