@@ -156,6 +156,12 @@ func (s *source) staleness() time.Duration {
 	return s.now().Sub(s.lastOK)
 }
 
+func (s *source) lastSuccess() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastOK
+}
+
 // confirm records that the list is still current without a new answer: a watch (Consul's
 // blocking query) that was open until now.
 func (s *source) confirm() {

@@ -15,9 +15,10 @@ type Metrics struct {
 	brokerRequests   *prometheus.CounterVec // type, broker
 	coalesced        *prometheus.CounterVec // type
 
-	stalenessDesc *prometheus.Desc
-	mu            sync.Mutex
-	sources       []*source
+	stalenessDesc   *prometheus.Desc
+	lastSuccessDesc *prometheus.Desc
+	mu              sync.Mutex
+	sources         []*source
 }
 
 // NewMetrics creates the series and registers them with reg (nil: not registered, for tests).
@@ -40,6 +41,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"type"}),
 		stalenessDesc: prometheus.NewDesc("pulsar_proxy_discovery_staleness_seconds",
 			"Seconds a provider's broker list has not been known to be current: 0 while its last refresh succeeded, else the time since the last success (since start before the first).", []string{"provider"}, nil),
+		lastSuccessDesc: prometheus.NewDesc("pulsar_proxy_discovery_last_success_timestamp_seconds",
+			"Unix time of a provider's last successful refresh (a Consul watch counts until it breaks); 0 before the first.", []string{"provider"}, nil),
 	}
 	if reg != nil {
 		reg.MustRegister(m.discoveryBrokers, m.discoveryErrors, m.discoveryStale, m.brokerRequests, m.coalesced, stalenessCollector{m})
@@ -60,7 +63,10 @@ func (m *Metrics) addSource(s *source) {
 // without anything ticking.
 type stalenessCollector struct{ m *Metrics }
 
-func (c stalenessCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.stalenessDesc }
+func (c stalenessCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.m.stalenessDesc
+	ch <- c.m.lastSuccessDesc
+}
 
 func (c stalenessCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.Lock()
@@ -68,5 +74,10 @@ func (c stalenessCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.Unlock()
 	for _, s := range sources {
 		ch <- prometheus.MustNewConstMetric(c.m.stalenessDesc, prometheus.GaugeValue, s.staleness().Seconds(), s.name)
+		var last float64
+		if t := s.lastSuccess(); !t.IsZero() {
+			last = float64(t.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(c.m.lastSuccessDesc, prometheus.GaugeValue, last, s.name)
 	}
 }

@@ -245,7 +245,10 @@ func TestSourceKeepsLastGoodListOnErrorsAndEmptyAnswers(t *testing.T) {
 # HELP pulsar_proxy_discovery_staleness_seconds Seconds a provider's broker list has not been known to be current: 0 while its last refresh succeeded, else the time since the last success (since start before the first).
 # TYPE pulsar_proxy_discovery_staleness_seconds gauge
 pulsar_proxy_discovery_staleness_seconds{provider="consul"} 15
-`), "pulsar_proxy_discovery_staleness_seconds"); err != nil {
+# HELP pulsar_proxy_discovery_last_success_timestamp_seconds Unix time of a provider's last successful refresh (a Consul watch counts until it breaks); 0 before the first.
+# TYPE pulsar_proxy_discovery_last_success_timestamp_seconds gauge
+pulsar_proxy_discovery_last_success_timestamp_seconds{provider="consul"} 1.0036e+06
+`), "pulsar_proxy_discovery_staleness_seconds", "pulsar_proxy_discovery_last_success_timestamp_seconds"); err != nil {
 		t.Fatal(err)
 	}
 }
