@@ -15,7 +15,7 @@ import (
 
 // Discovery tells which brokers exist right now. Brokers must be cheap and must not block:
 // a provider that has to ask something (Consul, DNS) answers from its last good result and
-// refreshes that result in Run.
+// refreshes that result in Run. The returned slice may be shared: callers must not modify it.
 type Discovery interface {
 	Brokers() []Broker
 }
@@ -49,8 +49,8 @@ func NewStatic(urls []string) (*Static, error) {
 	return s, nil
 }
 
-// Brokers returns the configured brokers.
-func (s *Static) Brokers() []Broker { return slices.Clone(s.brokers) }
+// Brokers returns the configured brokers (shared; never modified).
+func (s *Static) Brokers() []Broker { return s.brokers }
 
 // Name is "static".
 func (s *Static) Name() string { return "static" }
@@ -64,12 +64,14 @@ type Union []Discovery
 
 // Brokers merges the providers' lists.
 func (u Union) Brokers() []Broker {
+	if len(u) == 1 {
+		return u[0].Brokers()
+	}
 	var out []Broker
-	seen := map[string]bool{}
 	for _, d := range u {
 		for _, b := range d.Brokers() {
-			if !seen[b.Addr()] {
-				seen[b.Addr()] = true
+			// Lists are a handful of brokers: a scan beats a map.
+			if !slices.ContainsFunc(out, func(o Broker) bool { return o.Host == b.Host && o.Port == b.Port }) {
 				out = append(out, b)
 			}
 		}
@@ -118,11 +120,11 @@ func newSource(name string, log zerolog.Logger, m *Metrics) *source {
 	return s
 }
 
-// Brokers returns the last good list.
+// Brokers returns the last good list (shared: succeed replaces it, never modifies it).
 func (s *source) Brokers() []Broker {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.brokers)
+	return s.brokers
 }
 
 // Name is the provider's label.

@@ -67,14 +67,21 @@ type BrokerSet struct {
 	next      atomic.Uint64
 
 	mu       sync.Mutex
-	healthy  map[string]bool      // by Addr, last probe result
-	reason   map[string]string    // by Addr, last probe error
-	last     []Broker             // discovery's list as last seen, sorted by Addr
+	healthy  map[hostPort]bool    // last probe result
+	reason   map[hostPort]string  // last probe error
+	lastIn   []Broker             // discovery's list as last seen (shared, not modified)
+	lastLive []Broker             // lastIn restricted to allowed ports (shared, not modified)
+	last     []Broker             // lastLive sorted by Addr, to tell what changed
 	learned  map[string]time.Time // by Addr: allowed until
 	dropped  map[string]time.Time // by Addr: left discovery at
 	refused  map[string]bool      // by Addr: discovered on a port that is not allowed (warned once)
 	changeCh chan struct{}        // closed and replaced when discovery's list changes
 }
+
+// hostPort identifies a broker endpoint without building the "host:port" string.
+type hostPort struct{ host, port string }
+
+func (b Broker) key() hostPort { return hostPort{b.Host, b.Port} }
 
 // NewBrokerSet builds the live set over a discovery provider.
 func NewBrokerSet(d Discovery, opts SetOptions) *BrokerSet {
@@ -83,18 +90,27 @@ func NewBrokerSet(d Discovery, opts SetOptions) *BrokerSet {
 	}
 	return &BrokerSet{
 		discovery: d, opts: opts,
-		healthy: map[string]bool{}, reason: map[string]string{},
+		healthy: map[hostPort]bool{}, reason: map[hostPort]string{},
 		learned: map[string]time.Time{}, dropped: map[string]time.Time{}, refused: map[string]bool{},
 		changeCh: make(chan struct{}),
 	}
 }
 
 // Brokers returns the live set: discovery's brokers on allowed ports.
-func (s *BrokerSet) Brokers() []Broker {
+func (s *BrokerSet) Brokers() []Broker { return slices.Clone(s.live()) }
+
+// live is Brokers without the copy; callers must not modify the result.
+func (s *BrokerSet) live() []Broker {
 	all := s.discovery.Brokers()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.observeLocked(all)
+	// The common case: nothing changed since the last look.
+	if s.lastIn != nil && slices.EqualFunc(all, s.lastIn, func(a, b Broker) bool { return a.URL == b.URL }) {
+		return s.lastLive
+	}
+	live := s.observeLocked(all)
+	s.lastIn, s.lastLive = all, live
+	return live
 }
 
 // observeLocked filters discovery's list by port and records what left it.
@@ -128,10 +144,10 @@ func (s *BrokerSet) observeLocked(all []Broker) []Broker {
 				s.opts.Logger.Info().Str("broker", b.URL).Msg("broker joined the live set")
 			}
 		}
-		for addr := range s.healthy {
-			if !slices.ContainsFunc(sorted, func(b Broker) bool { return b.Addr() == addr }) {
-				delete(s.healthy, addr)
-				delete(s.reason, addr)
+		for k := range s.healthy {
+			if !slices.ContainsFunc(sorted, func(b Broker) bool { return b.key() == k }) {
+				delete(s.healthy, k)
+				delete(s.reason, k)
 			}
 		}
 		s.last = sorted
@@ -154,8 +170,7 @@ func (s *BrokerSet) Allow(target string) (Broker, error) {
 	if !s.portAllowed(port) {
 		return Broker{}, fmt.Errorf("%w: port %s of %s is not an allowed broker port", ErrTargetNotAllowed, port, target)
 	}
-	live := s.Brokers()
-	for _, b := range live {
+	for _, b := range s.live() {
 		if b.Host == host && b.Port == port {
 			return b, nil
 		}
@@ -190,8 +205,7 @@ func (s *BrokerSet) Learn(rawURL string) {
 	if err != nil || !s.portAllowed(b.Port) {
 		return
 	}
-	live := s.Brokers()
-	if slices.ContainsFunc(live, func(l Broker) bool { return l.Addr() == b.Addr() }) {
+	if slices.ContainsFunc(s.live(), func(l Broker) bool { return l.Host == b.Host && l.Port == b.Port }) {
 		return
 	}
 	s.mu.Lock()
@@ -226,7 +240,7 @@ func (s *BrokerSet) Changed() <-chan struct{} {
 // Pick returns the brokers to try for a lookup, healthy ones first, rotated so load spreads
 // (round robin within each group).
 func (s *BrokerSet) Pick() ([]Broker, error) {
-	all := s.Brokers()
+	all := s.live()
 	if len(all) == 0 {
 		return nil, s.noBroker()
 	}
@@ -236,7 +250,7 @@ func (s *BrokerSet) Pick() ([]Broker, error) {
 	defer s.mu.Unlock()
 	var good, bad []Broker
 	for _, b := range rotated {
-		if s.healthy[b.Addr()] {
+		if s.healthy[b.key()] {
 			good = append(good, b)
 		} else {
 			bad = append(bad, b)
@@ -259,7 +273,7 @@ func (s *BrokerSet) noBroker() error {
 
 // Ready reports whether at least one broker passed its last probe, with a reason when not.
 func (s *BrokerSet) Ready() (bool, string) {
-	all := s.Brokers()
+	all := s.live()
 	if len(all) == 0 {
 		return false, s.noBroker().Error()
 	}
@@ -267,10 +281,10 @@ func (s *BrokerSet) Ready() (bool, string) {
 	defer s.mu.Unlock()
 	var reasons []string
 	for _, b := range all {
-		if s.healthy[b.Addr()] {
+		if s.healthy[b.key()] {
 			return true, ""
 		}
-		r := s.reason[b.Addr()]
+		r := s.reason[b.key()]
 		if r == "" {
 			r = "not probed yet"
 		}
@@ -282,7 +296,7 @@ func (s *BrokerSet) Ready() (bool, string) {
 // ProbeAll probes every live broker once, concurrently, and records the results.
 func (s *BrokerSet) ProbeAll(ctx context.Context, probe Prober, timeout time.Duration) {
 	var wg sync.WaitGroup
-	for _, b := range s.Brokers() {
+	for _, b := range s.live() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -291,14 +305,14 @@ func (s *BrokerSet) ProbeAll(ctx context.Context, probe Prober, timeout time.Dur
 			err := probe(pctx, b)
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if !slices.ContainsFunc(s.last, func(l Broker) bool { return l.Addr() == b.Addr() }) {
+			if !slices.ContainsFunc(s.last, func(l Broker) bool { return l.key() == b.key() }) {
 				return // left the set while being probed
 			}
-			s.healthy[b.Addr()] = err == nil
+			s.healthy[b.key()] = err == nil
 			if err != nil {
-				s.reason[b.Addr()] = err.Error()
+				s.reason[b.key()] = err.Error()
 			} else {
-				delete(s.reason, b.Addr())
+				delete(s.reason, b.key())
 			}
 		}()
 	}
@@ -328,17 +342,17 @@ func (s *BrokerSet) RegisterMetrics(reg prometheus.Registerer) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pulsar_proxy_brokers", Help: "Brokers in the live set (state=live) and those that answered their last probe (state=healthy).",
 		ConstLabels: prometheus.Labels{"state": "live"},
-	}, func() float64 { return float64(len(s.Brokers())) }),
+	}, func() float64 { return float64(len(s.live())) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "pulsar_proxy_brokers", Help: "Brokers in the live set (state=live) and those that answered their last probe (state=healthy).",
 			ConstLabels: prometheus.Labels{"state": "healthy"},
 		}, func() float64 {
-			live := s.Brokers()
+			live := s.live()
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			n := 0
 			for _, b := range live {
-				if s.healthy[b.Addr()] {
+				if s.healthy[b.key()] {
 					n++
 				}
 			}
