@@ -42,16 +42,40 @@ type Listen struct {
 }
 
 // Discovery says how the proxy finds brokers and how it keeps track of
-// which ones are alive.
+// which ones are alive. At least one provider must be configured; several
+// are used at once (the union of their lists).
 type Discovery struct {
 	Static              StaticDiscovery `yaml:"static" envPrefix:"STATIC_"`
+	Consul              ConsulDiscovery `yaml:"consul" envPrefix:"CONSUL_"`
+	DNS                 DNSDiscovery    `yaml:"dns" envPrefix:"DNS_"`
 	HealthCheckInterval time.Duration   `yaml:"healthCheckInterval" env:"HEALTH_CHECK_INTERVAL"`
 }
 
-// StaticDiscovery is a fixed broker list; it is the only provider for now,
-// which is why the list is required.
+// StaticDiscovery is a fixed broker list.
 type StaticDiscovery struct {
 	Brokers []string `yaml:"brokers" env:"BROKERS"` // pulsar:// or pulsar+ssl:// URLs
+}
+
+// ConsulDiscovery lists the passing instances of a Consul service; it is on
+// when Service is set. Field names carry the section's name because env
+// error messages are mapped back by Go field name, which must be unique.
+type ConsulDiscovery struct {
+	ConsulService    string        `yaml:"service" env:"SERVICE"`
+	ConsulTag        string        `yaml:"tag" env:"TAG"`
+	ConsulDatacenter string        `yaml:"datacenter" env:"DATACENTER"`
+	ConsulAddress    string        `yaml:"address" env:"ADDRESS"`
+	ConsulToken      string        `yaml:"token" env:"TOKEN"`
+	ConsulWaitTime   time.Duration `yaml:"waitTime" env:"WAIT_TIME"`
+}
+
+// DNSDiscovery lists brokers from a DNS name's A/AAAA or SRV records; it is
+// on when Name is set.
+type DNSDiscovery struct {
+	DNSName            string        `yaml:"name" env:"NAME"`
+	DNSRecord          string        `yaml:"record" env:"RECORD"` // A (A and AAAA) or SRV
+	DNSPort            int           `yaml:"port" env:"PORT"`
+	DNSServer          string        `yaml:"server" env:"SERVER"`
+	DNSRefreshInterval time.Duration `yaml:"refreshInterval" env:"REFRESH_INTERVAL"`
 }
 
 // Broker bounds the proxy's own conversations with brokers, so a stuck
@@ -62,6 +86,12 @@ type Broker struct {
 	LookupTimeout              time.Duration `yaml:"lookupTimeout" env:"LOOKUP_TIMEOUT"`
 	MaxLookupRedirects         int           `yaml:"maxLookupRedirects" env:"MAX_LOOKUP_REDIRECTS"`
 	LookupConnectionsPerBroker int           `yaml:"lookupConnectionsPerBroker" env:"LOOKUP_CONNECTIONS_PER_BROKER"`
+	// The direct-mode target rule (see lookup.BrokerSet): only these ports,
+	// discovery's brokers, URLs a broker named in a lookup answer for
+	// LearnedTargetLifetime, and hosts matching AllowedHosts.
+	AllowedPorts          []int         `yaml:"allowedPorts" env:"ALLOWED_PORTS"`
+	AllowedHosts          []string      `yaml:"allowedHosts" env:"ALLOWED_HOSTS"`
+	LearnedTargetLifetime time.Duration `yaml:"learnedTargetLifetime" env:"LEARNED_TARGET_LIFETIME"`
 }
 
 // Session bounds what a single client connection may cost the proxy.
@@ -83,8 +113,8 @@ type Log struct {
 }
 
 // Default returns the configuration used for every setting that neither the
-// file nor the environment sets. It has no brokers, so it does not validate
-// on its own: a proxy must be told where its brokers are.
+// file nor the environment sets. It has no discovery provider, so it does
+// not validate on its own: a proxy must be told where its brokers are.
 func Default() *Config {
 	return &Config{
 		Listen: Listen{
@@ -92,6 +122,14 @@ func Default() *Config {
 			HTTP:   "0.0.0.0:8080",
 		},
 		Discovery: Discovery{
+			Consul: ConsulDiscovery{
+				ConsulWaitTime: 5 * time.Minute,
+			},
+			DNS: DNSDiscovery{
+				DNSRecord:          "A",
+				DNSPort:            6650,
+				DNSRefreshInterval: 10 * time.Second,
+			},
 			HealthCheckInterval: 5 * time.Second,
 		},
 		Broker: Broker{
@@ -100,6 +138,8 @@ func Default() *Config {
 			LookupTimeout:              30 * time.Second,
 			MaxLookupRedirects:         8,
 			LookupConnectionsPerBroker: 1,
+			AllowedPorts:               []int{6650, 6651},
+			LearnedTargetLifetime:      10 * time.Minute,
 		},
 		Session: Session{
 			HandshakeTimeout:  10 * time.Second,

@@ -115,6 +115,33 @@ log: {level: warn, sessionSummary: info}
 			}(),
 		},
 	}
+	tests = append(tests, struct {
+		name string
+		yaml *string
+		env  []string
+		want *Config
+	}{
+		name: "consul and dns from the environment, no static brokers",
+		yaml: ptr("discovery: {dns: {record: SRV, refreshInterval: 30s}}\n"),
+		env: []string{
+			"PULSAR_PROXY_DISCOVERY_CONSUL_SERVICE=pulsar",
+			"PULSAR_PROXY_DISCOVERY_CONSUL_TOKEN=secret",
+			"PULSAR_PROXY_DISCOVERY_DNS_NAME=_pulsar._tcp.broker.pulsar.svc.cluster.local",
+			"PULSAR_PROXY_BROKER_ALLOWED_PORTS=6650,16650",
+			"PULSAR_PROXY_BROKER_ALLOWED_HOSTS=*.broker.pulsar.svc.cluster.local",
+		},
+		want: func() *Config {
+			c := Default()
+			c.Discovery.Consul.ConsulService = "pulsar"
+			c.Discovery.Consul.ConsulToken = "secret"
+			c.Discovery.DNS.DNSName = "_pulsar._tcp.broker.pulsar.svc.cluster.local"
+			c.Discovery.DNS.DNSRecord = "SRV"
+			c.Discovery.DNS.DNSRefreshInterval = 30 * time.Second
+			c.Broker.AllowedPorts = []int{6650, 16650}
+			c.Broker.AllowedHosts = []string{"*.broker.pulsar.svc.cluster.local"}
+			return c
+		}(),
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := ""
@@ -168,8 +195,24 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"more than one YAML document"},
 		},
 		{
-			name: "brokers required",
-			want: []string{"discovery.static.brokers: at least one broker URL is required"},
+			name: "a discovery provider is required",
+			want: []string{"discovery: no broker discovery configured: set discovery.static.brokers, discovery.consul.service or discovery.dns.name"},
+		},
+		{
+			name: "bad DNS name",
+			yaml: "discovery: {dns: {name: \"not a name\", record: MX}}",
+			want: []string{`discovery.dns.name: "not a name" is not a DNS name`, `discovery.dns.record: "MX" is not one of A|SRV`},
+		},
+		{
+			name: "static broker on a port that is not allowed",
+			yaml: "discovery: {static: {brokers: [pulsar://b:16650]}}",
+			want: []string{`discovery.static.brokers[0]: "pulsar://b:16650": port 16650 is not in broker.allowedPorts [6650 6651]`},
+		},
+		{
+			name: "bad consul and target settings",
+			yaml: "discovery: {consul: {service: pulsar, waitTime: 11m, address: \"a b\"}}\nbroker: {allowedPorts: [0], allowedHosts: [\"[\"], learnedTargetLifetime: -1s}",
+			want: []string{"discovery.consul.waitTime:", "discovery.consul.address:", "broker.allowedPorts[0]:",
+				"broker.allowedHosts[0]:", "broker.learnedTargetLifetime:"},
 		},
 		{
 			name: "bad broker URL",
@@ -362,6 +405,9 @@ func fieldByPath(v reflect.Value, path string) string {
 				break
 			}
 		}
+	}
+	if v.Kind() == reflect.String && v.String() == "" {
+		return `""`
 	}
 	return fmt.Sprint(v.Interface())
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,24 +48,68 @@ func (c *Config) Validate() error {
 		bad("listen.http", "same address as listen.pulsar (%q)", c.Listen.Pulsar)
 	}
 
-	if len(c.Discovery.Static.Brokers) == 0 {
-		bad("discovery.static.brokers", "at least one broker URL is required")
+	d := c.Discovery
+	if len(d.Static.Brokers) == 0 && d.Consul.ConsulService == "" && d.DNS.DNSName == "" {
+		bad("discovery", "no broker discovery configured: set discovery.static.brokers, discovery.consul.service or discovery.dns.name")
 	}
-	for i, b := range c.Discovery.Static.Brokers {
+	for i, b := range d.Static.Brokers {
 		key := fmt.Sprintf("discovery.static.brokers[%d]", i)
 		if err := checkBrokerURL(b); err != nil {
 			bad(key, "%q: %v", b, err)
-		} else if j := slices.Index(c.Discovery.Static.Brokers, b); j < i {
+		} else if j := slices.Index(d.Static.Brokers, b); j < i {
 			bad(key, "%q is listed twice (also brokers[%d])", b, j)
+		} else if p, _ := strconv.Atoi(brokerPort(b)); !slices.Contains(c.Broker.AllowedPorts, p) {
+			bad(key, "%q: port %d is not in broker.allowedPorts %v", b, p, c.Broker.AllowedPorts)
 		}
 	}
-	positive("discovery.healthCheckInterval", c.Discovery.HealthCheckInterval)
+	if d.Consul.ConsulService != "" {
+		if d.Consul.ConsulWaitTime <= 0 || d.Consul.ConsulWaitTime > 10*time.Minute {
+			bad("discovery.consul.waitTime", "must be greater than 0 and at most 10m (Consul's cap), got %s", d.Consul.ConsulWaitTime)
+		}
+		if a := d.Consul.ConsulAddress; a != "" {
+			if err := checkConsulAddress(a); err != nil {
+				bad("discovery.consul.address", "%q: %v", a, err)
+			}
+		}
+	}
+	if d.DNS.DNSName != "" {
+		if !isDNSName(d.DNS.DNSName) {
+			bad("discovery.dns.name", "%q is not a DNS name (want e.g. pulsar-broker.pulsar.svc.cluster.local)", d.DNS.DNSName)
+		}
+		oneOf("discovery.dns.record", d.DNS.DNSRecord, "A", "SRV")
+		if d.DNS.DNSRecord == "A" {
+			if !slices.Contains(c.Broker.AllowedPorts, d.DNS.DNSPort) {
+				bad("discovery.dns.port", "%d is not in broker.allowedPorts %v", d.DNS.DNSPort, c.Broker.AllowedPorts)
+			}
+		}
+		if srv := d.DNS.DNSServer; srv != "" {
+			if err := checkListenAddr(srv); err != nil {
+				bad("discovery.dns.server", "%q: %v", srv, err)
+			}
+		}
+		positive("discovery.dns.refreshInterval", d.DNS.DNSRefreshInterval)
+	}
+	positive("discovery.healthCheckInterval", d.HealthCheckInterval)
 
 	positive("broker.dialTimeout", c.Broker.DialTimeout)
 	positive("broker.connectTimeout", c.Broker.ConnectTimeout)
 	positive("broker.lookupTimeout", c.Broker.LookupTimeout)
 	between("broker.maxLookupRedirects", c.Broker.MaxLookupRedirects, 1, 32)
 	between("broker.lookupConnectionsPerBroker", c.Broker.LookupConnectionsPerBroker, 1, 16)
+	if len(c.Broker.AllowedPorts) == 0 {
+		bad("broker.allowedPorts", "at least one port is required")
+	}
+	for i, p := range c.Broker.AllowedPorts {
+		between(fmt.Sprintf("broker.allowedPorts[%d]", i), p, 1, 65535)
+	}
+	for i, h := range c.Broker.AllowedHosts {
+		if _, err := path.Match(h, ""); err != nil || h == "" || strings.ContainsAny(h, ":/") {
+			bad(fmt.Sprintf("broker.allowedHosts[%d]", i), "%q is not a host pattern (e.g. *.broker.pulsar.svc.cluster.local)", h)
+		}
+	}
+	if c.Broker.LearnedTargetLifetime < 0 {
+		bad("broker.learnedTargetLifetime", "must be 0 (off) or greater, got %s", c.Broker.LearnedTargetLifetime)
+	}
 
 	positive("session.handshakeTimeout", c.Session.HandshakeTimeout)
 	positive("session.keepAliveInterval", c.Session.KeepAliveInterval)
@@ -121,4 +166,46 @@ func checkBrokerURL(s string) error {
 		return errors.New("must be only scheme://host:port, without path, query or credentials")
 	}
 	return nil
+}
+
+// brokerPort is the port of a URL that checkBrokerURL accepted.
+func brokerPort(s string) string {
+	u, _ := url.Parse(s)
+	return u.Port()
+}
+
+// checkConsulAddress accepts what the Consul client does: host:port, or an
+// http(s) URL of the agent.
+func checkConsulAddress(a string) error {
+	if strings.Contains(a, "://") {
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("want host:port or http(s)://host:port")
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(a); err != nil {
+		return errors.New("want host:port or http(s)://host:port")
+	}
+	return nil
+}
+
+// isDNSName accepts a host name of letters, digits, '-' and '_' labels (SRV
+// names start with _service._proto), with an optional final dot; not an IP.
+func isDNSName(name string) bool {
+	name = strings.TrimSuffix(name, ".")
+	if name == "" || len(name) > 253 || net.ParseIP(name) != nil {
+		return false
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }

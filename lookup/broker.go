@@ -63,30 +63,3 @@ func ParseTarget(raw string) (host, port string, err error) {
 	}
 	return strings.ToLower(host), port, nil
 }
-
-// Discovery tells which brokers exist right now.
-type Discovery interface {
-	Brokers() []Broker
-}
-
-// Static is a fixed broker list from configuration.
-type Static struct{ brokers []Broker }
-
-// NewStatic parses the configured broker URLs.
-func NewStatic(urls []string) (*Static, error) {
-	if len(urls) == 0 {
-		return nil, fmt.Errorf("static discovery needs at least one broker")
-	}
-	s := &Static{}
-	for _, raw := range urls {
-		b, err := ParseBrokerURL(raw)
-		if err != nil {
-			return nil, err
-		}
-		s.brokers = append(s.brokers, b)
-	}
-	return s, nil
-}
-
-// Brokers returns the configured brokers.
-func (s *Static) Brokers() []Broker { return append([]Broker(nil), s.brokers...) }

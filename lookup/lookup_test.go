@@ -52,7 +52,7 @@ func TestAllowOnlyKnownBrokers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := NewBrokerSet(static)
+	set := NewBrokerSet(static, SetOptions{})
 	for target, ok := range map[string]bool{
 		"127.0.0.1:6650":               true,
 		"pulsar://127.0.0.1:6650":      true,
@@ -151,7 +151,7 @@ func TestResolverFollowsRedirects(t *testing.T) {
 	static, _ := NewStatic([]string{other.URL})
 	pool := testPool()
 	defer pool.Close()
-	r := NewResolver(NewBrokerSet(static), pool, 5*time.Second, 3)
+	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, nil)
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(7)}}
 	resp, err := r.Resolve(context.Background(), cmd)
@@ -171,7 +171,7 @@ func TestResolverBoundsRedirects(t *testing.T) {
 	static, _ := NewStatic([]string{loop.URL})
 	pool := testPool()
 	defer pool.Close()
-	r := NewResolver(NewBrokerSet(static), pool, 5*time.Second, 3)
+	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, nil)
 	_, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(1)}})
 	var le *Error
@@ -191,10 +191,10 @@ func TestResolverSkipsDeadBroker(t *testing.T) {
 	deadURL := "pulsar://" + dead.Addr().String()
 	dead.Close()
 	static, _ := NewStatic([]string{deadURL, live.URL})
-	set := NewBrokerSet(static)
+	set := NewBrokerSet(static, SetOptions{})
 	pool := testPool()
 	defer pool.Close()
-	r := NewResolver(set, pool, 5*time.Second, 3)
+	r := NewResolver(set, pool, 5*time.Second, 3, nil)
 	for i := range 4 { // round robin starts on each broker at least once
 		resp, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(uint64(i))}})
@@ -207,7 +207,7 @@ func TestResolverSkipsDeadBroker(t *testing.T) {
 		t.Fatalf("set not ready with one live broker: %s", reason)
 	}
 	only, _ := NewStatic([]string{deadURL})
-	deadSet := NewBrokerSet(only)
+	deadSet := NewBrokerSet(only, SetOptions{})
 	deadSet.ProbeAll(context.Background(), pool.Ping, time.Second)
 	if ok, reason := deadSet.Ready(); ok || !strings.Contains(reason, deadURL) {
 		t.Fatalf("dead-only set ready=%v reason=%q", ok, reason)

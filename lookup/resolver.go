@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
@@ -15,11 +20,45 @@ type Resolver struct {
 	pool         *Pool
 	timeout      time.Duration
 	maxRedirects int
+	metrics      *Metrics
+	flight       singleflight.Group
 }
 
-// NewResolver ties the live set to the pool.
-func NewResolver(set *BrokerSet, pool *Pool, timeout time.Duration, maxRedirects int) *Resolver {
-	return &Resolver{set: set, pool: pool, timeout: timeout, maxRedirects: maxRedirects}
+// NewResolver ties the live set to the pool. m may be nil (unregistered metrics).
+func NewResolver(set *BrokerSet, pool *Pool, timeout time.Duration, maxRedirects int, m *Metrics) *Resolver {
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &Resolver{set: set, pool: pool, timeout: timeout, maxRedirects: maxRedirects, metrics: m}
+}
+
+type principalKey struct{}
+
+// WithPrincipal names the principal a lookup is made for. It is part of the coalescing key,
+// so clients with different rights never share an answer ("" until clients authenticate).
+func WithPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal)
+}
+
+func principalOf(ctx context.Context) string {
+	p, _ := ctx.Value(principalKey{}).(string)
+	return p
+}
+
+// coalesceKey identifies requests whose answers are interchangeable: LOOKUP and
+// PARTITIONED_METADATA of the same topic, with the same authoritative flag, listener and
+// principal. Other commands are not coalesced.
+func coalesceKey(ctx context.Context, cmd *pb.BaseCommand) (string, bool) {
+	p := principalOf(ctx)
+	switch cmd.GetType() {
+	case pb.BaseCommand_LOOKUP:
+		l := cmd.GetLookupTopic()
+		return "L\x00" + l.GetTopic() + "\x00" + strconv.FormatBool(l.GetAuthoritative()) + "\x00" +
+			l.GetAdvertisedListenerName() + "\x00" + p, true
+	case pb.BaseCommand_PARTITIONED_METADATA:
+		return "P\x00" + cmd.GetPartitionMetadata().GetTopic() + "\x00" + p, true
+	}
+	return "", false
 }
 
 // Error is a failure the proxy itself reports to the client, with the ServerError that makes
@@ -35,9 +74,40 @@ func (e *Error) Error() string { return e.Message }
 // broker and returns the broker's answer (its request id is the pool's; the caller restores
 // its own). LOOKUP redirects are followed up to the configured number of hops. cmd is
 // modified. A broker's refusal comes back as the broker's own answer, not as an error.
+//
+// Identical concurrent LOOKUP and PARTITIONED_METADATA requests (see coalesceKey) share one
+// broker request; each caller gets its own copy of the answer.
 func (r *Resolver) Resolve(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
+	key, ok := coalesceKey(ctx, cmd)
+	if !ok {
+		ctx, cancel := context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+		return r.resolve(ctx, cmd)
+	}
+	var ran atomic.Bool
+	ch := r.flight.DoChan(key, func() (any, error) {
+		ran.Store(true)
+		// Detached from this caller: one client hanging up must not fail the others that
+		// wait for the same answer. The timeout still bounds it.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
+		defer cancel()
+		return r.resolve(fctx, proto.Clone(cmd).(*pb.BaseCommand))
+	})
+	select {
+	case res := <-ch:
+		if !ran.Load() {
+			r.metrics.coalesced.WithLabelValues(cmd.GetType().String()).Inc()
+		}
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return proto.Clone(res.Val.(*pb.BaseCommand)).(*pb.BaseCommand), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (r *Resolver) resolve(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
 	if cmd.GetType() == pb.BaseCommand_LOOKUP {
 		return r.lookup(ctx, cmd)
 	}
@@ -53,7 +123,7 @@ func (r *Resolver) anyBroker(ctx context.Context, cmd *pb.BaseCommand) (*pb.Base
 	}
 	var errs []error
 	for _, b := range brokers {
-		resp, err := r.pool.RoundTrip(ctx, b.Addr(), cmd)
+		resp, err := r.roundTrip(ctx, b.Addr(), cmd)
 		if err == nil {
 			return resp, nil
 		}
@@ -72,6 +142,11 @@ func (r *Resolver) lookup(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCom
 			return nil, err
 		}
 		lr := resp.GetLookupTopicResponse()
+		if resp.GetType() == pb.BaseCommand_LOOKUP_RESPONSE && lr.GetResponse() != pb.CommandLookupTopicResponse_Failed {
+			// A broker named these; a client may be sent there (see BrokerSet.Learn).
+			r.set.Learn(lr.GetBrokerServiceUrl())
+			r.set.Learn(lr.GetBrokerServiceUrlTls())
+		}
 		if resp.GetType() != pb.BaseCommand_LOOKUP_RESPONSE || lr.GetResponse() != pb.CommandLookupTopicResponse_Redirect {
 			return resp, nil
 		}
@@ -84,9 +159,14 @@ func (r *Resolver) lookup(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCom
 			return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: "broker redirected to " + perr.Error()}
 		}
 		cmd.LookupTopic.Authoritative = lr.Authoritative
-		resp, err = r.pool.RoundTrip(ctx, next.Addr(), cmd)
+		resp, err = r.roundTrip(ctx, next.Addr(), cmd)
 		if err != nil {
 			err = &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s at %s: %v", topic, next.URL, err)}
 		}
 	}
+}
+
+func (r *Resolver) roundTrip(ctx context.Context, addr string, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+	r.metrics.brokerRequests.WithLabelValues(cmd.GetType().String(), addr).Inc()
+	return r.pool.RoundTrip(ctx, addr, cmd)
 }

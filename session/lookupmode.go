@@ -76,8 +76,12 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 func (s *session) answer(cmd *pb.BaseCommand) {
 	t := cmd.GetType().String()
 	clientID, _ := frame.RequestID(cmd)
+	s.mu.Lock()
+	// Identical lookups are coalesced only among clients of the same principal.
+	ctx := lookup.WithPrincipal(s.ctx, s.principal)
+	s.mu.Unlock()
 	began := time.Now()
-	resp, err := s.srv.resolver.Resolve(s.ctx, cmd)
+	resp, err := s.srv.resolver.Resolve(ctx, cmd)
 	s.srv.metrics.lookupSeconds.WithLabelValues(t).Observe(time.Since(began).Seconds())
 	if err != nil {
 		s.srv.metrics.lookups.WithLabelValues(t, "error").Inc()

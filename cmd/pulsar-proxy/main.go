@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -62,11 +63,28 @@ func run(cfg *config.Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	disc, err := lookup.NewStatic(cfg.Discovery.Static.Brokers)
+	lookupMetrics := lookup.NewMetrics(reg)
+	providers, err := discoveryProviders(cfg.Discovery, log, lookupMetrics)
 	if err != nil {
 		return err
 	}
-	brokers := lookup.NewBrokerSet(disc)
+	var union lookup.Union
+	var providerNames []string
+	for _, p := range providers {
+		union = append(union, p)
+		providerNames = append(providerNames, p.Name())
+	}
+	allowedPorts := make([]string, len(cfg.Broker.AllowedPorts))
+	for i, p := range cfg.Broker.AllowedPorts {
+		allowedPorts[i] = strconv.Itoa(p)
+	}
+	brokers := lookup.NewBrokerSet(union, lookup.SetOptions{
+		AllowedPorts: allowedPorts,
+		AllowedHosts: cfg.Broker.AllowedHosts,
+		LearnedTTL:   cfg.Broker.LearnedTargetLifetime,
+		Logger:       log,
+	})
+	brokers.RegisterMetrics(reg)
 	serverVersion := "pulsar-proxy/" + version
 	pool := lookup.NewPool(lookup.PoolConfig{
 		ClientVersion:   serverVersion,
@@ -79,7 +97,7 @@ func run(cfg *config.Config) error {
 		Logger:          log,
 	})
 	defer pool.Close()
-	resolver := lookup.NewResolver(brokers, pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects)
+	resolver := lookup.NewResolver(brokers, pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, lookupMetrics)
 
 	sessions := session.NewServer(session.Config{
 		ServerVersion:     serverVersion,
@@ -109,6 +127,9 @@ func run(cfg *config.Config) error {
 	defer stop()
 	probeCtx, stopProbes := context.WithCancel(context.Background())
 	defer stopProbes()
+	for _, p := range providers {
+		go p.Run(probeCtx)
+	}
 	go brokers.RunHealthChecks(probeCtx, pool.Ping, cfg.Discovery.HealthCheckInterval, cfg.Broker.ConnectTimeout)
 
 	var listening atomic.Bool
@@ -128,7 +149,7 @@ func run(cfg *config.Config) error {
 	listening.Store(true)
 	go func() { serveErr <- sessions.Serve(pulsarLn) }()
 	log.Info().Str("pulsar", pulsarLn.Addr().String()).Str("http", httpLn.Addr().String()).
-		Strs("brokers", cfg.Discovery.Static.Brokers).Str("version", version).Msg("pulsar-proxy started")
+		Strs("discovery", providerNames).Str("version", version).Msg("pulsar-proxy started")
 
 	select {
 	case <-ctx.Done():
@@ -148,6 +169,47 @@ func run(cfg *config.Config) error {
 	httpSrv.Shutdown(shutdownCtx)
 	log.Info().Msg("pulsar-proxy stopped")
 	return nil
+}
+
+// discoveryProviders builds every configured provider; config validation has already made
+// sure there is at least one.
+func discoveryProviders(c config.Discovery, log zerolog.Logger, m *lookup.Metrics) ([]lookup.Provider, error) {
+	var ps []lookup.Provider
+	if len(c.Static.Brokers) > 0 {
+		s, err := lookup.NewStatic(c.Static.Brokers)
+		if err != nil {
+			return nil, fmt.Errorf("discovery.static.brokers: %w", err)
+		}
+		ps = append(ps, s)
+	}
+	if c.Consul.ConsulService != "" {
+		cp, err := lookup.NewConsul(lookup.ConsulConfig{
+			Service:    c.Consul.ConsulService,
+			Tag:        c.Consul.ConsulTag,
+			Datacenter: c.Consul.ConsulDatacenter,
+			Address:    c.Consul.ConsulAddress,
+			Token:      c.Consul.ConsulToken,
+			WaitTime:   c.Consul.ConsulWaitTime,
+		}, log, m)
+		if err != nil {
+			return nil, fmt.Errorf("discovery.consul: %w", err)
+		}
+		ps = append(ps, cp)
+	}
+	if c.DNS.DNSName != "" {
+		dp, err := lookup.NewDNS(lookup.DNSConfig{
+			Name:     c.DNS.DNSName,
+			SRV:      c.DNS.DNSRecord == "SRV",
+			Port:     c.DNS.DNSPort,
+			Server:   c.DNS.DNSServer,
+			Interval: c.DNS.DNSRefreshInterval,
+		}, log, m)
+		if err != nil {
+			return nil, fmt.Errorf("discovery.dns: %w", err)
+		}
+		ps = append(ps, dp)
+	}
+	return ps, nil
 }
 
 // maxMessageSize is what clients are told they may send: the frame limit less the 10 KiB

@@ -48,7 +48,8 @@ type Proc struct {
 
 // Start runs binary with the given brokers plus extraYAML appended to the generated config
 // (top-level keys, e.g. "session:\n  handshakeTimeout: 1s\n"), in dir. It returns once
-// /healthz answers.
+// /healthz answers. With no brokers, extraYAML must hold the whole discovery section. Unless
+// extraYAML sets broker.allowedPorts, the brokers' ports are allowed (the rig's are not 6650).
 func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error) {
 	pulsarAddr, err := freeAddr()
 	if err != nil {
@@ -60,9 +61,15 @@ func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen:\n  pulsar: %q\n  http: %q\n", pulsarAddr, httpAddr)
-	fmt.Fprintf(&b, "discovery:\n  healthCheckInterval: 500ms\n  static:\n    brokers:\n")
-	for _, u := range brokers {
-		fmt.Fprintf(&b, "      - %q\n", u)
+	var ports []string
+	if len(brokers) > 0 {
+		fmt.Fprintf(&b, "discovery:\n  healthCheckInterval: 500ms\n  static:\n    brokers:\n")
+		for _, u := range brokers {
+			fmt.Fprintf(&b, "      - %q\n", u)
+			if i := strings.LastIndexByte(u, ':'); i >= 0 {
+				ports = append(ports, u[i+1:])
+			}
+		}
 	}
 	b.WriteString(extraYAML)
 	if !strings.Contains(extraYAML, "log:") {
@@ -79,6 +86,10 @@ func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error
 		return nil, err
 	}
 	p.cmd = exec.Command(binary, "--config", cfgPath)
+	p.cmd.Env = os.Environ()
+	if len(ports) > 0 && !strings.Contains(extraYAML, "allowedPorts") {
+		p.cmd.Env = append(p.cmd.Env, "PULSAR_PROXY_BROKER_ALLOWED_PORTS="+strings.Join(ports, ","))
+	}
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		logFile.Close()

@@ -1,6 +1,7 @@
 package rig
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -18,9 +19,12 @@ type ConsulService struct {
 	Tags    []string
 	Meta    map[string]string
 	// Exactly one check, or none: TTL > 0 adds a TTL check that starts passing (keep it alive
-	// with PassTTL); TCPInterval > 0 adds a TCP check of Address:Port at that interval.
-	TTL         time.Duration
-	TCPInterval time.Duration
+	// with PassTTL); TCPInterval > 0 adds a TCP check of Address:Port at that interval;
+	// HTTPCheck adds an HTTP GET check of that URL every HTTPInterval (default 1s).
+	TTL          time.Duration
+	TCPInterval  time.Duration
+	HTTPCheck    string
+	HTTPInterval time.Duration
 	// DeregisterAfter, when set, lets Consul drop the service after its check is critical this long.
 	DeregisterAfter time.Duration
 }
@@ -43,9 +47,19 @@ func (r *Rig) RegisterService(ctx context.Context, svc ConsulService) error {
 		body["Meta"] = svc.Meta
 	}
 	check := map[string]any{}
+	checks := 0
+	for _, set := range []bool{svc.TTL > 0, svc.TCPInterval > 0, svc.HTTPCheck != ""} {
+		if set {
+			checks++
+		}
+	}
 	switch {
-	case svc.TTL > 0 && svc.TCPInterval > 0:
-		return fmt.Errorf("rig: service %s: set TTL or TCPInterval, not both", svc.ID)
+	case checks > 1:
+		return fmt.Errorf("rig: service %s: set one of TTL, TCPInterval and HTTPCheck", svc.ID)
+	case svc.HTTPCheck != "":
+		check["HTTP"] = svc.HTTPCheck
+		check["Interval"] = cmp.Or(svc.HTTPInterval, time.Second).String()
+		check["Timeout"] = "2s"
 	case svc.TTL > 0:
 		check["TTL"] = svc.TTL.String()
 		check["Status"] = "passing"

@@ -320,6 +320,23 @@ func (r *Rig) StartBroker(ctx context.Context, n int) error {
 	return r.reload()
 }
 
+// StopConsul stops the Consul agent (SIGTERM). It is a dev agent: its registrations are gone
+// when it comes back. It affects every test using the rig; restore it with StartConsul.
+func (r *Rig) StopConsul(ctx context.Context) error {
+	if err := runScript(ctx, os.Stderr, r.Dir, "stop-consul"); err != nil {
+		return err
+	}
+	return r.reload()
+}
+
+// StartConsul starts the Consul agent again and waits until it has a leader.
+func (r *Rig) StartConsul(ctx context.Context) error {
+	if err := runScript(ctx, os.Stderr, r.Dir, "start-consul"); err != nil {
+		return err
+	}
+	return r.reload()
+}
+
 func (r *Rig) reload() error {
 	st, err := readState(r.StateFile)
 	if err != nil {

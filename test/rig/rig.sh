@@ -14,6 +14,8 @@
 #   rig.sh status               show the processes and whether they answer
 #   rig.sh stop-broker N        stop broker N (1 or 2) with SIGTERM, so its ZooKeeper session closes
 #   rig.sh start-broker N       start broker N again and wait until it is ready
+#   rig.sh stop-consul          stop the Consul agent (a dev agent: its registrations are lost)
+#   rig.sh start-consul         start the Consul agent again and wait for its leader
 #   rig.sh env                  print the state file
 #   rig.sh java-flags HEAP LOGDIR LOGFILE   the brokers' JVM options, one per line (for other tools)
 #   rig.sh classpath-file       the path of the file that holds the Pulsar classpath
@@ -664,6 +666,36 @@ cmd_start_broker() {
   log "broker $n ready ($(since "$t0"))"
 }
 
+cmd_stop_consul() {
+  need_state
+  stop_pids consul
+  set_state CONSUL_PID ""
+  log "consul stopped"
+}
+
+cmd_start_consul() {
+  local t0
+  need_state
+  if pid_is_ours "$(read_pid consul)"; then
+    log "consul is already running"
+    return 0
+  fi
+  if port_in_use "$C_HTTP_PORT"; then
+    err "port $C_HTTP_PORT is still in use; cannot start consul"
+    exit 1
+  fi
+  t0="$(now)"
+  start_consul
+  if ! wait_until "$(($(date +%s) + CONSUL_TIMEOUT))" "consul leader on :$C_HTTP_PORT" consul consul_leader; then
+    show_log_tail consul
+    stop_pids consul
+    err "consul did not elect itself leader within ${CONSUL_TIMEOUT}s"
+    exit 1
+  fi
+  set_state CONSUL_PID "$(read_pid consul)"
+  log "consul ready ($(since "$t0"))"
+}
+
 case "${1:-}" in
   prepare) cmd_prepare ;;
   up) cmd_up ;;
@@ -675,13 +707,15 @@ case "${1:-}" in
     ;;
   stop-broker) cmd_stop_broker "${2:-}" ;;
   start-broker) cmd_start_broker "${2:-}" ;;
+  stop-consul) cmd_stop_consul ;;
+  start-consul) cmd_start_consul ;;
   java-flags)
     [[ $# -ge 4 ]] || { err "usage: rig.sh java-flags HEAP LOGDIR LOGFILE"; exit 2; }
     java_flags "$2" "$3" "$4"
     ;;
   classpath-file) echo "$CP_FILE" ;;
   *)
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

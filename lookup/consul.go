@@ -1,0 +1,197 @@
+package lookup
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	consul "github.com/hashicorp/consul/api"
+	"github.com/rs/zerolog"
+)
+
+// ConsulConfig says which Consul service lists the brokers.
+type ConsulConfig struct {
+	Service    string // required
+	Tag        string // only instances with this tag; "" for all
+	Datacenter string // "" for the agent's own
+	Address    string // agent address (host:port or http[s]://host:port); "" uses CONSUL_HTTP_ADDR, then 127.0.0.1:8500
+	Token      string // ACL token; "" uses CONSUL_HTTP_TOKEN
+	// WaitTime is how long one blocking query may wait for a change (Consul caps it at 10m).
+	WaitTime time.Duration
+	// RetryMin and RetryMax bound the backoff after a failed query.
+	RetryMin, RetryMax time.Duration
+}
+
+// PulsarPortMeta is the service-meta key that, when set, gives the broker's binary-protocol
+// port instead of the service port (for services registered on the broker's HTTP port).
+const PulsarPortMeta = "pulsar_port"
+
+// Consul lists the passing instances of a Consul service as brokers. It follows the catalog
+// with blocking queries, so a change is seen within one round trip and an idle cluster costs
+// one open request per WaitTime.
+//
+// The broker URL of an instance is pulsar://<address>:<port>, where address is the service's
+// address, or its node's address when the service has none, and port is the service meta
+// value pulsar_port when present, else the service port. Instances whose address or port is
+// not usable are skipped with a warning.
+type Consul struct {
+	*source
+	cfg    ConsulConfig
+	health *consul.Health
+}
+
+// NewConsul builds the provider; nothing is asked until Run.
+func NewConsul(cfg ConsulConfig, log zerolog.Logger, m *Metrics) (*Consul, error) {
+	if cfg.Service == "" {
+		return nil, fmt.Errorf("consul discovery needs a service name")
+	}
+	if cfg.WaitTime <= 0 {
+		cfg.WaitTime = 5 * time.Minute
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = 500 * time.Millisecond
+	}
+	if cfg.RetryMax < cfg.RetryMin {
+		cfg.RetryMax = max(10*time.Second, cfg.RetryMin)
+	}
+	cc := consul.DefaultConfig() // reads CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, CONSUL_CACERT, ...
+	if cfg.Address != "" {
+		cc.Address = cfg.Address
+	}
+	if cfg.Token != "" {
+		cc.Token = cfg.Token
+	}
+	if cfg.Datacenter != "" {
+		cc.Datacenter = cfg.Datacenter
+	}
+	hc, err := consul.NewHttpClient(cc.Transport, cc.TLSConfig)
+	if err != nil {
+		return nil, fmt.Errorf("consul client: %w", err)
+	}
+	// Consul adds up to WaitTime/16 of jitter; beyond that a request is hung (an agent that
+	// stopped answering without closing), and only a client timeout notices.
+	hc.Timeout = cfg.WaitTime + cfg.WaitTime/16 + 10*time.Second
+	cc.HttpClient = hc
+	client, err := consul.NewClient(cc)
+	if err != nil {
+		return nil, fmt.Errorf("consul client: %w", err)
+	}
+	return &Consul{source: newSource("consul", log, m), cfg: cfg, health: client.Health()}, nil
+}
+
+// Run follows the service until ctx ends.
+func (c *Consul) Run(ctx context.Context) {
+	var index uint64
+	retry := backoff{min: c.cfg.RetryMin, max: c.cfg.RetryMax}
+	for ctx.Err() == nil {
+		opts := (&consul.QueryOptions{WaitIndex: index, WaitTime: c.cfg.WaitTime}).WithContext(ctx)
+		entries, meta, err := c.health.Service(c.cfg.Service, c.cfg.Tag, true, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.confirm() // the watch held until it broke just now
+			c.fail(fmt.Errorf("query service %q: %w", c.cfg.Service, err))
+			index = 0
+			if !sleep(ctx, retry.next()) {
+				return
+			}
+			continue
+		}
+		retry.reset()
+		if meta.LastIndex != index || index == 0 || c.isStale() {
+			c.succeed(c.brokersOf(entries))
+		} else {
+			c.confirm() // the wait ran out without a change
+		}
+		index = meta.LastIndex
+		if index < 1 {
+			index = 1 // Consul's advice: never block on 0 (it would not block), and reset after going backwards
+		}
+		// A cluster with churning checks can move the index many times a second; this keeps
+		// the proxy from turning into the tight loop blocking queries exist to avoid.
+		if !sleep(ctx, 100*time.Millisecond) {
+			return
+		}
+	}
+}
+
+func (c *Consul) brokersOf(entries []*consul.ServiceEntry) []Broker {
+	var out []Broker
+	for _, e := range entries {
+		b, err := consulBroker(e)
+		if err != nil {
+			c.log.Warn().Err(err).Msg("skipping a Consul instance that does not name a usable broker")
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func consulBroker(e *consul.ServiceEntry) (Broker, error) {
+	if e.Service == nil {
+		return Broker{}, fmt.Errorf("instance without service")
+	}
+	id := e.Service.ID
+	host := e.Service.Address
+	if host == "" && e.Node != nil {
+		host = e.Node.Address
+	}
+	port := e.Service.Port
+	if p, ok := e.Service.Meta[PulsarPortMeta]; ok {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return Broker{}, fmt.Errorf("instance %s: meta %s=%q is not a port", id, PulsarPortMeta, p)
+		}
+		port = n
+	}
+	if port < 1 || port > 65535 {
+		return Broker{}, fmt.Errorf("instance %s: port %d out of range", id, port)
+	}
+	if !validHost(host) {
+		return Broker{}, fmt.Errorf("instance %s: address %q is not a host name or IP", id, host)
+	}
+	b, err := ParseBrokerURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return Broker{}, fmt.Errorf("instance %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// validHost accepts an IP literal or an RFC 1123 host name; anything else in a registry is a
+// mistake (or an attempt to inject a URL) and is not dialled.
+func validHost(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	if len(h) == 0 || len(h) > 253 {
+		return false
+	}
+	label := 0
+	for i := 0; i < len(h); i++ {
+		ch := h[i]
+		switch {
+		case ch == '.':
+			if label == 0 || h[i-1] == '-' {
+				return false
+			}
+			label = 0
+			continue
+		case ch == '-':
+			if label == 0 {
+				return false
+			}
+		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9', ch == '_':
+		default:
+			return false
+		}
+		label++
+		if label > 63 {
+			return false
+		}
+	}
+	return h[len(h)-1] != '-'
+}

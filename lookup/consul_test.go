@@ -1,0 +1,191 @@
+package lookup
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+)
+
+// fakeConsul serves /v1/health/service/<name> with blocking queries, the way the agent does,
+// so the provider's loop can be driven step by step. The real agent is used end to end.
+type fakeConsul struct {
+	mu      sync.Mutex
+	index   uint64
+	entries []map[string]any
+	changed chan struct{}
+	queries int
+	blocked int // queries that arrived with the current index (waiting for a change)
+}
+
+func newFakeConsul() *fakeConsul { return &fakeConsul{index: 1, changed: make(chan struct{})} }
+
+func (f *fakeConsul) set(entries ...map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries = entries
+	f.index++
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeConsul) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/health/service/brokers" || r.URL.Query().Get("passing") == "" {
+		http.Error(w, "unexpected "+r.URL.String(), http.StatusBadRequest)
+		return
+	}
+	idx, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+	f.mu.Lock()
+	f.queries++
+	ch := f.changed
+	if idx != 0 && idx == f.index {
+		f.blocked++
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-r.Context().Done():
+			return
+		}
+		f.mu.Lock()
+	}
+	body, _ := json.Marshal(f.entries)
+	w.Header().Set("X-Consul-Index", strconv.FormatUint(f.index, 10))
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(body)
+}
+
+func (f *fakeConsul) waitBlocked(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		f.mu.Lock()
+		b := f.blocked
+		f.mu.Unlock()
+		if b >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("provider never came back with a blocking query (%d so far, want %d)", b, n)
+		}
+	}
+}
+
+func instance(id, addr string, port int, meta map[string]string) map[string]any {
+	return map[string]any{
+		"Node":    map[string]any{"Node": "n1", "Address": "10.9.9.9"},
+		"Service": map[string]any{"ID": id, "Service": "brokers", "Address": addr, "Port": port, "Meta": meta},
+		"Checks":  []any{},
+	}
+}
+
+func waitBrokers(t *testing.T, d Discovery, want ...string) {
+	t.Helper()
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		got = got[:0]
+		for _, b := range d.Brokers() {
+			got = append(got, b.URL)
+		}
+		if equalStrings(got, want) {
+			return
+		}
+	}
+	t.Fatalf("brokers %v, want %v", got, want)
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestConsulFollowsServiceWithBlockingQueries(t *testing.T) {
+	fc := newFakeConsul()
+	fc.set(
+		instance("b1", "127.0.0.1", 6650, nil),
+		instance("b2", "", 8080, map[string]string{PulsarPortMeta: "6651"}), // node address, meta port
+		instance("bad1", "not a host!", 6650, nil),
+		instance("bad2", "127.0.0.1", 0, nil),
+		instance("bad3", "127.0.0.1", 6650, map[string]string{PulsarPortMeta: "x"}),
+		instance("bad4", "evil:1/x?", 6650, nil),
+	)
+	srv := httptest.NewServer(fc)
+	defer srv.Close()
+	m := NewMetrics(nil)
+	c, err := NewConsul(ConsulConfig{Service: "brokers", Address: srv.Listener.Addr().String(), WaitTime: time.Minute,
+		RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond}, zerolog.Nop(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitBrokers(t, c, "pulsar://127.0.0.1:6650", "pulsar://10.9.9.9:6651")
+	fc.waitBlocked(t, 1) // no polling: the provider waits on the index
+	fc.set(instance("b1", "127.0.0.1", 6650, nil))
+	waitBrokers(t, c, "pulsar://127.0.0.1:6650")
+	fc.waitBlocked(t, 2)
+	fc.mu.Lock()
+	queries := fc.queries
+	fc.mu.Unlock()
+	if queries > 4 {
+		t.Fatalf("%d queries for 2 changes: the provider is polling", queries)
+	}
+
+	// Every instance gone: not believed, the last list stays and is marked stale.
+	fc.set()
+	fc.waitBlocked(t, 3)
+	waitBrokers(t, c, "pulsar://127.0.0.1:6650")
+	if !c.isStale() || testutil.ToFloat64(m.discoveryStale.WithLabelValues("consul")) != 1 {
+		t.Fatal("empty answer did not mark the provider stale")
+	}
+
+	// Consul unreachable: the list stays, errors counted, and it recovers.
+	srv.CloseClientConnections()
+	srv.Listener.Close()
+	for testutil.ToFloat64(m.discoveryErrors.WithLabelValues("consul")) < 3 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitBrokers(t, c, "pulsar://127.0.0.1:6650")
+	ln, err := net.Listen("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatalf("cannot reopen the fake agent's port: %v", err)
+	}
+	srv2 := &http.Server{Handler: fc}
+	go srv2.Serve(ln)
+	defer srv2.Close()
+	fc.set(instance("b2", "127.0.0.2", 6650, nil))
+	waitBrokers(t, c, "pulsar://127.0.0.2:6650")
+	if c.isStale() {
+		t.Fatal("still stale after recovery")
+	}
+}
+
+func TestConsulBrokerAddressRules(t *testing.T) {
+	for _, h := range []string{"127.0.0.1", "::1", "broker-0.broker.pulsar.svc", "b_1.local"} {
+		if !validHost(h) {
+			t.Errorf("validHost(%q) = false", h)
+		}
+	}
+	for _, h := range []string{"", "a b", "-a", "a-", "a..b", "a/b", "a:b", "a@b", ".a"} {
+		if validHost(h) {
+			t.Errorf("validHost(%q) = true", h)
+		}
+	}
+}

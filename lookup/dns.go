@@ -1,0 +1,186 @@
+package lookup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/rs/zerolog"
+)
+
+// DNSConfig says which DNS name lists the brokers.
+type DNSConfig struct {
+	// Name is a fully qualified name, e.g. the headless Service
+	// pulsar-broker.pulsar.svc.cluster.local (no search domains are applied).
+	Name string
+	// SRV queries SRV records of Name (e.g. _pulsar._tcp.pulsar-broker.pulsar.svc.cluster.local):
+	// each record's target host and port is a broker. Otherwise Name's A and AAAA records
+	// are the brokers, all on Port.
+	SRV  bool
+	Port int
+	// Server is the DNS server (host:port); "" uses the first nameserver of /etc/resolv.conf.
+	Server string
+	// Interval is the longest time between refreshes; a record TTL that is shorter wins,
+	// but never below MinInterval.
+	Interval, MinInterval time.Duration
+	Timeout               time.Duration // one query
+}
+
+// DNS lists brokers from A/AAAA or SRV records, refreshed on an interval and when the
+// records' TTL runs out, whichever is first.
+type DNS struct {
+	*source
+	cfg  DNSConfig
+	name string // fully qualified
+}
+
+// NewDNS builds the provider; nothing is asked until Run.
+func NewDNS(cfg DNSConfig, log zerolog.Logger, m *Metrics) (*DNS, error) {
+	name := strings.TrimSuffix(cfg.Name, ".")
+	if _, ok := dns.IsDomainName(name); !ok || !validHost(name) || net.ParseIP(name) != nil {
+		return nil, fmt.Errorf("dns discovery: %q is not a DNS name", cfg.Name)
+	}
+	if !cfg.SRV && (cfg.Port < 1 || cfg.Port > 65535) {
+		return nil, fmt.Errorf("dns discovery: port %d out of range", cfg.Port)
+	}
+	if cfg.Server == "" {
+		rc, err := dns.ClientConfigFromFile("/etc/resolv.conf")
+		if err != nil || len(rc.Servers) == 0 {
+			return nil, fmt.Errorf("dns discovery: no server configured and none in /etc/resolv.conf: %v", err)
+		}
+		cfg.Server = net.JoinHostPort(rc.Servers[0], rc.Port)
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10 * time.Second
+	}
+	if cfg.MinInterval <= 0 {
+		cfg.MinInterval = time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	return &DNS{source: newSource("dns", log, m), cfg: cfg, name: dns.Fqdn(strings.ToLower(name))}, nil
+}
+
+// Run refreshes until ctx ends.
+func (d *DNS) Run(ctx context.Context) {
+	retry := backoff{min: min(500*time.Millisecond, d.cfg.Interval), max: d.cfg.Interval}
+	for {
+		brokers, ttl, err := d.resolve(ctx)
+		wait := d.cfg.Interval
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			d.fail(err)
+			wait = retry.next()
+		} else {
+			retry.reset()
+			d.succeed(brokers)
+			if len(brokers) == 0 {
+				wait = retry.next()
+			} else if ttl > 0 && ttl < wait {
+				wait = max(ttl, d.cfg.MinInterval)
+			}
+		}
+		if !sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// resolve asks for the records once; ttl is the smallest TTL among them (0 if none).
+func (d *DNS) resolve(ctx context.Context) ([]Broker, time.Duration, error) {
+	if d.cfg.SRV {
+		rrs, err := d.query(ctx, dns.TypeSRV)
+		if err != nil {
+			return nil, 0, err
+		}
+		var out []Broker
+		var ttl uint32
+		for _, rr := range rrs {
+			srv, ok := rr.(*dns.SRV)
+			if !ok {
+				continue
+			}
+			ttl = minTTL(ttl, srv.Hdr.Ttl)
+			host := strings.ToLower(strings.TrimSuffix(srv.Target, "."))
+			if !validHost(host) || srv.Port == 0 {
+				d.log.Warn().Str("target", srv.Target).Uint16("port", srv.Port).Msg("skipping an SRV record that does not name a usable broker")
+				continue
+			}
+			b, err := ParseBrokerURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(int(srv.Port))))
+			if err != nil {
+				d.log.Warn().Err(err).Msg("skipping an SRV record")
+				continue
+			}
+			out = append(out, b)
+		}
+		return out, time.Duration(ttl) * time.Second, nil
+	}
+	var out []Broker
+	var ttl uint32
+	port := strconv.Itoa(d.cfg.Port)
+	for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+		rrs, err := d.query(ctx, qtype)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, rr := range rrs {
+			var ip net.IP
+			switch r := rr.(type) {
+			case *dns.A:
+				ip = r.A
+			case *dns.AAAA:
+				ip = r.AAAA
+			default:
+				continue // a CNAME on the way
+			}
+			ttl = minTTL(ttl, rr.Header().Ttl)
+			out = append(out, Broker{URL: "pulsar://" + net.JoinHostPort(ip.String(), port), Host: ip.String(), Port: port})
+		}
+	}
+	return out, time.Duration(ttl) * time.Second, nil
+}
+
+func minTTL(a, b uint32) uint32 {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
+}
+
+var errNXDomain = errors.New("name does not exist (NXDOMAIN)")
+
+// query sends one question over UDP, and again over TCP if the answer was truncated.
+// NXDOMAIN is an error (the last good list is kept); an empty answer is not.
+func (d *DNS) query(ctx context.Context, qtype uint16) ([]dns.RR, error) {
+	msg := new(dns.Msg)
+	msg.SetQuestion(d.name, qtype)
+	msg.RecursionDesired = true
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	c := &dns.Client{Net: "udp", Timeout: d.cfg.Timeout}
+	resp, _, err := c.ExchangeContext(ctx, msg, d.cfg.Server)
+	if err == nil && resp.Truncated {
+		c.Net = "tcp"
+		resp, _, err = c.ExchangeContext(ctx, msg, d.cfg.Server)
+	}
+	qname := dns.TypeToString[qtype] + " " + d.name
+	if err != nil {
+		return nil, fmt.Errorf("%s at %s: %w", qname, d.cfg.Server, err)
+	}
+	switch resp.Rcode {
+	case dns.RcodeSuccess:
+		return resp.Answer, nil
+	case dns.RcodeNameError:
+		return nil, fmt.Errorf("%s: %w", qname, errNXDomain)
+	default:
+		return nil, fmt.Errorf("%s at %s: %s", qname, d.cfg.Server, dns.RcodeToString[resp.Rcode])
+	}
+}
