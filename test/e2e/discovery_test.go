@@ -115,22 +115,6 @@ func targetAllowed(t *testing.T, p *proxy, n int) bool {
 	return false
 }
 
-// lookupConn is a raw lookup-mode connection to the proxy.
-type lookupConn struct {
-	conn net.Conn
-	r    *frame.Reader
-}
-
-func dialLookup(t *testing.T, addr string) *lookupConn {
-	t.Helper()
-	resp, conn := rawConnect(t, addr, func(*pb.CommandConnect) {})
-	if resp.GetType() != pb.BaseCommand_CONNECTED {
-		t.Fatalf("lookup CONNECT: %v", resp)
-	}
-	conn.SetDeadline(time.Now().Add(2 * time.Minute))
-	return &lookupConn{conn: conn, r: frame.NewReader(conn, 0)}
-}
-
 func lookupFrame(topic string, id uint64) []byte {
 	b, err := frame.AppendCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String(topic), RequestId: proto.Uint64(id)}})
@@ -138,14 +122,6 @@ func lookupFrame(topic string, id uint64) []byte {
 		panic(err) // a fixed, valid command
 	}
 	return b
-}
-
-func (l *lookupConn) read() (*pb.BaseCommand, error) {
-	f, err := l.r.ReadFrame()
-	if err != nil {
-		return nil, err
-	}
-	return frame.Decode(f.Command)
 }
 
 // lookupOwner asks the proxy for topic's owner once.

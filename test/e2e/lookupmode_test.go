@@ -30,8 +30,17 @@ func dialLookup(t *testing.T, addr string) *lookupConn {
 	if v := resp.GetConnected().GetServerVersion(); !strings.HasPrefix(v, "pulsar-proxy/") {
 		t.Errorf("server_version %q does not name pulsar-proxy", v)
 	}
-	conn.SetDeadline(time.Now().Add(60 * time.Second))
+	conn.SetDeadline(time.Now().Add(2 * time.Minute))
 	return &lookupConn{t: t, conn: conn, r: frame.NewReader(conn, 0)}
+}
+
+// read returns the next command from the proxy.
+func (l *lookupConn) read() (*pb.BaseCommand, error) {
+	f, err := l.r.ReadFrame()
+	if err != nil {
+		return nil, err
+	}
+	return frame.Decode(f.Command)
 }
 
 func (l *lookupConn) roundTrip(cmd *pb.BaseCommand) *pb.BaseCommand {
