@@ -5,11 +5,13 @@
 # When that file exists and every jar it names exists, this does nothing and uses no network.
 # When the local Maven repository already holds the artifacts, Maven runs offline (-o) first.
 #
-# Env: RIG_CACHE (default <repo>/.cache). Exit codes: 0 ok, 2 missing tool, 3 resolution failed.
+# Env: RIG_CACHE (default <repo>/.cache), RIG_PULSAR_VERSION (instead of the pin in versions.env).
+# Exit codes: 0 ok, 2 missing tool, 3 resolution failed.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=versions.env
 . "$here/versions.env"
+PULSAR_VERSION="${RIG_PULSAR_VERSION:-$PULSAR_VERSION}"
 export PULSAR_VERSION PULSAR_OTEL_VERSION PULSAR_JETCD_VERSION LOG4J_VERSION
 cache="${RIG_CACHE:-$here/../../.cache}"
 mkdir -p "$cache"
@@ -82,6 +84,9 @@ if [[ -z "$mode" ]]; then
       grep -E 'Could not (find|resolve|transfer|collect)|Failed to (collect|read|execute)|Non-resolvable|BUILD FAILURE' |
       sed -e 's/^\[ERROR\] *//' -e 's/ -> \[Help 1\]$//' | head -5 | cut -c1-600 | sed 's/^/  /' >&2
     echo "fetch-pulsar: full Maven log: $log" >&2
+    if [[ -n "${RIG_PULSAR_VERSION:-}" ]]; then
+      code=3 die "giving up (RIG_PULSAR_VERSION=$RIG_PULSAR_VERSION overrides the pin in $here/versions.env)"
+    fi
     code=3 die "giving up (pins are in $here/versions.env)"
   fi
 fi

@@ -401,13 +401,21 @@ func cacheDir() (string, error) {
 	return filepath.Clean(filepath.Join(dir, "..", "..", ".cache")), nil
 }
 
-// Versions returns the pins of versions.env (PULSAR_VERSION, CONSUL_VERSION, ...).
+// Versions returns the pins of versions.env (PULSAR_VERSION, CONSUL_VERSION, ...), with
+// PULSAR_VERSION replaced by RIG_PULSAR_VERSION when that is set, as the scripts do.
 func Versions() (map[string]string, error) {
 	dir, err := ScriptsDir()
 	if err != nil {
 		return nil, err
 	}
-	return readState(filepath.Join(dir, "versions.env"))
+	v, err := readState(filepath.Join(dir, "versions.env"))
+	if err != nil {
+		return nil, err
+	}
+	if o := os.Getenv("RIG_PULSAR_VERSION"); o != "" {
+		v["PULSAR_VERSION"] = o
+	}
+	return v, nil
 }
 
 func consulBinary() (string, error) {

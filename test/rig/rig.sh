@@ -28,6 +28,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 self="$here/$(basename "$0")"
 # shellcheck source=versions.env
 . "$here/versions.env"
+PULSAR_VERSION="${RIG_PULSAR_VERSION:-$PULSAR_VERSION}"
 
 cache="${RIG_CACHE:-$here/../../.cache}"
 mkdir -p "$cache"
@@ -56,6 +57,7 @@ C_SERVER_PORT="${RIG_CONSUL_SERVER_PORT:-18300}"
 C_GRPC_PORT="${RIG_CONSUL_GRPC_PORT:-18502}"
 C_GRPC_TLS_PORT="${RIG_CONSUL_GRPC_TLS_PORT:-18503}"
 BROKER_TIMEOUT="${RIG_BROKER_TIMEOUT:-240}" # seconds, per broker, from its start to ready
+ZK_BOOKIE_TIMEOUT="${RIG_ZK_BOOKIE_TIMEOUT:-$BROKER_TIMEOUT}" # seconds, ZooKeeper + bookie start to ready
 CONSUL_TIMEOUT="${RIG_CONSUL_TIMEOUT:-60}"
 STOP_TIMEOUT="${RIG_STOP_TIMEOUT:-30}" # seconds between SIGTERM and SIGKILL
 B1_HEAP="${RIG_BROKER1_HEAP:-1g}"
@@ -150,6 +152,17 @@ http_put() {
 }
 
 # ---- java ----
+
+# need_tools: java 17+ and curl on PATH, or a clear message and exit 2 (a missing tool).
+need_tools() {
+  local v
+  command -v java >/dev/null 2>&1 ||
+    { err "java is not on PATH; the rig runs Pulsar with a Java 17 or newer runtime (Debian: apt-get install openjdk-17-jre-headless)"; exit 2; }
+  v="$(java_major)"
+  [[ "$v" =~ ^[0-9]+$ ]] || { err "could not read the Java version from 'java -version' ($(command -v java))"; exit 2; }
+  ((v >= 17)) || { err "java is version $v ($(command -v java)); Pulsar $PULSAR_VERSION needs Java 17 or newer"; exit 2; }
+  command -v curl >/dev/null 2>&1 || { err "curl is not on PATH; the rig needs it for readiness checks"; exit 2; }
+}
 
 java_major() {
   local v
@@ -316,14 +329,16 @@ start_consul() {
 }
 
 show_log_tail() { # NAME
-  local f
+  local f shown=0
   for f in "$LOGS/$1.log" "$LOGS/$1.out"; do
     if [[ -s "$f" ]]; then
       err "---- last 40 lines of $f ----"
       tail -n 40 "$f" >&2
       err "---- end of $f ----"
+      shown=1
     fi
   done
+  ((shown)) || err "$1 has written no log yet ($LOGS/$1.log, $LOGS/$1.out are empty)"
 }
 
 # wait_until DEADLINE WHAT PIDNAME CMD...: polls CMD until it succeeds; fails when the process
@@ -490,8 +505,8 @@ cmd_up() {
     err "a rig is already running in $RIG_DIR (rig.sh down first; or set $RIG_DIR/rig.env in PULSAR_PROXY_RIG to use it)"
     exit 1
   fi
-  cmd_prepare
-  command -v curl >/dev/null 2>&1 || { err "curl is not on PATH; the rig needs it for readiness checks"; exit 2; }
+  need_tools
+  # Ports first: a clash is reported before any download or build.
   for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" "$ZK_PORT" "$BOOKIE_PORT" \
     "$C_HTTP_PORT" "$C_DNS_PORT" "$C_SERF_LAN_PORT" "$C_SERF_WAN_PORT" "$C_SERVER_PORT" "$C_GRPC_PORT" "$C_GRPC_TLS_PORT"; do
     if port_in_use "$p"; then taken+=("$p"); fi
@@ -504,6 +519,7 @@ cmd_up() {
     fi
     exit 1
   fi
+  cmd_prepare
 
   rm -rf "$DATA" "$CONF" "$PIDS" "$LOGS" "$STATE"
   mkdir -p "$DATA" "$CONF" "$PIDS" "$LOGS"
@@ -512,13 +528,13 @@ cmd_up() {
   trap 'fail_up "interrupted"' INT TERM
 
   t0="$(now)"
-  deadline=$(($(date +%s) + BROKER_TIMEOUT))
+  deadline=$(($(date +%s) + ZK_BOOKIE_TIMEOUT))
   start_zk_bookie
   start_consul
   log "started ZooKeeper :$ZK_PORT and bookie :$BOOKIE_PORT (pid $(read_pid zk-bookie)), consul (pid $(read_pid consul))"
   # The brokers need ZooKeeper and the ledger metadata; the bookie port opens after both.
   wait_until "$deadline" "ZooKeeper and the bookie (port $BOOKIE_PORT)" zk-bookie port_in_use "$BOOKIE_PORT" ||
-    fail_up "ZooKeeper and the bookie did not come up" zk-bookie
+    fail_up "ZooKeeper and the bookie did not come up within ${ZK_BOOKIE_TIMEOUT}s" zk-bookie
   log "phase zookeeper+bookie: $(since "$t0")"
   start_broker 1
   start_broker 2
@@ -631,6 +647,7 @@ cmd_start_broker() {
   local n="$1" t0 p ids=()
   check_broker_arg "$n"
   need_state
+  need_tools
   if pid_is_ours "$(read_pid "broker$n")"; then
     log "broker $n is already running"
     return 0
