@@ -7,6 +7,7 @@ type Metrics struct {
 	authFailures  *prometheus.CounterVec
 	denials       *prometheus.CounterVec
 	policyReloads *prometheus.CounterVec
+	forwarded     *prometheus.CounterVec
 }
 
 // NewMetrics registers the authz metrics with reg.
@@ -24,8 +25,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pulsar_proxy_policy_reloads_total",
 			Help: "Authorization policy loads, by result (ok, error).",
 		}, []string{"result"}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_authorized_commands_total",
+			Help: "PRODUCER (produce) and SUBSCRIBE (consume) commands checked at the proxy and forwarded to a broker, by action.",
+		}, []string{"action"}),
 	}
-	reg.MustRegister(m.authFailures, m.denials, m.policyReloads)
+	reg.MustRegister(m.authFailures, m.denials, m.policyReloads, m.forwarded)
 	return m
 }
 
@@ -48,4 +53,24 @@ func (m *Metrics) Denied(a Action) {
 		return
 	}
 	m.denials.WithLabelValues(string(a)).Inc()
+}
+
+// Forwarded counts one PRODUCER (produce) or SUBSCRIBE (consume) that passed the policy and
+// went on to a broker.
+func (m *Metrics) Forwarded(a Action) {
+	if m == nil {
+		return
+	}
+	m.forwarded.WithLabelValues(string(a)).Inc()
+}
+
+// FailureCounter, DenialCounter and ForwardedCounter expose single series for tests.
+func (m *Metrics) FailureCounter(method string, r Reason) prometheus.Counter {
+	return m.authFailures.WithLabelValues(method, string(r))
+}
+
+func (m *Metrics) DenialCounter(a Action) prometheus.Counter { return m.denials.WithLabelValues(string(a)) }
+
+func (m *Metrics) ForwardedCounter(a Action) prometheus.Counter {
+	return m.forwarded.WithLabelValues(string(a))
 }
