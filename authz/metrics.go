@@ -69,7 +69,9 @@ func (m *Metrics) FailureCounter(method string, r Reason) prometheus.Counter {
 	return m.authFailures.WithLabelValues(method, string(r))
 }
 
-func (m *Metrics) DenialCounter(a Action) prometheus.Counter { return m.denials.WithLabelValues(string(a)) }
+func (m *Metrics) DenialCounter(a Action) prometheus.Counter {
+	return m.denials.WithLabelValues(string(a))
+}
 
 func (m *Metrics) ForwardedCounter(a Action) prometheus.Counter {
 	return m.forwarded.WithLabelValues(string(a))

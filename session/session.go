@@ -39,9 +39,9 @@ type session struct {
 	identity    authz.Identity    // who the client is, renewed on refresh
 	clientCreds authz.Credentials // what it presented, for forwardClientCredentials
 	authExpired bool              // ended because its credentials were not renewed
-	closeOnce sync.Once
-	reason    CloseReason
-	shutdownC bool
+	closeOnce   sync.Once
+	reason      CloseReason
+	shutdownC   bool
 
 	bytesIn, bytesOut   uint64 // direct mode, for the summary line
 	framesIn, framesOut uint64
