@@ -8,6 +8,7 @@ type Metrics struct {
 	denials       *prometheus.CounterVec
 	policyReloads *prometheus.CounterVec
 	forwarded     *prometheus.CounterVec
+	refreshes     *prometheus.CounterVec
 }
 
 // NewMetrics registers the authz metrics with reg.
@@ -29,8 +30,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pulsar_proxy_authorized_commands_total",
 			Help: "PRODUCER (produce) and SUBSCRIBE (consume) commands checked at the proxy and forwarded to a broker, by action.",
 		}, []string{"action"}),
+		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_credential_refreshes_total",
+			Help: "Client credential renewals after the proxy's AUTH_CHALLENGE, by result (ok, failed).",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(m.authFailures, m.denials, m.policyReloads, m.forwarded)
+	reg.MustRegister(m.authFailures, m.denials, m.policyReloads, m.forwarded, m.refreshes)
 	return m
 }
 
@@ -75,4 +80,16 @@ func (m *Metrics) DenialCounter(a Action) prometheus.Counter {
 
 func (m *Metrics) ForwardedCounter(a Action) prometheus.Counter {
 	return m.forwarded.WithLabelValues(string(a))
+}
+
+// Refreshed counts one renewal of a client's credentials (ok false: the session was closed).
+func (m *Metrics) Refreshed(ok bool) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if !ok {
+		result = "failed"
+	}
+	m.refreshes.WithLabelValues(result).Inc()
 }

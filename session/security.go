@@ -257,6 +257,7 @@ func (r *refresher) run(ctx context.Context, supportsRefresh bool) error {
 		s.identity = fresh
 		s.clientCreds = creds
 		s.mu.Unlock()
+		s.srv.sec.Metrics.Refreshed(true)
 		s.log.Debug().Time("expires", fresh.Expires).Msg("client credentials refreshed")
 	}
 }
@@ -268,6 +269,7 @@ func (r *refresher) fail(method string, err error) error {
 	}
 	reason := authz.ReasonOf(err)
 	s.srv.sec.Metrics.AuthFailure(method, reason)
+	s.srv.sec.Metrics.Refreshed(false)
 	s.log.Debug().Err(err).Msg("closing session: credentials not renewed")
 	r.send(frame.Error(0, pb.ServerError_AuthenticationError, "pulsar-proxy: "+err.Error()))
 	return errRefreshFailed
