@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,6 +12,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 )
 
 var secret = []byte("0123456789abcdef0123456789abcdef")
@@ -263,3 +266,26 @@ func TestMetricsBoundMethodLabel(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 }
+
+func TestPolicyStoreWatchReloadsOnSignal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	os.WriteFile(path, []byte(testPolicy), 0o600)
+	s, err := NewPolicyStore(path, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	hup := make(chan os.Signal)
+	done := make(chan struct{})
+	go func() { s.Watch(ctx, time.Hour, hup); close(done) }()
+	os.WriteFile(path, []byte("superUserRoles: [bob]\n"), 0o600)
+	hup <- syscall.SIGHUP
+	hup <- syscall.SIGHUP // the first has been handled once the second is taken
+	cancel()
+	<-done
+	if !s.Policy().IsSuperUser("bob") {
+		t.Fatal("SIGHUP did not reload the policy")
+	}
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
