@@ -47,6 +47,7 @@ func TestBrokerAuthorizesOriginalPrincipal(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Authorization") {
 		t.Fatalf("bob's producer: err = %v, want the broker's authorization refusal", err)
 	}
+	t.Logf("bob refused: %v", err)
 	if got := p.metric(t, "pulsar_proxy_authorization_denials_total"); got != 0 {
 		t.Fatalf("the proxy denied %v commands; the refusal must be the broker's", got)
 	}
@@ -70,6 +71,7 @@ rules:
 	if err == nil || !strings.Contains(err.Error(), "AuthorizationError") {
 		t.Fatalf("bob's producer: err = %v, want AuthorizationError", err)
 	}
+	t.Logf("bob refused: %v", err)
 	if got := p.metric(t, "pulsar_proxy_authorization_denials_total", `action="produce"`); got < 1 {
 		t.Fatalf("denials = %v", got)
 	}
@@ -171,7 +173,7 @@ func TestConnectRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := client(t, p.PulsarURL, tc.auth)
+			c := clientWithTimeout(t, p.PulsarURL, tc.auth, 3*time.Second)
 			_, err := c.CreateProducer(pulsar.ProducerOptions{Topic: uniqueTopic(nsShared, "x"), SendTimeout: time.Second})
 			if err == nil {
 				t.Fatal("producer created without valid credentials")

@@ -65,11 +65,16 @@ func (p *proxy) metric(t *testing.T, name string, labels ...string) float64 {
 
 // client is a pulsar-client-go client of the proxy with the given authentication (nil: none).
 func client(t *testing.T, url string, auth pulsar.Authentication) pulsar.Client {
+	return clientWithTimeout(t, url, auth, 20*time.Second)
+}
+
+// clientWithTimeout bounds the client's retries (a refused client retries until then).
+func clientWithTimeout(t *testing.T, url string, auth pulsar.Authentication, opTimeout time.Duration) pulsar.Client {
 	t.Helper()
 	c, err := pulsar.NewClient(pulsar.ClientOptions{
 		URL:               url,
 		Authentication:    auth,
-		OperationTimeout:  20 * time.Second,
+		OperationTimeout:  opTimeout,
 		ConnectionTimeout: 10 * time.Second,
 		Logger:            plog.DefaultNopLogger(),
 	})
