@@ -289,3 +289,17 @@ func TestPolicyStoreWatchReloadsOnSignal(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestExamplePolicyParses(t *testing.T) {
+	b, err := os.ReadFile("../authz-policy.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePolicy(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Allowed("analytics-eu", ActionConsume, "persistent://acme/orders/o-partition-1") || p.Allowed("analytics-eu", ActionProduce, "acme/orders/o") {
+		t.Fatal("the example does not mean what its comments say")
+	}
+}

@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"action"}),
 		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_credential_refreshes_total",
-			Help: "Client credential renewals after the proxy's AUTH_CHALLENGE, by result (ok, failed).",
+			Help: "Client credential renewals: after the proxy's own AUTH_CHALLENGE (ok, failed), or answers to a broker's challenge relayed to it (relayed).",
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.authFailures, m.denials, m.policyReloads, m.forwarded, m.refreshes)
@@ -82,6 +82,14 @@ func (m *Metrics) ForwardedCounter(a Action) prometheus.Counter {
 	return m.forwarded.WithLabelValues(string(a))
 }
 
+// RelayedAuthResponse counts a client's AUTH_RESPONSE to a broker's challenge, passed on.
+func (m *Metrics) RelayedAuthResponse() {
+	if m == nil {
+		return
+	}
+	m.refreshes.WithLabelValues("relayed").Inc()
+}
+
 // Refreshed counts one renewal of a client's credentials (ok false: the session was closed).
 func (m *Metrics) Refreshed(ok bool) {
 	if m == nil {
@@ -92,4 +100,9 @@ func (m *Metrics) Refreshed(ok bool) {
 		result = "failed"
 	}
 	m.refreshes.WithLabelValues(result).Inc()
+}
+
+// RefreshCounter exposes one series of the refresh counter for tests.
+func (m *Metrics) RefreshCounter(result string) prometheus.Counter {
+	return m.refreshes.WithLabelValues(result)
 }

@@ -78,7 +78,6 @@ func (s *session) authenticate(c *pb.CommandConnect) bool {
 	s.principal = id.Role
 	s.clientCreds = creds
 	s.mu.Unlock()
-	s.log = s.log.With().Str("principal", id.Role).Logger()
 	return true
 }
 
@@ -302,14 +301,13 @@ func (s *session) upstreamFilter(toClient *sink, ref *refresher) filterFunc {
 		case pb.BaseCommand_SUBSCRIBE:
 			action = authz.ActionConsume
 		case pb.BaseCommand_AUTH_RESPONSE:
-			if ref == nil || !ref.isPending() {
-				return true // the broker asked: relay the answer
+			if ref != nil && ref.isPending() {
+				if cmd, err := frame.Decode(command); err == nil && ref.offer(cmd.GetAuthResponse()) {
+					return false
+				}
 			}
-			cmd, err := frame.Decode(command)
-			if err != nil || !ref.offer(cmd.GetAuthResponse()) {
-				return true
-			}
-			return false
+			s.srv.sec.Metrics.RelayedAuthResponse() // the broker asked: relay the answer
+			return true
 		default:
 			return true
 		}

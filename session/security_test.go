@@ -232,6 +232,7 @@ rules:
 	if got := p.recv(); got.GetType() != pb.BaseCommand_AUTH_RESPONSE {
 		t.Fatalf("AUTH_RESPONSE for the broker: %v", got)
 	}
+	waitCounter(t, am.RefreshCounter("relayed"), 1)
 	// The session is still usable after the refusals.
 	p.send(producer("persistent://public/default/u", 4))
 	if got := p.recv(); got.GetType() != pb.BaseCommand_PRODUCER {

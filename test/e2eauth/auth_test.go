@@ -207,7 +207,7 @@ func TestConnectRefusals(t *testing.T) {
 }
 
 // A client whose 10-second tokens are renewed by its supplier keeps producing for 40 seconds
-// without losing a message.
+// without losing a message: the proxy challenges it each time its token expires.
 func TestTokenRefreshKeepsSessionsAlive(t *testing.T) {
 	p := startProxy(t, "", "")
 	var minted atomic.Int32
@@ -252,7 +252,10 @@ func TestTokenRefreshKeepsSessionsAlive(t *testing.T) {
 	if got := p.metric(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`); got != 0 {
 		t.Fatalf("%v sessions closed for expired credentials", got)
 	}
-	t.Logf("sent and received %d messages over 40 s; %v refreshes", sent, refreshed)
+	if closed := p.metric(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`); closed != 0 {
+		t.Fatalf("brokers closed %v sessions", closed)
+	}
+	t.Logf("sent and received %d messages over 40 s; %v refreshes at the proxy", sent, refreshed)
 }
 
 // A client that cannot renew (its supplier keeps returning the same token) is disconnected
