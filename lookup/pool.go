@@ -2,6 +2,8 @@ package lookup
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -44,14 +46,30 @@ type PoolConfig struct {
 // whose CONNECT carries that role as original_principal, so the broker authorizes the
 // lookup as the client, never as the proxy.
 func WithPrincipal(ctx context.Context, principal string) context.Context {
-	return context.WithValue(ctx, principalKey{}, principal)
+	return context.WithValue(ctx, clientKey{}, ClientIdentity{Principal: principal})
 }
 
-type principalKey struct{}
+// ClientIdentity is whom a lookup is made for.
+type ClientIdentity struct {
+	Principal string
+	// AuthMethod and AuthData, when set, go in the pooled CONNECT as original_auth_method and
+	// original_auth_data, for brokers that authenticate them (authenticateOriginalAuthData):
+	// such connections are per credentials, and closed when Expires passes.
+	AuthMethod string
+	AuthData   []byte
+	Expires    time.Time
+}
 
-func principalFrom(ctx context.Context) string {
-	p, _ := ctx.Value(principalKey{}).(string)
-	return p
+// WithClient is WithPrincipal with the client's credentials forwarded.
+func WithClient(ctx context.Context, id ClientIdentity) context.Context {
+	return context.WithValue(ctx, clientKey{}, id)
+}
+
+type clientKey struct{}
+
+func clientFrom(ctx context.Context) ClientIdentity {
+	id, _ := ctx.Value(clientKey{}).(ClientIdentity)
+	return id
 }
 
 // Pool keeps one long-lived connection per broker for the proxy's own requests (lookups,
@@ -109,13 +127,18 @@ func (p *Pool) Close() {
 }
 
 func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
-	principal := principalFrom(ctx)
+	client := clientFrom(ctx)
+	principal := client.Principal
 	var key string
-	if principal == "" {
+	switch {
+	case principal == "":
 		// Requests take the broker's connections in turn, so one slow answer (a big
 		// GET_TOPICS_OF_NAMESPACE) does not hold up every lookup behind it.
 		key = fmt.Sprintf("%s#%d", addr, p.turn.Add(1)%uint64(max(p.cfg.ConnsPerBroker, 1)))
-	} else {
+	case client.AuthData != nil:
+		sum := sha256.Sum256(client.AuthData)
+		key = addr + "@" + principal + "#" + hex.EncodeToString(sum[:8])
+	default:
 		key = addr + "@" + principal
 	}
 	p.mu.Lock()
@@ -132,7 +155,7 @@ func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
 
 	// One dial per slot however many lookups wait for it.
 	v, err, _ := p.dials.Do(key, func() (any, error) {
-		c, err := p.dial(addr, principal)
+		c, err := p.dial(addr, client)
 		if err != nil {
 			return nil, err
 		}
@@ -183,7 +206,7 @@ func (p *Pool) evictLocked() {
 	}
 }
 
-func (p *Pool) dial(addr, principal string) (*brokerConn, error) {
+func (p *Pool) dial(addr string, client ClientIdentity) (*brokerConn, error) {
 	nc, err := net.DialTimeout("tcp", addr, p.cfg.DialTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("dial broker %s: %w", addr, err)
@@ -197,7 +220,8 @@ func (p *Pool) dial(addr, principal string) (*brokerConn, error) {
 		pongs:   make(chan struct{}, 1),
 		log:     p.cfg.Logger.With().Str("broker", addr).Logger(),
 
-		principal: principal,
+		principal: client.Principal,
+		client:    client,
 		creds:     p.cfg.Credentials,
 	}
 	c.lastUsed.Store(time.Now().UnixNano())
@@ -207,6 +231,13 @@ func (p *Pool) dial(addr, principal string) (*brokerConn, error) {
 		return nil, fmt.Errorf("connect to broker %s: %w", addr, err)
 	}
 	go c.readLoop(r)
+	if !client.Expires.IsZero() && client.AuthData != nil {
+		// The broker would challenge for credentials the pool cannot renew: retire the
+		// connection first; the client's next lookup brings its fresh credentials.
+		c.retire = time.AfterFunc(time.Until(client.Expires), func() {
+			c.close(errors.New("client credentials of this pooled connection expired"))
+		})
+	}
 	return c, nil
 }
 
@@ -229,6 +260,8 @@ type brokerConn struct {
 	pongs  chan struct{}
 
 	principal string // the client role this connection looks up for; "" = the proxy's own
+	client    ClientIdentity
+	retire    *time.Timer // closes a connection carrying client credentials at their expiry
 	creds     func() (string, []byte, error)
 	lastUsed  atomic.Int64 // unix nanoseconds, for eviction
 }
@@ -249,6 +282,10 @@ func (c *brokerConn) handshake(r *frame.Reader, cfg PoolConfig) error {
 		// A broker takes a proxy role's lookups as made by original_principal.
 		if principal := c.principal; principal != "" {
 			req.OriginalPrincipal = proto.String(principal)
+			if c.client.AuthData != nil {
+				req.OriginalAuthMethod = proto.String(c.client.AuthMethod)
+				req.OriginalAuthData = proto.String(string(c.client.AuthData))
+			}
 		} else if cfg.OwnPrincipal != "" {
 			req.OriginalPrincipal = proto.String(cfg.OwnPrincipal)
 		}
@@ -415,6 +452,9 @@ func (c *brokerConn) close(err error) {
 	c.err = err
 	close(c.done)
 	c.nc.Close()
+	if c.retire != nil {
+		c.retire.Stop()
+	}
 }
 
 func (c *brokerConn) closeErr() error {

@@ -156,3 +156,39 @@ func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestPoolForwardsClientCredentialsUntilTheyExpire(t *testing.T) {
+	b := newRecordingBroker(t)
+	pool := NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, DialTimeout: time.Second,
+		ConnectTimeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize, MaxPending: 10, Logger: zerolog.Nop(),
+		Credentials: func() (string, []byte, error) { return "token", []byte("proxy-secret"), nil }})
+	defer pool.Close()
+	lookupWith := func(tok string, expires time.Time) {
+		t.Helper()
+		ctx := WithClient(context.Background(), ClientIdentity{Principal: "alice", AuthMethod: "token", AuthData: []byte(tok), Expires: expires})
+		if _, err := pool.RoundTrip(ctx, b.addr, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+			Topic: proto.String("t"), RequestId: proto.Uint64(1)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lookupWith("alice-1", time.Now().Add(300*time.Millisecond))
+	lookupWith("alice-1", time.Now().Add(300*time.Millisecond)) // same credentials, same connection
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, _, open := b.principals()
+		if open == 0 {
+			break // retired at expiry
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("connection with expired client credentials still open")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	lookupWith("alice-2", time.Time{})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.conn) != 2 || b.conn[0].GetOriginalAuthData() != "alice-1" || b.conn[1].GetOriginalAuthData() != "alice-2" ||
+		b.conn[1].GetOriginalPrincipal() != "alice" || b.conn[1].GetOriginalAuthMethod() != "token" {
+		t.Fatalf("connects: %v", b.conn)
+	}
+}

@@ -93,15 +93,18 @@ func (s *session) authFailed(method string, err error) {
 	s.sendError(0, pb.ServerError_AuthenticationError, "pulsar-proxy: "+err.Error())
 }
 
-// lookupPrincipal is the role lookups are made for at the brokers.
+// lookupContext says whom lookups are made for at the brokers.
 func (s *session) lookupContext() context.Context {
 	s.mu.Lock()
-	p := s.principal
-	s.mu.Unlock()
-	if p == "" {
+	defer s.mu.Unlock()
+	if s.principal == "" {
 		return s.ctx
 	}
-	return lookup.WithPrincipal(s.ctx, p)
+	if s.srv.sec.ForwardClientCredentials && s.clientCreds.Method != "" {
+		return lookup.WithClient(s.ctx, lookup.ClientIdentity{Principal: s.principal,
+			AuthMethod: s.clientCreds.Method, AuthData: s.clientCreds.Data, Expires: s.identity.Expires})
+	}
+	return lookup.WithPrincipal(s.ctx, s.principal)
 }
 
 // allowed asks the policy in force; without a policy everything is allowed.
