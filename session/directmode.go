@@ -77,7 +77,7 @@ func (s *session) connectBroker(broker *wire, c *pb.CommandConnect) (*pb.BaseCom
 	switch {
 	case s.principal != "":
 		req.OriginalPrincipal = proto.String(s.principal)
-	case sec.DefaultPrincipal != "":
+	case sec.DefaultPrincipal != "" && sec.ProxyCredentials != nil: // only a proxy role needs one
 		req.OriginalPrincipal = proto.String(sec.DefaultPrincipal)
 	}
 	if sec.ForwardClientCredentials && s.clientCreds.Method != "" {
