@@ -207,8 +207,11 @@ func TestConnectRefusals(t *testing.T) {
 }
 
 // A client whose 10-second tokens are renewed by its supplier keeps producing for 40 seconds
-// without losing a message: the proxy challenges it each time its token expires.
+// without losing a message. The proxy challenges it each time its token expires; the brokers,
+// which hold its forwarded credentials, challenge it too, through the proxy, and would close
+// the connection if its answer did not reach them.
 func TestTokenRefreshKeepsSessionsAlive(t *testing.T) {
+	brokerRefreshes := brokerLogCount(t, "Refreshed authentication credentials for role alice")
 	p := startProxy(t, "", "")
 	var minted atomic.Int32
 	supplier := func() (string, error) {
@@ -255,7 +258,15 @@ func TestTokenRefreshKeepsSessionsAlive(t *testing.T) {
 	if closed := p.metric(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`); closed != 0 {
 		t.Fatalf("brokers closed %v sessions", closed)
 	}
-	t.Logf("sent and received %d messages over 40 s; %v refreshes at the proxy", sent, refreshed)
+	relayed := p.metric(t, "pulsar_proxy_credential_refreshes_total", `result="relayed"`)
+	if relayed < 1 {
+		t.Fatal("no broker challenge was answered through the proxy")
+	}
+	// The brokers say so too.
+	if n := brokerLogCount(t, "Refreshed authentication credentials for role alice"); n <= brokerRefreshes {
+		t.Fatalf("the brokers logged no refresh of alice's credentials (%d before, %d after)", brokerRefreshes, n)
+	}
+	t.Logf("sent and received %d messages over 40 s; %v refreshes at the proxy, %v answers to broker challenges relayed", sent, refreshed, relayed)
 }
 
 // A client that cannot renew (its supplier keeps returning the same token) is disconnected
@@ -368,4 +379,18 @@ func writePolicy(t *testing.T, path, policy string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// brokerLogCount counts the lines of both brokers' logs that contain s.
+func brokerLogCount(t *testing.T, s string) int {
+	t.Helper()
+	n := 0
+	for _, key := range []string{"BROKER1_LOG", "BROKER2_LOG"} {
+		b, err := os.ReadFile(theRig.State(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += strings.Count(string(b), s)
+	}
+	return n
 }

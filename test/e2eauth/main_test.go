@@ -1,7 +1,9 @@
 // Package e2eauth holds the end-to-end tests of authentication and authorization: its own
 // rig whose brokers require tokens (AuthenticationProviderToken), authorize topic operations
-// (authorizationEnabled) and accept the proxy's role as a proxy (proxyRoles=proxy), on a port
-// block of its own so it never collides with the plain rig of test/e2e.
+// (authorizationEnabled), accept the proxy's role as a proxy (proxyRoles=proxy) and
+// authenticate the client credentials the proxy forwards (authenticateOriginalAuthData, checked
+// for expiry every 5 s), on a port block of its own so it never collides with the plain rig of
+// test/e2e.
 package e2eauth
 
 import (
@@ -145,6 +147,8 @@ tokenSecretKey=data:;base64,`+b64+`
 authorizationEnabled=true
 superUserRoles=`+superUser+`
 proxyRoles=`+proxyRole+`
+authenticateOriginalAuthData=true
+authenticationRefreshCheckSeconds=5
 brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken
 brokerClientAuthenticationParameters=token:`+admin+`
 `), 0o600)

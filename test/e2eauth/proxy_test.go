@@ -29,7 +29,7 @@ func startProxy(t *testing.T, policy string, extraAuth string) *proxy {
 		t.Fatal(err)
 	}
 	yaml := "auth:\n  enabled: true\n  token:\n    secretKeyFile: " + secretFile + "\n    leeway: 0s\n" +
-		"  refreshTimeout: 5s\n  brokerClient:\n    tokenFile: " + tokenFile + "\n" + extraAuth
+		"  refreshTimeout: 5s\n  forwardClientCredentials: true\n  brokerClient:\n    tokenFile: " + tokenFile + "\n" + extraAuth
 	p := &proxy{}
 	if policy != "" {
 		p.policyFile = filepath.Join(dir, "policy.yaml")
