@@ -46,12 +46,19 @@ e2e-prepare:
 	  echo "rig cache not ready; the end-to-end tests will say why they skip or fail"; \
 	fi
 
-# Runs the end-to-end tests, then checks that they left no rig process behind.
+# Runs the end-to-end tests, then checks that they left no rig process behind. -p 1: each
+# rig-starting package (test/e2e, test/e2eauth with its own port block) runs alone, so two
+# rigs never share the two cores.
+AUTH_RIG_DIR = $${RIG_CACHE:-$(CURDIR)/.cache}/rig-auth
 e2e-run:
-	@rc=0; $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... || rc=$$?; \
+	@rc=0; $(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
 	  st=0; $(RIG) status >/dev/null 2>&1 || st=$$?; \
 	  if [[ $$st -ne 3 ]]; then echo "test-e2e left rig processes running; stopping them"; $(RIG) down; rc=1; fi; \
+	fi; \
+	if [[ -z "$$PULSAR_PROXY_AUTH_RIG" ]]; then \
+	  st=0; RIG_DIR=$(AUTH_RIG_DIR) $(RIG) status >/dev/null 2>&1 || st=$$?; \
+	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the auth rig running; stopping it"; RIG_DIR=$(AUTH_RIG_DIR) $(RIG) down; rc=1; fi; \
 	fi; \
 	exit $$rc
 

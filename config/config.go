@@ -33,6 +33,41 @@ type Config struct {
 	Broker    Broker    `yaml:"broker" envPrefix:"BROKER_"`
 	Session   Session   `yaml:"session" envPrefix:"SESSION_"`
 	Log       Log       `yaml:"log" envPrefix:"LOG_"`
+	Auth      Auth      `yaml:"auth" envPrefix:"AUTH_"`
+	Authz     Authz     `yaml:"authz" envPrefix:"AUTHZ_"`
+}
+
+// Auth is who clients are (authentication at the proxy) and who the proxy is to brokers.
+type Auth struct {
+	Enabled                  bool          `yaml:"enabled" env:"ENABLED"`
+	AnonymousRole            string        `yaml:"anonymousRole" env:"ANONYMOUS_ROLE"`
+	Token                    AuthToken     `yaml:"token" envPrefix:"TOKEN_"`
+	RefreshTimeout           time.Duration `yaml:"refreshTimeout" env:"REFRESH_TIMEOUT"`
+	ForwardClientCredentials bool          `yaml:"forwardClientCredentials" env:"FORWARD_CLIENT_CREDENTIALS"`
+	BrokerClient             BrokerClient  `yaml:"brokerClient" envPrefix:"BROKER_CLIENT_"`
+}
+
+// AuthToken validates clients' JWTs (auth method "token").
+type AuthToken struct {
+	SecretKeyFile string        `yaml:"secretKeyFile" env:"SECRET_KEY_FILE"` // HS256
+	PublicKeyFile string        `yaml:"publicKeyFile" env:"PUBLIC_KEY_FILE"` // RS256 / ES256, PEM
+	RoleClaim     string        `yaml:"roleClaim" env:"ROLE_CLAIM"`
+	Leeway        time.Duration `yaml:"leeway" env:"LEEWAY"`
+	Audience      string        `yaml:"audience" env:"AUDIENCE"`
+}
+
+// BrokerClient is the proxy's own identity in its CONNECTs to brokers.
+type BrokerClient struct {
+	Token        string `yaml:"token" env:"TOKEN"`
+	TokenFile    string `yaml:"tokenFile" env:"TOKEN_FILE"`
+	OwnPrincipal string `yaml:"ownPrincipal" env:"OWN_PRINCIPAL"`
+}
+
+// Authz is the proxy's own topic-level authorization policy.
+type Authz struct {
+	PolicyEnabled  bool          `yaml:"enabled" env:"ENABLED"`
+	PolicyFile     string        `yaml:"policyFile" env:"POLICY_FILE"`
+	ReloadInterval time.Duration `yaml:"reloadInterval" env:"RELOAD_INTERVAL"`
 }
 
 // Listen holds the addresses the proxy accepts connections on.
@@ -156,6 +191,12 @@ func Default() *Config {
 			Format:         "json",
 			SessionSummary: "debug",
 		},
+		Auth: Auth{
+			Token:          AuthToken{RoleClaim: "sub", Leeway: 5 * time.Second},
+			RefreshTimeout: 30 * time.Second,
+			BrokerClient:   BrokerClient{OwnPrincipal: "pulsar-proxy"},
+		},
+		Authz: Authz{ReloadInterval: 2 * time.Second},
 	}
 }
 

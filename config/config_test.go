@@ -445,3 +445,30 @@ func TestEnvNames(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestAuthValidation(t *testing.T) {
+	for env, want := range map[string]string{
+		"PULSAR_PROXY_AUTH_ENABLED=true":                    "auth.token: auth.enabled needs",
+		"PULSAR_PROXY_AUTHZ_ENABLED=true":                   "authz.policyFile: authz.enabled needs a policy file",
+		"PULSAR_PROXY_AUTH_REFRESH_TIMEOUT=0s":              "auth.refreshTimeout",
+		"PULSAR_PROXY_AUTH_BROKER_CLIENT_TOKEN_FILE=/x":     "", // alone it is fine
+		"PULSAR_PROXY_AUTHZ_POLICY_FILE=/p.yaml":            "",
+		"PULSAR_PROXY_AUTH_TOKEN_SECRET_KEY_FILE=/k.b64":    "",
+		"PULSAR_PROXY_AUTHZ_RELOAD_INTERVAL=-1s":            "authz.reloadInterval",
+		"PULSAR_PROXY_AUTH_FORWARD_CLIENT_CREDENTIALS=true": "",
+	} {
+		environ := []string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b:6650", env}
+		_, err := Load("", environ)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", env, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: err = %v, want %q", env, err, want)
+		}
+	}
+	_, err := Load("", []string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b:6650", "PULSAR_PROXY_AUTHZ_ENABLED=true",
+		"PULSAR_PROXY_AUTHZ_POLICY_FILE=/p.yaml", "PULSAR_PROXY_AUTH_BROKER_CLIENT_TOKEN=a", "PULSAR_PROXY_AUTH_BROKER_CLIENT_TOKEN_FILE=/t"})
+	if err == nil || !strings.Contains(err.Error(), "authz.enabled: needs auth.enabled") || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -122,6 +122,27 @@ func (c *Config) Validate() error {
 	}
 	positive("session.drainTimeout", c.Session.DrainTimeout)
 
+	if c.Auth.Enabled && c.Auth.Token.SecretKeyFile == "" && c.Auth.Token.PublicKeyFile == "" {
+		bad("auth.token", "auth.enabled needs token.secretKeyFile or token.publicKeyFile")
+	}
+	if c.Auth.Token.RoleClaim == "" {
+		bad("auth.token.roleClaim", "must not be empty")
+	}
+	if c.Auth.Token.Leeway < 0 {
+		bad("auth.token.leeway", "must not be negative, got %s", c.Auth.Token.Leeway)
+	}
+	positive("auth.refreshTimeout", c.Auth.RefreshTimeout)
+	if c.Auth.BrokerClient.Token != "" && c.Auth.BrokerClient.TokenFile != "" {
+		bad("auth.brokerClient.token", "set token or tokenFile, not both")
+	}
+	if c.Authz.PolicyEnabled && c.Authz.PolicyFile == "" {
+		bad("authz.policyFile", "authz.enabled needs a policy file")
+	}
+	if c.Authz.PolicyEnabled && !c.Auth.Enabled {
+		bad("authz.enabled", "needs auth.enabled: the policy is written for authenticated roles")
+	}
+	positive("authz.reloadInterval", c.Authz.ReloadInterval)
+
 	oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
 	oneOf("log.format", c.Log.Format, "json", "console")
 	oneOf("log.sessionSummary", c.Log.SessionSummary, "debug", "info", "off")

@@ -2,6 +2,8 @@ package lookup
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -27,6 +29,47 @@ type PoolConfig struct {
 	MaxPending      int // requests in flight per broker connection
 	ConnsPerBroker  int // pooled connections per broker, used in turn
 	Logger          zerolog.Logger
+
+	// Credentials returns the proxy's own credentials for broker CONNECTs (and answers to
+	// broker AUTH_CHALLENGEs); nil sends none. Read on every dial, so a rotated token file is
+	// picked up.
+	Credentials func() (method string, data []byte, err error)
+	// OwnPrincipal is the original_principal of connections made for no client (health
+	// pings, lookups of clients without a role). Brokers refuse a proxy role without one.
+	OwnPrincipal string
+	// MaxPrincipals bounds the per-principal lookup connections (per broker and principal
+	// one); the least recently used is closed beyond it. 0: 1000.
+	MaxPrincipals int
+}
+
+// WithPrincipal marks a lookup as made for a client role: it goes over a broker connection
+// whose CONNECT carries that role as original_principal, so the broker authorizes the
+// lookup as the client, never as the proxy.
+func WithPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, clientKey{}, ClientIdentity{Principal: principal})
+}
+
+// ClientIdentity is whom a lookup is made for.
+type ClientIdentity struct {
+	Principal string
+	// AuthMethod and AuthData, when set, go in the pooled CONNECT as original_auth_method and
+	// original_auth_data, for brokers that authenticate them (authenticateOriginalAuthData):
+	// such connections are per credentials, and closed when Expires passes.
+	AuthMethod string
+	AuthData   []byte
+	Expires    time.Time
+}
+
+// WithClient is WithPrincipal with the client's credentials forwarded.
+func WithClient(ctx context.Context, id ClientIdentity) context.Context {
+	return context.WithValue(ctx, clientKey{}, id)
+}
+
+type clientKey struct{}
+
+func clientFrom(ctx context.Context) ClientIdentity {
+	id, _ := ctx.Value(clientKey{}).(ClientIdentity)
+	return id
 }
 
 // Pool keeps one long-lived connection per broker for the proxy's own requests (lookups,
@@ -84,9 +127,20 @@ func (p *Pool) Close() {
 }
 
 func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
-	// Requests take the broker's connections in turn, so one slow answer (a big
-	// GET_TOPICS_OF_NAMESPACE) does not hold up every lookup behind it.
-	key := fmt.Sprintf("%s#%d", addr, p.turn.Add(1)%uint64(max(p.cfg.ConnsPerBroker, 1)))
+	client := clientFrom(ctx)
+	principal := client.Principal
+	var key string
+	switch {
+	case principal == "":
+		// Requests take the broker's connections in turn, so one slow answer (a big
+		// GET_TOPICS_OF_NAMESPACE) does not hold up every lookup behind it.
+		key = fmt.Sprintf("%s#%d", addr, p.turn.Add(1)%uint64(max(p.cfg.ConnsPerBroker, 1)))
+	case client.AuthData != nil:
+		sum := sha256.Sum256(client.AuthData)
+		key = addr + "@" + principal + "#" + hex.EncodeToString(sum[:8])
+	default:
+		key = addr + "@" + principal
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -94,13 +148,14 @@ func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
 	}
 	if c := p.conns[key]; c != nil && !c.isClosed() {
 		p.mu.Unlock()
+		c.lastUsed.Store(time.Now().UnixNano())
 		return c, nil
 	}
 	p.mu.Unlock()
 
 	// One dial per slot however many lookups wait for it.
 	v, err, _ := p.dials.Do(key, func() (any, error) {
-		c, err := p.dial(addr)
+		c, err := p.dial(addr, client)
 		if err != nil {
 			return nil, err
 		}
@@ -109,6 +164,9 @@ func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
 		if p.closed {
 			c.close(ErrPoolClosed)
 			return nil, ErrPoolClosed
+		}
+		if principal != "" {
+			p.evictLocked()
 		}
 		p.conns[key] = c
 		return c, nil
@@ -122,7 +180,33 @@ func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
 	return v.(*brokerConn), nil
 }
 
-func (p *Pool) dial(addr string) (*brokerConn, error) {
+// evictLocked closes the least recently used per-principal connection when there are
+// MaxPrincipals of them, so clients inventing roles cannot grow the pool without bound.
+func (p *Pool) evictLocked() {
+	limit := p.cfg.MaxPrincipals
+	if limit <= 0 {
+		limit = 1000
+	}
+	var n int
+	var oldestKey string
+	var oldest int64
+	for k, c := range p.conns {
+		if c.principal == "" {
+			continue
+		}
+		n++
+		if t := c.lastUsed.Load(); oldestKey == "" || t < oldest {
+			oldestKey, oldest = k, t
+		}
+	}
+	if n >= limit {
+		c := p.conns[oldestKey]
+		delete(p.conns, oldestKey)
+		c.close(errors.New("pooled connection evicted: too many principals"))
+	}
+}
+
+func (p *Pool) dial(addr string, client ClientIdentity) (*brokerConn, error) {
 	nc, err := net.DialTimeout("tcp", addr, p.cfg.DialTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("dial broker %s: %w", addr, err)
@@ -135,13 +219,25 @@ func (p *Pool) dial(addr string) (*brokerConn, error) {
 		done:    make(chan struct{}),
 		pongs:   make(chan struct{}, 1),
 		log:     p.cfg.Logger.With().Str("broker", addr).Logger(),
+
+		principal: client.Principal,
+		client:    client,
+		creds:     p.cfg.Credentials,
 	}
+	c.lastUsed.Store(time.Now().UnixNano())
 	r := frame.NewReader(nc, p.cfg.MaxFrameSize)
 	if err := c.handshake(r, p.cfg); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("connect to broker %s: %w", addr, err)
 	}
 	go c.readLoop(r)
+	if !client.Expires.IsZero() && client.AuthData != nil {
+		// The broker would challenge for credentials the pool cannot renew: retire the
+		// connection first; the client's next lookup brings its fresh credentials.
+		c.retire = time.AfterFunc(time.Until(client.Expires), func() {
+			c.close(errors.New("client credentials of this pooled connection expired"))
+		})
+	}
 	return c, nil
 }
 
@@ -162,18 +258,39 @@ type brokerConn struct {
 
 	pingMu sync.Mutex // one ping in flight
 	pongs  chan struct{}
+
+	principal string // the client role this connection looks up for; "" = the proxy's own
+	client    ClientIdentity
+	retire    *time.Timer // closes a connection carrying client credentials at their expiry
+	creds     func() (string, []byte, error)
+	lastUsed  atomic.Int64 // unix nanoseconds, for eviction
 }
 
 func (c *brokerConn) handshake(r *frame.Reader, cfg PoolConfig) error {
 	c.nc.SetDeadline(time.Now().Add(cfg.ConnectTimeout))
 	defer c.nc.SetDeadline(time.Time{})
-	connect := &pb.BaseCommand{
-		Type: pb.BaseCommand_CONNECT.Enum(),
-		Connect: &pb.CommandConnect{
-			ClientVersion:   proto.String(cfg.ClientVersion),
-			ProtocolVersion: proto.Int32(cfg.ProtocolVersion),
-		},
+	req := &pb.CommandConnect{
+		ClientVersion:   proto.String(cfg.ClientVersion),
+		ProtocolVersion: proto.Int32(cfg.ProtocolVersion),
 	}
+	if c.creds != nil {
+		method, data, err := c.creds()
+		if err != nil {
+			return fmt.Errorf("proxy credentials: %w", err)
+		}
+		req.AuthMethodName, req.AuthData = proto.String(method), data
+		// A broker takes a proxy role's lookups as made by original_principal.
+		if principal := c.principal; principal != "" {
+			req.OriginalPrincipal = proto.String(principal)
+			if c.client.AuthData != nil {
+				req.OriginalAuthMethod = proto.String(c.client.AuthMethod)
+				req.OriginalAuthData = proto.String(string(c.client.AuthData))
+			}
+		} else if cfg.OwnPrincipal != "" {
+			req.OriginalPrincipal = proto.String(cfg.OwnPrincipal)
+		}
+	}
+	connect := &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: req}
 	if err := frame.WriteCommand(c.nc, connect); err != nil {
 		return err
 	}
@@ -286,6 +403,11 @@ func (c *brokerConn) readLoop(r *frame.Reader) {
 			case c.pongs <- struct{}{}:
 			default:
 			}
+		case pb.BaseCommand_AUTH_CHALLENGE:
+			// The broker wants the proxy's credentials again (its token is about to expire).
+			if c.answerChallenge() != nil {
+				return
+			}
 		default:
 			id, ok := frame.RequestID(cmd)
 			if !ok {
@@ -305,6 +427,22 @@ func (c *brokerConn) readLoop(r *frame.Reader) {
 	}
 }
 
+func (c *brokerConn) answerChallenge() error {
+	if c.creds == nil {
+		c.close(fmt.Errorf("broker %s asked for credentials the proxy does not have", c.addr))
+		return c.closeErr()
+	}
+	method, data, err := c.creds()
+	if err != nil {
+		c.close(fmt.Errorf("proxy credentials for broker %s: %w", c.addr, err))
+		return c.closeErr()
+	}
+	return c.write(&pb.BaseCommand{Type: pb.BaseCommand_AUTH_RESPONSE.Enum(), AuthResponse: &pb.CommandAuthResponse{
+		ClientVersion: proto.String("pulsar-proxy"),
+		Response:      &pb.AuthData{AuthMethodName: proto.String(method), AuthData: data},
+	}})
+}
+
 func (c *brokerConn) close(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -314,6 +452,9 @@ func (c *brokerConn) close(err error) {
 	c.err = err
 	close(c.done)
 	c.nc.Close()
+	if c.retire != nil {
+		c.retire.Stop()
+	}
 }
 
 func (c *brokerConn) closeErr() error {

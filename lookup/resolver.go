@@ -32,18 +32,9 @@ func NewResolver(set *BrokerSet, pool *Pool, timeout time.Duration, maxRedirects
 	return &Resolver{set: set, pool: pool, timeout: timeout, maxRedirects: maxRedirects, metrics: m}
 }
 
-type principalKey struct{}
-
-// WithPrincipal names the principal a lookup is made for. It is part of the coalescing key,
-// so clients with different rights never share an answer ("" until clients authenticate).
-func WithPrincipal(ctx context.Context, principal string) context.Context {
-	return context.WithValue(ctx, principalKey{}, principal)
-}
-
-func principalOf(ctx context.Context) string {
-	p, _ := ctx.Value(principalKey{}).(string)
-	return p
-}
+// principalOf is part of the coalescing key, so clients with different rights never share
+// an answer ("" for clients without a role).
+func principalOf(ctx context.Context) string { return clientFrom(ctx).Principal }
 
 // coalesceKey identifies requests whose answers are interchangeable: LOOKUP and
 // PARTITIONED_METADATA of the same topic, with the same authoritative flag, listener and

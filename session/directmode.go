@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -49,7 +50,7 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 	}
 	s.setMode("direct")
 	s.srv.metrics.brokerSessions.WithLabelValues(b.Addr()).Inc()
-	return s.forward(broker)
+	return s.forward(broker, connect.GetFeatureFlags().GetSupportsAuthRefresh())
 }
 
 // connectBroker sends the broker a CONNECT on the client's behalf and returns its answer
@@ -62,9 +63,26 @@ func (s *session) connectBroker(broker *wire, c *pb.CommandConnect) (*pb.BaseCom
 		FeatureFlags:    c.FeatureFlags,
 		ProxyVersion:    proto.String(cfg.ServerVersion),
 	}
+	sec := s.srv.sec
+	if sec.ProxyCredentials != nil {
+		method, data, err := sec.ProxyCredentials()
+		if err != nil {
+			s.log.Error().Err(err).Msg("proxy credentials for broker")
+			s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: the proxy has no credentials for the broker")
+			return nil, ReasonBrokerUnreachable
+		}
+		req.AuthMethodName, req.AuthData = proto.String(method), data
+	}
 	s.mu.Lock()
-	if s.principal != "" {
+	switch {
+	case s.principal != "":
 		req.OriginalPrincipal = proto.String(s.principal)
+	case sec.DefaultPrincipal != "" && sec.ProxyCredentials != nil: // only a proxy role needs one
+		req.OriginalPrincipal = proto.String(sec.DefaultPrincipal)
+	}
+	if sec.ForwardClientCredentials && s.clientCreds.Method != "" {
+		req.OriginalAuthMethod = proto.String(s.clientCreds.Method)
+		req.OriginalAuthData = proto.String(string(s.clientCreds.Data))
 	}
 	s.mu.Unlock()
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: req}
@@ -92,11 +110,36 @@ func (s *session) connectBroker(broker *wire, c *pb.CommandConnect) (*pb.BaseCom
 // forward runs one pipe per direction until both ends are done. A clean end on one side is
 // passed on as a half-close, so answers already on their way still arrive; any other
 // failure closes both sockets at once.
-func (s *session) forward(broker *wire) CloseReason {
+func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	m := s.srv.metrics
 	toBrokerSink, toClientSink := newSink(broker.conn), newSink(s.client.conn)
 	up := &pipe{src: s.client, dst: toBrokerSink, frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker)}
 	down := &pipe{src: broker, dst: toClientSink, frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient)}
+
+	// Credentials that expire are renewed by challenging the client; the refresher injects
+	// its challenge into the client's stream and the filter hands it the answer.
+	var ref *refresher
+	refreshDone := make(chan struct{})
+	if s.srv.sec.Authenticator != nil {
+		ref = s.newRefresher(toClientSink.inject)
+		refCtx, stopRefresh := context.WithCancel(s.ctx)
+		defer func() { stopRefresh(); <-refreshDone }()
+		go func() {
+			defer close(refreshDone)
+			if ref.run(refCtx, supportsRefresh) != nil {
+				s.mu.Lock()
+				s.authExpired = true
+				s.mu.Unlock()
+				s.client.conn.Close()
+				broker.conn.Close()
+			}
+		}()
+	} else {
+		close(refreshDone)
+	}
+	if s.srv.sec.Authenticator != nil || s.srv.sec.Policy != nil {
+		up.filter = s.upstreamFilter(toClientSink, ref)
+	}
 
 	type result struct {
 		up  bool

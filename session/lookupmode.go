@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
@@ -24,6 +25,14 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 
 	slots := make(chan struct{}, cfg.MaxPendingLookups)
 	var inFlight sync.WaitGroup
+	ref := s.newRefresher(func(c *pb.BaseCommand) error { return s.client.writeCommand(c, cfg.KeepAliveInterval) })
+	inFlight.Add(1)
+	go func() {
+		defer inFlight.Done()
+		if ref.run(s.ctx, connect.GetFeatureFlags().GetSupportsAuthRefresh()) != nil {
+			s.expireCredentials()
+		}
+	}()
 	defer func() {
 		s.cancel() // abandons broker round trips of a client that is gone
 		inFlight.Wait()
@@ -50,8 +59,16 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 				return ReasonIOError
 			}
 		case pb.BaseCommand_PONG:
+		case pb.BaseCommand_AUTH_RESPONSE:
+			ref.offer(cmd.GetAuthResponse()) // unasked-for answers are dropped: there is no broker here
 		case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA,
 			pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, pb.BaseCommand_GET_SCHEMA:
+			if action, topic := lookupTarget(cmd); topic != "" && !s.allowed(action, topic) {
+				s.srv.metrics.lookups.WithLabelValues(t.String(), "denied").Inc()
+				id, _ := frame.RequestID(cmd)
+				s.writeFailure(cmd, id, pb.ServerError_AuthorizationError, denyMessage(s.role(), action, topic))
+				continue
+			}
 			select {
 			case slots <- struct{}{}:
 				inFlight.Add(1)
@@ -76,12 +93,10 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 func (s *session) answer(cmd *pb.BaseCommand) {
 	t := cmd.GetType().String()
 	clientID, _ := frame.RequestID(cmd)
-	s.mu.Lock()
-	// Identical lookups are coalesced only among clients of the same principal.
-	ctx := lookup.WithPrincipal(s.ctx, s.principal)
-	s.mu.Unlock()
 	began := time.Now()
-	resp, err := s.srv.resolver.Resolve(ctx, cmd)
+	// The context names the client's role: lookups go out as that principal and are
+	// coalesced only with the same principal's.
+	resp, err := s.srv.resolver.Resolve(s.lookupContext(), cmd)
 	s.srv.metrics.lookupSeconds.WithLabelValues(t).Observe(time.Since(began).Seconds())
 	if err != nil {
 		s.srv.metrics.lookups.WithLabelValues(t, "error").Inc()
@@ -95,6 +110,7 @@ func (s *session) answer(cmd *pb.BaseCommand) {
 	}
 	s.srv.metrics.lookups.WithLabelValues(t, resultOf(resp)).Inc()
 	frame.SetRequestID(resp, clientID)
+	s.filterTopics(resp)
 	if lr := resp.GetLookupTopicResponse(); lr != nil && lr.GetResponse() == pb.CommandLookupTopicResponse_Connect {
 		// The client must come back through us, naming this broker as its target.
 		lr.ProxyThroughServiceUrl = proto.Bool(true)
@@ -131,4 +147,18 @@ func resultOf(resp *pb.BaseCommand) string {
 		return "failed"
 	}
 	return "ok"
+}
+
+// lookupTarget names the topic a discovery request is about and the action it needs
+// (GET_TOPICS_OF_NAMESPACE has none: its answer is filtered instead).
+func lookupTarget(cmd *pb.BaseCommand) (authz.Action, string) {
+	switch cmd.GetType() {
+	case pb.BaseCommand_LOOKUP:
+		return authz.ActionLookup, cmd.GetLookupTopic().GetTopic()
+	case pb.BaseCommand_PARTITIONED_METADATA:
+		return authz.ActionLookup, cmd.GetPartitionMetadata().GetTopic()
+	case pb.BaseCommand_GET_SCHEMA:
+		return authz.ActionLookup, cmd.GetGetSchema().GetTopic()
+	}
+	return "", ""
 }

@@ -18,13 +18,15 @@ const (
 	ReasonKeepAliveTimeout   CloseReason = "keepalive_timeout"
 	ReasonTooManyConnections CloseReason = "too_many_connections"
 	ReasonShutdown           CloseReason = "shutdown"
+	ReasonAuthFailed         CloseReason = "authentication_failed"
+	ReasonAuthExpired        CloseReason = "credentials_expired"
 )
 
 // beforeSession reports whether the reason ended the connection before it was usable, which
 // is what handshake-failure metrics count.
 func (r CloseReason) beforeSession() bool {
 	switch r {
-	case ReasonHandshakeTimeout, ReasonExpectedConnect, ReasonForgedProxyFields,
+	case ReasonHandshakeTimeout, ReasonExpectedConnect, ReasonForgedProxyFields, ReasonAuthFailed,
 		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerRefused, ReasonTooManyConnections:
 		return true
 	}

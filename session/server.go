@@ -49,6 +49,7 @@ type Server struct {
 	resolver Resolver
 	targets  Targets
 	metrics  *Metrics
+	sec      Security
 	log      zerolog.Logger
 	nextID   atomic.Uint64
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
@@ -33,10 +34,14 @@ type session struct {
 	mode      string // "handshake", "lookup" or "direct"; a metric label
 	lastMode  string // the mode the session reached, for the summary
 	broker    string
-	principal string
-	closeOnce sync.Once
-	reason    CloseReason
-	shutdownC bool
+	principal string // the client's role; "" without authentication
+
+	identity    authz.Identity    // who the client is, renewed on refresh
+	clientCreds authz.Credentials // what it presented, for forwardClientCredentials
+	authExpired bool              // ended because its credentials were not renewed
+	closeOnce   sync.Once
+	reason      CloseReason
+	shutdownC   bool
 
 	bytesIn, bytesOut   uint64 // direct mode, for the summary line
 	framesIn, framesOut uint64
@@ -72,6 +77,11 @@ func (s *session) run(overLimit bool) {
 	if s.isShutdown() {
 		reason = ReasonShutdown
 	}
+	s.mu.Lock()
+	if s.authExpired {
+		reason = ReasonAuthExpired
+	}
+	s.mu.Unlock()
 	s.setMode("") // leaves the active gauge
 	if reason.beforeSession() {
 		m.handshakeFailures.WithLabelValues(string(reason)).Inc()
@@ -129,6 +139,9 @@ func (s *session) handshake() CloseReason {
 	if field := forgedProxyField(connect); field != "" {
 		s.sendError(0, pb.ServerError_NotAllowedError, "pulsar-proxy: clients may not set "+field+"; only a proxy sets it")
 		return ReasonForgedProxyFields
+	}
+	if !s.authenticate(connect) {
+		return ReasonAuthFailed
 	}
 	s.client.conn.SetReadDeadline(time.Time{})
 	if connect.GetProxyToBrokerUrl() == "" {

@@ -86,6 +86,10 @@ func run(cfg *config.Config) error {
 	})
 	brokers.RegisterMetrics(reg)
 	serverVersion := "pulsar-proxy/" + version
+	sec, policy, err := newSecurity(cfg, reg, log)
+	if err != nil {
+		return err
+	}
 	pool := lookup.NewPool(lookup.PoolConfig{
 		ClientVersion:   serverVersion,
 		ProtocolVersion: protocolVersion,
@@ -95,6 +99,8 @@ func run(cfg *config.Config) error {
 		MaxPending:      maxPendingPerBrokerConn,
 		ConnsPerBroker:  cfg.Broker.LookupConnectionsPerBroker,
 		Logger:          log,
+		Credentials:     sec.ProxyCredentials,
+		OwnPrincipal:    sec.DefaultPrincipal,
 	})
 	defer pool.Close()
 	resolver := lookup.NewResolver(brokers, pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, lookupMetrics)
@@ -112,6 +118,7 @@ func run(cfg *config.Config) error {
 		ConnectTimeout:    cfg.Broker.ConnectTimeout,
 		SummaryLevel:      summaryLevel,
 	}, resolver, brokers, session.NewMetrics(reg), log)
+	sessions.SetSecurity(sec)
 
 	pulsarLn, err := net.Listen("tcp", cfg.Listen.Pulsar)
 	if err != nil {
@@ -131,6 +138,12 @@ func run(cfg *config.Config) error {
 		go p.Run(probeCtx)
 	}
 	go brokers.RunHealthChecks(probeCtx, pool.Ping, cfg.Discovery.HealthCheckInterval, cfg.Broker.ConnectTimeout)
+	if policy != nil {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go policy.Watch(probeCtx, cfg.Authz.ReloadInterval, hup)
+	}
 
 	var listening atomic.Bool
 	ready := func() (bool, string) {

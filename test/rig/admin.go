@@ -66,6 +66,9 @@ func (r *Rig) doURL(ctx context.Context, method, u string, body, out any) error 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if r.opts.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+r.opts.AdminToken)
+	}
 	client := r.client
 	if client == nil {
 		client = http.DefaultClient

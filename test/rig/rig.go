@@ -47,6 +47,7 @@ type Rig struct {
 	ZooKeeper  string // 127.0.0.1:12181
 
 	owned  bool
+	opts   Options // how it was started, for later rig.sh calls and admin auth
 	mu     sync.Mutex
 	state  map[string]string
 	client *http.Client
@@ -118,6 +119,35 @@ func Start(ctx context.Context) (*Rig, error) {
 	if p := os.Getenv(EnvAttach); p != "" {
 		return Attach(ctx, p)
 	}
+	return StartWith(ctx, Options{})
+}
+
+// Options configure a rig that differs from the default one, for a test package that needs
+// its own (e.g. with authentication); such a package uses its own port block and directory.
+type Options struct {
+	Dir string // RIG_DIR; "" = RIG_DIR from the environment or the default
+	// Env are more KEY=VALUE settings for rig.sh, e.g. RIG_BROKER1_PORT=36650 or
+	// RIG_BROKER_EXTRA_CONF=/path/auth.conf.
+	Env []string
+	// AdminToken is sent as "Authorization: Bearer" by the admin helpers and by rig.sh's
+	// readiness checks (RIG_ADMIN_TOKEN): a superuser token of an auth-enabled rig.
+	AdminToken string
+}
+
+func (o Options) env() []string {
+	env := append(os.Environ(), o.Env...)
+	if o.Dir != "" {
+		env = append(env, "RIG_DIR="+o.Dir)
+	}
+	if o.AdminToken != "" {
+		env = append(env, "RIG_ADMIN_TOKEN="+o.AdminToken)
+	}
+	return env
+}
+
+// StartWith brings up a rig configured by opts (it never attaches) and waits until it is
+// ready. On failure nothing it started is left running.
+func StartWith(ctx context.Context, opts Options) (*Rig, error) {
 	if err := CheckPrerequisites(); err != nil {
 		return nil, err
 	}
@@ -127,7 +157,7 @@ func Start(ctx context.Context) (*Rig, error) {
 	}
 	began := time.Now()
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(dir, "rig.sh"), "up")
-	cmd.Env = append(os.Environ(), "RIG_OWNER_PID="+strconv.Itoa(os.Getpid()))
+	cmd.Env = append(opts.env(), "RIG_OWNER_PID="+strconv.Itoa(os.Getpid()))
 	dieWithParent(cmd)
 	cmd.Stdout = os.Stderr
 	cmd.Stderr = os.Stderr
@@ -135,7 +165,7 @@ func Start(ctx context.Context) (*Rig, error) {
 	if err := cmd.Run(); err != nil {
 		// rig.sh stops what it started when it fails by itself; when it was killed (ctx),
 		// its processes may be left: tear them down.
-		_ = runScript(context.Background(), os.Stderr, "", "down")
+		_ = runScriptEnv(context.Background(), os.Stderr, opts.env(), "down")
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("rig: startup interrupted: %w", ctx.Err())
 		}
@@ -145,11 +175,16 @@ func Start(ctx context.Context) (*Rig, error) {
 		}
 		return nil, fmt.Errorf("rig: rig.sh up failed: %w (its output is above; logs in %s)", err, defaultDirHint())
 	}
-	r, err := load(stateFileFromEnv())
+	stateFile := stateFileFromEnv()
+	if opts.Dir != "" {
+		stateFile = filepath.Join(opts.Dir, "rig.env")
+	}
+	r, err := load(stateFile)
 	if err != nil {
-		_ = runScript(context.Background(), os.Stderr, "", "down")
+		_ = runScriptEnv(context.Background(), os.Stderr, opts.env(), "down")
 		return nil, err
 	}
+	r.opts = opts
 	r.owned = true
 	r.StartupTime = time.Since(began)
 	return r, nil
@@ -181,6 +216,11 @@ func stateFileFromEnv() string {
 // Attach returns the rig whose state file (or state directory) is path, after checking that
 // its brokers answer. Stop on it does nothing.
 func Attach(ctx context.Context, path string) (*Rig, error) {
+	return AttachWith(ctx, path, Options{})
+}
+
+// AttachWith is Attach for a rig started with opts (its admin token is used).
+func AttachWith(ctx context.Context, path string, opts Options) (*Rig, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, "rig.env")
 	}
@@ -188,6 +228,7 @@ func Attach(ctx context.Context, path string) (*Rig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rig: %s=%s: %w", EnvAttach, path, err)
 	}
+	r.opts = opts
 	for _, b := range r.Brokers {
 		if err := r.brokerReady(ctx, b); err != nil {
 			return nil, fmt.Errorf("rig: attached to %s but broker %d does not answer: %w", path, b.N, err)
@@ -299,14 +340,14 @@ func (r *Rig) Stop() error {
 		return nil
 	}
 	r.owned = false
-	return runScript(context.Background(), os.Stderr, r.Dir, "down")
+	return runScriptEnv(context.Background(), os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "down")
 }
 
 // StopBroker stops broker n (1 or 2) with SIGTERM, so its ZooKeeper session closes, and waits
 // until the other broker no longer lists it. It affects every test using the rig; the admin
 // helpers use the other broker meanwhile.
 func (r *Rig) StopBroker(ctx context.Context, n int) error {
-	if err := runScript(ctx, os.Stderr, r.Dir, "stop-broker", strconv.Itoa(n)); err != nil {
+	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "stop-broker", strconv.Itoa(n)); err != nil {
 		return err
 	}
 	return r.reload()
@@ -314,7 +355,7 @@ func (r *Rig) StopBroker(ctx context.Context, n int) error {
 
 // StartBroker starts broker n again and waits until it is ready and registered.
 func (r *Rig) StartBroker(ctx context.Context, n int) error {
-	if err := runScript(ctx, os.Stderr, r.Dir, "start-broker", strconv.Itoa(n)); err != nil {
+	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "start-broker", strconv.Itoa(n)); err != nil {
 		return err
 	}
 	return r.reload()
@@ -323,7 +364,7 @@ func (r *Rig) StartBroker(ctx context.Context, n int) error {
 // StopConsul stops the Consul agent (SIGTERM). It is a dev agent: its registrations are gone
 // when it comes back. It affects every test using the rig; restore it with StartConsul.
 func (r *Rig) StopConsul(ctx context.Context) error {
-	if err := runScript(ctx, os.Stderr, r.Dir, "stop-consul"); err != nil {
+	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "stop-consul"); err != nil {
 		return err
 	}
 	return r.reload()
@@ -331,7 +372,7 @@ func (r *Rig) StopConsul(ctx context.Context) error {
 
 // StartConsul starts the Consul agent again and waits until it has a leader.
 func (r *Rig) StartConsul(ctx context.Context) error {
-	if err := runScript(ctx, os.Stderr, r.Dir, "start-consul"); err != nil {
+	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "start-consul"); err != nil {
 		return err
 	}
 	return r.reload()
@@ -348,17 +389,14 @@ func (r *Rig) reload() error {
 	return nil
 }
 
-// runScript runs rig.sh with args; rigDir, when set, is passed as RIG_DIR.
-func runScript(ctx context.Context, out io.Writer, rigDir string, args ...string) error {
+// runScriptEnv runs rig.sh with args and env added to the environment.
+func runScriptEnv(ctx context.Context, out io.Writer, env []string, args ...string) error {
 	dir, err := ScriptsDir()
 	if err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(dir, "rig.sh")}, args...)...)
-	cmd.Env = os.Environ()
-	if rigDir != "" {
-		cmd.Env = append(cmd.Env, "RIG_DIR="+rigDir)
-	}
+	cmd.Env = env
 	dieWithParent(cmd)
 	var buf bytes.Buffer
 	cmd.Stdout = io.MultiWriter(out, &buf)

@@ -141,12 +141,22 @@ port_in_use() {
   fi
 }
 
+# rcurl: curl with the superuser token of an auth-enabled rig (RIG_ADMIN_TOKEN), read from a
+# header file so the token never shows in a process list; kept across redirects to the other
+# broker (another port of the same host, where curl would drop it).
+rcurl() {
+  if [[ -n "${RIG_ADMIN_TOKEN:-}" ]]; then
+    curl --location-trusted -H @<(printf 'Authorization: Bearer %s\n' "$RIG_ADMIN_TOKEN") "$@"
+  else
+    curl "$@"
+  fi
+}
 # http_get URL: the body on stdout; fails unless 2xx.
-http_get() { curl -fsS --max-time 5 "$1" 2>/dev/null; }
+http_get() { rcurl -fsS --max-time 5 "$1" 2>/dev/null; }
 # http_put URL JSON: fails unless 2xx or 409 (exists); follows redirects.
 http_put() {
   local code
-  code="$(curl -sS -L --max-time 20 -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
+  code="$(rcurl -sS -L --max-time 20 -o /dev/null -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
     --data "$2" "$1" 2>/dev/null)" || return 1
   [[ "$code" == 2?? || "$code" == 409 ]]
 }
@@ -385,7 +395,7 @@ init_cluster() {
 topic_works() { # N: create a topic through broker N and look it up
   local t="persistent/public/default/rig-ready-$1"
   http_put "$(broker_http "$1")/admin/v2/$t" '' &&
-    curl -fsS -L --max-time 20 "$(broker_http "$1")/lookup/v2/topic/$t" | grep -q '"brokerUrl"'
+    rcurl -fsS -L --max-time 20 "$(broker_http "$1")/lookup/v2/topic/$t" | grep -q '"brokerUrl"'
 }
 
 # set_state KEY VALUE: replace or add one line of rig.env.

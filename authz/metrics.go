@@ -1,0 +1,108 @@
+package authz
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics counts authentication failures, authorization denials and policy reloads.
+type Metrics struct {
+	authFailures  *prometheus.CounterVec
+	denials       *prometheus.CounterVec
+	policyReloads *prometheus.CounterVec
+	forwarded     *prometheus.CounterVec
+	refreshes     *prometheus.CounterVec
+}
+
+// NewMetrics registers the authz metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_authentication_failures_total",
+			Help: "Client authentications refused, by auth method and reason.",
+		}, []string{"method", "reason"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_authorization_denials_total",
+			Help: "Commands refused by the proxy's authorization policy, by action.",
+		}, []string{"action"}),
+		policyReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_policy_reloads_total",
+			Help: "Authorization policy loads, by result (ok, error).",
+		}, []string{"result"}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_authorized_commands_total",
+			Help: "PRODUCER (produce) and SUBSCRIBE (consume) commands checked at the proxy and forwarded to a broker, by action.",
+		}, []string{"action"}),
+		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_credential_refreshes_total",
+			Help: "Client credential renewals: after the proxy's own AUTH_CHALLENGE (ok, failed), or answers to a broker's challenge relayed to it (relayed).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.authFailures, m.denials, m.policyReloads, m.forwarded, m.refreshes)
+	return m
+}
+
+// AuthFailure counts one refused authentication.
+func (m *Metrics) AuthFailure(method string, reason Reason) {
+	if m == nil {
+		return
+	}
+	switch method { // a client-chosen string: keep the label set bounded
+	case MethodToken, "tls", "none", "anonymous":
+	default:
+		method = "other"
+	}
+	m.authFailures.WithLabelValues(method, string(reason)).Inc()
+}
+
+// Denied counts one command refused by the policy.
+func (m *Metrics) Denied(a Action) {
+	if m == nil {
+		return
+	}
+	m.denials.WithLabelValues(string(a)).Inc()
+}
+
+// Forwarded counts one PRODUCER (produce) or SUBSCRIBE (consume) that passed the policy and
+// went on to a broker.
+func (m *Metrics) Forwarded(a Action) {
+	if m == nil {
+		return
+	}
+	m.forwarded.WithLabelValues(string(a)).Inc()
+}
+
+// FailureCounter, DenialCounter and ForwardedCounter expose single series for tests.
+func (m *Metrics) FailureCounter(method string, r Reason) prometheus.Counter {
+	return m.authFailures.WithLabelValues(method, string(r))
+}
+
+func (m *Metrics) DenialCounter(a Action) prometheus.Counter {
+	return m.denials.WithLabelValues(string(a))
+}
+
+func (m *Metrics) ForwardedCounter(a Action) prometheus.Counter {
+	return m.forwarded.WithLabelValues(string(a))
+}
+
+// RelayedAuthResponse counts a client's AUTH_RESPONSE to a broker's challenge, passed on.
+func (m *Metrics) RelayedAuthResponse() {
+	if m == nil {
+		return
+	}
+	m.refreshes.WithLabelValues("relayed").Inc()
+}
+
+// Refreshed counts one renewal of a client's credentials (ok false: the session was closed).
+func (m *Metrics) Refreshed(ok bool) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if !ok {
+		result = "failed"
+	}
+	m.refreshes.WithLabelValues(result).Inc()
+}
+
+// RefreshCounter exposes one series of the refresh counter for tests.
+func (m *Metrics) RefreshCounter(result string) prometheus.Counter {
+	return m.refreshes.WithLabelValues(result)
+}

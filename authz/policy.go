@@ -1,0 +1,165 @@
+package authz
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Action is what a role wants to do with a topic.
+type Action string
+
+const (
+	ActionLookup  Action = "lookup"
+	ActionProduce Action = "produce"
+	ActionConsume Action = "consume"
+)
+
+// Policy is a parsed authorization policy: superusers may do anything; everyone else may do
+// what a rule grants, and nothing else (deny by default).
+type Policy struct {
+	SuperUserRoles []string `yaml:"superUserRoles"`
+	Rules          []Rule   `yaml:"rules"`
+}
+
+// Rule grants actions on resources to roles. Roles and resources are globs ("*" within a
+// path segment). A resource is "tenant/namespace/topic" (any domain) or
+// "persistent://tenant/namespace/topic" / "non-persistent://…" (that domain only).
+type Rule struct {
+	Roles     []string `yaml:"roles"`
+	Resources []string `yaml:"resources"`
+	Actions   []Action `yaml:"actions"`
+}
+
+// ParsePolicy reads a policy document, refusing unknown keys, bad globs and unknown actions.
+func ParsePolicy(b []byte) (*Policy, error) {
+	var p Policy
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	for i, r := range p.Rules {
+		if len(r.Roles) == 0 || len(r.Resources) == 0 || len(r.Actions) == 0 {
+			return nil, fmt.Errorf("policy: rules[%d]: roles, resources and actions are all required", i)
+		}
+		for _, g := range append(slices.Clone(r.Roles), r.Resources...) {
+			if _, err := path.Match(g, ""); err != nil {
+				return nil, fmt.Errorf("policy: rules[%d]: bad glob %q", i, g)
+			}
+		}
+		for _, res := range r.Resources {
+			if _, rest, ok := strings.Cut(res, "://"); ok {
+				d, _, _ := strings.Cut(res, "://")
+				if d != "persistent" && d != "non-persistent" {
+					return nil, fmt.Errorf("policy: rules[%d]: resource %q: unknown domain %q", i, res, d)
+				}
+				res = rest
+			}
+			if strings.Count(res, "/") != 2 {
+				return nil, fmt.Errorf("policy: rules[%d]: resource %q is not tenant/namespace/topic", i, res)
+			}
+		}
+		for _, a := range r.Actions {
+			switch a {
+			case ActionLookup, ActionProduce, ActionConsume:
+			default:
+				return nil, fmt.Errorf("policy: rules[%d]: unknown action %q (lookup, produce, consume)", i, a)
+			}
+		}
+	}
+	return &p, nil
+}
+
+// IsSuperUser reports whether role may do anything.
+func (p *Policy) IsSuperUser(role string) bool {
+	return slices.Contains(p.SuperUserRoles, role)
+}
+
+// Allowed reports whether role may do action on topic (a full or short Pulsar topic name).
+func (p *Policy) Allowed(role string, action Action, topic string) bool {
+	if p.IsSuperUser(role) {
+		return true
+	}
+	domain, name, ok := ParseTopic(topic)
+	if !ok {
+		return false
+	}
+	base := stripPartition(name)
+	for _, r := range p.Rules {
+		if !slices.Contains(r.Actions, action) || !matchAny(r.Roles, role) {
+			continue
+		}
+		for _, res := range r.Resources {
+			d, pattern, hasDomain := strings.Cut(res, "://")
+			if !hasDomain {
+				pattern = res
+			} else if d != domain {
+				continue
+			}
+			if match(pattern, name) || match(pattern, base) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ParseTopic splits a Pulsar topic name into its domain and tenant/namespace/topic,
+// expanding short names the way clients do ("t" → persistent://public/default/t).
+func ParseTopic(topic string) (domain, name string, ok bool) {
+	domain, name, found := strings.Cut(topic, "://")
+	if !found {
+		domain, name = "persistent", topic
+		if !strings.Contains(topic, "/") {
+			name = "public/default/" + topic
+		}
+	}
+	if domain != "persistent" && domain != "non-persistent" {
+		return "", "", false
+	}
+	parts := strings.Split(name, "/")
+	if len(parts) == 4 { // legacy tenant/cluster/namespace/topic
+		name = parts[0] + "/" + parts[2] + "/" + parts[3]
+	} else if len(parts) != 3 {
+		return "", "", false
+	}
+	for _, p := range strings.Split(name, "/") {
+		if p == "" {
+			return "", "", false
+		}
+	}
+	return domain, name, true
+}
+
+// stripPartition maps "t-partition-3" to "t", so a rule for a partitioned topic covers its
+// partitions.
+func stripPartition(name string) string {
+	i := strings.LastIndex(name, "-partition-")
+	if i < 0 {
+		return name
+	}
+	for _, c := range name[i+len("-partition-"):] {
+		if c < '0' || c > '9' {
+			return name
+		}
+	}
+	return name[:i]
+}
+
+func matchAny(globs []string, s string) bool {
+	for _, g := range globs {
+		if match(g, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func match(glob, s string) bool {
+	ok, _ := path.Match(glob, s)
+	return ok
+}

@@ -1,0 +1,194 @@
+package lookup
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+// recordingBroker records every CONNECT and AUTH_RESPONSE it receives, challenges each
+// connection once right after CONNECTED, and answers LOOKUPs with Connect.
+type recordingBroker struct {
+	addr string
+	mu   sync.Mutex
+	conn []*pb.CommandConnect
+	auth []*pb.CommandAuthResponse
+	open int
+}
+
+func newRecordingBroker(t *testing.T) *recordingBroker {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &recordingBroker{addr: ln.Addr().String()}
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	var cmu sync.Mutex
+	t.Cleanup(func() {
+		ln.Close()
+		cmu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		cmu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			cmu.Lock()
+			conns = append(conns, c)
+			cmu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				b.mu.Lock()
+				b.open++
+				b.mu.Unlock()
+				defer func() { b.mu.Lock(); b.open--; b.mu.Unlock() }()
+				r := frame.NewReader(c, frame.DefaultMaxFrameSize)
+				for {
+					f, err := r.ReadFrame()
+					if err != nil {
+						return
+					}
+					cmd, _ := frame.Decode(f.Command)
+					switch cmd.GetType() {
+					case pb.BaseCommand_CONNECT:
+						b.mu.Lock()
+						b.conn = append(b.conn, cmd.GetConnect())
+						b.mu.Unlock()
+						frame.WriteCommand(c, frame.Connected("fake", 21, 5<<20))
+						frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_AUTH_CHALLENGE.Enum(), AuthChallenge: &pb.CommandAuthChallenge{
+							Challenge: &pb.AuthData{AuthMethodName: proto.String("token"), AuthData: []byte("PulsarAuthRefresh")}}})
+					case pb.BaseCommand_AUTH_RESPONSE:
+						b.mu.Lock()
+						b.auth = append(b.auth, cmd.GetAuthResponse())
+						b.mu.Unlock()
+					case pb.BaseCommand_PING:
+						frame.WriteCommand(c, frame.Pong())
+					case pb.BaseCommand_LOOKUP:
+						frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
+							RequestId: cmd.GetLookupTopic().RequestId, Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: proto.String("pulsar://" + b.addr)}})
+					}
+				}
+			}()
+		}
+	}()
+	return b
+}
+
+func (b *recordingBroker) principals() (connects []string, authResponses int, open int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.conn {
+		connects = append(connects, c.GetAuthMethodName()+":"+string(c.GetAuthData())+"/"+c.GetOriginalPrincipal())
+	}
+	for _, a := range b.auth {
+		if a.GetResponse().GetAuthMethodName() == "token" && string(a.GetResponse().GetAuthData()) == "proxy-secret" {
+			authResponses++
+		}
+	}
+	return connects, authResponses, b.open
+}
+
+func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
+	b := newRecordingBroker(t)
+	pool := NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, DialTimeout: time.Second,
+		ConnectTimeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize, MaxPending: 10, Logger: zerolog.Nop(),
+		Credentials:  func() (string, []byte, error) { return "token", []byte("proxy-secret"), nil },
+		OwnPrincipal: "proxy-health", MaxPrincipals: 2})
+	defer pool.Close()
+	lookupAs := func(principal string) {
+		t.Helper()
+		ctx := WithPrincipal(context.Background(), principal)
+		resp, err := pool.RoundTrip(ctx, b.addr, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+			Topic: proto.String("t"), RequestId: proto.Uint64(1)}})
+		if err != nil || resp.GetLookupTopicResponse().GetResponse() != pb.CommandLookupTopicResponse_Connect {
+			t.Fatalf("lookup as %q: %v %v", principal, resp, err)
+		}
+	}
+	lookupAs("alice")
+	lookupAs("alice") // reuses alice's connection
+	lookupAs("bob")
+	broker, _ := ParseBrokerURL("pulsar://" + b.addr)
+	if err := pool.Ping(context.Background(), broker); err != nil {
+		t.Fatal(err)
+	}
+	connects, _, _ := b.principals()
+	want := []string{"token:proxy-secret/alice", "token:proxy-secret/bob", "token:proxy-secret/proxy-health"}
+	if len(connects) != len(want) {
+		t.Fatalf("connects %v, want %v", connects, want)
+	}
+	for i := range want {
+		if connects[i] != want[i] {
+			t.Fatalf("connects %v, want %v", connects, want)
+		}
+	}
+	// A third principal with MaxPrincipals=2 evicts the least recently used (alice).
+	lookupAs("carol")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		connects, answers, open := b.principals()
+		// 4 connections made, one closed by eviction; each answered its challenge with the
+		// proxy's own credentials.
+		if len(connects) == 4 && open == 3 && answers == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connects %v, challenge answers %d, open %d", connects, answers, open)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPoolForwardsClientCredentialsUntilTheyExpire(t *testing.T) {
+	b := newRecordingBroker(t)
+	pool := NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, DialTimeout: time.Second,
+		ConnectTimeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize, MaxPending: 10, Logger: zerolog.Nop(),
+		Credentials: func() (string, []byte, error) { return "token", []byte("proxy-secret"), nil }})
+	defer pool.Close()
+	lookupWith := func(tok string, expires time.Time) {
+		t.Helper()
+		ctx := WithClient(context.Background(), ClientIdentity{Principal: "alice", AuthMethod: "token", AuthData: []byte(tok), Expires: expires})
+		if _, err := pool.RoundTrip(ctx, b.addr, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+			Topic: proto.String("t"), RequestId: proto.Uint64(1)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lookupWith("alice-1", time.Now().Add(300*time.Millisecond))
+	lookupWith("alice-1", time.Now().Add(300*time.Millisecond)) // same credentials, same connection
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, _, open := b.principals()
+		if open == 0 {
+			break // retired at expiry
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("connection with expired client credentials still open")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	lookupWith("alice-2", time.Time{})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.conn) != 2 || b.conn[0].GetOriginalAuthData() != "alice-1" || b.conn[1].GetOriginalAuthData() != "alice-2" ||
+		b.conn[1].GetOriginalPrincipal() != "alice" || b.conn[1].GetOriginalAuthMethod() != "token" {
+		t.Fatalf("connects: %v", b.conn)
+	}
+}

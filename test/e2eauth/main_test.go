@@ -1,0 +1,225 @@
+// Package e2eauth holds the end-to-end tests of authentication and authorization: its own
+// rig whose brokers require tokens (AuthenticationProviderToken), authorize topic operations
+// (authorizationEnabled), accept the proxy's role as a proxy (proxyRoles=proxy) and
+// authenticate the client credentials the proxy forwards (authenticateOriginalAuthData, checked
+// for expiry every 5 s), on a port block of its own so it never collides with the plain rig of
+// test/e2e.
+package e2eauth
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
+	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+)
+
+// envAttach names the state file of an auth rig already up (development: saves restarts).
+const envAttach = "PULSAR_PROXY_AUTH_RIG"
+
+// rigPorts is this package's port block (test/e2e uses the defaults).
+var rigPorts = []string{
+	"RIG_BROKER1_PORT=36650", "RIG_BROKER1_HTTP_PORT=38080",
+	"RIG_BROKER2_PORT=36651", "RIG_BROKER2_HTTP_PORT=38081",
+	"RIG_ZK_PORT=32181", "RIG_BOOKIE_PORT=33181",
+	"RIG_CONSUL_HTTP_PORT=38500", "RIG_CONSUL_DNS_PORT=38600",
+	"RIG_CONSUL_SERF_LAN_PORT=38301", "RIG_CONSUL_SERF_WAN_PORT=38302",
+	"RIG_CONSUL_SERVER_PORT=38300", "RIG_CONSUL_GRPC_PORT=38502", "RIG_CONSUL_GRPC_TLS_PORT=38503",
+}
+
+const (
+	superUser = "admin" // the tests' and the brokers' internal clients' role
+	proxyRole = "proxy" // the proxy's own role, in the brokers' proxyRoles
+)
+
+var (
+	theRig      *rig.Rig
+	secret      []byte // HS256 key shared by brokers and proxy
+	secretFile  string // base64, as Pulsar's tooling writes it
+	proxyBinary string
+)
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("SKIP: end-to-end tests do not run with -short (they start Pulsar brokers)")
+		return 0
+	}
+	ci := os.Getenv("CI") != "" && os.Getenv("CI") != "false" && os.Getenv("CI") != "0"
+	if err := rig.CheckPrerequisites(); err != nil {
+		if ci {
+			fmt.Fprintf(os.Stderr, "FAIL: end-to-end tests cannot run on CI: %v\n", err)
+			return 1
+		}
+		fmt.Printf("SKIP: end-to-end tests skipped: %v\n", err)
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	r, err := startRig(ctx)
+	if err != nil {
+		var pe *rig.PrereqError
+		if errors.As(err, &pe) && !ci {
+			fmt.Printf("SKIP: end-to-end tests skipped: %v\n", err)
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "FAIL: the auth rig did not start: %v\n", err)
+		return 1
+	}
+	theRig = r
+	if r.Owned() {
+		defer func() {
+			if err := r.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "rig: stopping the auth rig failed: %v\n", err)
+			}
+		}()
+	}
+	dir, err := os.MkdirTemp("", "pulsar-proxy-e2eauth-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if proxyBinary, err = proxyproc.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	if err := setupTenants(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: setup:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// rigDir is where the auth rig keeps its state; its auth/ folder (key and broker config)
+// survives `rig.sh down`, so a later run can attach.
+func rigDir() string {
+	if d := os.Getenv("RIG_AUTH_DIR"); d != "" {
+		return d
+	}
+	cache := os.Getenv("RIG_CACHE")
+	if cache == "" {
+		cache = filepath.Join(proxyproc.RepoRoot(), ".cache")
+	}
+	return filepath.Join(cache, "rig-auth")
+}
+
+func startRig(ctx context.Context) (*rig.Rig, error) {
+	dir := rigDir()
+	authDir := filepath.Join(dir, "auth")
+	secretFile = filepath.Join(authDir, "secret.b64")
+	if p := os.Getenv(envAttach); p != "" {
+		b, err := os.ReadFile(secretFile)
+		if err != nil {
+			return nil, fmt.Errorf("attaching to %s: %w", p, err)
+		}
+		if secret, err = base64.StdEncoding.DecodeString(string(b)); err != nil {
+			return nil, err
+		}
+		return rig.AttachWith(ctx, p, rig.Options{AdminToken: mustToken(superUser, 0)})
+	}
+	if err := os.MkdirAll(authDir, 0o700); err != nil {
+		return nil, err
+	}
+	secret = make([]byte, 32)
+	rand.Read(secret)
+	b64 := base64.StdEncoding.EncodeToString(secret)
+	if err := os.WriteFile(secretFile, []byte(b64), 0o600); err != nil {
+		return nil, err
+	}
+	admin := mustToken(superUser, 0)
+	conf := filepath.Join(authDir, "broker-auth.conf")
+	err := os.WriteFile(conf, []byte(`authenticationEnabled=true
+authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken
+tokenSecretKey=data:;base64,`+b64+`
+authorizationEnabled=true
+superUserRoles=`+superUser+`
+proxyRoles=`+proxyRole+`
+authenticateOriginalAuthData=true
+authenticationRefreshCheckSeconds=5
+brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken
+brokerClientAuthenticationParameters=token:`+admin+`
+`), 0o600)
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	r, err := rig.StartWith(ctx, rig.Options{
+		Dir:        dir,
+		Env:        append(rigPorts, "RIG_BROKER_EXTRA_CONF="+conf),
+		AdminToken: admin,
+	})
+	if err == nil {
+		fmt.Printf("auth rig: startup took %s\n", time.Since(began).Round(100*time.Millisecond))
+	}
+	return r, err
+}
+
+// token mints an HS256 token for role with the rig's key; ttl 0 = no expiry.
+func token(role string, ttl time.Duration) (string, error) {
+	return signWith(secret, role, ttl)
+}
+
+func signWith(key []byte, role string, ttl time.Duration) (string, error) {
+	claims := jwt.MapClaims{"sub": role}
+	if ttl != 0 {
+		claims["exp"] = time.Now().Add(ttl).Unix()
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(key)
+}
+
+func mustToken(role string, ttl time.Duration) string {
+	s, err := token(role, ttl)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Namespaces and what the brokers grant on them.
+const (
+	tenant      = "acme"
+	nsShared    = "acme/shared"    // alice, bob, carol, dave: produce+consume
+	nsAliceOnly = "acme/aliceonly" // alice only
+	nsListing   = "acme/listing"   // carol may list and consume
+)
+
+func setupTenants(ctx context.Context) error {
+	r := theRig
+	if err := r.CreateTenant(ctx, tenant); err != nil && !rig.IsStatus(err, 409) {
+		return err
+	}
+	grants := map[string][]string{
+		nsShared:    {"alice", "bob", "carol", "dave", proxyRole},
+		nsAliceOnly: {"alice", proxyRole},
+		nsListing:   {"carol", proxyRole},
+	}
+	for ns, roles := range grants {
+		if err := r.CreateNamespace(ctx, ns, 2); err != nil && !rig.IsStatus(err, 409) {
+			return err
+		}
+		for _, role := range roles {
+			if err := r.GrantNamespacePermission(ctx, ns, role, "produce", "consume"); err != nil {
+				return fmt.Errorf("grant %s on %s: %w", role, ns, err)
+			}
+		}
+	}
+	for _, t := range []string{"a-1", "a-2", "b-1"} {
+		if err := r.CreateTopic(ctx, "persistent://"+nsListing+"/"+t); err != nil && !rig.IsStatus(err, 409) {
+			return err
+		}
+	}
+	return nil
+}

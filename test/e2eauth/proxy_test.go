@@ -1,0 +1,141 @@
+package e2eauth
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
+)
+
+type proxy struct {
+	*proxyproc.Proc
+	policyFile string
+}
+
+// startProxy runs the real proxy with authentication on, the proxy's own token, and policy
+// as its authorization policy ("" = no policy at the proxy).
+func startProxy(t *testing.T, policy string, extraAuth string) *proxy {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "proxy.token")
+	if err := os.WriteFile(tokenFile, []byte(mustToken(proxyRole, 0)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yaml := "auth:\n  enabled: true\n  token:\n    secretKeyFile: " + secretFile + "\n    leeway: 0s\n" +
+		"  refreshTimeout: 5s\n  forwardClientCredentials: true\n  brokerClient:\n    tokenFile: " + tokenFile + "\n" + extraAuth
+	p := &proxy{}
+	if policy != "" {
+		p.policyFile = filepath.Join(dir, "policy.yaml")
+		if err := os.WriteFile(p.policyFile, []byte(policy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		yaml += "authz:\n  enabled: true\n  policyFile: " + p.policyFile + "\n  reloadInterval: 1s\n"
+	}
+	proc, err := proxyproc.Start(proxyBinary, dir, []string{theRig.BrokerURL(1), theRig.BrokerURL(2)}, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Proc = proc
+	t.Cleanup(func() {
+		if !proc.Stop() {
+			t.Errorf("pulsar-proxy did not stop on SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("proxy log tail:\n%s", proc.LogTail(80))
+		}
+	})
+	return p
+}
+
+func (p *proxy) metric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	v, err := p.Metric(name, labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// client is a pulsar-client-go client of the proxy with the given authentication (nil: none).
+func client(t *testing.T, url string, auth pulsar.Authentication) pulsar.Client {
+	return clientWithTimeout(t, url, auth, 20*time.Second)
+}
+
+// clientWithTimeout bounds the client's retries (a refused client retries until then).
+func clientWithTimeout(t *testing.T, url string, auth pulsar.Authentication, opTimeout time.Duration) pulsar.Client {
+	t.Helper()
+	c, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL:               url,
+		Authentication:    auth,
+		OperationTimeout:  opTimeout,
+		ConnectionTimeout: 10 * time.Second,
+		Logger:            plog.DefaultNopLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func tokenClient(t *testing.T, url, role string) pulsar.Client {
+	return client(t, url, pulsar.NewAuthenticationToken(mustToken(role, 0)))
+}
+
+func uniqueTopic(ns, prefix string) string {
+	return "persistent://" + ns + "/" + prefix + "-" + strings.ReplaceAll(time.Now().Format("150405.000000000"), ".", "")
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// produceConsume sends n messages as c and receives them all on a fresh subscription.
+func produceConsume(t *testing.T, c pulsar.Client, topic string, n int) {
+	t.Helper()
+	ctx := ctxT(t, 2*time.Minute)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	defer cons.Close()
+	prod, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	defer prod.Close()
+	for i := range n {
+		prod.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte{byte(i), byte(i >> 8)}}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				t.Errorf("send: %v", err)
+			}
+		})
+	}
+	if err := prod.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seen := make([]bool, n)
+	for range n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		p := m.Payload()
+		seen[int(p[0])|int(p[1])<<8] = true
+		cons.Ack(m)
+	}
+	for i, ok := range seen {
+		if !ok {
+			t.Fatalf("message %d lost", i)
+		}
+	}
+}
