@@ -1,6 +1,9 @@
 package session
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Read buffers of direct-mode pipes come in two size classes. A pipe starts small, moves to
 // the large class when a read fills its buffer or a frame needs more room, and hands its
@@ -13,8 +16,9 @@ const (
 // bufferPools recycles read buffers between pipes. One is owned by a Server and passed to
 // its sessions; pointers to arrays keep Put from allocating.
 type bufferPools struct {
-	small sync.Pool // *[smallBufferSize]byte
-	large sync.Pool // *[largeBufferSize]byte
+	small sync.Pool    // *[smallBufferSize]byte
+	large sync.Pool    // *[largeBufferSize]byte
+	held  atomic.Int64 // bytes of buffers taken and not yet given back
 }
 
 func newBufferPools() *bufferPools {
@@ -44,8 +48,10 @@ func (b *buffer) bytes() []byte {
 func (p *bufferPools) get(b *buffer, large bool) {
 	if large {
 		b.large = p.large.Get().(*[largeBufferSize]byte)
+		p.held.Add(largeBufferSize)
 	} else {
 		b.small = p.small.Get().(*[smallBufferSize]byte)
+		p.held.Add(smallBufferSize)
 	}
 }
 
@@ -53,9 +59,11 @@ func (p *bufferPools) get(b *buffer, large bool) {
 func (p *bufferPools) put(b *buffer) {
 	if b.large != nil {
 		p.large.Put(b.large)
+		p.held.Add(-largeBufferSize)
 	}
 	if b.small != nil {
 		p.small.Put(b.small)
+		p.held.Add(-smallBufferSize)
 	}
 	*b = buffer{}
 }
