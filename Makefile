@@ -103,7 +103,7 @@ bench-quick: haproxy
 
 # The forwarding and frame micro-benchmarks, benchstat-friendly.
 bench-micro:
-	$(GO) test -run '^$$' -bench 'BenchmarkForward|BenchmarkPeekType|BenchmarkReadFrame' -count 6 ./session ./frame | tee bench/results/micro.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkForward|BenchmarkPeekType|BenchmarkReadFrame' -benchtime 0.5s -count 6 ./session ./frame | tee bench/results/micro.txt
 
 # HAProxy from the Debian package, installed when missing.
 haproxy:

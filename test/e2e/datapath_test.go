@@ -31,8 +31,8 @@ func sizedPayload(i, size int) []byte {
 }
 
 // mixedSize spreads 10,000 messages over tiny, small, around-a-buffer and
-// much-larger-than-a-buffer sizes (the proxy's read buffers are 4 and 64 KiB; frames whose
-// remainder is over 16 KiB are spliced).
+// much-larger-than-a-buffer sizes (the proxy's read buffers are 4 and 64 KiB; larger frames
+// are spliced).
 func mixedSize(i int) int {
 	r := rand.New(rand.NewPCG(uint64(i), 0x517e))
 	switch {
