@@ -35,6 +35,7 @@ func main() {
 	quick := flag.Bool("quick", false, "one short round (bench-quick)")
 	out := flag.String("out", filepath.Join(proxyproc.RepoRoot(), "bench", "results"), "results directory")
 	note := flag.String("note", "", "a note on the machine for the report (e.g. that it was shared)")
+	readme := flag.Bool("readme", true, "put the results table into README.md (between its bench markers)")
 	flag.Parse()
 	cfg := fullConfig
 	if *quick {
@@ -44,6 +45,12 @@ func main() {
 	if err := run(cfg, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
+	}
+	if *readme {
+		if err := updateReadme(filepath.Join(proxyproc.RepoRoot(), "README.md"), filepath.Join(*out, "latest.md")); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
 	}
 }
 

@@ -307,3 +307,27 @@ func text(img *image.RGBA, x, y int, s string) {
 	d := font.Drawer{Dst: img, Src: &image.Uniform{chartInk}, Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
 	d.DrawString(s)
 }
+
+// README.md shows the latest table between these markers.
+const (
+	readmeBegin = "<!-- bench:begin (written by go run ./bench) -->"
+	readmeEnd   = "<!-- bench:end -->"
+)
+
+func updateReadme(readmePath, mdPath string) error {
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		return err
+	}
+	md, err := os.ReadFile(mdPath)
+	if err != nil {
+		return err
+	}
+	s := string(readme)
+	i, j := strings.Index(s, readmeBegin), strings.Index(s, readmeEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q markers", readmePath, readmeBegin, readmeEnd)
+	}
+	s = s[:i+len(readmeBegin)] + "\n" + string(md) + s[j:]
+	return os.WriteFile(readmePath, []byte(s), 0o644)
+}

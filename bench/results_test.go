@@ -117,3 +117,18 @@ func sampleResults() *results {
 	r.Goals = goals(r)
 	return r
 }
+
+// README.md shows the committed table, as `go run ./bench` leaves it.
+func TestReadmeShowsTheLatestTable(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join("results", "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), readmeBegin+"\n"+string(md)+readmeEnd) {
+		t.Fatal("README.md's bench section differs from bench/results/latest.md; run go run ./bench, or copy it")
+	}
+}
