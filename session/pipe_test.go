@@ -225,3 +225,41 @@ func TestPipeHoldsNoBufferWhileIdle(t *testing.T) {
 		t.Fatalf("pipe ended with %v", err)
 	}
 }
+
+// A receiver that stops reading stops the sender: the pipe blocks in its write and stops
+// reading, so what it holds stays one buffer however much the sender tries to push.
+func TestPipeBackpressureBoundsMemory(t *testing.T) {
+	pools := newBufferPools()
+	in, out, _, done := runPipe(t, pools, nil)
+	f := sendFrame(t, 1000, 1)
+	const total = 64 << 20 // far more than the kernel buffers of the two connections
+	var stream []byte
+	for len(stream) < total {
+		stream = append(stream, f...)
+	}
+	written := make(chan int, 1)
+	go func() {
+		n, _ := in.Write(stream)
+		written <- n
+		in.(*net.TCPConn).CloseWrite()
+	}()
+	time.Sleep(300 * time.Millisecond) // nobody reads out meanwhile
+	select {
+	case n := <-written:
+		t.Fatalf("the sender wrote all %d bytes with nobody reading: no backpressure", n)
+	default:
+	}
+	if held := pools.held.Load(); held > largeBufferSize {
+		t.Fatalf("pipe holds %d buffer bytes while its receiver is stalled, want at most one buffer", held)
+	}
+	got, err := io.ReadAll(out)
+	if err != nil || !bytes.Equal(got, stream) {
+		t.Fatalf("after the stall: %d bytes of %d, err %v", len(got), len(stream), err)
+	}
+	if n := <-written; n != len(stream) {
+		t.Fatalf("sender wrote %d of %d", n, len(stream))
+	}
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("pipe ended with %v", err)
+	}
+}
