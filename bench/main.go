@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench measures pulsar-proxy side by side with a direct connection, the Java Pulsar
 // proxy and HAProxy in TCP mode, on one broker of the test rig, and writes the results to
 // bench/results as JSON, Markdown and a PNG chart. `make bench` runs it in full,

@@ -5,7 +5,6 @@ import (
 
 	"net"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -147,14 +146,6 @@ func benchForwardWith(b *testing.B, t pb.BaseCommand_Type, size, spliceAbove int
 	// CPU time of the whole process (writer, proxy, reader) per frame: unlike ns/op it does
 	// not grow when other processes take the machine's cores.
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // directSessionPair starts a session server and a stand-in broker, completes a direct-mode

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"syscall"
 
@@ -94,12 +93,7 @@ func (p *pipe) init() {
 	}
 	p.srcTCP, _ = p.src.conn.(*net.TCPConn)
 	p.dstTCP, _ = p.dst.conn.(*net.TCPConn)
-	if p.srcTCP != nil {
-		if rc, err := p.srcTCP.SyscallConn(); err == nil {
-			p.raw = rc
-			p.readFn = p.readRaw // bound once: a method value allocates
-		}
-	}
+	p.useRawReads()
 	// Bytes the handshake read ahead are the first bytes to forward. The handshake's reader
 	// is not used again; dropping it gives its buffer back to the heap.
 	if r := p.src.r; r != nil {
@@ -298,36 +292,6 @@ func (p *pipe) read() error {
 		p.shortReads = 0
 	}
 	return nil
-}
-
-// readRaw is called by the runtime's poller with src's descriptor. When src has nothing to
-// read and the buffer holds no partial frame, the buffer goes back to its pool before the
-// goroutine parks, so an idle direction of a session holds no buffer at all. It costs no
-// extra system call: the read that finds nothing is the one that would have blocked.
-func (p *pipe) readRaw(fd uintptr) bool {
-	if p.buf.bytes() == nil {
-		p.buffers.get(&p.buf, p.wantLarge)
-	}
-	for {
-		n, err := syscall.Read(int(fd), p.buf.bytes()[p.end:])
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err == syscall.EAGAIN:
-			if p.start == p.end {
-				p.buffers.put(&p.buf)
-				p.start, p.end = 0, 0
-			}
-			return false
-		case err != nil:
-			p.readN, p.readErr = 0, os.NewSyscallError("read", err)
-		case n == 0:
-			p.readN, p.readErr = 0, io.EOF
-		default:
-			p.readN, p.readErr = n, nil
-		}
-		return true
-	}
 }
 
 // stream forwards a frame of n bytes whose head is buffered: the head, then the rest
