@@ -82,6 +82,9 @@ func run(cfg config, outDir string) error {
 	if r.Owned() {
 		defer r.Stop()
 	}
+	if err := os.MkdirAll(filepath.Join(outDir, "profiles"), 0o755); err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "pulsar-proxy-bench-")
 	if err != nil {
 		return err
@@ -153,6 +156,8 @@ func run(cfg config, outDir string) error {
 				}
 				var cpu0, cpu1 float64
 				l := load{ep: p.ep, topic: topic, size: size, warmup: warm, measure: meas}
+				profiled := make(chan error, 1)
+				profiled <- nil
 				if p.pid != 0 {
 					l.onMeasure = func(start bool) {
 						v, _ := cpuSeconds(p.pid)
@@ -161,9 +166,20 @@ func run(cfg config, outDir string) error {
 						} else {
 							cpu1 = v
 						}
+						// The first round of each size also takes a CPU profile of pulsar-proxy.
+						if start && p.pprof != "" && round == 0 {
+							<-profiled
+							file := filepath.Join(outDir, "profiles", fmt.Sprintf("pulsar-proxy-%s.cpu.pprof", sizeName(size)))
+							go func() {
+								profiled <- saveProfile(p.pprof, fmt.Sprintf("profile?seconds=%d", int(cfg.MeasureSec)), file)
+							}()
+						}
 					}
 				}
 				lr, err := l.run()
+				if perr := <-profiled; perr != nil {
+					log("profile of %s: %v", p.Name, perr)
+				}
 				if err != nil {
 					return fmt.Errorf("throughput %s %d B: %w", p.Name, size, err)
 				}
@@ -241,6 +257,13 @@ func run(cfg config, outDir string) error {
 		}
 		res.Summary = append(res.Summary, s)
 	}
+	for _, p := range paths {
+		if p.pprof != "" {
+			if err := saveProfile(p.pprof, "allocs", filepath.Join(outDir, "profiles", "pulsar-proxy.allocs.pprof")); err != nil {
+				log("allocation profile: %v", err)
+			}
+		}
+	}
 	res.Goals = goals(res)
 	res.DurationSec = time.Since(began).Seconds()
 	if err := writeResults(res, outDir); err != nil {
@@ -314,3 +337,5 @@ func thisMachine() machine {
 	}
 	return m
 }
+
+func sizeName(n int) string { return strings.ReplaceAll(sizeLabel(n), " ", "") }

@@ -5,7 +5,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,10 +21,11 @@ import (
 
 // path is one way from the load generator to the broker.
 type path struct {
-	Name string
-	ep   endpoint
-	pid  int // the proxy process; 0 for the direct path
-	stop func()
+	Name  string
+	ep    endpoint
+	pid   int    // the proxy process; 0 for the direct path
+	pprof string // http://host:port of the proxy's /debug/pprof, pulsar-proxy only
+	stop  func()
 }
 
 const (
@@ -50,11 +53,20 @@ func pulsarProxyPath(dir, brokerURL, broker string) (*path, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := proxyproc.Start(bin, dir, []string{brokerURL}, "log:\n  level: warn\n  sessionSummary: off\n")
+	pprofPort, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	return &path{Name: pathPulsarProxy, ep: endpoint{addr: p.Addr, target: broker}, pid: p.PID(), stop: func() { p.Stop() }}, nil
+	// listen.pprof through the environment: proxyproc writes the listen section itself.
+	pprofAddr := fmt.Sprintf("127.0.0.1:%d", pprofPort)
+	os.Setenv("PULSAR_PROXY_LISTEN_PPROF", pprofAddr)
+	p, err := proxyproc.Start(bin, dir, []string{brokerURL}, "log:\n  level: warn\n  sessionSummary: off\n")
+	os.Unsetenv("PULSAR_PROXY_LISTEN_PPROF")
+	if err != nil {
+		return nil, err
+	}
+	return &path{Name: pathPulsarProxy, ep: endpoint{addr: p.Addr, target: broker}, pid: p.PID(),
+		pprof: "http://" + pprofAddr, stop: func() { p.Stop() }}, nil
 }
 
 // javaProxyPath runs Apache Pulsar's proxy from the rig's jars with its defaults, static
@@ -192,4 +204,26 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// saveProfile fetches one of the proxy's /debug/pprof profiles into file.
+func saveProfile(base, name, file string) error {
+	c := http.Client{Timeout: 2 * time.Minute}
+	resp, err := c.Get(base + "/debug/pprof/" + name)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("%s: %s", name, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
