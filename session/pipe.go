@@ -296,8 +296,9 @@ func (p *pipe) read() error {
 
 // stream forwards a frame of n bytes whose head is buffered: the head, then the rest
 // straight from socket to socket, holding the sink so nothing is injected mid-frame.
-// Between two TCP sockets the kernel moves the rest (splice); otherwise (TLS, tests over
-// pipes) it goes through the read buffer, a chunk at a time.
+// Between two TCP sockets the kernel moves a rest longer than spliceAbove (splice); a
+// shorter one (a 64 KiB message is 64 KiB and a few dozen bytes) and any rest on other
+// connections (TLS) go through the read buffer, a chunk at a time.
 func (p *pipe) stream(n int) error {
 	head := p.buf.bytes()[p.start:p.end]
 	rest := int64(n - len(head))
@@ -308,7 +309,7 @@ func (p *pipe) stream(n int) error {
 	}
 	p.start, p.end = 0, 0
 	p.approved = false
-	if p.srcTCP != nil && p.dstTCP != nil {
+	if p.srcTCP != nil && p.dstTCP != nil && rest > int64(p.spliceAbove) {
 		p.rest = io.LimitedReader{R: p.srcTCP, N: rest}
 		copied, err := p.dstTCP.ReadFrom(&p.rest)
 		if err == nil && copied < rest {
