@@ -90,3 +90,28 @@ build:
 # Regenerates frame/pb/pulsar_api.pb.go (needs Debian's protobuf-compiler).
 proto:
 	frame/pb/gen.sh
+
+# --- benchmarks (bench/README.md) ----------------------------------------------------------
+
+.PHONY: bench bench-quick bench-micro haproxy
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Side by side on one rig broker: direct, pulsar-proxy, the Java proxy, HAProxy (TCP mode).
+# Results: bench/results/latest.{json,md,png}. Attaches to PULSAR_PROXY_RIG if set.
+bench: haproxy
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,bench,$(GO) run ./bench $(BENCH_FLAGS))
+
+# One short round of the same (a few minutes once the rig's caches are warm).
+bench-quick: haproxy
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,bench-quick,$(GO) run ./bench -quick $(BENCH_FLAGS))
+
+# The forwarding and frame micro-benchmarks, benchstat-friendly.
+bench-micro:
+	$(GO) test -run '^$$' -bench 'BenchmarkForward|BenchmarkPeekType|BenchmarkReadFrame' -benchtime 0.5s -count 6 ./session ./frame | tee bench/results/micro.txt
+
+# HAProxy from the Debian package, installed when missing.
+haproxy:
+	@command -v haproxy >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq haproxy; }

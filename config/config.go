@@ -74,6 +74,7 @@ type Authz struct {
 type Listen struct {
 	Pulsar string `yaml:"pulsar" env:"PULSAR"` // Pulsar binary protocol for clients
 	HTTP   string `yaml:"http" env:"HTTP"`     // health and metrics endpoints
+	Pprof  string `yaml:"pprof" env:"PPROF"`   // Go's /debug/pprof profiles; empty = off
 }
 
 // Discovery says how the proxy finds brokers and how it keeps track of

@@ -4,6 +4,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -30,5 +31,18 @@ func Handler(gatherer prometheus.Gatherer, ready ReadyFunc) http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// Pprof returns a mux serving Go's profiles under /debug/pprof/, for a listener of its own
+// (listen.pprof), never the metrics one. (Importing net/http/pprof also registers these on
+// http.DefaultServeMux, which the proxy never serves.)
+func Pprof() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }

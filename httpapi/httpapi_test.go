@@ -43,3 +43,17 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("/metrics = %d, missing the registered counter:\n%s", code, body)
 	}
 }
+
+func TestPprofServesProfilesOnItsOwnMux(t *testing.T) {
+	rec := httptest.NewRecorder()
+	Pprof().ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "goroutine") {
+		t.Fatalf("/debug/pprof/ = %d %q", rec.Code, rec.Body.String())
+	}
+	// The operational mux does not expose them.
+	rec = httptest.NewRecorder()
+	Handler(prometheus.NewRegistry(), func() (bool, string) { return true, "" }).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/", nil))
+	if rec.Code == 200 {
+		t.Fatal("the health/metrics mux serves /debug/pprof/")
+	}
+}

@@ -213,3 +213,44 @@ func TestSlowClientSlowsBroker(t *testing.T) {
 	}
 	t.Logf("broker stalled after %d MiB", total>>20)
 }
+
+// A CONNECT larger than the small command buffer (a big token) grows the reader once; the
+// frames the client sent right behind it still reach the broker intact. One larger than
+// maxCommandSize is refused.
+func TestLargeConnectThenPipelinedFrames(t *testing.T) {
+	b, connects, _ := fakeBroker(t)
+	addr, _ := startProxy(t, testConfig(), nil, oneTarget{b})
+	p := dialPeer(t, addr)
+	connect, err := frame.AppendCommand(nil, connectCmd(func(c *pb.CommandConnect) {
+		c.ProxyToBrokerUrl = proto.String(b.Addr())
+		c.AuthData = bytes.Repeat([]byte{'t'}, 20<<10)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sends []byte
+	for i := range 5 {
+		sends = append(sends, sendFrame(t, 3000*i, uint64(i))...)
+	}
+	if _, err := p.c.Write(append(connect, sends...)); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("got %v, want CONNECTED", got)
+	}
+	<-connects
+	// The frame reader may have read past CONNECTED already.
+	echo := append([]byte(nil), p.r.Buffered()...)
+	rest := make([]byte, len(sends)-len(echo))
+	_, err = io.ReadFull(p.c, rest)
+	if echo = append(echo, rest...); err != nil || !bytes.Equal(echo, sends) {
+		t.Fatalf("pipelined frames after a large CONNECT: err %v, equal %v", err, bytes.Equal(echo, sends))
+	}
+
+	q := dialPeer(t, addr)
+	q.send(connectCmd(func(c *pb.CommandConnect) { c.AuthData = bytes.Repeat([]byte{'t'}, maxCommandSize) }))
+	if got := q.recv(); got.GetType() != pb.BaseCommand_ERROR {
+		t.Fatalf("oversized CONNECT: got %v, want ERROR", got)
+	}
+	q.expectClosed()
+}

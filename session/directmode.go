@@ -113,8 +113,10 @@ func (s *session) connectBroker(broker *wire, c *pb.CommandConnect) (*pb.BaseCom
 func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	m := s.srv.metrics
 	toBrokerSink, toClientSink := newSink(broker.conn), newSink(s.client.conn)
-	up := &pipe{src: s.client, dst: toBrokerSink, frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker)}
-	down := &pipe{src: broker, dst: toClientSink, frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient)}
+	up := &pipe{src: s.client, dst: toBrokerSink, frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker),
+		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
+	down := &pipe{src: broker, dst: toClientSink, frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient),
+		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
 
 	// Credentials that expire are renewed by challenging the client; the refresher injects
 	// its challenge into the client's stream and the filter hands it the answer.

@@ -1,11 +1,11 @@
 package session
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"net"
 	"sync"
+	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,19 +14,19 @@ import (
 )
 
 // sink is the write side of one socket in direct mode. Forwarded frames and frames the proxy
-// itself injects (answers to commands it refuses) both go through it, a whole frame at a time
-// under mu, so they never interleave mid-frame.
+// itself injects (answers to commands it refuses) both go through it, whole frames at a time
+// under mu, so they never interleave mid-frame. It has no buffer of its own: a pipe writes
+// straight out of its read buffer.
 type sink struct {
 	mu   sync.Mutex
 	conn net.Conn
-	w    *bufio.Writer
 }
 
 func newSink(c net.Conn) *sink {
-	return &sink{conn: c, w: bufio.NewWriterSize(c, readBufferSize)}
+	return &sink{conn: c}
 }
 
-// inject writes one command frame and flushes it.
+// inject writes one command frame.
 func (s *sink) inject(cmd *pb.BaseCommand) error {
 	b, err := frame.AppendCommand(nil, cmd)
 	if err != nil {
@@ -34,155 +34,332 @@ func (s *sink) inject(cmd *pb.BaseCommand) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.w.Write(b); err != nil {
-		return err
-	}
-	return s.w.Flush()
+	_, err = s.conn.Write(b)
+	return err
 }
 
 // filterFunc sees the command of every forwarded frame (not its payload) and reports whether
-// the frame goes on. It may inject an answer into either sink. It runs on the pipe's
-// goroutine, so it must not block for long.
+// the frame goes on. It may inject an answer into either sink; the frames before it have
+// been written by then. It runs on the pipe's goroutine, so it must not block for long.
 type filterFunc func(t pb.BaseCommand_Type, command []byte) (forward bool)
+
+// defaultSpliceAbove: a frame whose not-yet-read remainder is longer than this goes socket to
+// socket (splice(2)) instead of through the read buffer. Measured with
+// BenchmarkForwardSpliceThreshold (numbers in bench/results/forward.md): for every frame that
+// fits the large buffer (4 to 60 KiB), copying through it cost 10-25% less CPU per frame
+// than splicing the remainder, so only frames larger than the buffer are spliced.
+const defaultSpliceAbove = largeBufferSize
 
 // pipe forwards whole frames from src to dst until src ends. It returns io.EOF when src
 // ended cleanly on a frame boundary. Frames are checked (header and size limit) before a
-// byte of them is written, never decoded. Small frames are batched in one write while more
-// input is already buffered; a frame larger than the read buffer has its buffered head
-// written and its remainder copied socket to socket (splice(2) between TCP sockets).
-// Memory is the fixed read and write buffers: a slow dst blocks this loop, which stops
-// reading src, so backpressure reaches the sender.
+// byte of them is written, never decoded: the header gives the length, and only a filter
+// looks at the command. Every complete frame a read brought in goes out in one write,
+// straight from the read buffer (frames in the buffer are contiguous, so one write is the
+// batch and no byte is copied). A frame too big for the buffer, or with a long remainder,
+// has its buffered head written and its rest copied socket to socket.
+//
+// Memory is one pooled read buffer at most, none while src is idle (see readRaw). A slow dst
+// blocks this loop, which stops reading src, so backpressure reaches the sender.
 type pipe struct {
-	src    *wire
-	dst    *sink
-	filter filterFunc // nil: forward everything without looking
-	frames prometheus.Counter
-	bytes  prometheus.Counter
+	src         *wire
+	dst         *sink
+	filter      filterFunc // nil: forward everything without looking
+	frames      prometheus.Counter
+	bytes       prometheus.Counter
+	buffers     *bufferPools
+	spliceAbove int
 
 	// totals for the session summary, owned by this pipe's goroutine until it returns
 	totalFrames, totalBytes uint64
+
+	buf        buffer
+	start, end int             // unconsumed bytes: buf.bytes()[start:end]
+	batch      uint64          // complete frames in buf[start:...] not yet written
+	approved   bool            // the frame at start already passed the filter
+	wantLarge  bool            // reads fill the small buffer: take a large one next
+	shortReads int             // consecutive reads much shorter than a small buffer
+	raw        syscall.RawConn // src's, for reads that hold no buffer while waiting
+	readFn     func(fd uintptr) bool
+	readN      int
+	readErr    error
+	rest       io.LimitedReader // the unbuffered part of a streamed frame
+	srcTCP     *net.TCPConn
+	dstTCP     *net.TCPConn
+}
+
+func (p *pipe) init() {
+	if p.spliceAbove <= 0 {
+		p.spliceAbove = defaultSpliceAbove
+	}
+	p.srcTCP, _ = p.src.conn.(*net.TCPConn)
+	p.dstTCP, _ = p.dst.conn.(*net.TCPConn)
+	p.useRawReads()
+	// Bytes the handshake read ahead are the first bytes to forward. The handshake's reader
+	// is not used again; dropping it gives its buffer back to the heap.
+	if r := p.src.r; r != nil {
+		if k := r.Buffered(); k > 0 {
+			p.wantLarge = k > smallBufferSize
+			p.buffers.get(&p.buf, p.wantLarge)
+			head, _ := r.Peek(k)
+			p.end = copy(p.buf.bytes(), head)
+		}
+		p.src.r = nil
+	}
 }
 
 func (p *pipe) run() error {
-	var frames, bytes uint64
-	flush := func() error {
-		p.dst.mu.Lock()
-		err := p.dst.w.Flush()
-		p.dst.mu.Unlock()
-		if frames > 0 {
-			p.frames.Add(float64(frames))
-			p.bytes.Add(float64(bytes))
-			p.totalFrames += frames
-			p.totalBytes += bytes
-			frames, bytes = 0, 0
-		}
-		return err
-	}
-	r := p.src.r
+	p.init()
+	defer p.buffers.put(&p.buf)
 	for {
-		if r.Buffered() < frame.HeaderSize {
-			if err := flush(); err != nil {
-				return err
-			}
+		b := p.buf.bytes()
+		pos := p.start
+		approvedAt := -1
+		if p.approved {
+			approvedAt = p.start
 		}
-		hdr, err := r.Peek(frame.HeaderSize)
-		if err != nil {
-			if len(hdr) == 0 && errors.Is(err, io.EOF) {
-				return flushThen(flush, io.EOF)
-			}
-			return flushThen(flush, eofIsUnexpected(err))
-		}
-		total, cmdSize, err := frame.ParseHeader(hdr, p.src.maxFrame)
-		if err != nil {
-			return flushThen(flush, err)
-		}
-		n := 4 + int(total)
-		if p.filter != nil {
-			forward, err := p.applyFilter(int(cmdSize), flush)
+		p.approved = false
+		n, need := 0, frame.HeaderSize // the frame at pos: its length, and the bytes it needs first
+		for p.end-pos >= frame.HeaderSize {
+			total, cmdSize, err := frame.ParseHeader(b[pos:pos+frame.HeaderSize], p.src.maxFrame)
 			if err != nil {
-				return flushThen(flush, err)
+				return p.writeThen(pos, err)
 			}
-			if !forward {
-				if _, err := r.Discard(n); err != nil {
-					return flushThen(flush, eofIsUnexpected(err))
+			n = 4 + int(total)
+			if p.filter != nil && pos != approvedAt {
+				cmdEnd := frame.HeaderSize + int(cmdSize)
+				if cmdEnd > largeBufferSize {
+					return p.writeThen(pos, errCommandTooLarge)
+				}
+				if p.end-pos < cmdEnd {
+					need = cmdEnd
+					break
+				}
+				// Frames before this one go first, so whatever the filter injects follows them.
+				if err := p.writeOut(pos); err != nil {
+					return err
+				}
+				cmd := b[pos+frame.HeaderSize : pos+cmdEnd]
+				t, err := frame.PeekType(cmd)
+				if err != nil {
+					return err
+				}
+				if !p.filter(t, cmd) {
+					if p.end-pos >= n {
+						pos += n
+						p.start = pos
+						n, need = 0, frame.HeaderSize
+						continue
+					}
+					if err := p.discard(n - (p.end - pos)); err != nil {
+						return err
+					}
+					pos, n, need = p.start, 0, frame.HeaderSize
+					b = p.buf.bytes()
+					continue
+				}
+			}
+			if p.end-pos < n {
+				need = n
+				p.approved = p.filter != nil
+				break
+			}
+			pos += n
+			p.batch++
+			n, need = 0, frame.HeaderSize
+		}
+		if err := p.writeOut(pos); err != nil {
+			return err
+		}
+		if n > 0 && need == n {
+			if have := p.end - p.start; n > largeBufferSize || n-have > p.spliceAbove {
+				if err := p.stream(n); err != nil {
+					return err
 				}
 				continue
 			}
 		}
-		if n <= r.Size() {
-			if r.Buffered() < n {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			b, err := r.Peek(n)
-			if err != nil {
-				return flushThen(flush, eofIsUnexpected(err))
-			}
-			p.dst.mu.Lock()
-			_, err = p.dst.w.Write(b)
-			p.dst.mu.Unlock()
-			if err != nil {
-				return err
-			}
-			r.Discard(n)
-		} else if err := p.stream(n, flush); err != nil {
+		if err := p.makeRoom(need); err != nil {
 			return err
 		}
-		frames++
-		bytes += uint64(n)
+		if err := p.read(); err != nil {
+			if errors.Is(err, io.EOF) && p.start != p.end {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
 	}
 }
 
-// stream forwards a frame larger than the read buffer: the buffered head, then the rest
-// straight from socket to socket, holding the sink so nothing is injected mid-frame.
-func (p *pipe) stream(n int, flush func() error) error {
-	if err := flush(); err != nil {
-		return err
+// writeOut writes the complete frames buf[start:pos] in one write and counts them.
+func (p *pipe) writeOut(pos int) error {
+	if pos == p.start {
+		return nil
 	}
-	r := p.src.r
+	out := p.buf.bytes()[p.start:pos]
 	p.dst.mu.Lock()
-	defer p.dst.mu.Unlock()
-	head, _ := r.Peek(r.Buffered())
-	if _, err := p.dst.conn.Write(head); err != nil {
+	_, err := p.dst.conn.Write(out)
+	p.dst.mu.Unlock()
+	p.start = pos
+	if err != nil {
 		return err
 	}
-	r.Discard(len(head))
-	if _, err := io.CopyN(p.dst.conn, p.src.conn, int64(n-len(head))); err != nil {
-		return eofIsUnexpected(err)
+	p.count(p.batch, len(out))
+	p.batch = 0
+	return nil
+}
+
+// writeThen forwards the good frames before a bad one, then reports the bad one.
+func (p *pipe) writeThen(pos int, err error) error {
+	if werr := p.writeOut(pos); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// count adds forwarded frames to the metrics: once per write, not per frame, and as
+// integers, which a Prometheus counter adds with one atomic instruction.
+func (p *pipe) count(frames uint64, bytes int) {
+	p.frames.Add(float64(frames))
+	p.bytes.Add(float64(bytes))
+	p.totalFrames += frames
+	p.totalBytes += uint64(bytes)
+}
+
+// makeRoom arranges for need bytes of the frame at start to fit in the buffer after a read:
+// an empty buffer starts over (in the large class if reads have been filling it), a
+// partial frame moves to the front, a frame bigger than a small buffer moves to a large one.
+func (p *pipe) makeRoom(need int) error {
+	b := p.buf.bytes()
+	if p.start == p.end {
+		p.start, p.end = 0, 0
+		if p.wantLarge && p.buf.large == nil && b != nil {
+			p.buffers.put(&p.buf)
+			p.buffers.get(&p.buf, true)
+		}
+		return nil
+	}
+	if need <= len(b)-p.start && p.end < len(b) {
+		return nil
+	}
+	if need > len(b) {
+		if need > largeBufferSize {
+			return errCommandTooLarge
+		}
+		var bigger buffer
+		p.buffers.get(&bigger, true)
+		p.end = copy(bigger.bytes(), b[p.start:p.end])
+		p.start = 0
+		p.buffers.put(&p.buf)
+		p.buf = bigger
+		p.wantLarge = true
+		return nil
+	}
+	p.end = copy(b, b[p.start:p.end])
+	p.start = 0
+	return nil
+}
+
+// read reads what src has into the free end of the buffer, taking a buffer if it holds none.
+func (p *pipe) read() error {
+	if p.raw != nil {
+		if err := p.raw.Read(p.readFn); err != nil {
+			return err
+		}
+		if p.readErr != nil {
+			return p.readErr
+		}
+	} else {
+		if p.buf.bytes() == nil {
+			p.buffers.get(&p.buf, p.wantLarge)
+		}
+		n, err := p.src.conn.Read(p.buf.bytes()[p.end:])
+		p.readN = n
+		if n == 0 && err != nil {
+			return err
+		}
+	}
+	p.end += p.readN
+	// The class follows the traffic: a read that fills the buffer asks for a large one; only
+	// a long run of short reads goes back to small ones.
+	switch {
+	case p.end == len(p.buf.bytes()):
+		p.wantLarge, p.shortReads = true, 0
+	case p.readN < smallBufferSize/2:
+		if p.shortReads++; p.shortReads >= 64 {
+			p.wantLarge = false
+		}
+	default:
+		p.shortReads = 0
 	}
 	return nil
 }
 
-// applyFilter peeks the frame's command and asks the filter about it.
-func (p *pipe) applyFilter(cmdSize int, flush func() error) (bool, error) {
-	r := p.src.r
-	end := frame.HeaderSize + cmdSize
-	if end > r.Size() {
-		return false, errCommandTooLarge
+// stream forwards a frame of n bytes whose head is buffered: the head, then the rest
+// straight from socket to socket, holding the sink so nothing is injected mid-frame.
+// Between two TCP sockets the kernel moves a rest longer than spliceAbove (splice); a
+// shorter one (a 64 KiB message is 64 KiB and a few dozen bytes) and any rest on other
+// connections (TLS) go through the read buffer, a chunk at a time.
+func (p *pipe) stream(n int) error {
+	head := p.buf.bytes()[p.start:p.end]
+	rest := int64(n - len(head))
+	p.dst.mu.Lock()
+	defer p.dst.mu.Unlock()
+	if _, err := p.dst.conn.Write(head); err != nil {
+		return err
 	}
-	if r.Buffered() < end {
-		if err := flush(); err != nil {
-			return false, err
+	p.start, p.end = 0, 0
+	p.approved = false
+	if p.srcTCP != nil && p.dstTCP != nil && rest > int64(p.spliceAbove) {
+		p.rest = io.LimitedReader{R: p.srcTCP, N: rest}
+		copied, err := p.dstTCP.ReadFrom(&p.rest)
+		if err == nil && copied < rest {
+			err = io.ErrUnexpectedEOF
 		}
+		if err != nil {
+			return eofIsUnexpected(err)
+		}
+	} else if err := p.copyThroughBuffer(rest); err != nil {
+		return err
 	}
-	b, err := r.Peek(end)
-	if err != nil {
-		return false, eofIsUnexpected(err)
-	}
-	cmd := b[frame.HeaderSize:]
-	t, err := frame.PeekType(cmd)
-	if err != nil {
-		return false, err
-	}
-	return p.filter(t, cmd), nil
+	p.count(1, n)
+	return nil
 }
 
-func flushThen(flush func() error, err error) error {
-	if ferr := flush(); ferr != nil && errors.Is(err, io.EOF) {
-		return ferr
+func (p *pipe) copyThroughBuffer(rest int64) error {
+	if p.buf.bytes() == nil {
+		p.buffers.get(&p.buf, true)
 	}
-	return err
+	b := p.buf.bytes()
+	for rest > 0 {
+		k, err := p.src.conn.Read(b[:min(int64(len(b)), rest)])
+		if k > 0 {
+			if _, werr := p.dst.conn.Write(b[:k]); werr != nil {
+				return werr
+			}
+			rest -= int64(k)
+		}
+		if err != nil && rest > 0 {
+			return eofIsUnexpected(err)
+		}
+	}
+	return nil
+}
+
+// discard drops the unread rest of a frame the filter refused.
+func (p *pipe) discard(rest int) error {
+	p.start, p.end = 0, 0
+	for rest > 0 {
+		if err := p.read(); err != nil {
+			return eofIsUnexpected(err)
+		}
+		k := min(rest, p.end)
+		rest -= k
+		p.start = k
+		if p.start == p.end {
+			p.start, p.end = 0, 0
+		}
+	}
+	return nil
 }
 
 // closeWrite half-closes c where the transport supports it, so the far side sees EOF

@@ -53,6 +53,9 @@ type Server struct {
 	log      zerolog.Logger
 	nextID   atomic.Uint64
 
+	buffers     *bufferPools // read buffers of direct-mode pipes, shared by all sessions
+	spliceAbove int          // see defaultSpliceAbove; benchmarks vary it
+
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[*session]struct{}
@@ -64,6 +67,7 @@ type Server struct {
 func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log zerolog.Logger) *Server {
 	return &Server{
 		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
+		buffers: newBufferPools(), spliceAbove: defaultSpliceAbove,
 		listeners: map[net.Listener]struct{}{},
 		sessions:  map[*session]struct{}{},
 	}

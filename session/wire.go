@@ -2,6 +2,7 @@ package session
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -13,12 +14,16 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
-// readBufferSize bounds what one side of a session buffers. Frames larger than this are
-// streamed through, so it caps memory, not frame size.
-const readBufferSize = 32 << 10
+// A session reads its commands (handshake, lookup mode) through a small buffer, which grows
+// once, to maxCommandSize, for the rare command that needs more (a CONNECT with a large
+// token): every connection pays for the small one, idle lookup connections included.
+const (
+	commandBufferSize = 4 << 10
+	maxCommandSize    = 32 << 10
+)
 
-// errCommandTooLarge: a command (not its payload) that does not fit the read buffer. Real
-// commands are a few hundred bytes; only an attacker sends more.
+// errCommandTooLarge: a command (not its payload) larger than maxCommandSize. Real commands
+// are a few hundred bytes, tokens a few KiB; only an attacker sends more.
 var errCommandTooLarge = errors.New("command too large")
 
 // wire is one socket of a session with its read buffer. Frames are peeked out of the buffer,
@@ -33,7 +38,7 @@ type wire struct {
 }
 
 func newWire(c net.Conn, maxFrame int) *wire {
-	return &wire{conn: c, r: bufio.NewReaderSize(c, readBufferSize), maxFrame: maxFrame}
+	return &wire{conn: c, r: bufio.NewReaderSize(c, commandBufferSize), maxFrame: maxFrame}
 }
 
 // readCommand reads one whole frame and decodes its command; any payload is skipped.
@@ -50,8 +55,11 @@ func (w *wire) readCommand() (*pb.BaseCommand, error) {
 		return nil, err
 	}
 	cmdEnd := frame.HeaderSize + int(cmdSize)
-	if cmdEnd > w.r.Size() {
+	if cmdEnd > maxCommandSize {
 		return nil, fmt.Errorf("%w: %d bytes", errCommandTooLarge, cmdSize)
+	}
+	if cmdEnd > w.r.Size() {
+		w.growReader()
 	}
 	b, err := w.r.Peek(cmdEnd)
 	if err != nil {
@@ -65,6 +73,14 @@ func (w *wire) readCommand() (*pb.BaseCommand, error) {
 		return nil, eofIsUnexpected(err)
 	}
 	return cmd, nil
+}
+
+// growReader moves to a reader that holds any command, keeping the bytes already read. The
+// next Peek reads past them (the command is longer), so none stay behind in the chain.
+func (w *wire) growReader() {
+	buffered, _ := w.r.Peek(w.r.Buffered())
+	head := bytes.Clone(buffered)
+	w.r = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(head), w.conn), maxCommandSize)
 }
 
 // writeCommand sends one command, bounded by timeout so a client that stops reading cannot

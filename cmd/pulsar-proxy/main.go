@@ -157,6 +157,15 @@ func run(cfg *config.Config) error {
 	}
 	httpSrv := &http.Server{Handler: httpapi.Handler(reg, ready), ReadHeaderTimeout: 10 * time.Second}
 	go httpSrv.Serve(httpLn)
+	if cfg.Listen.Pprof != "" {
+		pprofLn, err := net.Listen("tcp", cfg.Listen.Pprof)
+		if err != nil {
+			return fmt.Errorf("listen.pprof: %w", err)
+		}
+		pprofSrv := &http.Server{Handler: httpapi.Pprof(), ReadHeaderTimeout: 10 * time.Second}
+		defer pprofSrv.Close()
+		go pprofSrv.Serve(pprofLn)
+	}
 
 	serveErr := make(chan error, 1)
 	listening.Store(true)

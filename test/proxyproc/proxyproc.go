@@ -115,6 +115,9 @@ func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error
 	}
 }
 
+// PID is the proxy process's id (for /proc readings in benchmarks).
+func (p *Proc) PID() int { return p.cmd.Process.Pid }
+
 // Stop sends SIGTERM and waits for the drain; SIGKILL after 40 s. It reports whether the
 // process stopped by itself.
 func (p *Proc) Stop() (graceful bool) {

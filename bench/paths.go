@@ -1,0 +1,229 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
+	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+)
+
+// path is one way from the load generator to the broker.
+type path struct {
+	Name  string
+	ep    endpoint
+	pid   int    // the proxy process; 0 for the direct path
+	pprof string // http://host:port of the proxy's /debug/pprof, pulsar-proxy only
+	stop  func()
+}
+
+const (
+	pathDirect      = "direct"
+	pathPulsarProxy = "pulsar-proxy"
+	pathJavaProxy   = "java-proxy"
+	pathHAProxy     = "haproxy"
+)
+
+func brokerAddr(brokerURL string) (string, error) {
+	u, err := url.Parse(brokerURL)
+	if err != nil {
+		return "", err
+	}
+	return u.Host, nil
+}
+
+func directPath(broker string) *path {
+	return &path{Name: pathDirect, ep: endpoint{addr: broker}, stop: func() {}}
+}
+
+// pulsarProxyPath builds and runs this repository's proxy in front of the broker.
+func pulsarProxyPath(dir, brokerURL, broker string) (*path, error) {
+	bin, err := proxyproc.Build(dir)
+	if err != nil {
+		return nil, err
+	}
+	pprofPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	// listen.pprof through the environment: proxyproc writes the listen section itself.
+	pprofAddr := fmt.Sprintf("127.0.0.1:%d", pprofPort)
+	os.Setenv("PULSAR_PROXY_LISTEN_PPROF", pprofAddr)
+	p, err := proxyproc.Start(bin, dir, []string{brokerURL}, "log:\n  level: warn\n  sessionSummary: off\n")
+	os.Unsetenv("PULSAR_PROXY_LISTEN_PPROF")
+	if err != nil {
+		return nil, err
+	}
+	return &path{Name: pathPulsarProxy, ep: endpoint{addr: p.Addr, target: broker}, pid: p.PID(),
+		pprof: "http://" + pprofAddr, stop: func() { p.Stop() }}, nil
+}
+
+// javaProxyPath runs Apache Pulsar's proxy from the rig's jars with its defaults, static
+// broker URLs (no metadata store), zero-copy mode on, and direct connections allowed to the
+// rig's broker port (its default allows only 6650 and 6651).
+func javaProxyPath(ctx context.Context, dir string, r *rig.Rig) (*path, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	webPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf(`clusterName=%s
+brokerServiceURL=%s
+brokerWebServiceURL=%s
+servicePort=%d
+webServicePort=%d
+proxyZeroCopyModeEnabled=true
+brokerProxyAllowedTargetPorts=*
+brokerProxyAllowedHostNames=*
+brokerProxyAllowedIPAddresses=*
+maxConcurrentInboundConnections=100000
+maxConcurrentLookupRequests=50000
+`, r.Cluster, r.BrokerURL(1), r.BrokerHTTP(1), port, webPort)
+	confPath := filepath.Join(dir, "java-proxy.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	cmd, err := rig.JavaCommand(ctx, "512m", dir, "java-proxy", rig.ProxyMainClass, "-c", confPath)
+	if err != nil {
+		return nil, err
+	}
+	broker, _ := brokerAddr(r.BrokerURL(1))
+	p, err := startProcess(cmd, filepath.Join(dir, "java-proxy.out"))
+	if err != nil {
+		return nil, err
+	}
+	p.Name = pathJavaProxy
+	p.ep = endpoint{addr: fmt.Sprintf("127.0.0.1:%d", port), target: broker}
+	if err := waitConnect(p.ep, 3*time.Minute); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("java proxy: %w (log in %s)", err, dir)
+	}
+	return p, nil
+}
+
+// haproxyPath runs HAProxy in TCP mode: a byte pipe that understands nothing.
+func haproxyPath(dir, broker string) (*path, error) {
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		return nil, fmt.Errorf("haproxy is not installed (Debian: apt-get install haproxy): %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf(`global
+    maxconn 8000
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+frontend pulsar
+    bind 127.0.0.1:%d
+    default_backend broker
+backend broker
+    server broker1 %s
+`, port, broker)
+	confPath := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	p, err := startProcess(exec.Command(bin, "-db", "-f", confPath), filepath.Join(dir, "haproxy.log"))
+	if err != nil {
+		return nil, err
+	}
+	p.Name = pathHAProxy
+	p.ep = endpoint{addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	if err := waitConnect(p.ep, 30*time.Second); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("haproxy: %w", err)
+	}
+	return p, nil
+}
+
+// startProcess runs cmd with its output in logPath; the process dies with the benchmark.
+func startProcess(cmd *exec.Cmd, logPath string) (*path, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); logFile.Close(); close(exited) }()
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	}
+	return &path{pid: cmd.Process.Pid, stop: stop}, nil
+}
+
+// waitConnect retries a CONNECT through ep until it is answered.
+func waitConnect(ep endpoint, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		s, err := dial(ep, false)
+		if err == nil {
+			s.conn.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// saveProfile fetches one of the proxy's /debug/pprof profiles into file.
+func saveProfile(base, name, file string) error {
+	c := http.Client{Timeout: 2 * time.Minute}
+	resp, err := c.Get(base + "/debug/pprof/" + name)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("%s: %s", name, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

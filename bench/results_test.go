@@ -1,0 +1,136 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The committed results must be well formed: every path and size present, the Markdown table
+// and goals rendered, the chart a PNG. The numbers themselves are the benchmark's business.
+func TestCommittedResultsAreWellFormed(t *testing.T) {
+	checkResultsDir(t, "results")
+}
+
+// A run's writer produces files the check above accepts.
+func TestWriteResultsRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeResults(sampleResults(), dir); err != nil {
+		t.Fatal(err)
+	}
+	checkResultsDir(t, dir)
+}
+
+func checkResultsDir(t *testing.T, dir string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "latest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r results
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("latest.json: %v", err)
+	}
+	if r.Date == "" || r.Machine.CPUs < 1 || r.Config.Rounds < 1 || len(r.Config.MessageSizes) == 0 {
+		t.Fatalf("latest.json: date, machine or config missing: %+v %+v", r.Machine, r.Config)
+	}
+	want := []string{pathDirect, pathPulsarProxy, pathJavaProxy, pathHAProxy}
+	if strings.Join(r.Paths, ",") != strings.Join(want, ",") {
+		t.Fatalf("paths = %v, want %v", r.Paths, want)
+	}
+	for _, name := range want {
+		s := r.summary(name)
+		if s == nil {
+			t.Fatalf("no summary for %s", name)
+		}
+		for _, size := range r.Config.MessageSizes {
+			if s.throughput(size).Size != size {
+				t.Errorf("%s: no throughput for %d B", name, size)
+			}
+			runs := 0
+			for _, tr := range r.Throughput {
+				if tr.Path == name && tr.Size == size {
+					runs++
+				}
+			}
+			if runs != r.Config.Rounds {
+				t.Errorf("%s %d B: %d runs, want %d rounds", name, size, runs, r.Config.Rounds)
+			}
+		}
+		proxy := name != pathDirect
+		if (s.CPUSecondsPerGB != nil) != proxy || (s.PeakRSSMiB != nil) != proxy ||
+			(s.IdleKiBPerConnLookup != nil) != proxy || (s.IdleKiBPerConnDirect != nil) != proxy {
+			t.Errorf("%s: proxy-only figures must be set exactly for proxies: %+v", name, s)
+		}
+	}
+	if len(r.Goals) != len(r.Config.MessageSizes)+5 {
+		t.Errorf("%d goals, want %d", len(r.Goals), len(r.Config.MessageSizes)+5)
+	}
+
+	md, err := os.ReadFile(filepath.Join(dir, "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range want {
+		if !strings.Contains(string(md), "\n| "+name+" |") {
+			t.Errorf("latest.md: no table row for %s", name)
+		}
+	}
+	if !strings.Contains(string(md), "| goal | target | measured | met |") {
+		t.Error("latest.md: no goals table")
+	}
+
+	f, err := os.Open(filepath.Join(dir, "latest.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("latest.png: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 200 {
+		t.Errorf("latest.png is %v, too small for a chart", b)
+	}
+}
+
+func sampleResults() *results {
+	r := &results{Date: "2026-01-02T03:04:05Z", Machine: machine{CPUs: 2, CPUModel: "test", Kernel: "6", GoVersion: "go"},
+		Config: quickConfig, Paths: []string{pathDirect, pathPulsarProxy, pathJavaProxy, pathHAProxy}, LatencyRate: 1000}
+	for i, name := range r.Paths {
+		s := pathSummary{Path: name, Latency: latency{Samples: 10, P50: 1, P99: 2, P999: 3}}
+		for _, size := range r.Config.MessageSizes {
+			r.Throughput = append(r.Throughput, throughputRun{Path: name, Size: size, Messages: 100, Bytes: int64(100 * size), Seconds: 1, MsgsPerSec: 100, MBPerSec: 1})
+			s.Throughput = append(s.Throughput, sizeThroughput{Size: size, MsgsPerSec: 100 - float64(i), MBPerSec: 1})
+		}
+		if name != pathDirect {
+			s.CPUSecondsPerGB, s.PeakRSSMiB, s.IdleKiBPerConnLookup, s.IdleKiBPerConnDirect = ptr(float64(i)), ptr(10), ptr(8), ptr(9)
+		}
+		r.Summary = append(r.Summary, s)
+	}
+	r.Goals = goals(r)
+	return r
+}
+
+// README.md shows the committed table, as `go run ./bench` leaves it.
+func TestReadmeShowsTheLatestTable(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join("results", "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), readmeBegin+"\n"+string(md)+readmeEnd) {
+		t.Fatal("README.md's bench section differs from bench/results/latest.md; run go run ./bench, or copy it")
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package session
+
+// useRawReads: without unix read semantics the pipe reads with conn.Read and keeps its
+// buffer while it waits.
+func (p *pipe) useRawReads() {}

@@ -1,0 +1,265 @@
+package session
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (a, b net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	a, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = <-accepted
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// runPipe forwards from one TCP pair to another through a pipe: the test writes into in and
+// reads from out. The returned channel yields the pipe's result.
+func runPipe(t *testing.T, pools *bufferPools, filter func(p *pipe) filterFunc) (in, out net.Conn, p *pipe, done <-chan error) {
+	t.Helper()
+	in, srcConn := tcpPair(t)
+	dstConn, out := tcpPair(t)
+	p = &pipe{src: newWire(srcConn, frame.DefaultMaxFrameSize), dst: newSink(dstConn), buffers: pools,
+		frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"})}
+	if filter != nil {
+		p.filter = filter(p)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		err := p.run()
+		dstConn.(*net.TCPConn).CloseWrite()
+		errc <- err
+	}()
+	return in, out, p, errc
+}
+
+func sendFrame(t *testing.T, size int, seq uint64) []byte {
+	t.Helper()
+	payload := bytes.Repeat([]byte{byte(seq)}, size)
+	raw, err := frame.AppendPayloadCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
+		ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(seq)}}, nil,
+		&pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(seq), PublishTime: proto.Uint64(1)}, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func commandFrame(t *testing.T, cmd *pb.BaseCommand) []byte {
+	t.Helper()
+	b, err := frame.AppendCommand(nil, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// writeSplit writes b in pieces of the given sizes (cycled), so frames arrive split at
+// every kind of boundary.
+func writeSplit(t *testing.T, c net.Conn, b []byte, pieces ...int) {
+	for i := 0; len(b) > 0; i++ {
+		n := min(pieces[i%len(pieces)], len(b))
+		if _, err := c.Write(b[:n]); err != nil {
+			t.Error(err)
+			return
+		}
+		b = b[n:]
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestPipeForwardsEveryByteAcrossSplitsAndSizes(t *testing.T) {
+	in, out, p, done := runPipe(t, newBufferPools(), nil)
+	var stream []byte
+	for i, size := range []int{0, 1, 100, 3000, 4 << 10, 15 << 10, 40 << 10, 64 << 10, 200 << 10, 10, 1 << 20, 7} {
+		stream = append(stream, sendFrame(t, size, uint64(i))...)
+	}
+	go func() {
+		writeSplit(t, in, stream, 1, 7, 8, 9, 4095, 65536, 3, 100000)
+		in.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, stream) {
+		t.Fatalf("forwarded %d bytes, sent %d; content equal=%v", len(got), len(stream), bytes.Equal(got, stream))
+	}
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("pipe ended with %v, want io.EOF", err)
+	}
+	if p.totalFrames != 12 || p.totalBytes != uint64(len(stream)) {
+		t.Fatalf("counted %d frames, %d bytes; want 12, %d", p.totalFrames, p.totalBytes, len(stream))
+	}
+	if p.buf.bytes() != nil {
+		t.Fatal("pipe kept its buffer after it ended")
+	}
+}
+
+func TestPipeFilterDropsFramesAndInjectsInOrder(t *testing.T) {
+	ping := commandFrame(t, frame.Ping())
+	var seen []pb.BaseCommand_Type
+	in, out, p, done := runPipe(t, newBufferPools(), func(p *pipe) filterFunc {
+		return func(typ pb.BaseCommand_Type, cmd []byte) bool {
+			seen = append(seen, typ)
+			if typ == pb.BaseCommand_PRODUCER {
+				// Refuse it and tell the far side; what came before must already be there.
+				p.dst.inject(frame.Ping())
+				return false
+			}
+			return true
+		}
+	})
+	producer := commandFrame(t, &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+		Topic: proto.String("persistent://t/n/x"), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)}})
+	// A refused PRODUCER small enough to be buffered, then a refused frame with a 300 KiB body
+	// (the filter only looks at commands; the body must be skipped from the socket).
+	bigRefused := append([]byte(nil), producer...)
+	bigRefused = append(bigRefused, make([]byte, 300<<10)...)
+	total := len(bigRefused) - 4
+	bigRefused[0], bigRefused[1], bigRefused[2], bigRefused[3] = byte(total>>24), byte(total>>16), byte(total>>8), byte(total)
+
+	a, b, c := sendFrame(t, 10, 1), sendFrame(t, 50<<10, 2), sendFrame(t, 20, 3)
+	var stream []byte
+	for _, f := range [][]byte{a, producer, b, bigRefused, c} {
+		stream = append(stream, f...)
+	}
+	go func() {
+		writeSplit(t, in, stream, 5000, 3, 70000)
+		in.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []byte
+	for _, f := range [][]byte{a, ping, b, ping, c} {
+		want = append(want, f...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got %d bytes, want %d (frames in order, refused ones replaced by the injected PING)", len(got), len(want))
+	}
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("pipe ended with %v, want io.EOF", err)
+	}
+	wantSeen := []pb.BaseCommand_Type{pb.BaseCommand_SEND, pb.BaseCommand_PRODUCER, pb.BaseCommand_SEND, pb.BaseCommand_PRODUCER, pb.BaseCommand_SEND}
+	if len(seen) != len(wantSeen) {
+		t.Fatalf("filter saw %v, want each frame once: %v", seen, wantSeen)
+	}
+	for i := range seen {
+		if seen[i] != wantSeen[i] {
+			t.Fatalf("filter saw %v, want %v", seen, wantSeen)
+		}
+	}
+	if p.totalFrames != 3 {
+		t.Fatalf("counted %d frames, want the 3 forwarded", p.totalFrames)
+	}
+}
+
+func TestPipeHoldsNoBufferWhileIdle(t *testing.T) {
+	pools := newBufferPools()
+	in, out, _, done := runPipe(t, pools, nil)
+	waitHeld := func(what string, ok func(int64) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !ok(pools.held.Load()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: pipe holds %d buffer bytes", what, pools.held.Load())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	f := sendFrame(t, 2000, 1)
+	for range 3 {
+		if _, err := in.Write(f); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(f))
+		if _, err := io.ReadFull(out, got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitHeld("idle after whole frames", func(n int64) bool { return n == 0 })
+	// Half a frame has to wait in a buffer for its rest; once it is whole, the buffer goes back.
+	if _, err := in.Write(f[:1000]); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld("half a frame received", func(n int64) bool { return n > 0 })
+	if _, err := in.Write(f[1000:]); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(f))
+	if _, err := io.ReadFull(out, got); err != nil || !bytes.Equal(got, f) {
+		t.Fatalf("frame after a pause: %v", err)
+	}
+	waitHeld("idle again", func(n int64) bool { return n == 0 })
+	in.(*net.TCPConn).CloseWrite()
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("pipe ended with %v", err)
+	}
+}
+
+// A receiver that stops reading stops the sender: the pipe blocks in its write and stops
+// reading, so what it holds stays one buffer however much the sender tries to push.
+func TestPipeBackpressureBoundsMemory(t *testing.T) {
+	pools := newBufferPools()
+	in, out, _, done := runPipe(t, pools, nil)
+	f := sendFrame(t, 1000, 1)
+	const total = 64 << 20 // far more than the kernel buffers of the two connections
+	var stream []byte
+	for len(stream) < total {
+		stream = append(stream, f...)
+	}
+	written := make(chan int, 1)
+	go func() {
+		n, _ := in.Write(stream)
+		written <- n
+		in.(*net.TCPConn).CloseWrite()
+	}()
+	time.Sleep(300 * time.Millisecond) // nobody reads out meanwhile
+	select {
+	case n := <-written:
+		t.Fatalf("the sender wrote all %d bytes with nobody reading: no backpressure", n)
+	default:
+	}
+	if held := pools.held.Load(); held > largeBufferSize {
+		t.Fatalf("pipe holds %d buffer bytes while its receiver is stalled, want at most one buffer", held)
+	}
+	got, err := io.ReadAll(out)
+	if err != nil || !bytes.Equal(got, stream) {
+		t.Fatalf("after the stall: %d bytes of %d, err %v", len(got), len(stream), err)
+	}
+	if n := <-written; n != len(stream) {
+		t.Fatalf("sender wrote %d of %d", n, len(stream))
+	}
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("pipe ended with %v", err)
+	}
+}
