@@ -35,6 +35,27 @@ type Config struct {
 	Log       Log       `yaml:"log" envPrefix:"LOG_"`
 	Auth      Auth      `yaml:"auth" envPrefix:"AUTH_"`
 	Authz     Authz     `yaml:"authz" envPrefix:"AUTHZ_"`
+
+	TLS           TLS           `yaml:"tls" envPrefix:"TLS_"`
+	ProxyProtocol ProxyProtocol `yaml:"proxyProtocol" envPrefix:"PROXY_PROTOCOL_"`
+}
+
+// TLS is the certificate and policy of the client-facing TLS listener (listen.pulsarTLS).
+type TLS struct {
+	CertFile     string   `yaml:"certFile" env:"CERT_FILE"` // PEM; re-read when it changes on disk
+	KeyFile      string   `yaml:"keyFile" env:"KEY_FILE"`
+	MinVersion   string   `yaml:"minVersion" env:"MIN_VERSION"`     // 1.0, 1.1, 1.2 or 1.3
+	CipherSuites []string `yaml:"cipherSuites" env:"CIPHER_SUITES"` // Go names; empty = Go's defaults
+	ClientCAFile string   `yaml:"clientCAFile" env:"CLIENT_CA_FILE"`
+	ClientAuth   string   `yaml:"clientAuth" env:"CLIENT_AUTH"` // none, request, require
+}
+
+// ProxyProtocol is the PROXY protocol (v1/v2) on the client listeners.
+type ProxyProtocol struct {
+	ProxyProtocolEnabled bool          `yaml:"enabled" env:"ENABLED"`
+	TrustedCIDRs         []string      `yaml:"trustedCIDRs" env:"TRUSTED_CIDRS"`
+	RequireHeader        bool          `yaml:"requireHeader" env:"REQUIRE_HEADER"`
+	HeaderTimeout        time.Duration `yaml:"headerTimeout" env:"HEADER_TIMEOUT"`
 }
 
 // Auth is who clients are (authentication at the proxy) and who the proxy is to brokers.
@@ -75,6 +96,8 @@ type Listen struct {
 	Pulsar string `yaml:"pulsar" env:"PULSAR"` // Pulsar binary protocol for clients
 	HTTP   string `yaml:"http" env:"HTTP"`     // health and metrics endpoints
 	Pprof  string `yaml:"pprof" env:"PPROF"`   // Go's /debug/pprof profiles; empty = off
+	// PulsarTLS serves the same protocol over TLS (see TLS); empty = off.
+	PulsarTLS string `yaml:"pulsarTLS" env:"PULSAR_TLS"`
 }
 
 // Discovery says how the proxy finds brokers and how it keeps track of
@@ -157,6 +180,8 @@ func Default() *Config {
 			Pulsar: "0.0.0.0:6650",
 			HTTP:   "0.0.0.0:8080",
 		},
+		TLS:           TLS{MinVersion: "1.2", ClientAuth: "none", CipherSuites: []string{}},
+		ProxyProtocol: ProxyProtocol{HeaderTimeout: 5 * time.Second, TrustedCIDRs: []string{}},
 		Discovery: Discovery{
 			Consul: ConsulDiscovery{
 				ConsulWaitTime: 5 * time.Minute,

@@ -423,10 +423,18 @@ func TestEnvNames(t *testing.T) {
 		}
 		var want strings.Builder
 		want.WriteString(EnvPrefix)
-		for _, r := range s.path {
+		path := []rune(s.path)
+		for i, r := range path {
+			// An acronym (pulsarTLS, clientCAFile) is one word: PULSAR_TLS, CLIENT_CA_FILE.
+			// A plural's s stays with it (trustedCIDRs: TRUSTED_CIDRS).
+			lowerAt := func(j int) bool { return j < len(path) && unicode.IsLower(path[j]) }
+			inAcronym := i > 0 && unicode.IsUpper(path[i-1]) &&
+				(!lowerAt(i+1) || path[i+1] == 's' && !lowerAt(i+2))
 			switch {
 			case r == '.':
 				want.WriteRune('_')
+			case unicode.IsUpper(r) && inAcronym:
+				want.WriteRune(r)
 			case unicode.IsUpper(r):
 				want.WriteRune('_')
 				want.WriteRune(r)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"path"
 	"slices"
@@ -46,6 +47,33 @@ func (c *Config) Validate() error {
 	listenAddr("listen.http", c.Listen.HTTP)
 	if c.Listen.Pulsar == c.Listen.HTTP && !strings.HasSuffix(c.Listen.Pulsar, ":0") {
 		bad("listen.http", "same address as listen.pulsar (%q)", c.Listen.Pulsar)
+	}
+
+	if c.Listen.PulsarTLS != "" {
+		listenAddr("listen.pulsarTLS", c.Listen.PulsarTLS)
+		if c.Listen.PulsarTLS == c.Listen.Pulsar && !strings.HasSuffix(c.Listen.Pulsar, ":0") {
+			bad("listen.pulsarTLS", "same address as listen.pulsar (%q)", c.Listen.Pulsar)
+		}
+		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
+			bad("tls.certFile", "listen.pulsarTLS needs tls.certFile and tls.keyFile")
+		}
+	}
+	oneOf("tls.minVersion", c.TLS.MinVersion, "1.0", "1.1", "1.2", "1.3")
+	oneOf("tls.clientAuth", c.TLS.ClientAuth, "none", "request", "require")
+	if c.TLS.ClientAuth != "none" && c.TLS.ClientCAFile == "" {
+		bad("tls.clientCAFile", "tls.clientAuth %s needs a client CA file", c.TLS.ClientAuth)
+	}
+	pp := c.ProxyProtocol
+	for i, cidr := range pp.TrustedCIDRs {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			bad(fmt.Sprintf("proxyProtocol.trustedCIDRs[%d]", i), "%q: %v", cidr, err)
+		}
+	}
+	if pp.ProxyProtocolEnabled && len(pp.TrustedCIDRs) == 0 {
+		bad("proxyProtocol.trustedCIDRs", "proxyProtocol.enabled needs at least one trusted CIDR (headers from anywhere else are refused)")
+	}
+	if pp.HeaderTimeout <= 0 {
+		bad("proxyProtocol.headerTimeout", "must be positive, got %s", pp.HeaderTimeout)
 	}
 
 	d := c.Discovery

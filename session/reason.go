@@ -20,6 +20,7 @@ const (
 	ReasonShutdown           CloseReason = "shutdown"
 	ReasonAuthFailed         CloseReason = "authentication_failed"
 	ReasonAuthExpired        CloseReason = "credentials_expired"
+	ReasonTransportSetup     CloseReason = "transport_setup_failed" // TLS handshake or PROXY header
 )
 
 // beforeSession reports whether the reason ended the connection before it was usable, which
@@ -27,7 +28,7 @@ const (
 func (r CloseReason) beforeSession() bool {
 	switch r {
 	case ReasonHandshakeTimeout, ReasonExpectedConnect, ReasonForgedProxyFields, ReasonAuthFailed,
-		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerRefused, ReasonTooManyConnections:
+		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerRefused, ReasonTooManyConnections, ReasonTransportSetup:
 		return true
 	}
 	return false

@@ -68,6 +68,9 @@ func (s *session) authenticate(c *pb.CommandConnect) bool {
 	if creds.Method == "" && c.AuthMethod != nil && len(creds.Data) > 0 {
 		creds.Method = "unknown" // only the deprecated enum field: not a method we serve
 	}
+	if creds.Method == "tls" {
+		creds.PeerCertificates = s.peerCertificates()
+	}
 	id, err := auth.Authenticate(creds)
 	if err != nil {
 		s.authFailed(creds.Method, err)
@@ -245,6 +248,9 @@ func (r *refresher) run(ctx context.Context, supportsRefresh bool) error {
 			wait.Stop()
 		}
 		creds := authz.Credentials{Method: resp.GetResponse().GetAuthMethodName(), Data: resp.GetResponse().GetAuthData()}
+		if creds.Method == "tls" {
+			creds.PeerCertificates = s.peerCertificates()
+		}
 		fresh, err := s.srv.sec.Authenticator.Authenticate(creds)
 		if err == nil && fresh.Role != id.Role {
 			err = &authz.Error{Method: creds.Method, Reason: authz.ReasonNoRole, Detail: "refreshed credentials name role " + quoteRole(fresh.Role) + ", not " + quoteRole(id.Role)}
@@ -288,7 +294,7 @@ func (s *session) expireCredentials() {
 	s.mu.Lock()
 	s.authExpired = true
 	s.mu.Unlock()
-	s.client.conn.Close()
+	s.conn.Close()
 }
 
 // upstreamFilter looks at the client's commands in direct mode. Only PRODUCER, SUBSCRIBE and

@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -23,7 +25,8 @@ import (
 type session struct {
 	srv    *Server
 	id     uint64
-	client *wire
+	conn   net.Conn // as accepted; closing it ends the session from any goroutine
+	client *wire    // reads and writes the client (through TLS where there is TLS)
 	log    zerolog.Logger
 	start  time.Time
 
@@ -52,6 +55,7 @@ func newSession(srv *Server, c net.Conn, id uint64) *session {
 	return &session{
 		srv:    srv,
 		id:     id,
+		conn:   c,
 		client: newWire(c, srv.cfg.MaxFrameSize),
 		log:    srv.log.With().Uint64("conn", id).Str("remote", c.RemoteAddr().String()).Logger(),
 		start:  time.Now(),
@@ -65,10 +69,13 @@ func (s *session) run(overLimit bool) {
 	m := s.srv.metrics
 	m.activeSessions.WithLabelValues("handshake").Inc()
 	defer s.cancel()
-	defer s.client.conn.Close()
+	defer s.conn.Close()
 
 	var reason CloseReason
-	if overLimit {
+	if err := s.prepare(); err != nil {
+		s.log.Debug().Err(err).Msg("TLS handshake or PROXY header failed")
+		reason = ReasonTransportSetup
+	} else if overLimit {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections, retry later")
 		reason = ReasonTooManyConnections
 	} else {
@@ -114,7 +121,61 @@ func (s *session) shutdown() {
 	s.shutdownC = true
 	s.mu.Unlock()
 	s.cancel()
-	s.client.conn.Close()
+	s.conn.Close()
+}
+
+// transport is a client connection that must finish a handshake of its own (TLS, PROXY
+// header) before it carries Pulsar frames; listener.Conn is one.
+type transport interface {
+	HandshakeContext(ctx context.Context) error
+}
+
+// tcpUnwrapper gives the bare socket when nothing remains between it and the session, so
+// forwarding keeps its splice path.
+type tcpUnwrapper interface {
+	TCPConn() (*net.TCPConn, bool)
+}
+
+// tlsState reports the TLS state of a client connection.
+type tlsState interface {
+	TLS() (tls.ConnectionState, bool)
+}
+
+// prepare runs the transport's own handshake here, in the session's goroutine and bounded
+// by the handshake timeout, so that a slow client cannot hold up Accept. The logger is
+// rebuilt afterwards: a PROXY header changes the client's address.
+func (s *session) prepare() error {
+	t, ok := s.conn.(transport)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.srv.cfg.HandshakeTimeout)
+	defer cancel()
+	if err := t.HandshakeContext(ctx); err != nil {
+		return err
+	}
+	s.log = s.srv.log.With().Uint64("conn", s.id).Str("remote", s.conn.RemoteAddr().String()).Logger()
+	c := s.conn
+	if u, ok := s.conn.(tcpUnwrapper); ok {
+		if tc, ok := u.TCPConn(); ok {
+			c = tc
+		}
+	}
+	s.client = newWire(c, s.srv.cfg.MaxFrameSize)
+	return nil
+}
+
+// peerCertificates are the client's verified TLS certificates, nil without them.
+func (s *session) peerCertificates() []*x509.Certificate {
+	ts, ok := s.conn.(tlsState)
+	if !ok {
+		return nil
+	}
+	st, ok := ts.TLS()
+	if !ok || len(st.VerifiedChains) == 0 {
+		return nil
+	}
+	return st.PeerCertificates
 }
 
 func (s *session) isShutdown() bool {

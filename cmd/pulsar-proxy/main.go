@@ -120,13 +120,16 @@ func run(cfg *config.Config) error {
 	}, resolver, brokers, session.NewMetrics(reg), log)
 	sessions.SetSecurity(sec)
 
-	pulsarLn, err := net.Listen("tcp", cfg.Listen.Pulsar)
+	pulsarLn, tlsLn, err := clientListeners(cfg, reg, log)
 	if err != nil {
-		return fmt.Errorf("listen.pulsar: %w", err)
+		return err
 	}
 	httpLn, err := net.Listen("tcp", cfg.Listen.HTTP)
 	if err != nil {
 		pulsarLn.Close()
+		if tlsLn != nil {
+			tlsLn.Close()
+		}
 		return fmt.Errorf("listen.http: %w", err)
 	}
 
@@ -167,10 +170,15 @@ func run(cfg *config.Config) error {
 		go pprofSrv.Serve(pprofLn)
 	}
 
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	listening.Store(true)
 	go func() { serveErr <- sessions.Serve(pulsarLn) }()
-	log.Info().Str("pulsar", pulsarLn.Addr().String()).Str("http", httpLn.Addr().String()).
+	started := log.Info().Str("pulsar", pulsarLn.Addr().String())
+	if tlsLn != nil {
+		go func() { serveErr <- sessions.Serve(tlsLn) }()
+		started = started.Str("pulsar_tls", tlsLn.Addr().String())
+	}
+	started.Str("http", httpLn.Addr().String()).
 		Strs("discovery", providerNames).Str("version", version).Msg("pulsar-proxy started")
 
 	select {

@@ -55,7 +55,12 @@ func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logg
 		if err != nil {
 			return sec, nil, fmt.Errorf("auth.token: %w", err)
 		}
-		sec.Authenticator = authz.NewAuthenticator(cfg.Auth.AnonymousRole, tp)
+		providers := []authz.Provider{tp}
+		if cfg.Listen.PulsarTLS != "" && cfg.TLS.ClientCAFile != "" {
+			// Verified client certificates can name a role: the "tls" method (subject CN).
+			providers = append(providers, authz.TLSProvider{})
+		}
+		sec.Authenticator = authz.NewAuthenticator(cfg.Auth.AnonymousRole, providers...)
 	}
 	if !cfg.Authz.PolicyEnabled {
 		return sec, nil, nil

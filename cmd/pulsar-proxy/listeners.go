@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/config"
+	"github.com/pulsar-proxy/pulsar-proxy/listener"
+)
+
+// clientListeners opens listen.pulsar and, when set, listen.pulsarTLS, wrapped for TLS and
+// the PROXY protocol as configured. tlsLn is nil without a TLS listener.
+func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (plain, tlsLn net.Listener, err error) {
+	pp := listener.ProxyOptions{
+		Enabled:       cfg.ProxyProtocol.ProxyProtocolEnabled,
+		RequireHeader: cfg.ProxyProtocol.RequireHeader,
+		HeaderTimeout: cfg.ProxyProtocol.HeaderTimeout,
+	}
+	for _, c := range cfg.ProxyProtocol.TrustedCIDRs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, nil, fmt.Errorf("proxyProtocol.trustedCIDRs: %w", err)
+		}
+		pp.TrustedCIDRs = append(pp.TrustedCIDRs, p)
+	}
+	opts := listener.Options{Proxy: pp}
+	if cfg.Listen.PulsarTLS != "" {
+		m := listener.NewMetrics(reg)
+		tc, err := listener.NewTLSConfig(listener.TLSOptions{
+			CertFile:     cfg.TLS.CertFile,
+			KeyFile:      cfg.TLS.KeyFile,
+			MinVersion:   cfg.TLS.MinVersion,
+			CipherSuites: cfg.TLS.CipherSuites,
+			ClientCAFile: cfg.TLS.ClientCAFile,
+			ClientAuth:   cfg.TLS.ClientAuth,
+		}, m, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		ln, err := net.Listen("tcp", cfg.Listen.PulsarTLS)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen.pulsarTLS: %w", err)
+		}
+		tlsLn = listener.Wrap(ln, listener.Options{TLS: tc, Proxy: pp, Metrics: m})
+	}
+	ln, err := net.Listen("tcp", cfg.Listen.Pulsar)
+	if err != nil {
+		if tlsLn != nil {
+			tlsLn.Close()
+		}
+		return nil, nil, fmt.Errorf("listen.pulsar: %w", err)
+	}
+	return listener.Wrap(ln, opts), tlsLn, nil
+}
