@@ -133,12 +133,16 @@ func (c *Conn) trusted() bool {
 	return false
 }
 
-// oneByte hands bufio one byte per read, so the header parser never reads past the
-// header and, when a header was all there was, the socket itself can be used afterwards.
-type oneByte struct{ r io.Reader }
+// oneByte hands bufio one byte per read, so the v2 parser never reads past the header
+// and, when a header was all there was, the socket itself can be used afterwards. The v1
+// parser insists on finding its whole line in one read, so for v1 it reads normally.
+type oneByte struct {
+	r     io.Reader
+	whole bool
+}
 
-func (o oneByte) Read(p []byte) (int, error) {
-	if len(p) > 1 {
+func (o *oneByte) Read(p []byte) (int, error) {
+	if len(p) > 1 && !o.whole {
 		p = p[:1]
 	}
 	return o.r.Read(p)
@@ -149,7 +153,11 @@ func (c *Conn) readProxyHeader() error {
 	c.raw.SetReadDeadline(deadline)
 	defer c.raw.SetReadDeadline(time.Time{})
 	// 256 as in go-proxyproto: its v2 parser peeks the whole address block.
-	br := bufio.NewReaderSize(oneByte{c.raw}, 256)
+	src := &oneByte{r: c.raw}
+	br := bufio.NewReaderSize(src, 256)
+	if b, err := br.Peek(1); err == nil && b[0] == 'P' {
+		src.whole = true // maybe "PROXY ": v1
+	}
 	h, err := proxyproto.Read(br)
 	var ne net.Error
 	switch {
