@@ -40,6 +40,10 @@ func RepoRoot() string {
 type Proc struct {
 	PulsarURL string // pulsar://127.0.0.1:port, the service URL clients use
 	Addr      string // 127.0.0.1:port
+	// PulsarTLSURL is pulsar+ssl://127.0.0.1:port when extraYAML has a top-level tls:
+	// section; a TLS listener is then opened beside the plaintext one.
+	PulsarTLSURL string
+	TLSAddr      string
 	HTTPURL   string // http://127.0.0.1:port
 	LogPath   string
 	cmd       *exec.Cmd
@@ -61,6 +65,13 @@ func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen:\n  pulsar: %q\n  http: %q\n", pulsarAddr, httpAddr)
+	var tlsAddr string
+	if strings.HasPrefix(extraYAML, "tls:") || strings.Contains(extraYAML, "\ntls:") {
+		if tlsAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "  pulsarTLS: %q\n", tlsAddr)
+	}
 	var ports []string
 	if len(brokers) > 0 {
 		fmt.Fprintf(&b, "discovery:\n  healthCheckInterval: 500ms\n  static:\n    brokers:\n")
@@ -81,6 +92,9 @@ func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error
 	}
 	p := &Proc{PulsarURL: "pulsar://" + pulsarAddr, Addr: pulsarAddr, HTTPURL: "http://" + httpAddr,
 		LogPath: filepath.Join(dir, "proxy.log"), exited: make(chan struct{})}
+	if tlsAddr != "" {
+		p.PulsarTLSURL, p.TLSAddr = "pulsar+ssl://"+tlsAddr, tlsAddr
+	}
 	logFile, err := os.Create(p.LogPath)
 	if err != nil {
 		return nil, err
