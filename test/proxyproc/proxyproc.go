@@ -44,10 +44,10 @@ type Proc struct {
 	// section; a TLS listener is then opened beside the plaintext one.
 	PulsarTLSURL string
 	TLSAddr      string
-	HTTPURL   string // http://127.0.0.1:port
-	LogPath   string
-	cmd       *exec.Cmd
-	exited    chan struct{}
+	HTTPURL      string // http://127.0.0.1:port
+	LogPath      string
+	cmd          *exec.Cmd
+	exited       chan struct{}
 }
 
 // Start runs binary with the given brokers plus extraYAML appended to the generated config

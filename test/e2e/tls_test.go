@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
+)
+
+// TestTLSProduceConsumeThroughProxy: pulsar-client-go over pulsar+ssl:// to the proxy
+// (certificate checked against the test CA, hostname verified), plaintext brokers behind.
+func TestTLSProduceConsumeThroughProxy(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, dir, "ca")
+	server := ca.Server(t, "proxy", time.Now().Add(24*time.Hour))
+	proxy := startProxy(t, brokerURLs(), fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n", server.CertFile, server.KeyFile))
+	if proxy.PulsarTLSURL == "" {
+		t.Fatal("no TLS listener started")
+	}
+
+	c, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL:                   proxy.PulsarTLSURL,
+		TLSTrustCertsFilePath: ca.CertFile,
+		TLSValidateHostname:   true,
+		OperationTimeout:      60 * time.Second,
+		ConnectionTimeout:     10 * time.Second,
+		Logger:                plog.DefaultNopLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	topic := uniqueTopic(t, "tls")
+	consumer := subscribe(t, c, topic, "s", pulsar.Exclusive)
+	sent := produce(t, c, topic, 1000)
+	consumeAll(t, consumer, sent)
+
+	if n := proxy.metric(t, "pulsar_proxy_tls_handshakes_total", `result="ok"`); n < 1 {
+		t.Errorf("%v successful TLS handshakes counted", n)
+	}
+	if got := proxy.metric(t, "pulsar_proxy_tls_certificate_expiry_timestamp_seconds"); got != float64(server.Cert.NotAfter.Unix()) {
+		t.Errorf("expiry gauge %v, want %v", got, server.Cert.NotAfter.Unix())
+	}
+
+	// A plaintext Pulsar client on the TLS port fails its handshake, is counted, and the
+	// proxy carries on.
+	raw, err := net.Dial("tcp", proxy.TLSAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Write([]byte{0, 0, 0, 20, 0, 0, 0, 16, 8, 2, 18, 12})
+	raw.SetReadDeadline(time.Now().Add(30 * time.Second))
+	io.Copy(io.Discard, raw)
+	raw.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for proxy.metric(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("plaintext client on the TLS port not counted as a handshake error")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	more := produce(t, c, topic, 10)
+	consumeAll(t, consumer, more)
+}
