@@ -209,6 +209,19 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`discovery.static.brokers[0]: "pulsar://b:16650": port 16650 is not in broker.allowedPorts [6650 6651]`},
 		},
 		{
+			name: "bad TLS and PROXY protocol settings",
+			yaml: "discovery: {static: {brokers: [pulsar://b:6650]}}\nlisten: {pulsarTLS: \":6651\"}\n" +
+				"tls: {minVersion: \"1.4\", clientAuth: require}\nproxyProtocol: {enabled: true, headerTimeout: 0s}",
+			want: []string{"tls.certFile: listen.pulsarTLS needs tls.certFile and tls.keyFile", `tls.minVersion: "1.4" is not one of`,
+				"tls.clientCAFile: tls.clientAuth require needs a client CA file", "proxyProtocol.trustedCIDRs: proxyProtocol.enabled needs",
+				"proxyProtocol.headerTimeout: must be positive"},
+		},
+		{
+			name: "bad trusted CIDR",
+			yaml: "discovery: {static: {brokers: [pulsar://b:6650]}}\nproxyProtocol: {enabled: true, trustedCIDRs: [10.0.0.0/33]}",
+			want: []string{`proxyProtocol.trustedCIDRs[0]: "10.0.0.0/33"`},
+		},
+		{
 			name: "bad consul and target settings",
 			yaml: "discovery: {consul: {service: pulsar, waitTime: 11m, address: \"a b\"}}\nbroker: {allowedPorts: [0], allowedHosts: [\"[\"], learnedTargetLifetime: -1s}",
 			want: []string{"discovery.consul.waitTime:", "discovery.consul.address:", "broker.allowedPorts[0]:",

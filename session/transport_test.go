@@ -258,3 +258,38 @@ func TestTLSClientGetsATLSBrokerURL(t *testing.T) {
 		}
 	}
 }
+
+// A session on a PROXY-protocol conn forwards on the bare socket (splice), since nothing
+// was read past the v2 header; a TLS session cannot.
+func TestProxyHeaderKeepsTheSocketForSplice(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listener.Wrap(raw, listener.Options{Proxy: listener.ProxyOptions{Enabled: true,
+		TrustedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
+	defer ln.Close()
+	c, err := net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(v2HeaderFrom(t, "203.0.113.7:41000"))
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(testConfig(), nil, noTargets{}, NewMetrics(prometheus.NewRegistry()), zerolog.Nop())
+	sess := newSession(srv, sc, 1)
+	defer sess.cancel()
+	defer sc.Close()
+	if err := sess.prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sess.client.conn.(*net.TCPConn); !ok {
+		t.Fatalf("client conn is %T: the pipe would not splice", sess.client.conn)
+	}
+	if got := sess.conn.RemoteAddr().String(); got != "203.0.113.7:41000" {
+		t.Fatalf("remote %s", got)
+	}
+}
