@@ -18,9 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 
 	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // accepted is what the test server saw of one connection.
 type accepted struct {
