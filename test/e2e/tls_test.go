@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -67,4 +70,65 @@ func TestTLSProduceConsumeThroughProxy(t *testing.T) {
 	}
 	more := produce(t, c, topic, 10)
 	consumeAll(t, consumer, more)
+}
+
+// TestTLSCertificateRenewedOnDisk: the certificate is replaced under the running binary;
+// new handshakes present the new one, the session opened before keeps flowing.
+func TestTLSCertificateRenewedOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, dir, "ca")
+	first := ca.Server(t, "proxy", time.Now().Add(24*time.Hour))
+	proxy := startProxy(t, brokerURLs(), fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n", first.CertFile, first.KeyFile))
+	c, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL: proxy.PulsarTLSURL, TLSTrustCertsFilePath: ca.CertFile, TLSValidateHostname: true,
+		OperationTimeout: 60 * time.Second, ConnectionTimeout: 10 * time.Second, Logger: plog.DefaultNopLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	topic := uniqueTopic(t, "tlsrenew")
+	consumer := subscribe(t, c, topic, "s", pulsar.Exclusive)
+	consumeAll(t, consumer, produce(t, c, topic, 100))
+
+	// Renew: new key and certificate written over the files, as cert-manager does.
+	renewed := ca.Server(t, "renewed", time.Now().Add(48*time.Hour))
+	for from, to := range map[string]string{renewed.KeyFile: first.KeyFile, renewed.CertFile: first.CertFile} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to+".tmp", b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(to+".tmp", to); err != nil {
+			t.Fatal(err)
+		}
+		later := time.Now().Add(time.Minute) // an mtime that surely differs
+		os.Chtimes(to, later, later)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", proxy.TLSAddr,
+			&tls.Config{RootCAs: pool, ServerName: "localhost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		serial := conn.ConnectionState().PeerCertificates[0].SerialNumber
+		conn.Close()
+		if serial.Cmp(renewed.Cert.SerialNumber) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still serving serial %v 10 s after the renewal", serial)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The client's connections from before the renewal still carry its traffic.
+	consumeAll(t, consumer, produce(t, c, topic, 100))
+	if got := proxy.metric(t, "pulsar_proxy_tls_certificate_expiry_timestamp_seconds"); got != float64(renewed.Cert.NotAfter.Unix()) {
+		t.Errorf("expiry gauge %v, want the renewed %v", got, renewed.Cert.NotAfter.Unix())
+	}
 }
