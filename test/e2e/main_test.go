@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -43,33 +42,15 @@ func TestMain(m *testing.M) {
 
 func runMain(m *testing.M) int {
 	flag.Parse()
-	if testing.Short() {
-		fmt.Println("SKIP: end-to-end tests do not run with -short (they start Pulsar brokers and Consul)")
-		return 0
+	if run, code := rig.Gate("e2e"); !run {
+		return code
 	}
-	ci := os.Getenv("CI") != "" && os.Getenv("CI") != "false" && os.Getenv("CI") != "0"
-
-	if err := rig.CheckPrerequisites(); err != nil {
-		if ci {
-			fmt.Fprintf(os.Stderr, "FAIL: end-to-end tests cannot run on CI: %v\n", err)
-			return 1
-		}
-		fmt.Printf("SKIP: end-to-end tests skipped: %v\n", err)
-		return 0
-	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), rigStartTimeout)
 	defer cancel()
 	began := time.Now()
 	r, err := rig.Start(ctx)
 	if err != nil {
-		var pe *rig.PrereqError
-		if errors.As(err, &pe) && !ci {
-			fmt.Printf("SKIP: end-to-end tests skipped: %v\n", err)
-			return 0
-		}
-		fmt.Fprintf(os.Stderr, "FAIL: the end-to-end rig did not start: %v\n", err)
-		return 1
+		return rig.StartFailure("e2e", err)
 	}
 	if r.Owned() {
 		fmt.Printf("rig: startup took %s (fetch, consul build and up)\n", time.Since(began).Round(100*time.Millisecond))

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -53,30 +52,14 @@ func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
 	flag.Parse()
-	if testing.Short() {
-		fmt.Println("SKIP: end-to-end tests do not run with -short (they start Pulsar brokers)")
-		return 0
-	}
-	ci := os.Getenv("CI") != "" && os.Getenv("CI") != "false" && os.Getenv("CI") != "0"
-	if err := rig.CheckPrerequisites(); err != nil {
-		if ci {
-			fmt.Fprintf(os.Stderr, "FAIL: end-to-end tests cannot run on CI: %v\n", err)
-			return 1
-		}
-		fmt.Printf("SKIP: end-to-end tests skipped: %v\n", err)
-		return 0
+	if run, code := rig.Gate("e2eauth"); !run {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	r, err := startRig(ctx)
 	if err != nil {
-		var pe *rig.PrereqError
-		if errors.As(err, &pe) && !ci {
-			fmt.Printf("SKIP: end-to-end tests skipped: %v\n", err)
-			return 0
-		}
-		fmt.Fprintf(os.Stderr, "FAIL: the auth rig did not start: %v\n", err)
-		return 1
+		return rig.StartFailure("e2eauth", err)
 	}
 	theRig = r
 	if r.Owned() {
