@@ -141,6 +141,7 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	}
 	if s.srv.sec.Authenticator != nil || s.srv.sec.Policy != nil {
 		up.filter = s.upstreamFilter(toClientSink, ref)
+		up.watch = securityCommand
 	}
 
 	type result struct {

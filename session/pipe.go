@@ -63,7 +63,8 @@ const defaultSpliceAbove = largeBufferSize
 type pipe struct {
 	src         *wire
 	dst         *sink
-	filter      filterFunc // nil: forward everything without looking
+	filter      filterFunc                     // nil: forward everything without looking
+	watch       func(pb.BaseCommand_Type) bool // the types filter acts on; nil: all
 	frames      prometheus.Counter
 	bytes       prometheus.Counter
 	buffers     *bufferPools
@@ -134,28 +135,31 @@ func (p *pipe) run() error {
 					need = cmdEnd
 					break
 				}
-				// Frames before this one go first, so whatever the filter injects follows them.
-				if err := p.writeOut(pos); err != nil {
-					return err
-				}
 				cmd := b[pos+frame.HeaderSize : pos+cmdEnd]
 				t, err := frame.PeekType(cmd)
 				if err != nil {
-					return err
+					return p.writeThen(pos, err)
 				}
-				if !p.filter(t, cmd) {
-					if p.end-pos >= n {
-						pos += n
-						p.start = pos
-						n, need = 0, frame.HeaderSize
-						continue
-					}
-					if err := p.discard(n - (p.end - pos)); err != nil {
+				// A command the filter does not act on stays in the batch. For the others, the
+				// frames before go first, so whatever the filter injects follows them.
+				if p.watch == nil || p.watch(t) {
+					if err := p.writeOut(pos); err != nil {
 						return err
 					}
-					pos, n, need = p.start, 0, frame.HeaderSize
-					b = p.buf.bytes()
-					continue
+					if !p.filter(t, cmd) {
+						if p.end-pos >= n {
+							pos += n
+							p.start = pos
+							n, need = 0, frame.HeaderSize
+							continue
+						}
+						if err := p.discard(n - (p.end - pos)); err != nil {
+							return err
+						}
+						pos, n, need = p.start, 0, frame.HeaderSize
+						b = p.buf.bytes()
+						continue
+					}
 				}
 			}
 			if p.end-pos < n {

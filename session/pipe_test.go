@@ -123,10 +123,23 @@ func TestPipeForwardsEveryByteAcrossSplitsAndSizes(t *testing.T) {
 	}
 }
 
+// The same stream with a filter that looks at every command, and with one that watches only
+// PRODUCER (the others then stay in the write batch and the filter never sees them).
 func TestPipeFilterDropsFramesAndInjectsInOrder(t *testing.T) {
+	producerOnly := func(typ pb.BaseCommand_Type) bool { return typ == pb.BaseCommand_PRODUCER }
+	t.Run("all commands", func(t *testing.T) {
+		testPipeFilter(t, nil, []pb.BaseCommand_Type{pb.BaseCommand_SEND, pb.BaseCommand_PRODUCER, pb.BaseCommand_SEND, pb.BaseCommand_PRODUCER, pb.BaseCommand_SEND})
+	})
+	t.Run("watched commands", func(t *testing.T) {
+		testPipeFilter(t, producerOnly, []pb.BaseCommand_Type{pb.BaseCommand_PRODUCER, pb.BaseCommand_PRODUCER})
+	})
+}
+
+func testPipeFilter(t *testing.T, watch func(pb.BaseCommand_Type) bool, wantSeen []pb.BaseCommand_Type) {
 	ping := commandFrame(t, frame.Ping())
 	var seen []pb.BaseCommand_Type
 	in, out, p, done := runPipe(t, newBufferPools(), func(p *pipe) filterFunc {
+		p.watch = watch
 		return func(typ pb.BaseCommand_Type, cmd []byte) bool {
 			seen = append(seen, typ)
 			if typ == pb.BaseCommand_PRODUCER {
@@ -169,7 +182,6 @@ func TestPipeFilterDropsFramesAndInjectsInOrder(t *testing.T) {
 	if err := <-done; !errors.Is(err, io.EOF) {
 		t.Fatalf("pipe ended with %v, want io.EOF", err)
 	}
-	wantSeen := []pb.BaseCommand_Type{pb.BaseCommand_SEND, pb.BaseCommand_PRODUCER, pb.BaseCommand_SEND, pb.BaseCommand_PRODUCER, pb.BaseCommand_SEND}
 	if len(seen) != len(wantSeen) {
 		t.Fatalf("filter saw %v, want each frame once: %v", seen, wantSeen)
 	}

@@ -297,6 +297,12 @@ func (s *session) expireCredentials() {
 	s.conn.Close()
 }
 
+// securityCommand names the client commands upstreamFilter acts on; all others stay in the
+// pipe's write batches untouched.
+func securityCommand(t pb.BaseCommand_Type) bool {
+	return t == pb.BaseCommand_PRODUCER || t == pb.BaseCommand_SUBSCRIBE || t == pb.BaseCommand_AUTH_RESPONSE
+}
+
 // upstreamFilter looks at the client's commands in direct mode. Only PRODUCER, SUBSCRIBE and
 // AUTH_RESPONSE are decoded; every other frame (SEND above all) is passed on after the type
 // peek, undecoded. A PRODUCER or SUBSCRIBE the policy denies is answered with
