@@ -191,7 +191,7 @@ func (p *Pool) evictLocked() {
 	var oldestKey string
 	var oldest int64
 	for k, c := range p.conns {
-		if c.principal == "" {
+		if c.client.Principal == "" {
 			continue
 		}
 		n++
@@ -220,9 +220,8 @@ func (p *Pool) dial(addr string, client ClientIdentity) (*brokerConn, error) {
 		pongs:   make(chan struct{}, 1),
 		log:     p.cfg.Logger.With().Str("broker", addr).Logger(),
 
-		principal: client.Principal,
-		client:    client,
-		creds:     p.cfg.Credentials,
+		client: client,
+		creds:  p.cfg.Credentials,
 	}
 	c.lastUsed.Store(time.Now().UnixNano())
 	r := frame.NewReader(nc, p.cfg.MaxFrameSize)
@@ -259,11 +258,10 @@ type brokerConn struct {
 	pingMu sync.Mutex // one ping in flight
 	pongs  chan struct{}
 
-	principal string // the client role this connection looks up for; "" = the proxy's own
-	client    ClientIdentity
-	retire    *time.Timer // closes a connection carrying client credentials at their expiry
-	creds     func() (string, []byte, error)
-	lastUsed  atomic.Int64 // unix nanoseconds, for eviction
+	client   ClientIdentity // whom it looks up for; an empty Principal is the proxy itself
+	retire   *time.Timer    // closes a connection carrying client credentials at their expiry
+	creds    func() (string, []byte, error)
+	lastUsed atomic.Int64 // unix nanoseconds, for eviction
 }
 
 func (c *brokerConn) handshake(r *frame.Reader, cfg PoolConfig) error {
@@ -280,7 +278,7 @@ func (c *brokerConn) handshake(r *frame.Reader, cfg PoolConfig) error {
 		}
 		req.AuthMethodName, req.AuthData = proto.String(method), data
 		// A broker takes a proxy role's lookups as made by original_principal.
-		if principal := c.principal; principal != "" {
+		if principal := c.client.Principal; principal != "" {
 			req.OriginalPrincipal = proto.String(principal)
 			if c.client.AuthData != nil {
 				req.OriginalAuthMethod = proto.String(c.client.AuthMethod)

@@ -75,8 +75,8 @@ func (s *session) connectBroker(broker *wire, c *pb.CommandConnect) (*pb.BaseCom
 	}
 	s.mu.Lock()
 	switch {
-	case s.principal != "":
-		req.OriginalPrincipal = proto.String(s.principal)
+	case s.identity.Role != "":
+		req.OriginalPrincipal = proto.String(s.identity.Role)
 	case sec.DefaultPrincipal != "" && sec.ProxyCredentials != nil: // only a proxy role needs one
 		req.OriginalPrincipal = proto.String(sec.DefaultPrincipal)
 	}

@@ -78,7 +78,6 @@ func (s *session) authenticate(c *pb.CommandConnect) bool {
 	}
 	s.mu.Lock()
 	s.identity = id
-	s.principal = id.Role
 	s.clientCreds = creds
 	s.mu.Unlock()
 	return true
@@ -100,14 +99,14 @@ func (s *session) authFailed(method string, err error) {
 func (s *session) lookupContext() context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.principal == "" {
+	if s.identity.Role == "" {
 		return s.ctx
 	}
 	if s.srv.sec.ForwardClientCredentials && s.clientCreds.Method != "" {
-		return lookup.WithClient(s.ctx, lookup.ClientIdentity{Principal: s.principal,
+		return lookup.WithClient(s.ctx, lookup.ClientIdentity{Principal: s.identity.Role,
 			AuthMethod: s.clientCreds.Method, AuthData: s.clientCreds.Data, Expires: s.identity.Expires})
 	}
-	return lookup.WithPrincipal(s.ctx, s.principal)
+	return lookup.WithPrincipal(s.ctx, s.identity.Role)
 }
 
 // allowed asks the policy in force; without a policy everything is allowed.
@@ -117,7 +116,7 @@ func (s *session) allowed(a authz.Action, topic string) bool {
 	}
 	p := s.srv.sec.Policy.Policy()
 	s.mu.Lock()
-	role := s.principal
+	role := s.identity.Role
 	s.mu.Unlock()
 	if p.Allowed(role, a, topic) {
 		return true
@@ -146,7 +145,7 @@ func (s *session) filterTopics(resp *pb.BaseCommand) {
 	}
 	p := s.srv.sec.Policy.Policy()
 	s.mu.Lock()
-	role := s.principal
+	role := s.identity.Role
 	s.mu.Unlock()
 	if p.IsSuperUser(role) {
 		return
@@ -286,7 +285,7 @@ func (r *refresher) fail(method string, err error) error {
 func (s *session) role() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.principal
+	return s.identity.Role
 }
 
 // expireCredentials ends a session whose client did not renew its credentials.

@@ -33,17 +33,14 @@ type session struct {
 	ctx    context.Context // cancelled when the session ends or the server shuts down
 	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	mode      string // "handshake", "lookup" or "direct"; a metric label
-	lastMode  string // the mode the session reached, for the summary
-	broker    string
-	principal string // the client's role; "" without authentication
+	mu       sync.Mutex
+	mode     string // "handshake", "lookup" or "direct"; a metric label
+	lastMode string // the mode the session reached, for the summary
+	broker   string
 
-	identity    authz.Identity    // who the client is, renewed on refresh
+	identity    authz.Identity    // who the client is (Role "" without authentication), renewed on refresh
 	clientCreds authz.Credentials // what it presented, for forwardClientCredentials
 	authExpired bool              // ended because its credentials were not renewed
-	closeOnce   sync.Once
-	reason      CloseReason
 	shutdownC   bool
 
 	bytesIn, bytesOut   uint64 // direct mode, for the summary line
@@ -287,7 +284,7 @@ func (s *session) summary(reason CloseReason) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.log.WithLevel(lvl).
-		Str("principal", s.principal).
+		Str("principal", s.identity.Role).
 		Str("broker", s.broker).
 		Str("mode", s.lastMode).
 		Uint64("bytes_in", s.bytesIn).Uint64("bytes_out", s.bytesOut).
