@@ -25,18 +25,12 @@ import (
 // exit, and leave nothing running. They use their own state dirs and a private block of ports, so
 // they never touch a rig started by another test or by `make rig-up`.
 
-// isCI reports whether CI is set (the Makefile's and test/e2e's rule): then nothing may skip.
-func isCI() bool {
-	ci := os.Getenv("CI")
-	return ci != "" && ci != "false" && ci != "0"
-}
-
 // needTools skips the test (outside CI) when one of the tools is not on PATH; on CI it fails.
 func needTools(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			if isCI() {
+			if OnCI() {
 				t.Fatalf("%s is not on PATH; on CI this test may not skip", tool)
 			}
 			t.Skipf("skipping: %s is not on PATH (this case needs it)", tool)
@@ -436,7 +430,7 @@ func TestBadInputPortTaken(t *testing.T) {
 func TestBadInputBrokerNotReady(t *testing.T) {
 	needTools(t, "java", "curl")
 	if err := CheckPrerequisites(); err != nil {
-		if isCI() {
+		if OnCI() {
 			t.Fatalf("%v; on CI this test may not skip", err)
 		}
 		t.Skipf("skipping: %v", err)
