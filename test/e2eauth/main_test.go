@@ -26,14 +26,15 @@ import (
 // envAttach names the state file of an auth rig already up (development: saves restarts).
 const envAttach = "PULSAR_PROXY_AUTH_RIG"
 
-// rigPorts is this package's port block (test/e2e uses the defaults).
+// rigPorts is this package's port block (test/e2e uses the defaults). Every rig port stays
+// below the kernel's ephemeral range (32768 and up), where a client socket could take it first.
 var rigPorts = []string{
-	"RIG_BROKER1_PORT=36650", "RIG_BROKER1_HTTP_PORT=38080",
-	"RIG_BROKER2_PORT=36651", "RIG_BROKER2_HTTP_PORT=38081",
-	"RIG_ZK_PORT=32181", "RIG_BOOKIE_PORT=33181",
-	"RIG_CONSUL_HTTP_PORT=38500", "RIG_CONSUL_DNS_PORT=38600",
-	"RIG_CONSUL_SERF_LAN_PORT=38301", "RIG_CONSUL_SERF_WAN_PORT=38302",
-	"RIG_CONSUL_SERVER_PORT=38300", "RIG_CONSUL_GRPC_PORT=38502", "RIG_CONSUL_GRPC_TLS_PORT=38503",
+	"RIG_BROKER1_PORT=26650", "RIG_BROKER1_HTTP_PORT=28080",
+	"RIG_BROKER2_PORT=26651", "RIG_BROKER2_HTTP_PORT=28081",
+	"RIG_ZK_PORT=22181", "RIG_BOOKIE_PORT=23181",
+	"RIG_CONSUL_HTTP_PORT=28500", "RIG_CONSUL_DNS_PORT=28600",
+	"RIG_CONSUL_SERF_LAN_PORT=28301", "RIG_CONSUL_SERF_WAN_PORT=28302",
+	"RIG_CONSUL_SERVER_PORT=28300", "RIG_CONSUL_GRPC_PORT=28502", "RIG_CONSUL_GRPC_TLS_PORT=28503",
 }
 
 const (

@@ -92,8 +92,10 @@ var rigPortVars = []string{
 	"RIG_CONSUL_GRPC_PORT", "RIG_CONSUL_GRPC_TLS_PORT",
 }
 
-// privatePorts picks a block of consecutive ports in 50000-58999 that are free on 127.0.0.1 for
-// TCP and UDP, one per rigPortVars entry, so that nothing clashes with the default rig (1xxxx).
+// privatePorts picks a block of consecutive ports in 29000-32499 that are free on 127.0.0.1 for
+// TCP and UDP, one per rigPortVars entry: clear of the default rig (1xxxx), the auth rig
+// (2xxxx below 29000) and the kernel's ephemeral range (from 32768), whose client sockets
+// could otherwise take a port between the check and the bind.
 func privatePorts(t *testing.T) map[string]int {
 	t.Helper()
 	free := func(p int) bool {
@@ -110,7 +112,7 @@ func privatePorts(t *testing.T) map[string]int {
 		return true
 	}
 	for try := 0; try < 100; try++ {
-		base := 50000 + rand.IntN(9000-len(rigPortVars))
+		base := 29000 + rand.IntN(3500-len(rigPortVars))
 		ok := true
 		for i := range rigPortVars {
 			if !free(base + i) {
@@ -126,7 +128,7 @@ func privatePorts(t *testing.T) map[string]int {
 			return m
 		}
 	}
-	t.Fatal("no free block of ports in 50000-58999")
+	t.Fatal("no free block of ports in 29000-32499")
 	return nil
 }
 

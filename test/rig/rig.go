@@ -126,7 +126,7 @@ func Start(ctx context.Context) (*Rig, error) {
 // its own (e.g. with authentication); such a package uses its own port block and directory.
 type Options struct {
 	Dir string // RIG_DIR; "" = RIG_DIR from the environment or the default
-	// Env are more KEY=VALUE settings for rig.sh, e.g. RIG_BROKER1_PORT=36650 or
+	// Env are more KEY=VALUE settings for rig.sh, e.g. RIG_BROKER1_PORT=26650 or
 	// RIG_BROKER_EXTRA_CONF=/path/auth.conf.
 	Env []string
 	// AdminToken is sent as "Authorization: Bearer" by the admin helpers and by rig.sh's
