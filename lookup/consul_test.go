@@ -157,10 +157,13 @@ func TestConsulFollowsServiceWithBlockingQueries(t *testing.T) {
 	}
 
 	// Consul unreachable: the list stays, errors counted, and it recovers.
-	srv.CloseClientConnections()
+	// Listener first: a query accepted after the connections were cut would block for WaitTime.
 	srv.Listener.Close()
-	for testutil.ToFloat64(m.discoveryErrors.WithLabelValues("consul")) < 3 {
-		time.Sleep(5 * time.Millisecond)
+	srv.CloseClientConnections()
+	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(m.discoveryErrors.WithLabelValues("consul")) < 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v discovery errors counted while the agent is down, want 3", testutil.ToFloat64(m.discoveryErrors.WithLabelValues("consul")))
+		}
 	}
 	waitBrokers(t, c, "pulsar://127.0.0.1:6650")
 	ln, err := net.Listen("tcp", srv.Listener.Addr().String())
