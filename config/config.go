@@ -151,6 +151,22 @@ type Broker struct {
 	AllowedPorts          []int         `yaml:"allowedPorts" env:"ALLOWED_PORTS"`
 	AllowedHosts          []string      `yaml:"allowedHosts" env:"ALLOWED_HOSTS"`
 	LearnedTargetLifetime time.Duration `yaml:"learnedTargetLifetime" env:"LEARNED_TARGET_LIFETIME"`
+
+	TLS BrokerTLS `yaml:"tls" envPrefix:"TLS_"`
+	// BrokerProxyProtocol sends a PROXY header (off, v1, v2) with each client's real address
+	// on its broker connection, for brokers with haProxyProtocolEnabled.
+	BrokerProxyProtocol string `yaml:"proxyProtocol" env:"PROXY_PROTOCOL"`
+}
+
+// BrokerTLS is how the proxy reaches brokers over TLS. When enabled, every broker is dialled
+// over TLS (discovery names the brokers' TLS ports), whatever the client used.
+type BrokerTLS struct {
+	BrokerTLSEnabled               bool   `yaml:"enabled" env:"ENABLED"`
+	BrokerTrustCertsFile           string `yaml:"trustCertsFile" env:"TRUST_CERTS_FILE"` // PEM bundle; empty = the system's roots
+	BrokerCertFile                 string `yaml:"certFile" env:"CERT_FILE"`              // the proxy's client certificate, PEM; re-read when it changes
+	BrokerKeyFile                  string `yaml:"keyFile" env:"KEY_FILE"`
+	BrokerMinVersion               string `yaml:"minVersion" env:"MIN_VERSION"`
+	BrokerSkipHostnameVerification bool   `yaml:"skipHostnameVerification" env:"SKIP_HOSTNAME_VERIFICATION"`
 }
 
 // Session bounds what a single client connection may cost the proxy.
@@ -201,6 +217,8 @@ func Default() *Config {
 			LookupConnectionsPerBroker: 1,
 			AllowedPorts:               []int{6650, 6651},
 			LearnedTargetLifetime:      10 * time.Minute,
+			TLS:                        BrokerTLS{BrokerMinVersion: "1.2"},
+			BrokerProxyProtocol:        "off",
 		},
 		Session: Session{
 			HandshakeTimeout:  10 * time.Second,

@@ -65,7 +65,7 @@ listen:
   pulsar: "127.0.0.1:0"
 discovery:
   static:
-    brokers: [pulsar://a:6650, "pulsar+ssl://[::1]:6651"]
+    brokers: [pulsar://a:6650, "pulsar://[::1]:6651"]
   healthCheckInterval: 750ms
 broker:
   maxLookupRedirects: 3
@@ -77,7 +77,7 @@ log:
   format: console
 `),
 			want: func() *Config {
-				c := withBrokers("pulsar://a:6650", "pulsar+ssl://[::1]:6651")
+				c := withBrokers("pulsar://a:6650", "pulsar://[::1]:6651")
 				c.Listen.Pulsar = "127.0.0.1:0"
 				c.Discovery.HealthCheckInterval = 750 * time.Millisecond
 				c.Broker.MaxLookupRedirects = 3
@@ -215,6 +215,19 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"tls.certFile: listen.pulsarTLS needs tls.certFile and tls.keyFile", `tls.minVersion: "1.4" is not one of`,
 				"tls.clientCAFile: tls.clientAuth require needs a client CA file", "proxyProtocol.trustedCIDRs: proxyProtocol.enabled needs",
 				"proxyProtocol.headerTimeout: must be positive"},
+		},
+		{
+			name: "bad broker TLS and PROXY settings",
+			yaml: "discovery: {static: {brokers: [pulsar+ssl://b:6651, pulsar://c:6650]}}\n" +
+				"broker: {proxyProtocol: v3, tls: {minVersion: \"1.1\", certFile: c.pem}}",
+			want: []string{`broker.proxyProtocol: "v3" is not one of`, `broker.tls.minVersion: "1.1" is not one of`,
+				"broker.tls.certFile: certFile and keyFile go together",
+				`discovery.static.brokers[0]: "pulsar+ssl://b:6651": pulsar+ssl:// URLs go with broker.tls.enabled: true`},
+		},
+		{
+			name: "plaintext static broker with broker TLS on",
+			yaml: "discovery: {static: {brokers: [pulsar://c:6650]}}\nbroker: {tls: {enabled: true}}",
+			want: []string{`discovery.static.brokers[0]: "pulsar://c:6650": pulsar+ssl:// URLs go with`},
 		},
 		{
 			name: "bad trusted CIDR",

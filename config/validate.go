@@ -135,6 +135,18 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("broker.allowedHosts[%d]", i), "%q is not a host pattern (e.g. *.broker.pulsar.svc.cluster.local)", h)
 		}
 	}
+	oneOf("broker.proxyProtocol", c.Broker.BrokerProxyProtocol, "off", "v1", "v2")
+	bt := c.Broker.TLS
+	oneOf("broker.tls.minVersion", bt.BrokerMinVersion, "1.2", "1.3")
+	if (bt.BrokerCertFile == "") != (bt.BrokerKeyFile == "") {
+		bad("broker.tls.certFile", "certFile and keyFile go together (the proxy's client certificate and its key)")
+	}
+	for i, b := range d.Static.Brokers {
+		// One switch decides how brokers are reached, so a URL cannot say otherwise.
+		if ssl := strings.HasPrefix(b, "pulsar+ssl://"); ssl != bt.BrokerTLSEnabled {
+			bad(fmt.Sprintf("discovery.static.brokers[%d]", i), "%q: pulsar+ssl:// URLs go with broker.tls.enabled: true, pulsar:// with false", b)
+		}
+	}
 	if c.Broker.LearnedTargetLifetime < 0 {
 		bad("broker.learnedTargetLifetime", "must be 0 (off) or greater, got %s", c.Broker.LearnedTargetLifetime)
 	}

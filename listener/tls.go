@@ -154,6 +154,15 @@ func (r *certReloader) load() error {
 }
 
 func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return r.current()
+}
+
+func (r *certReloader) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return r.current()
+}
+
+// current is the certificate to present now, reloaded first if the files changed.
+func (r *certReloader) current() (*tls.Certificate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()

@@ -132,7 +132,7 @@ func fakeBroker(t *testing.T, answer func(*pb.CommandLookupTopic, string) *pb.Co
 }
 
 func testPool() *Pool {
-	return NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, DialTimeout: time.Second,
+	return NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, Dialer: &Dialer{Timeout: time.Second},
 		ConnectTimeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize, MaxPending: 10, Logger: zerolog.Nop()})
 }
 
@@ -151,7 +151,7 @@ func TestResolverFollowsRedirects(t *testing.T) {
 	static, _ := NewStatic([]string{other.URL})
 	pool := testPool()
 	defer pool.Close()
-	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, nil)
+	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, false, nil)
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(7)}}
 	resp, err := r.Resolve(context.Background(), cmd)
@@ -171,7 +171,7 @@ func TestResolverBoundsRedirects(t *testing.T) {
 	static, _ := NewStatic([]string{loop.URL})
 	pool := testPool()
 	defer pool.Close()
-	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, nil)
+	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, false, nil)
 	_, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(1)}})
 	var le *Error
@@ -194,7 +194,7 @@ func TestResolverSkipsDeadBroker(t *testing.T) {
 	set := NewBrokerSet(static, SetOptions{})
 	pool := testPool()
 	defer pool.Close()
-	r := NewResolver(set, pool, 5*time.Second, 3, nil)
+	r := NewResolver(set, pool, 5*time.Second, 3, false, nil)
 	for i := range 4 { // round robin starts on each broker at least once
 		resp, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(uint64(i))}})
@@ -211,5 +211,56 @@ func TestResolverSkipsDeadBroker(t *testing.T) {
 	deadSet.ProbeAll(context.Background(), pool.Ping, time.Second)
 	if ok, reason := deadSet.Ready(); ok || !strings.Contains(reason, deadURL) {
 		t.Fatalf("dead-only set ready=%v reason=%q", ok, reason)
+	}
+}
+
+// An answer's two URLs both name the endpoint the proxy dials: the plaintext one normally,
+// the TLS one (followed on redirect) when brokers are reached over TLS; a broker without a
+// TLS URL is reported, not dialled in plaintext.
+func TestResolverPinsTheDialledEndpoint(t *testing.T) {
+	owner, _ := fakeBroker(t, func(l *pb.CommandLookupTopic, self string) *pb.CommandLookupTopicResponse {
+		addr := strings.TrimPrefix(self, "pulsar://")
+		if strings.HasSuffix(l.GetTopic(), "/plain-only") {
+			return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: proto.String(self)}
+		}
+		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Connect.Enum(),
+			BrokerServiceUrl: proto.String("pulsar://127.0.0.1:1"), BrokerServiceUrlTls: proto.String("pulsar+ssl://" + addr)}
+	})
+	// The entry broker redirects by its TLS URL only; its plaintext URL leads nowhere.
+	entry, _ := fakeBroker(t, func(l *pb.CommandLookupTopic, self string) *pb.CommandLookupTopicResponse {
+		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Redirect.Enum(),
+			BrokerServiceUrl: proto.String("pulsar://127.0.0.1:1"), BrokerServiceUrlTls: proto.String("pulsar+ssl://" + owner.Addr())}
+	})
+	pool := testPool() // plaintext underneath: what is tested is which URL is followed
+	defer pool.Close()
+	lookupTopic := func(r *Resolver, topic string) (*pb.CommandLookupTopicResponse, error) {
+		resp, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+			Topic: proto.String(topic), RequestId: proto.Uint64(1)}})
+		return resp.GetLookupTopicResponse(), err
+	}
+
+	static, _ := NewStatic([]string{entry.URL})
+	overTLS := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, true, nil)
+	lr, err := lookupTopic(overTLS, "persistent://public/default/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lr.GetBrokerServiceUrl() != "pulsar://"+owner.Addr() || lr.GetBrokerServiceUrlTls() != "pulsar+ssl://"+owner.Addr() {
+		t.Fatalf("over TLS: answer names %q and %q, want the owner's TLS endpoint %s twice", lr.GetBrokerServiceUrl(), lr.GetBrokerServiceUrlTls(), owner.Addr())
+	}
+	ownerOnly, _ := NewStatic([]string{owner.URL})
+	_, err = lookupTopic(NewResolver(NewBrokerSet(ownerOnly, SetOptions{}), pool, 5*time.Second, 3, true, nil), "persistent://public/default/plain-only")
+	var le *Error
+	if !errors.As(err, &le) || le.Code != pb.ServerError_ServiceNotReady || !strings.Contains(le.Message, "no brokerServiceUrlTls") {
+		t.Fatalf("broker without a TLS URL: err = %v", err)
+	}
+
+	plain := NewResolver(NewBrokerSet(ownerOnly, SetOptions{}), pool, 5*time.Second, 3, false, nil)
+	lr, err = lookupTopic(plain, "persistent://public/default/plain-only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lr.GetBrokerServiceUrl() != owner.URL || lr.GetBrokerServiceUrlTls() != "pulsar+ssl://"+owner.Addr() {
+		t.Fatalf("plaintext: answer names %q and %q, want %s twice", lr.GetBrokerServiceUrl(), lr.GetBrokerServiceUrlTls(), owner.Addr())
 	}
 }

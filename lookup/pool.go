@@ -23,7 +23,7 @@ import (
 type PoolConfig struct {
 	ClientVersion   string // sent as client_version, e.g. "pulsar-proxy/1.0.0"
 	ProtocolVersion int32
-	DialTimeout     time.Duration
+	Dialer          *Dialer // TCP, TLS and PROXY header towards brokers
 	ConnectTimeout  time.Duration
 	MaxFrameSize    int
 	MaxPending      int // requests in flight per broker connection
@@ -207,9 +207,12 @@ func (p *Pool) evictLocked() {
 }
 
 func (p *Pool) dial(addr string, client ClientIdentity) (*brokerConn, error) {
-	nc, err := net.DialTimeout("tcp", addr, p.cfg.DialTimeout)
+	nc, err := p.cfg.Dialer.Dial(context.Background(), addr, nil)
 	if err != nil {
-		return nil, fmt.Errorf("dial broker %s: %w", addr, err)
+		if CertificateRefused(err) {
+			p.cfg.Logger.Warn().Err(err).Str("broker", addr).Msg("broker certificate refused; check broker.tls and the broker's certificate")
+		}
+		return nil, err
 	}
 	c := &brokerConn{
 		addr:    addr,

@@ -109,7 +109,7 @@ func (b *recordingBroker) principals() (connects []string, authResponses int, op
 
 func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 	b := newRecordingBroker(t)
-	pool := NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, DialTimeout: time.Second,
+	pool := NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, Dialer: &Dialer{Timeout: time.Second},
 		ConnectTimeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize, MaxPending: 10, Logger: zerolog.Nop(),
 		Credentials:  func() (string, []byte, error) { return "token", []byte("proxy-secret"), nil },
 		OwnPrincipal: "proxy-health", MaxPrincipals: 2})
@@ -159,7 +159,7 @@ func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 
 func TestPoolForwardsClientCredentialsUntilTheyExpire(t *testing.T) {
 	b := newRecordingBroker(t)
-	pool := NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, DialTimeout: time.Second,
+	pool := NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, Dialer: &Dialer{Timeout: time.Second},
 		ConnectTimeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize, MaxPending: 10, Logger: zerolog.Nop(),
 		Credentials: func() (string, []byte, error) { return "token", []byte("proxy-secret"), nil }})
 	defer pool.Close()

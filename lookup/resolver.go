@@ -20,16 +20,18 @@ type Resolver struct {
 	pool         *Pool
 	timeout      time.Duration
 	maxRedirects int
+	brokerTLS    bool // brokers are dialled over TLS: answers name their TLS endpoints
 	metrics      *Metrics
 	flight       singleflight.Group
 }
 
-// NewResolver ties the live set to the pool. m may be nil (unregistered metrics).
-func NewResolver(set *BrokerSet, pool *Pool, timeout time.Duration, maxRedirects int, m *Metrics) *Resolver {
+// NewResolver ties the live set to the pool; brokerTLS says the pool and the sessions dial
+// brokers over TLS. m may be nil (unregistered metrics).
+func NewResolver(set *BrokerSet, pool *Pool, timeout time.Duration, maxRedirects int, brokerTLS bool, m *Metrics) *Resolver {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Resolver{set: set, pool: pool, timeout: timeout, maxRedirects: maxRedirects, metrics: m}
+	return &Resolver{set: set, pool: pool, timeout: timeout, maxRedirects: maxRedirects, brokerTLS: brokerTLS, metrics: m}
 }
 
 // principalOf is part of the coalescing key, so clients with different rights never share
@@ -63,7 +65,8 @@ func (e *Error) Error() string { return e.Message }
 
 // Resolve sends a LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE or GET_SCHEMA to a
 // broker and returns the broker's answer (its request id is the pool's; the caller restores
-// its own). LOOKUP redirects are followed up to the configured number of hops. cmd is
+// its own). LOOKUP redirects are followed up to the configured number of hops, and a LOOKUP
+// answer's two broker URLs both name the endpoint the proxy dials (see pinEndpoint). cmd is
 // modified. A broker's refusal comes back as the broker's own answer, not as an error.
 //
 // Identical concurrent LOOKUP and PARTITIONED_METADATA requests (see coalesceKey) share one
@@ -133,21 +136,22 @@ func (r *Resolver) lookup(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCom
 			return nil, err
 		}
 		lr := resp.GetLookupTopicResponse()
-		if resp.GetType() == pb.BaseCommand_LOOKUP_RESPONSE && lr.GetResponse() != pb.CommandLookupTopicResponse_Failed {
-			// A broker named these; a client may be sent there (see BrokerSet.Learn).
-			r.set.Learn(lr.GetBrokerServiceUrl())
-			r.set.Learn(lr.GetBrokerServiceUrlTls())
-		}
-		if resp.GetType() != pb.BaseCommand_LOOKUP_RESPONSE || lr.GetResponse() != pb.CommandLookupTopicResponse_Redirect {
+		if resp.GetType() != pb.BaseCommand_LOOKUP_RESPONSE || lr.GetResponse() == pb.CommandLookupTopicResponse_Failed {
 			return resp, nil
 		}
 		topic := cmd.GetLookupTopic().GetTopic()
+		next, perr := r.endpoint(lr)
+		if perr != nil {
+			return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s: %v", topic, perr)}
+		}
+		// A broker named it; a client may be sent there (see BrokerSet.Learn).
+		r.set.Learn(next.URL)
+		if lr.GetResponse() != pb.CommandLookupTopicResponse_Redirect {
+			pinEndpoint(lr, next)
+			return resp, nil
+		}
 		if hop >= r.maxRedirects {
 			return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s redirected more than %d times", topic, r.maxRedirects)}
-		}
-		next, perr := ParseBrokerURL(lr.GetBrokerServiceUrl())
-		if perr != nil {
-			return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: "broker redirected to " + perr.Error()}
 		}
 		cmd.LookupTopic.Authoritative = lr.Authoritative
 		resp, err = r.roundTrip(ctx, next.Addr(), cmd)
@@ -155,6 +159,28 @@ func (r *Resolver) lookup(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCom
 			err = &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s at %s: %v", topic, next.URL, err)}
 		}
 	}
+}
+
+// endpoint is the broker a LOOKUP answer names, as the proxy reaches it: its TLS URL when
+// brokers are dialled over TLS, its plaintext URL otherwise.
+func (r *Resolver) endpoint(lr *pb.CommandLookupTopicResponse) (Broker, error) {
+	raw, which := lr.GetBrokerServiceUrl(), "brokerServiceUrl"
+	if r.brokerTLS {
+		raw, which = lr.GetBrokerServiceUrlTls(), "brokerServiceUrlTls"
+	}
+	if raw == "" {
+		return Broker{}, fmt.Errorf("the broker's answer has no %s (with broker.tls.enabled the brokers need brokerServicePortTls)", which)
+	}
+	return ParseBrokerURL(raw)
+}
+
+// pinEndpoint makes both URLs of an answer name the endpoint the proxy dials. A client
+// behind the proxy connects to the proxy either way and only hands the URL it picked (by
+// its own TLS setting) back as proxy_to_broker_url; pinning makes that the endpoint the
+// proxy knows how to reach, whichever the client picks.
+func pinEndpoint(lr *pb.CommandLookupTopicResponse, b Broker) {
+	lr.BrokerServiceUrl = proto.String("pulsar://" + b.Addr())
+	lr.BrokerServiceUrlTls = proto.String("pulsar+ssl://" + b.Addr())
 }
 
 func (r *Resolver) roundTrip(ctx context.Context, addr string, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {

@@ -260,13 +260,14 @@ func TestResolverCoalescesIdenticalLookups(t *testing.T) {
 			<-release
 		}
 		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Connect.Enum(),
-			BrokerServiceUrl: proto.String(self + "/" + l.GetTopic()), Authoritative: proto.Bool(true)}
+			BrokerServiceUrl: proto.String(self), Authoritative: proto.Bool(true),
+			Message: proto.String(l.GetTopic())} // tells whose answer a caller got
 	})
 	static, _ := NewStatic([]string{b.URL})
 	pool := testPool()
 	defer pool.Close()
 	m := NewMetrics(nil)
-	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, m)
+	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, false, m)
 	lookup := func(ctx context.Context, topic string, id uint64, authoritative bool) (*pb.BaseCommand, error) {
 		return r.Resolve(ctx, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String(topic), RequestId: proto.Uint64(id), Authoritative: proto.Bool(authoritative)}})
@@ -303,7 +304,7 @@ func TestResolverCoalescesIdenticalLookups(t *testing.T) {
 				errs <- err
 				return
 			}
-			if got := resp.GetLookupTopicResponse().GetBrokerServiceUrl(); got != b.URL+"/"+topic {
+			if got := resp.GetLookupTopicResponse().GetMessage(); got != topic {
 				errs <- errors.New("wrong answer " + got)
 			}
 		}()
@@ -332,7 +333,7 @@ func TestResolverCoalescesIdenticalLookups(t *testing.T) {
 		auth  bool
 	}{{"persistent://public/default/a", false}, {"persistent://public/default/a", true}, {"persistent://public/default/b", false}} {
 		resp, err := lookup(context.Background(), tc.topic, uint64(1000+i), tc.auth)
-		if err != nil || resp.GetLookupTopicResponse().GetBrokerServiceUrl() != b.URL+"/"+tc.topic {
+		if err != nil || resp.GetLookupTopicResponse().GetMessage() != tc.topic {
 			t.Fatalf("%v: %v %v", tc, resp, err)
 		}
 	}
@@ -367,7 +368,7 @@ func TestResolverLearnsOwnersFromLookupAnswers(t *testing.T) {
 	set := NewBrokerSet(static, SetOptions{LearnedTTL: time.Minute, Logger: zerolog.Nop()})
 	pool := testPool()
 	defer pool.Close()
-	r := NewResolver(set, pool, 5*time.Second, 3, nil)
+	r := NewResolver(set, pool, 5*time.Second, 3, false, nil)
 	if allowed(set, "broker-0.broker.pulsar.svc:6650") {
 		t.Fatal("allowed before any lookup named it")
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
 // directMode serves a client whose CONNECT names its broker: check the target, connect to
@@ -29,9 +29,13 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 	s.log = s.log.With().Str("broker", b.Addr()).Logger()
 
 	began := time.Now()
-	bc, err := net.DialTimeout("tcp", b.Addr(), cfg.DialTimeout)
+	from := &lookup.Origin{Client: s.client.conn.RemoteAddr(), Proxy: s.client.conn.LocalAddr()}
+	bc, err := cfg.Dialer.Dial(s.ctx, b.Addr(), from)
 	if err != nil {
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker "+b.Addr()+": "+err.Error())
+		if lookup.CertificateRefused(err) {
+			s.log.Warn().Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")
+		}
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker: "+err.Error())
 		return ReasonBrokerUnreachable
 	}
 	defer bc.Close()

@@ -2,7 +2,6 @@ package session
 
 import (
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -113,13 +112,9 @@ func (s *session) answer(cmd *pb.BaseCommand) {
 	frame.SetRequestID(resp, clientID)
 	s.filterTopics(resp)
 	if lr := resp.GetLookupTopicResponse(); lr != nil && lr.GetResponse() == pb.CommandLookupTopicResponse_Connect {
-		// The client must come back through us, naming this broker as its target.
+		// The client must come back through us, naming this broker as its target (both
+		// URLs name the endpoint the proxy dials, whichever the client takes).
 		lr.ProxyThroughServiceUrl = proto.Bool(true)
-		if lr.GetBrokerServiceUrlTls() == "" && s.overTLS() {
-			// A TLS client takes the TLS URL. It only names the target (it connects to us),
-			// and we reach plaintext brokers over their plaintext port.
-			lr.BrokerServiceUrlTls = proto.String("pulsar+ssl://" + strings.TrimPrefix(lr.GetBrokerServiceUrl(), "pulsar://"))
-		}
 	}
 	s.client.writeCommand(resp, s.srv.cfg.KeepAliveInterval)
 }

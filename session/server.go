@@ -26,8 +26,8 @@ type Config struct {
 	HandshakeTimeout  time.Duration
 	KeepAliveInterval time.Duration
 	MaxPendingLookups int
-	MaxConnections    int // 0 = unlimited
-	DialTimeout       time.Duration
+	MaxConnections    int            // 0 = unlimited
+	Dialer            *lookup.Dialer // how direct sessions reach brokers (TCP, TLS, PROXY header)
 	ConnectTimeout    time.Duration
 	SummaryLevel      zerolog.Level // level of the one line logged per ended session; Disabled = none
 }

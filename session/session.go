@@ -162,16 +162,6 @@ func (s *session) prepare() error {
 	return nil
 }
 
-// overTLS reports whether the client reached us over TLS.
-func (s *session) overTLS() bool {
-	ts, ok := s.conn.(tlsState)
-	if !ok {
-		return false
-	}
-	_, ok = ts.TLS()
-	return ok
-}
-
 // peerCertificates are the client's verified TLS certificates, nil without them.
 func (s *session) peerCertificates() []*x509.Certificate {
 	ts, ok := s.conn.(tlsState)

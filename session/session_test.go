@@ -34,7 +34,7 @@ func testConfig() Config {
 	return Config{
 		ServerVersion: "pulsar-proxy/test", ProtocolVersion: 21, MaxFrameSize: frame.DefaultMaxFrameSize,
 		MaxMessageSize: 5 << 20, HandshakeTimeout: 2 * time.Second, KeepAliveInterval: 2 * time.Second,
-		MaxPendingLookups: 4, DialTimeout: time.Second, ConnectTimeout: 2 * time.Second,
+		MaxPendingLookups: 4, Dialer: &lookup.Dialer{Timeout: time.Second}, ConnectTimeout: 2 * time.Second,
 		SummaryLevel: zerolog.Disabled,
 	}
 }

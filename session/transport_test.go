@@ -217,48 +217,6 @@ func TestMutualTLSRole(t *testing.T) {
 	waitCounter(t, am.FailureCounter("tls", authz.ReasonNoCertificate), 1)
 }
 
-func TestTLSClientGetsATLSBrokerURL(t *testing.T) {
-	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "ca")
-	server := ca.Server(t, "proxy", time.Now().Add(time.Hour))
-	tc, err := listener.NewTLSConfig(listener.TLSOptions{CertFile: server.CertFile, KeyFile: server.KeyFile, MinVersion: "1.2"},
-		nil, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := fakeResolver(func(cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-		return &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
-			Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: proto.String("pulsar://b1:6650")}}, nil
-	})
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Cert)
-	tlsAddr, _, _ := startWrappedProxyWith(t, nil, listener.Options{TLS: tc}, r)
-	plainAddr, _, _ := startWrappedProxyWith(t, nil, listener.Options{Proxy: listener.ProxyOptions{Enabled: true,
-		TrustedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, r)
-
-	c, err := tls.Dial("tcp", tlsAddr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := net.Dial("tcp", plainAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		conn net.Conn
-		want string
-	}{{c, "pulsar+ssl://b1:6650"}, {plain, ""}} {
-		p := peerOn(t, tc.conn)
-		p.send(connectCmd(nil))
-		p.recv()
-		p.send(lookupCmd("persistent://public/default/t", 7))
-		lr := p.recv().GetLookupTopicResponse()
-		if lr.GetBrokerServiceUrlTls() != tc.want || lr.GetBrokerServiceUrl() != "pulsar://b1:6650" || !lr.GetProxyThroughServiceUrl() {
-			t.Fatalf("lookup answer %v, want TLS URL %q", lr, tc.want)
-		}
-	}
-}
-
 // A session on a PROXY-protocol conn forwards on the bare socket (splice), since nothing
 // was read past the v2 header; a TLS session cannot.
 func TestProxyHeaderKeepsTheSocketForSplice(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/config"
 	"github.com/pulsar-proxy/pulsar-proxy/listener"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
 // clientListeners opens listen.pulsar and, when set, listen.pulsarTLS, wrapped for TLS and
@@ -55,4 +56,32 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 		return nil, nil, fmt.Errorf("listen.pulsar: %w", err)
 	}
 	return listener.Wrap(ln, opts), tlsLn, nil
+}
+
+// brokerDialer is how the pool and the sessions reach brokers: broker.tls and
+// broker.proxyProtocol.
+func brokerDialer(cfg *config.Config, log zerolog.Logger) (*lookup.Dialer, error) {
+	d := &lookup.Dialer{Timeout: cfg.Broker.DialTimeout}
+	switch cfg.Broker.BrokerProxyProtocol {
+	case "v1":
+		d.ProxyHeader = 1
+	case "v2":
+		d.ProxyHeader = 2
+	}
+	bt := cfg.Broker.TLS
+	if !bt.BrokerTLSEnabled {
+		return d, nil
+	}
+	tc, err := listener.NewBrokerTLSConfig(listener.BrokerTLSOptions{
+		TrustCertsFile:           bt.BrokerTrustCertsFile,
+		CertFile:                 bt.BrokerCertFile,
+		KeyFile:                  bt.BrokerKeyFile,
+		MinVersion:               bt.BrokerMinVersion,
+		SkipHostnameVerification: bt.BrokerSkipHostnameVerification,
+	}, log)
+	if err != nil {
+		return nil, err
+	}
+	d.TLS = tc
+	return d, nil
 }

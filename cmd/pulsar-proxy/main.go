@@ -90,10 +90,14 @@ func run(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	dialer, err := brokerDialer(cfg, log)
+	if err != nil {
+		return err
+	}
 	pool := lookup.NewPool(lookup.PoolConfig{
 		ClientVersion:   serverVersion,
 		ProtocolVersion: protocolVersion,
-		DialTimeout:     cfg.Broker.DialTimeout,
+		Dialer:          dialer,
 		ConnectTimeout:  cfg.Broker.ConnectTimeout,
 		MaxFrameSize:    cfg.Session.MaxFrameSize,
 		MaxPending:      maxPendingPerBrokerConn,
@@ -103,7 +107,7 @@ func run(cfg *config.Config) error {
 		OwnPrincipal:    sec.DefaultPrincipal,
 	})
 	defer pool.Close()
-	resolver := lookup.NewResolver(brokers, pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, lookupMetrics)
+	resolver := lookup.NewResolver(brokers, pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, dialer.TLS != nil, lookupMetrics)
 
 	sessions := session.NewServer(session.Config{
 		ServerVersion:     serverVersion,
@@ -114,7 +118,7 @@ func run(cfg *config.Config) error {
 		KeepAliveInterval: cfg.Session.KeepAliveInterval,
 		MaxPendingLookups: cfg.Session.MaxPendingLookups,
 		MaxConnections:    cfg.Session.MaxConnections,
-		DialTimeout:       cfg.Broker.DialTimeout,
+		Dialer:            dialer,
 		ConnectTimeout:    cfg.Broker.ConnectTimeout,
 		SummaryLevel:      summaryLevel,
 	}, resolver, brokers, session.NewMetrics(reg), log)

@@ -1,5 +1,6 @@
 // Package testcerts makes certificates for tests: a CA, server certificates for loopback
-// and client certificates, written as PEM files.
+// (or for given hosts) and client certificates, written as PEM files. The Make functions
+// return errors, for callers without a testing.TB (a TestMain); the others fail the test.
 package testcerts
 
 import (
@@ -30,9 +31,18 @@ type CA struct {
 // NewCA makes a CA whose files live in dir.
 func NewCA(t testing.TB, dir, name string) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := MakeCA(dir, name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return ca
+}
+
+// MakeCA is NewCA returning its error.
+func MakeCA(dir, name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
@@ -41,12 +51,11 @@ func NewCA(t testing.TB, dir, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, _ := x509.ParseCertificate(der)
 	ca := &CA{Cert: cert, key: key, dir: dir, serial: 1, CertFile: filepath.Join(dir, name+"-ca.pem")}
-	writePEM(t, ca.CertFile, "CERTIFICATE", der)
-	return ca
+	return ca, writePEM(ca.CertFile, "CERTIFICATE", der)
 }
 
 // Pair is a certificate and key on disk.
@@ -56,50 +65,85 @@ type Pair struct {
 	KeyFile  string
 }
 
+// loopback are the names of a server certificate issued without hosts.
+var loopback = []string{"127.0.0.1", "::1", "localhost"}
+
 // Server issues a certificate for 127.0.0.1, ::1 and localhost.
 func (ca *CA) Server(t testing.TB, name string, notAfter time.Time) Pair {
-	return ca.issue(t, name, notAfter, x509.ExtKeyUsageServerAuth)
+	t.Helper()
+	return must(t)(ca.MakeServer(name, notAfter))
+}
+
+// ServerFor issues a server certificate naming only hosts (IP literals or DNS names).
+func (ca *CA) ServerFor(t testing.TB, name string, notAfter time.Time, hosts ...string) Pair {
+	t.Helper()
+	return must(t)(ca.MakeServer(name, notAfter, hosts...))
+}
+
+// MakeServer issues a server certificate for hosts (IP literals or DNS names); with none,
+// for loopback.
+func (ca *CA) MakeServer(name string, notAfter time.Time, hosts ...string) (Pair, error) {
+	if len(hosts) == 0 {
+		hosts = loopback
+	}
+	tmpl := ca.template(name, notAfter, x509.ExtKeyUsageServerAuth)
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	return ca.sign(name, tmpl)
 }
 
 // Client issues a client certificate whose subject CN is cn.
 func (ca *CA) Client(t testing.TB, cn string) Pair {
-	return ca.issue(t, cn, time.Now().Add(24*time.Hour), x509.ExtKeyUsageClientAuth)
+	t.Helper()
+	return must(t)(ca.sign(cn, ca.template(cn, time.Now().Add(24*time.Hour), x509.ExtKeyUsageClientAuth)))
 }
 
-func (ca *CA) issue(t testing.TB, cn string, notAfter time.Time, usage x509.ExtKeyUsage) Pair {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+func (ca *CA) template(cn string, notAfter time.Time, usage x509.ExtKeyUsage) *x509.Certificate {
 	ca.serial++
-	tmpl := &x509.Certificate{
+	return &x509.Certificate{
 		SerialNumber: big.NewInt(ca.serial), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 	}
-	if usage == x509.ExtKeyUsageServerAuth {
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+}
+
+// sign issues tmpl with a new key and writes both to name.pem and name-key.pem.
+func (ca *CA) sign(name string, tmpl *x509.Certificate) (Pair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return Pair{}, err
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, err
 	}
 	cert, _ := x509.ParseCertificate(der)
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, err
 	}
-	p := Pair{Cert: cert, CertFile: filepath.Join(ca.dir, cn+".pem"), KeyFile: filepath.Join(ca.dir, cn+"-key.pem")}
-	writePEM(t, p.CertFile, "CERTIFICATE", der)
-	writePEM(t, p.KeyFile, "PRIVATE KEY", keyDER)
-	return p
+	p := Pair{Cert: cert, CertFile: filepath.Join(ca.dir, name+".pem"), KeyFile: filepath.Join(ca.dir, name+"-key.pem")}
+	if err := writePEM(p.CertFile, "CERTIFICATE", der); err != nil {
+		return Pair{}, err
+	}
+	return p, writePEM(p.KeyFile, "PRIVATE KEY", keyDER)
 }
 
-func writePEM(t testing.TB, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
+func must(t testing.TB) func(Pair, error) Pair {
+	return func(p Pair, err error) Pair {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
+}
+
+func writePEM(path, typ string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
 }
