@@ -117,6 +117,8 @@ func run(cfg *config.Config) error {
 		DialTimeout:       cfg.Broker.DialTimeout,
 		ConnectTimeout:    cfg.Broker.ConnectTimeout,
 		SummaryLevel:      summaryLevel,
+
+		MaxConnectionsPerIP: cfg.Session.MaxConnectionsPerIP,
 	}, resolver, brokers, session.NewMetrics(reg), log)
 	sessions.SetSecurity(sec)
 
