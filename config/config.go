@@ -177,6 +177,9 @@ type Session struct {
 	MaxPendingLookups int           `yaml:"maxPendingLookups" env:"MAX_PENDING_LOOKUPS"` // per connection
 	MaxConnections    int           `yaml:"maxConnections" env:"MAX_CONNECTIONS"`        // 0 = unlimited
 	DrainTimeout      time.Duration `yaml:"drainTimeout" env:"DRAIN_TIMEOUT"`
+
+	// Per client IP: the PROXY header's where one was accepted; 0 = unlimited.
+	MaxConnectionsPerIP int `yaml:"maxConnectionsPerIP" env:"MAX_CONNECTIONS_PER_IP"`
 }
 
 // Log controls logging. SessionSummary is separate from Level so the
@@ -229,6 +232,8 @@ func Default() *Config {
 			MaxPendingLookups: 1000,
 			MaxConnections:    0,
 			DrainTimeout:      30 * time.Second,
+
+			MaxConnectionsPerIP: 0,
 		},
 		Log: Log{
 			Level:          "info",

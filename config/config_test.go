@@ -71,6 +71,7 @@ broker:
   maxLookupRedirects: 3
 session:
   maxConnections: 100
+  maxConnectionsPerIP: 5
   drainTimeout: 1m30s
 log:
   level: debug
@@ -82,6 +83,7 @@ log:
 				c.Discovery.HealthCheckInterval = 750 * time.Millisecond
 				c.Broker.MaxLookupRedirects = 3
 				c.Session.MaxConnections = 100
+				c.Session.MaxConnectionsPerIP = 5
 				c.Session.DrainTimeout = 90 * time.Second
 				c.Log.Level = "debug"
 				c.Log.Format = "console"
@@ -277,7 +279,7 @@ func TestLoadErrors(t *testing.T) {
 listen: {pulsar: "nohostport", http: ":99999"}
 discovery: {static: {brokers: ["pulsar://a", "pulsar://a:1/x"]}, healthCheckInterval: 0s}
 broker: {maxLookupRedirects: 0, lookupConnectionsPerBroker: 17}
-session: {maxFrameSize: 10, maxPendingLookups: 0, maxConnections: -1}
+session: {maxFrameSize: 10, maxPendingLookups: 0, maxConnections: -1, maxConnectionsPerIP: -1}
 log: {level: loud, format: xml, sessionSummary: warn}
 `,
 			want: []string{
@@ -285,7 +287,7 @@ log: {level: loud, format: xml, sessionSummary: warn}
 				"discovery.static.brokers[0]:", "discovery.static.brokers[1]:",
 				"discovery.healthCheckInterval:",
 				"broker.maxLookupRedirects:", "broker.lookupConnectionsPerBroker:",
-				"session.maxFrameSize:", "session.maxPendingLookups:", "session.maxConnections:",
+				"session.maxFrameSize:", "session.maxPendingLookups:", "session.maxConnections:", "session.maxConnectionsPerIP:",
 				"log.level:", "log.format:", "log.sessionSummary:",
 			},
 		},

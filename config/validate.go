@@ -160,6 +160,9 @@ func (c *Config) Validate() error {
 	if c.Session.MaxConnections < 0 {
 		bad("session.maxConnections", "must be 0 (unlimited) or greater, got %d", c.Session.MaxConnections)
 	}
+	if c.Session.MaxConnectionsPerIP < 0 {
+		bad("session.maxConnectionsPerIP", "must be 0 (unlimited) or greater, got %d", c.Session.MaxConnectionsPerIP)
+	}
 	positive("session.drainTimeout", c.Session.DrainTimeout)
 
 	if c.Auth.Enabled && c.Auth.Token.SecretKeyFile == "" && c.Auth.Token.PublicKeyFile == "" {

@@ -15,6 +15,7 @@ type Metrics struct {
 	handshakeFailures *prometheus.CounterVec // reason
 	closes            *prometheus.CounterVec // reason
 	brokerDialSeconds prometheus.Histogram
+	clientIPs         prometheus.Gauge // distinct client IPs with a live connection; never an IP label
 }
 
 // Directions as metric label values.
@@ -58,8 +59,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pulsar_proxy_broker_dial_seconds", Help: "Time to dial a broker and finish its CONNECT for a direct session.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
 		}),
+		clientIPs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pulsar_proxy_client_ips_active", Help: "Distinct client IPs with a live connection (the PROXY header's address where one was accepted).",
+		}),
 	}
 	reg.MustRegister(m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
-		m.frames, m.bytes, m.handshakeFailures, m.closes, m.brokerDialSeconds)
+		m.frames, m.bytes, m.handshakeFailures, m.closes, m.brokerDialSeconds, m.clientIPs)
 	return m
 }

@@ -17,6 +17,7 @@ const (
 	ReasonBrokerRefused      CloseReason = "broker_refused"
 	ReasonKeepAliveTimeout   CloseReason = "keepalive_timeout"
 	ReasonTooManyConnections CloseReason = "too_many_connections"
+	ReasonTooManyFromIP      CloseReason = "too_many_connections_per_ip"
 	ReasonShutdown           CloseReason = "shutdown"
 	ReasonAuthFailed         CloseReason = "authentication_failed"
 	ReasonAuthExpired        CloseReason = "credentials_expired"
@@ -28,7 +29,7 @@ const (
 func (r CloseReason) beforeSession() bool {
 	switch r {
 	case ReasonHandshakeTimeout, ReasonExpectedConnect, ReasonForgedProxyFields, ReasonAuthFailed,
-		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerRefused, ReasonTooManyConnections, ReasonTransportSetup:
+		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerRefused, ReasonTooManyConnections, ReasonTooManyFromIP, ReasonTransportSetup:
 		return true
 	}
 	return false

@@ -30,6 +30,9 @@ type Config struct {
 	Dialer            *lookup.Dialer // how direct sessions reach brokers (TCP, TLS, PROXY header)
 	ConnectTimeout    time.Duration
 	SummaryLevel      zerolog.Level // level of the one line logged per ended session; Disabled = none
+
+	// Per client IP, the PROXY header's where one was accepted; 0 = unlimited.
+	MaxConnectionsPerIP int
 }
 
 // Resolver answers lookup-mode requests (LOOKUP, PARTITIONED_METADATA,
@@ -55,6 +58,7 @@ type Server struct {
 
 	buffers     *bufferPools // read buffers of direct-mode pipes, shared by all sessions
 	spliceAbove int          // see defaultSpliceAbove; benchmarks vary it
+	clientIPs   *clientIPs   // live connections per client IP, for MaxConnectionsPerIP
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -68,6 +72,7 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 	return &Server{
 		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
 		buffers: newBufferPools(), spliceAbove: defaultSpliceAbove,
+		clientIPs: newClientIPs(cfg.MaxConnectionsPerIP, m.clientIPs),
 		listeners: map[net.Listener]struct{}{},
 		sessions:  map[*session]struct{}{},
 	}

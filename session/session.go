@@ -68,16 +68,7 @@ func (s *session) run(overLimit bool) {
 	defer s.cancel()
 	defer s.conn.Close()
 
-	var reason CloseReason
-	if err := s.prepare(); err != nil {
-		s.log.Debug().Err(err).Msg("TLS handshake or PROXY header failed")
-		reason = ReasonTransportSetup
-	} else if overLimit {
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections, retry later")
-		reason = ReasonTooManyConnections
-	} else {
-		reason = s.handshake()
-	}
+	reason := s.open(overLimit)
 	if s.isShutdown() {
 		reason = ReasonShutdown
 	}
@@ -92,6 +83,27 @@ func (s *session) run(overLimit bool) {
 	}
 	m.closes.WithLabelValues(string(reason)).Inc()
 	s.summary(reason)
+}
+
+// open prepares the transport, applies the connection limits and runs the session to its
+// end. The per-IP limit is applied after prepare, because only then is the client's real
+// address (a PROXY header's) known.
+func (s *session) open(overLimit bool) CloseReason {
+	if err := s.prepare(); err != nil {
+		s.log.Debug().Err(err).Msg("TLS handshake or PROXY header failed")
+		return ReasonTransportSetup
+	}
+	if overLimit {
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections, retry later")
+		return ReasonTooManyConnections
+	}
+	release, ok := s.srv.clientIPs.acquire(s.conn.RemoteAddr())
+	if !ok {
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections from your address, retry later")
+		return ReasonTooManyFromIP
+	}
+	defer release()
+	return s.handshake()
 }
 
 // setMode moves the session between the active-session gauges.

@@ -75,14 +75,19 @@ func startWrappedProxy(t *testing.T, sec *Security, o listener.Options) (string,
 
 func startWrappedProxyWith(t *testing.T, sec *Security, o listener.Options, r Resolver) (string, *Metrics, *logBuffer) {
 	t.Helper()
+	cfg := testConfig()
+	cfg.SummaryLevel = zerolog.InfoLevel
+	cfg.HandshakeTimeout = 30 * time.Second // long, so a silent client stays open through a test
+	return startWrappedProxyConfig(t, cfg, sec, o, r)
+}
+
+func startWrappedProxyConfig(t *testing.T, cfg Config, sec *Security, o listener.Options, r Resolver) (string, *Metrics, *logBuffer) {
+	t.Helper()
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &logBuffer{}
-	cfg := testConfig()
-	cfg.SummaryLevel = zerolog.InfoLevel
-	cfg.HandshakeTimeout = 30 * time.Second // long, so a silent client stays open through a test
 	m := NewMetrics(prometheus.NewRegistry())
 	srv := NewServer(cfg, r, noTargets{}, m, zerolog.New(logs))
 	if sec != nil {

@@ -121,6 +121,8 @@ func run(cfg *config.Config) error {
 		Dialer:            dialer,
 		ConnectTimeout:    cfg.Broker.ConnectTimeout,
 		SummaryLevel:      summaryLevel,
+
+		MaxConnectionsPerIP: cfg.Session.MaxConnectionsPerIP,
 	}, resolver, brokers, session.NewMetrics(reg), log)
 	sessions.SetSecurity(sec)
 
