@@ -23,13 +23,10 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: "+err.Error())
 		return ReasonTargetNotAllowed
 	}
-	s.mu.Lock()
-	s.broker = b.Addr()
-	s.mu.Unlock()
-	s.log = s.log.With().Str("broker", b.Addr()).Logger()
+	s.log = s.log.With().Str("broker", b.Addr()).Logger() // in every later line, and the summary
 
 	began := time.Now()
-	from := &lookup.Origin{Client: s.client.conn.RemoteAddr(), Proxy: s.client.conn.LocalAddr()}
+	from := &lookup.Origin{Client: s.conn.RemoteAddr(), Proxy: s.conn.LocalAddr()} // s.conn: a PROXY header's address
 	bc, err := cfg.Dialer.Dial(s.ctx, b.Addr(), from)
 	if err != nil {
 		if lookup.CertificateRefused(err) {

@@ -36,7 +36,6 @@ type session struct {
 	mu       sync.Mutex
 	mode     string // "handshake", "lookup" or "direct"; a metric label
 	lastMode string // the mode the session reached, for the summary
-	broker   string
 
 	identity    authz.Identity    // who the client is (Role "" without authentication), renewed on refresh
 	clientCreds authz.Credentials // what it presented, for forwardClientCredentials
@@ -287,7 +286,6 @@ func (s *session) summary(reason CloseReason) {
 	defer s.mu.Unlock()
 	s.log.WithLevel(lvl).
 		Str("principal", s.identity.Role).
-		Str("broker", s.broker).
 		Str("mode", s.lastMode).
 		Uint64("bytes_in", s.bytesIn).Uint64("bytes_out", s.bytesOut).
 		Uint64("frames_in", s.framesIn).Uint64("frames_out", s.framesOut).

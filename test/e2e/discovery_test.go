@@ -370,6 +370,7 @@ func TestDiscoveryConsulOutage(t *testing.T) {
 type tcpForwarder struct {
 	ln     net.Listener
 	target string
+	header []byte // written to target first on every connection (a load balancer's PROXY header)
 	wg     sync.WaitGroup
 }
 
@@ -391,6 +392,11 @@ func (f *tcpForwarder) start(t *testing.T, addr string) {
 			up, err := net.Dial("tcp", f.target)
 			if err != nil {
 				c.Close()
+				continue
+			}
+			if _, err := up.Write(f.header); err != nil {
+				c.Close()
+				up.Close()
 				continue
 			}
 			f.wg.Add(2)

@@ -7,9 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
@@ -48,7 +50,7 @@ func runMain(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), rigStartTimeout)
 	defer cancel()
 	began := time.Now()
-	r, err := rig.Start(ctx)
+	r, err := startRig(ctx)
 	if err != nil {
 		return rig.StartFailure("e2e", err)
 	}
@@ -87,3 +89,40 @@ func runMain(m *testing.M) int {
 	}
 	return m.Run()
 }
+
+// startRig attaches to the rig named by PULSAR_PROXY_RIG, or starts one whose brokers also
+// listen for TLS (RIG_BROKERn_TLS_PORT, default 16652 and 16653) with a certificate for
+// 127.0.0.1 from a CA made here, and decode PROXY protocol headers.
+func startRig(ctx context.Context) (*rig.Rig, error) {
+	if os.Getenv(rig.EnvAttach) != "" {
+		return rig.Start(ctx)
+	}
+	dir := filepath.Join(rig.DefaultDir(), "tls")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ca, err := testcerts.MakeCA(dir, "rig")
+	if err != nil {
+		return nil, err
+	}
+	cert, err := ca.MakeServer("broker", time.Now().Add(23*time.Hour), "127.0.0.1") // within the CA's day
+	if err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(dir, "broker-tls.conf")
+	err = os.WriteFile(conf, []byte("tlsCertificateFilePath="+cert.CertFile+"\ntlsKeyFilePath="+cert.KeyFile+
+		"\ntlsTrustCertsFilePath="+ca.CertFile+"\nhaProxyProtocolEnabled=true\n"), 0o600)
+	if err != nil {
+		return nil, err
+	}
+	env := []string{"RIG_BROKER_EXTRA_CONF=" + conf}
+	for n, port := range map[string]string{"1": "16652", "2": "16653"} {
+		if os.Getenv("RIG_BROKER"+n+"_TLS_PORT") == "" {
+			env = append(env, "RIG_BROKER"+n+"_TLS_PORT="+port)
+		}
+	}
+	return rig.StartWith(ctx, rig.Options{Env: env})
+}
+
+// rigCA is the CA file that signed the rig brokers' TLS certificate.
+func rigCA() string { return filepath.Join(theRig.Dir, "tls", "rig-ca.pem") }

@@ -132,3 +132,60 @@ func TestTLSCertificateRenewedOnDisk(t *testing.T) {
 		t.Errorf("expiry gauge %v, want the renewed %v", got, renewed.Cert.NotAfter.Unix())
 	}
 }
+
+// TestTLSRefusalsWithMutualTLS: the real binary with client certificates required. A
+// certificate from a CA it does not trust and a TLS 1.1 client both fail the handshake, each
+// counted; a client with a trusted certificate produces and consumes before and after.
+func TestTLSRefusalsWithMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, dir, "ca")
+	server := ca.Server(t, "proxy", time.Now().Add(time.Hour))
+	good := ca.Client(t, "alice")
+	stranger := testcerts.NewCA(t, t.TempDir(), "stranger").Client(t, "mallory")
+	proxy := startProxy(t, brokerURLs(), fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n  clientCAFile: %q\n  clientAuth: require\n",
+		server.CertFile, server.KeyFile, ca.CertFile))
+
+	c, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL: proxy.PulsarTLSURL, TLSTrustCertsFilePath: ca.CertFile, TLSValidateHostname: true,
+		Authentication:   pulsar.NewAuthenticationTLS(good.CertFile, good.KeyFile), // presents the certificate
+		OperationTimeout: 60 * time.Second, ConnectionTimeout: 10 * time.Second, Logger: plog.DefaultNopLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	topic := uniqueTopic(t, "mtls")
+	consumer := subscribe(t, c, topic, "s", pulsar.Exclusive)
+	consumeAll(t, consumer, produce(t, c, topic, 100))
+
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	strangerPair, err := tls.LoadX509KeyPair(stranger.CertFile, stranger.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goodPair, err := tls.LoadX509KeyPair(good.CertFile, good.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, cfg := range []*tls.Config{
+		{RootCAs: roots, ServerName: "localhost", Certificates: []tls.Certificate{strangerPair}},
+		{RootCAs: roots, ServerName: "localhost", Certificates: []tls.Certificate{goodPair}, MinVersion: tls.VersionTLS11, MaxVersion: tls.VersionTLS11},
+	} {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", proxy.TLSAddr, cfg)
+		if err == nil {
+			// TLS 1.3: the client learns of a refused certificate on its first read.
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err = conn.Read(make([]byte, 1))
+			conn.Close()
+		}
+		if err == nil {
+			t.Fatalf("refusal %d: the handshake succeeded", i)
+		}
+		want := float64(i + 1)
+		waitFor(t, 10*time.Second, fmt.Sprintf("%v TLS handshake errors counted", want), func() bool {
+			return proxy.metric(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) >= want
+		})
+	}
+	consumeAll(t, consumer, produce(t, c, topic, 100))
+}

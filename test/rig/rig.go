@@ -30,10 +30,13 @@ const EnvAttach = "PULSAR_PROXY_RIG"
 
 // Broker is one broker of the rig.
 type Broker struct {
-	N    int    // 1 or 2
-	URL  string // binary protocol, pulsar://127.0.0.1:16650
-	HTTP string // admin and lookup REST, http://127.0.0.1:18080
-	ID   string // the broker id the admin API uses, 127.0.0.1:18080
+	N   int    // 1 or 2
+	URL string // binary protocol, pulsar://127.0.0.1:16650
+	// TLSURL is the TLS binary port, pulsar+ssl://127.0.0.1:16652; "" when the rig was
+	// started without RIG_BROKERn_TLS_PORT.
+	TLSURL string
+	HTTP   string // admin and lookup REST, http://127.0.0.1:18080
+	ID     string // the broker id the admin API uses, 127.0.0.1:18080
 }
 
 // Rig is a running rig.
@@ -197,6 +200,10 @@ func defaultDirHint() string {
 	return ".cache/rig/logs"
 }
 
+// DefaultDir is the state directory rig.sh uses with the current environment (RIG_DIR, or
+// the cache's rig folder).
+func DefaultDir() string { return filepath.Dir(stateFileFromEnv()) }
+
 // stateFileFromEnv is where rig.sh up writes its state with the current environment.
 func stateFileFromEnv() string {
 	if d := os.Getenv("RIG_DIR"); d != "" {
@@ -263,7 +270,7 @@ func (r *Rig) apply(st map[string]string) error {
 	r.Brokers = nil
 	for n := 1; n <= 2; n++ {
 		p := fmt.Sprintf("BROKER%d_", n)
-		b := Broker{N: n, URL: st[p+"URL"], HTTP: st[p+"HTTP"], ID: st[p+"ID"]}
+		b := Broker{N: n, URL: st[p+"URL"], TLSURL: st[p+"TLS_URL"], HTTP: st[p+"HTTP"], ID: st[p+"ID"]}
 		if b.URL == "" || b.HTTP == "" || b.ID == "" {
 			return fmt.Errorf("missing %sURL/HTTP/ID", p)
 		}
