@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -66,21 +67,54 @@ func (ca *CA) Client(t testing.TB, cn string) Pair {
 	return ca.issue(t, cn, time.Now().Add(24*time.Hour), x509.ExtKeyUsageClientAuth)
 }
 
+// ClientSpec describes a client certificate with subject alternative names.
+type ClientSpec struct {
+	Name       string // file name stem; must be unique within the CA's directory
+	CommonName string // "" = no subject CN
+	DNSNames   []string
+	URIs       []string // e.g. spiffe://cluster.local/ns/app/sa/alice
+}
+
+// ClientWith issues a client certificate as spec describes.
+func (ca *CA) ClientWith(t testing.TB, spec ClientSpec) Pair {
+	t.Helper()
+	tmpl := ca.template(spec.CommonName, time.Now().Add(24*time.Hour), x509.ExtKeyUsageClientAuth)
+	tmpl.DNSNames = spec.DNSNames
+	for _, s := range spec.URIs {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.URIs = append(tmpl.URIs, u)
+	}
+	return ca.sign(t, spec.Name, tmpl)
+}
+
 func (ca *CA) issue(t testing.TB, cn string, notAfter time.Time, usage x509.ExtKeyUsage) Pair {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	tmpl := ca.template(cn, notAfter, usage)
+	if usage == x509.ExtKeyUsageServerAuth {
+		tmpl.DNSNames = []string{"localhost"}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	}
+	return ca.sign(t, cn, tmpl)
+}
+
+func (ca *CA) template(cn string, notAfter time.Time, usage x509.ExtKeyUsage) *x509.Certificate {
 	ca.serial++
-	tmpl := &x509.Certificate{
+	return &x509.Certificate{
 		SerialNumber: big.NewInt(ca.serial), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 	}
-	if usage == x509.ExtKeyUsageServerAuth {
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+}
+
+// sign signs tmpl with a fresh key and writes name.pem and name-key.pem.
+func (ca *CA) sign(t testing.TB, name string, tmpl *x509.Certificate) Pair {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
@@ -91,7 +125,7 @@ func (ca *CA) issue(t testing.TB, cn string, notAfter time.Time, usage x509.ExtK
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := Pair{Cert: cert, CertFile: filepath.Join(ca.dir, cn+".pem"), KeyFile: filepath.Join(ca.dir, cn+"-key.pem")}
+	p := Pair{Cert: cert, CertFile: filepath.Join(ca.dir, name+".pem"), KeyFile: filepath.Join(ca.dir, name+"-key.pem")}
 	writePEM(t, p.CertFile, "CERTIFICATE", der)
 	writePEM(t, p.KeyFile, "PRIVATE KEY", keyDER)
 	return p
