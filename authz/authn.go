@@ -131,13 +131,13 @@ func (p TLSProvider) Authenticate(c Credentials) (Identity, error) {
 	if len(c.PeerCertificates) == 0 {
 		return Identity{}, &Error{Method: "tls", Reason: ReasonNoCertificate, Detail: "no verified client certificate on this connection"}
 	}
-	leaf := c.PeerCertificates[0]
-	role := leaf.Subject.CommonName
-	if p.Role != nil {
-		var err error
-		if role, err = p.Role(leaf); err != nil {
-			return Identity{}, &Error{Method: "tls", Reason: ReasonNoRole, Detail: err.Error()}
-		}
+	roleOf := p.Role
+	if roleOf == nil {
+		roleOf = roleFromCN
+	}
+	role, err := roleOf(c.PeerCertificates[0])
+	if err != nil {
+		return Identity{}, &Error{Method: "tls", Reason: ReasonNoRole, Detail: err.Error()}
 	}
 	if role == "" {
 		return Identity{}, &Error{Method: "tls", Reason: ReasonNoRole, Detail: "client certificate names no role"}

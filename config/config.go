@@ -63,6 +63,7 @@ type Auth struct {
 	Enabled                  bool          `yaml:"enabled" env:"ENABLED"`
 	AnonymousRole            string        `yaml:"anonymousRole" env:"ANONYMOUS_ROLE"`
 	Token                    AuthToken     `yaml:"token" envPrefix:"TOKEN_"`
+	ClientCert               AuthTLS       `yaml:"tls" envPrefix:"TLS_"`
 	RefreshTimeout           time.Duration `yaml:"refreshTimeout" env:"REFRESH_TIMEOUT"`
 	ForwardClientCredentials bool          `yaml:"forwardClientCredentials" env:"FORWARD_CLIENT_CREDENTIALS"`
 	BrokerClient             BrokerClient  `yaml:"brokerClient" envPrefix:"BROKER_CLIENT_"`
@@ -75,6 +76,12 @@ type AuthToken struct {
 	RoleClaim     string        `yaml:"roleClaim" env:"ROLE_CLAIM"`
 	Leeway        time.Duration `yaml:"leeway" env:"LEEWAY"`
 	Audience      string        `yaml:"audience" env:"AUDIENCE"`
+}
+
+// AuthTLS names the role of a verified client certificate (auth method "tls").
+type AuthTLS struct {
+	RoleFrom  string `yaml:"roleFrom" env:"ROLE_FROM"`   // cn, san-dns or san-uri
+	URIPrefix string `yaml:"uriPrefix" env:"URI_PREFIX"` // san-uri: required start, stripped
 }
 
 // BrokerClient is the proxy's own identity in its CONNECTs to brokers.
@@ -242,6 +249,7 @@ func Default() *Config {
 		},
 		Auth: Auth{
 			Token:          AuthToken{RoleClaim: "sub", Leeway: 5 * time.Second},
+			ClientCert:     AuthTLS{RoleFrom: "cn"},
 			RefreshTimeout: 30 * time.Second,
 			BrokerClient:   BrokerClient{OwnPrincipal: "pulsar-proxy"},
 		},

@@ -508,3 +508,34 @@ func TestAuthValidation(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestCertRoleValidation(t *testing.T) {
+	const (
+		from   = "PULSAR_PROXY_AUTH_TLS_ROLE_FROM="
+		prefix = "PULSAR_PROXY_AUTH_TLS_URI_PREFIX="
+	)
+	for _, tc := range []struct {
+		env  []string
+		want string // "" = valid
+	}{
+		{[]string{from + "cn"}, ""},
+		{[]string{from + "san-dns"}, ""},
+		{[]string{from + "san-uri"}, ""},
+		{[]string{from + "san-uri", prefix + "spiffe://cluster.local/ns/app/sa/"}, ""},
+		{[]string{from + "CN"}, `auth.tls.roleFrom: "CN" is not one of cn|san-dns|san-uri`},
+		{[]string{prefix + "spiffe://cluster.local/"}, `auth.tls.uriPrefix: only applies with auth.tls.roleFrom san-uri (roleFrom is "cn")`},
+		{[]string{from + "san-uri", prefix + "cluster.local/ns/"}, `auth.tls.uriPrefix: "cluster.local/ns/" is not the start of a URI with its scheme`},
+	} {
+		_, err := Load("", append([]string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b:6650"}, tc.env...))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.env, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: err = %v, want %q", tc.env, err, tc.want)
+		}
+	}
+	cfg, err := Load(writeFile(t, "auth:\n  tls:\n    roleFrom: san-uri\n    uriPrefix: spiffe://td/\n"), brokersEnv)
+	if err != nil || cfg.Auth.ClientCert != (AuthTLS{RoleFrom: "san-uri", URIPrefix: "spiffe://td/"}) {
+		t.Fatalf("yaml: %+v, %v", cfg, err)
+	}
+}

@@ -174,6 +174,7 @@ func (c *Config) Validate() error {
 	if c.Auth.Token.Leeway < 0 {
 		bad("auth.token.leeway", "must not be negative, got %s", c.Auth.Token.Leeway)
 	}
+	c.validateCertRole(bad, oneOf)
 	positive("auth.refreshTimeout", c.Auth.RefreshTimeout)
 	if c.Auth.BrokerClient.Token != "" && c.Auth.BrokerClient.TokenFile != "" {
 		bad("auth.brokerClient.token", "set token or tokenFile, not both")
@@ -190,6 +191,21 @@ func (c *Config) Validate() error {
 	oneOf("log.format", c.Log.Format, "json", "console")
 	oneOf("log.sessionSummary", c.Log.SessionSummary, "debug", "info", "off")
 	return errors.Join(errs...)
+}
+
+// validateCertRole checks where the tls auth method takes a client's role from.
+func (c *Config) validateCertRole(bad func(key, format string, args ...any), oneOf func(key, v string, allowed ...string)) {
+	ct := c.Auth.ClientCert
+	oneOf("auth.tls.roleFrom", ct.RoleFrom, "cn", "san-dns", "san-uri")
+	if ct.URIPrefix == "" {
+		return
+	}
+	if ct.RoleFrom != "san-uri" {
+		bad("auth.tls.uriPrefix", "only applies with auth.tls.roleFrom san-uri (roleFrom is %q)", ct.RoleFrom)
+	}
+	if u, err := url.Parse(ct.URIPrefix); err != nil || u.Scheme == "" {
+		bad("auth.tls.uriPrefix", "%q is not the start of a URI with its scheme (e.g. spiffe://cluster.local/ns/app/sa/)", ct.URIPrefix)
+	}
 }
 
 // checkListenAddr accepts what net.Listen would, except service names: a

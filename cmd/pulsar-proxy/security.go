@@ -57,8 +57,12 @@ func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logg
 		}
 		providers := []authz.Provider{tp}
 		if cfg.Listen.PulsarTLS != "" && cfg.TLS.ClientCAFile != "" {
-			// Verified client certificates can name a role: the "tls" method (subject CN).
-			providers = append(providers, authz.TLSProvider{})
+			// Verified client certificates can name a role: the "tls" method.
+			roleOf, err := authz.CertificateRole(cfg.Auth.ClientCert.RoleFrom, cfg.Auth.ClientCert.URIPrefix)
+			if err != nil {
+				return sec, nil, fmt.Errorf("auth.tls.roleFrom: %w", err)
+			}
+			providers = append(providers, authz.TLSProvider{Role: roleOf})
 		}
 		sec.Authenticator = authz.NewAuthenticator(cfg.Auth.AnonymousRole, providers...)
 	}

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -101,6 +102,29 @@ func (ca *CA) MakeServer(name string, notAfter time.Time, hosts ...string) (Pair
 func (ca *CA) Client(t testing.TB, cn string) Pair {
 	t.Helper()
 	return must(t)(ca.sign(cn, ca.template(cn, time.Now().Add(24*time.Hour), x509.ExtKeyUsageClientAuth)))
+}
+
+// ClientSpec describes a client certificate with subject alternative names.
+type ClientSpec struct {
+	Name       string // file name stem; must be unique within the CA's directory
+	CommonName string // "" = no subject CN
+	DNSNames   []string
+	URIs       []string // e.g. spiffe://cluster.local/ns/app/sa/alice
+}
+
+// ClientWith issues a client certificate as spec describes.
+func (ca *CA) ClientWith(t testing.TB, spec ClientSpec) Pair {
+	t.Helper()
+	tmpl := ca.template(spec.CommonName, time.Now().Add(23*time.Hour), x509.ExtKeyUsageClientAuth)
+	tmpl.DNSNames = spec.DNSNames
+	for _, s := range spec.URIs {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.URIs = append(tmpl.URIs, u)
+	}
+	return must(t)(ca.sign(spec.Name, tmpl))
 }
 
 func (ca *CA) template(cn string, notAfter time.Time, usage x509.ExtKeyUsage) *x509.Certificate {

@@ -3,7 +3,8 @@
 // (authorizationEnabled), accept the proxy's role as a proxy (proxyRoles=proxy) and
 // authenticate the client credentials the proxy forwards (authenticateOriginalAuthData, checked
 // for expiry every 5 s), on a port block of its own so it never collides with the plain rig of
-// test/e2e.
+// test/e2e. The tests of client certificate roles need brokers that trust the proxy's
+// original_principal instead (see trusting.go); they start a second rig for that, on demand.
 package e2eauth
 
 import (
@@ -70,6 +71,7 @@ func runMain(m *testing.M) int {
 			}
 		}()
 	}
+	defer stopTrustingRig()
 	dir, err := os.MkdirTemp("", "pulsar-proxy-e2eauth-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
@@ -80,7 +82,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
-	if err := setupTenants(ctx); err != nil {
+	if err := setupTenants(ctx, theRig); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: setup:", err)
 		return 1
 	}
@@ -123,15 +125,26 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 	if err := os.WriteFile(secretFile, []byte(b64), 0o600); err != nil {
 		return nil, err
 	}
+	return startAuthRig(ctx, "auth rig", dir, rigPorts, true)
+}
+
+// startAuthRig starts a rig in dir whose brokers require the tokens of secret (already set).
+// verifyOriginal sets the brokers' authenticateOriginalAuthData: they then authenticate the
+// client credentials the proxy forwards, instead of trusting the original_principal it names.
+func startAuthRig(ctx context.Context, name, dir string, ports []string, verifyOriginal bool) (*rig.Rig, error) {
+	authDir := filepath.Join(dir, "auth")
+	if err := os.MkdirAll(authDir, 0o700); err != nil {
+		return nil, err
+	}
 	admin := mustToken(superUser, 0)
 	conf := filepath.Join(authDir, "broker-auth.conf")
 	err := os.WriteFile(conf, []byte(`authenticationEnabled=true
 authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken
-tokenSecretKey=data:;base64,`+b64+`
+tokenSecretKey=data:;base64,`+base64.StdEncoding.EncodeToString(secret)+`
 authorizationEnabled=true
 superUserRoles=`+superUser+`
 proxyRoles=`+proxyRole+`
-authenticateOriginalAuthData=true
+authenticateOriginalAuthData=`+fmt.Sprint(verifyOriginal)+`
 authenticationRefreshCheckSeconds=5
 brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken
 brokerClientAuthenticationParameters=token:`+admin+`
@@ -142,11 +155,11 @@ brokerClientAuthenticationParameters=token:`+admin+`
 	began := time.Now()
 	r, err := rig.StartWith(ctx, rig.Options{
 		Dir:        dir,
-		Env:        append(rigPorts, "RIG_BROKER_EXTRA_CONF="+conf),
+		Env:        append(append([]string(nil), ports...), "RIG_BROKER_EXTRA_CONF="+conf),
 		AdminToken: admin,
 	})
 	if err == nil {
-		fmt.Printf("auth rig: startup took %s\n", time.Since(began).Round(100*time.Millisecond))
+		fmt.Printf("%s: startup took %s\n", name, time.Since(began).Round(100*time.Millisecond))
 	}
 	return r, err
 }
@@ -180,8 +193,7 @@ const (
 	nsListing   = "acme/listing"   // carol may list and consume
 )
 
-func setupTenants(ctx context.Context) error {
-	r := theRig
+func setupTenants(ctx context.Context, r *rig.Rig) error {
 	if err := r.CreateTenant(ctx, tenant); err != nil && !rig.IsStatus(err, 409) {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
+	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
 type proxy struct {
@@ -19,9 +20,16 @@ type proxy struct {
 	policyFile string
 }
 
-// startProxy runs the real proxy with authentication on, the proxy's own token, and policy
-// as its authorization policy ("" = no policy at the proxy).
+// startProxy runs the real proxy in front of the auth rig with authentication on, the proxy's
+// own token, and policy as its authorization policy ("" = no policy at the proxy).
 func startProxy(t *testing.T, policy string, extraAuth string) *proxy {
+	t.Helper()
+	return startProxyOn(t, theRig, policy, extraAuth)
+}
+
+// startProxyOn is startProxy in front of the brokers of r. extraAuth goes at the end of the
+// auth section; top-level sections (tls:) may follow it.
+func startProxyOn(t *testing.T, r *rig.Rig, policy string, extraAuth string) *proxy {
 	t.Helper()
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "proxy.token")
@@ -38,7 +46,7 @@ func startProxy(t *testing.T, policy string, extraAuth string) *proxy {
 		}
 		yaml += "authz:\n  enabled: true\n  policyFile: " + p.policyFile + "\n  reloadInterval: 1s\n"
 	}
-	proc, err := proxyproc.Start(proxyBinary, dir, []string{theRig.BrokerURL(1), theRig.BrokerURL(2)}, yaml)
+	proc, err := proxyproc.Start(proxyBinary, dir, []string{r.BrokerURL(1), r.BrokerURL(2)}, yaml)
 	if err != nil {
 		t.Fatal(err)
 	}
