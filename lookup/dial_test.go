@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/netip"
 	"strings"
@@ -128,5 +129,68 @@ func TestDialerSendsProxyHeaderInsideTLS(t *testing.T) {
 	c2.Write([]byte{0, 0, 0, 0}) // a frame's start, not a header
 	if h := <-seen; h != nil {
 		t.Fatalf("connection without a client sent header %+v", h)
+	}
+}
+
+// A broker that requires a client certificate (tlsRequireTrustedClientCertOnConnect) gets
+// the proxy's broker.tls.certFile.
+func TestDialerPresentsClientCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, dir, "ca")
+	server := ca.Server(t, "broker", time.Now().Add(time.Hour))
+	kp, err := tls.LoadX509KeyPair(server.CertFile, server.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCAs := x509.NewCertPool()
+	clientCAs.AddCert(ca.Cert)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{kp},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientCAs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peers := make(chan string, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tc := c.(*tls.Conn)
+			tc.SetDeadline(time.Now().Add(5 * time.Second))
+			if tc.Handshake() == nil {
+				peers <- tc.ConnectionState().PeerCertificates[0].Subject.CommonName
+			} else {
+				peers <- ""
+			}
+			tc.Close()
+		}
+	}()
+
+	proxyCert := ca.Client(t, "proxy")
+	with := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, listener.BrokerTLSOptions{
+		TrustCertsFile: ca.CertFile, CertFile: proxyCert.CertFile, KeyFile: proxyCert.KeyFile})}
+	c, err := with.Dial(context.Background(), ln.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if cn := <-peers; cn != "proxy" {
+		t.Fatalf("broker saw client certificate %q, want the proxy's", cn)
+	}
+
+	without := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, listener.BrokerTLSOptions{TrustCertsFile: ca.CertFile})}
+	if c, err := without.Dial(context.Background(), ln.Addr().String(), nil); err == nil {
+		// TLS 1.3: the refusal arrives after the client's side of the handshake.
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+		if err == nil {
+			t.Fatal("a broker requiring a client certificate accepted none")
+		}
+	}
+	if cn := <-peers; cn != "" {
+		t.Fatalf("broker accepted %q without a client certificate", cn)
 	}
 }

@@ -101,7 +101,12 @@ func (ca *CA) MakeServer(name string, notAfter time.Time, hosts ...string) (Pair
 // Client issues a client certificate whose subject CN is cn.
 func (ca *CA) Client(t testing.TB, cn string) Pair {
 	t.Helper()
-	return must(t)(ca.sign(cn, ca.template(cn, time.Now().Add(24*time.Hour), x509.ExtKeyUsageClientAuth)))
+	return must(t)(ca.MakeClient(cn))
+}
+
+// MakeClient is Client returning its error.
+func (ca *CA) MakeClient(cn string) (Pair, error) {
+	return ca.sign(cn, ca.template(cn, time.Now().Add(23*time.Hour), x509.ExtKeyUsageClientAuth))
 }
 
 // ClientSpec describes a client certificate with subject alternative names.

@@ -27,10 +27,12 @@ func brokerTLSURLs(t *testing.T) []string {
 	return out
 }
 
-// brokerTLSYAML turns TLS towards brokers on, trusting the rig's CA, plus more YAML under
-// broker:.
+// brokerTLSYAML turns TLS towards brokers on, trusting the rig's CA and presenting the
+// client certificate the rig's brokers require, plus more YAML under broker:.
 func brokerTLSYAML(more string) string {
-	return fmt.Sprintf("broker:\n  tls:\n    enabled: true\n    trustCertsFile: %q\n%s", rigCA(), more)
+	cert, key := rigProxyCert()
+	return fmt.Sprintf("broker:\n  tls:\n    enabled: true\n    trustCertsFile: %q\n    certFile: %q\n    keyFile: %q\n%s",
+		rigCA(), cert, key, more)
 }
 
 // lookupAnswer asks the proxy at addr (lookup mode) for topic's owner.
@@ -43,7 +45,8 @@ func lookupAnswer(t *testing.T, addr, topic string) *pb.CommandLookupTopicRespon
 
 // TestBrokerTLSProduceConsume: the proxy reaches both brokers only through their TLS ports
 // (a plaintext CONNECT there would be dropped by the broker), verifying their certificate
-// for 127.0.0.1 against the rig's CA. A plaintext client and a TLS client produce and
+// for 127.0.0.1 against the rig's CA and presenting the client certificate they require.
+// A plaintext client and a TLS client produce and
 // consume through it on a topic with partitions on both brokers, and lookup answers name
 // the brokers' TLS endpoints.
 func TestBrokerTLSProduceConsume(t *testing.T) {

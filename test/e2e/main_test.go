@@ -92,7 +92,8 @@ func runMain(m *testing.M) int {
 
 // startRig attaches to the rig named by PULSAR_PROXY_RIG, or starts one whose brokers also
 // listen for TLS (RIG_BROKERn_TLS_PORT, default 16652 and 16653) with a certificate for
-// 127.0.0.1 from a CA made here, and decode PROXY protocol headers.
+// 127.0.0.1 from a CA made here, require a client certificate from that CA there, and decode
+// PROXY protocol headers.
 func startRig(ctx context.Context) (*rig.Rig, error) {
 	if os.Getenv(rig.EnvAttach) != "" {
 		return rig.Start(ctx)
@@ -109,9 +110,12 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := ca.MakeClient("proxy"); err != nil { // see rigProxyCert
+		return nil, err
+	}
 	conf := filepath.Join(dir, "broker-tls.conf")
 	err = os.WriteFile(conf, []byte("tlsCertificateFilePath="+cert.CertFile+"\ntlsKeyFilePath="+cert.KeyFile+
-		"\ntlsTrustCertsFilePath="+ca.CertFile+"\nhaProxyProtocolEnabled=true\n"), 0o600)
+		"\ntlsTrustCertsFilePath="+ca.CertFile+"\ntlsRequireTrustedClientCertOnConnect=true\nhaProxyProtocolEnabled=true\n"), 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -126,3 +130,8 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 
 // rigCA is the CA file that signed the rig brokers' TLS certificate.
 func rigCA() string { return filepath.Join(theRig.Dir, "tls", "rig-ca.pem") }
+
+// rigProxyCert is the client certificate (and key) the rig's brokers accept on their TLS ports.
+func rigProxyCert() (cert, key string) {
+	return filepath.Join(theRig.Dir, "tls", "proxy.pem"), filepath.Join(theRig.Dir, "tls", "proxy-key.pem")
+}
