@@ -184,9 +184,10 @@ type Session struct {
 	MaxPendingLookups int           `yaml:"maxPendingLookups" env:"MAX_PENDING_LOOKUPS"` // per connection
 	MaxConnections    int           `yaml:"maxConnections" env:"MAX_CONNECTIONS"`        // 0 = unlimited
 	DrainTimeout      time.Duration `yaml:"drainTimeout" env:"DRAIN_TIMEOUT"`
-
 	// Per client IP: the PROXY header's where one was accepted; 0 = unlimited.
 	MaxConnectionsPerIP int `yaml:"maxConnectionsPerIP" env:"MAX_CONNECTIONS_PER_IP"`
+	// Passthrough forwards direct sessions without auth/authz socket to socket, unframed.
+	Passthrough bool `yaml:"passthrough" env:"PASSTHROUGH"`
 }
 
 // Log controls logging. SessionSummary is separate from Level so the
@@ -235,12 +236,12 @@ func Default() *Config {
 			KeepAliveInterval: 30 * time.Second,
 			// The broker's default maxMessageSize is 5 MiB; the extra 10 KiB
 			// leaves room for the frame's command and metadata around it.
-			MaxFrameSize:      5*1024*1024 + 10*1024,
-			MaxPendingLookups: 1000,
-			MaxConnections:    0,
-			DrainTimeout:      30 * time.Second,
-
+			MaxFrameSize:        5*1024*1024 + 10*1024,
+			MaxPendingLookups:   1000,
+			MaxConnections:      0,
+			DrainTimeout:        30 * time.Second,
 			MaxConnectionsPerIP: 0,
+			Passthrough:         true,
 		},
 		Log: Log{
 			Level:          "info",

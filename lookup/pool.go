@@ -82,6 +82,8 @@ type Pool struct {
 	conns  map[string]*brokerConn // by slot key: host:port#n
 	turn   atomic.Uint64
 	closed bool
+
+	refusals sync.Map // broker addr → the CONNECT refusal last logged by Ping
 }
 
 // NewPool makes an empty pool; connections are dialled on first use.
@@ -105,12 +107,25 @@ func (p *Pool) RoundTrip(ctx context.Context, addr string, cmd *pb.BaseCommand) 
 	return c.roundTrip(ctx, cmd)
 }
 
-// Ping checks that the broker's pooled connection is up and answers a PING.
+// Ping checks that the broker's pooled connection is up and answers a PING. A broker that
+// answers the proxy's CONNECT with an error is up too: it refuses the proxy's own identity,
+// not clients, whose connections carry their own (brokers that authenticate
+// original_auth_data refuse an ownPrincipal that comes without credentials). The refusal is
+// logged when it first appears or changes.
 func (p *Pool) Ping(ctx context.Context, b Broker) error {
 	c, err := p.conn(ctx, b.Addr())
+	var refused *BrokerError
+	if errors.As(err, &refused) {
+		if prev, _ := p.refusals.Swap(b.Addr(), refused.Error()); prev != refused.Error() {
+			p.cfg.Logger.Warn().Str("broker", b.Addr()).Err(refused).
+				Msg("broker refuses the proxy's own connection; it answers, so it counts as up (clients connect with their own credentials)")
+		}
+		return nil
+	}
 	if err != nil {
 		return err
 	}
+	p.refusals.Delete(b.Addr())
 	return c.ping(ctx)
 }
 

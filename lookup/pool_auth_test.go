@@ -192,3 +192,41 @@ func TestPoolForwardsClientCredentialsUntilTheyExpire(t *testing.T) {
 		t.Fatalf("connects: %v", b.conn)
 	}
 }
+
+// A broker that refuses the proxy's own CONNECT still answers: Ping counts it as up. One
+// that does not answer at all is down.
+func TestPingCountsARefusingBrokerAsUp(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := frame.NewReader(c, 0).ReadFrame(); err == nil {
+					frame.WriteCommand(c, frame.Error(0, pb.ServerError_AuthenticationError, "Failed to authenticate"))
+				}
+			}()
+		}
+	}()
+	pool := testPool()
+	defer pool.Close()
+	refusing, _ := ParseBrokerURL("pulsar://" + ln.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := pool.Ping(ctx, refusing); err != nil {
+		t.Fatalf("a broker answering CONNECT with an error: %v, want up", err)
+	}
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadBroker, _ := ParseBrokerURL("pulsar://" + dead.Addr().String())
+	dead.Close()
+	if err := pool.Ping(ctx, deadBroker); err == nil {
+		t.Fatal("a closed port counted as up")
+	}
+}

@@ -144,6 +144,10 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 		up.filter = s.upstreamFilter(toClientSink, ref)
 		up.watch = securityCommand
 	}
+	// Without a filter or a refresher nothing reads or injects frames: both directions may
+	// go socket to socket untouched.
+	unframed := s.srv.cfg.Passthrough && up.filter == nil && ref == nil
+	up.unframed, down.unframed = unframed, unframed
 
 	type result struct {
 		up  bool

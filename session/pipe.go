@@ -69,6 +69,9 @@ type pipe struct {
 	bytes       prometheus.Counter
 	buffers     *bufferPools
 	spliceAbove int
+	// unframed: nothing needs this direction's frames (no filter, nothing injected into
+	// dst), so between two TCP sockets it is forwarded as a byte stream (passthrough).
+	unframed bool
 
 	// totals for the session summary, owned by this pipe's goroutine until it returns
 	totalFrames, totalBytes uint64
@@ -109,6 +112,13 @@ func (p *pipe) init() {
 }
 
 func (p *pipe) run() error {
+	if p.unframed && canPassthrough {
+		src, srcOK := p.src.conn.(*net.TCPConn)
+		dst, dstOK := p.dst.conn.(*net.TCPConn)
+		if srcOK && dstOK {
+			return p.passthrough(src, dst)
+		}
+	}
 	p.init()
 	defer p.buffers.put(&p.buf)
 	for {

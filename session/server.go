@@ -28,8 +28,11 @@ type Config struct {
 	MaxPendingLookups int
 	MaxConnections    int            // 0 = unlimited
 	Dialer            *lookup.Dialer // how direct sessions reach brokers (TCP, TLS, PROXY header)
-	ConnectTimeout    time.Duration
-	SummaryLevel      zerolog.Level // level of the one line logged per ended session; Disabled = none
+	// Passthrough lets a direct session without authentication or authorization forward
+	// socket to socket without reading frames (see pipe.passthrough).
+	Passthrough    bool
+	ConnectTimeout time.Duration
+	SummaryLevel   zerolog.Level // level of the one line logged per ended session; Disabled = none
 
 	// Per client IP, the PROXY header's where one was accepted; 0 = unlimited.
 	MaxConnectionsPerIP int

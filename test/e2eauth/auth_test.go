@@ -394,3 +394,24 @@ func brokerLogCount(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// The auth rig's brokers authenticate original_auth_data, so they refuse the proxy's own
+// connections (ownPrincipal carries no credentials). The proxy still reports ready: a broker
+// that answers CONNECT is up, and the refusal is logged once per broker.
+func TestReadyWhenBrokersRefuseTheProxysOwnConnection(t *testing.T) {
+	p := startProxy(t, allowAll, "")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, body := p.Get("/readyz")
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz %d %s", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if log := p.LogTail(1000); !strings.Contains(log, "broker refuses the proxy's own connection") {
+		t.Fatalf("no log line about the refusal:\n%s", log)
+	}
+}

@@ -1,0 +1,170 @@
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+func splicePipesHeld() int {
+	splicePipes.Lock()
+	defer splicePipes.Unlock()
+	return splicePipes.held
+}
+
+// runPassthrough is runPipe for an unframed pipe; readAhead plays bytes the handshake read
+// past CONNECT.
+func runPassthrough(t *testing.T, readAhead []byte) (in, out net.Conn, p *pipe, done <-chan error) {
+	t.Helper()
+	in, srcConn := tcpPair(t)
+	dstConn, out := tcpPair(t)
+	src := newWire(srcConn, frame.DefaultMaxFrameSize)
+	if len(readAhead) > 0 {
+		if _, err := in.Write(readAhead); err != nil {
+			t.Fatal(err)
+		}
+		src.r = bufio.NewReader(srcConn)
+		if _, err := src.r.Peek(len(readAhead)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p = &pipe{src: src, dst: newSink(dstConn), buffers: newBufferPools(), unframed: true,
+		frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"})}
+	errc := make(chan error, 1)
+	go func() {
+		err := p.run()
+		dstConn.(*net.TCPConn).CloseWrite()
+		errc <- err
+	}()
+	return in, out, p, errc
+}
+
+func waitPipesHeld(t *testing.T, what string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for splicePipesHeld() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d splice pipes held, want %d", what, splicePipesHeld(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Bytes read ahead go first, then the stream follows byte for byte whatever its size; an
+// idle direction holds no pipe and no buffer; the end of the source ends the pipe with EOF.
+func TestPassthroughForwardsTheStream(t *testing.T) {
+	head := []byte("read ahead by the handshake")
+	in, out, p, done := runPassthrough(t, head)
+	got := make([]byte, len(head))
+	if _, err := io.ReadFull(out, got); err != nil || !bytes.Equal(got, head) {
+		t.Fatalf("read-ahead: %q %v", got, err)
+	}
+	var all []byte
+	for _, size := range []int{1, 1000, 70 << 10, 3 << 20} {
+		chunk := make([]byte, size)
+		rand.Read(chunk)
+		all = append(all, chunk...)
+		go in.Write(chunk)
+		got := make([]byte, size)
+		if _, err := io.ReadFull(out, got); err != nil || !bytes.Equal(got, chunk) {
+			t.Fatalf("%d bytes: changed on the way, err %v", size, err)
+		}
+		waitPipesHeld(t, "idle", 0)
+	}
+	if held := p.buffers.held.Load(); held != 0 {
+		t.Fatalf("passthrough took %d buffer bytes", held)
+	}
+	in.(*net.TCPConn).CloseWrite()
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("pipe ended with %v", err)
+	}
+	if want := float64(len(head) + len(all)); testutil.ToFloat64(p.bytes) != want {
+		t.Fatalf("bytes counted %v, want %v", testutil.ToFloat64(p.bytes), want)
+	}
+}
+
+// A receiver that stops reading stops the sender; the pipe holds one kernel pipe meanwhile.
+func TestPassthroughBackpressure(t *testing.T) {
+	in, out, _, done := runPassthrough(t, nil)
+	stream := make([]byte, 64<<20)
+	rand.Read(stream)
+	written := make(chan int, 1)
+	go func() {
+		n, _ := in.Write(stream)
+		written <- n
+		in.(*net.TCPConn).CloseWrite()
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case n := <-written:
+		t.Fatalf("the sender wrote all %d bytes with nobody reading: no backpressure", n)
+	default:
+	}
+	if held := splicePipesHeld(); held > 1 {
+		t.Fatalf("%d pipes held by one stalled direction", held)
+	}
+	got, err := io.ReadAll(out)
+	if err != nil || !bytes.Equal(got, stream) {
+		t.Fatalf("after the stall: %d bytes of %d, err %v", len(got), len(stream), err)
+	}
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("pipe ended with %v", err)
+	}
+	waitPipesHeld(t, "after the end", 0)
+}
+
+// A direct session without security forwards unframed when Passthrough is on: frames
+// pipelined behind CONNECT and a large one arrive intact, bytes are counted, frames are not
+// (nothing reads them), and a half-close reaches the broker.
+func TestDirectModePassthrough(t *testing.T) {
+	b, _, _ := fakeBroker(t)
+	cfg := testConfig()
+	cfg.Passthrough = true
+	addr, m := startProxy(t, cfg, nil, oneTarget{b})
+	p := dialPeer(t, addr)
+	send := &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(1)}}
+	md := &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1)}
+	payload := make([]byte, 2<<20)
+	rand.Read(payload)
+	big, err := frame.AppendPayloadCommand(nil, send, nil, md, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect, err := frame.AppendCommand(nil, connectCmd(func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(b.Addr()) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, _ := frame.AppendCommand(nil, frame.Ping())
+	if _, err := p.c.Write(append(append(connect, small...), big...)); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("client got %v, want CONNECTED", got)
+	}
+	// The fake broker echoes every frame.
+	if got := p.recv(); got.GetType() != pb.BaseCommand_PING {
+		t.Fatalf("first frame behind CONNECT came back as %v", got)
+	}
+	if f, err := p.r.ReadFrame(); err != nil || !bytes.HasSuffix(f.Payload, payload) {
+		t.Fatalf("the 2 MiB frame behind it: err %v", err)
+	}
+	p.c.(*net.TCPConn).CloseWrite()
+	p.expectClosed()
+	waitCounter(t, m.closes.WithLabelValues(string(ReasonClientClosed)), 1)
+	waitCounter(t, m.bytes.WithLabelValues(toBroker), float64(len(small)+len(big)))
+	if f := testutil.ToFloat64(m.frames.WithLabelValues(toBroker)); f != 0 {
+		t.Fatalf("%v frames counted on an unframed direction", f)
+	}
+}

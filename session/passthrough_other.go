@@ -1,0 +1,10 @@
+//go:build !linux
+
+package session
+
+import "net"
+
+// canPassthrough: splice(2) is Linux's; elsewhere every direction is forwarded frame by frame.
+const canPassthrough = false
+
+func (p *pipe) passthrough(src, dst *net.TCPConn) error { panic("passthrough without splice") }
