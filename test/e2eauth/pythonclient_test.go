@@ -42,8 +42,8 @@ func needPython(t *testing.T) *rig.PyClient {
 	return nil
 }
 
-// tokenFile writes role's token to a file for pyclient.py (a token in argv shows in ps).
-func tokenFile(t *testing.T, role string) string {
+// pyTokenFile writes role's token to a file for pyclient.py (a token in argv shows in ps).
+func pyTokenFile(t *testing.T, role string) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), role+".token")
 	if err := os.WriteFile(f, []byte(mustToken(role, 0)), 0o600); err != nil {
@@ -61,18 +61,18 @@ func TestPythonClientWithToken(t *testing.T) {
 	defer cancel()
 
 	s, stderr, err := py.Run(ctx, "--url", p.PulsarURL, "--topic", uniqueTopic(nsShared, "py"), "--count", "500",
-		"--token-file", tokenFile(t, "alice"))
+		"--token-file", pyTokenFile(t, "alice"))
 	if err != nil || s.Received != 500 {
-		t.Fatalf("alice's Python client: %v (received %d of 500)\nclient log tail:\n%s", err, s.Received, tail(stderr, 3000))
+		t.Fatalf("alice's Python client: %v (received %d of 500)\nclient log tail:\n%s", err, s.Received, pyLogTail(stderr, 3000))
 	}
 
 	s, stderr, err = py.Run(ctx, "--url", p.PulsarURL, "--topic", uniqueTopic(nsAliceOnly, "py"), "--count", "1",
-		"--token-file", tokenFile(t, "bob"), "--operation-timeout", "10")
+		"--token-file", pyTokenFile(t, "bob"), "--operation-timeout", "10")
 	if err == nil || !strings.Contains(s.Error+string(stderr), "Authoriz") {
 		t.Fatalf("bob's Python client on %s: err = %v, summary error %q; want an authorization refusal\n%s",
-			nsAliceOnly, err, s.Error, tail(stderr, 3000))
+			nsAliceOnly, err, s.Error, pyLogTail(stderr, 3000))
 	}
 	t.Logf("bob refused: %s", s.Error)
 }
 
-func tail(b []byte, n int) []byte { return b[max(0, len(b)-n):] }
+func pyLogTail(b []byte, n int) []byte { return b[max(0, len(b)-n):] }
