@@ -2,7 +2,8 @@
 #
 #   make test       test-unit, then test-e2e, with the time of each phase
 #   make test-unit  go vet + go test -race of every package outside ./test/... (no Java needed)
-#   make test-e2e   warm the rig cache, then go test ./test/... against real brokers and Consul
+#   make test-e2e   warm the rig cache (and the Python client's virtualenv), then go test ./test/...
+#                   against real brokers and Consul
 #   make rig-up     start the test rig in .cache/rig and print its addresses (rig-down stops it)
 #
 # The end-to-end tests start their own rig; to run them against one started by `make rig-up`,
@@ -23,7 +24,7 @@ define timed
 	exit $$rc
 endef
 
-.PHONY: test test-unit test-e2e e2e-prepare e2e-run rig-up rig-down rig-status
+.PHONY: test test-unit test-e2e e2e-prepare e2e-python e2e-run rig-up rig-down rig-status
 
 test:
 	$(call timed,test-unit,$(MAKE) --no-print-directory test-unit)
@@ -35,6 +36,7 @@ test-unit:
 
 test-e2e:
 	$(call timed,rig cache (Pulsar jars + Consul),$(MAKE) --no-print-directory e2e-prepare)
+	$(call timed,python client (virtualenv in .cache),$(MAKE) --no-print-directory e2e-python)
 	$(call timed,go test ./test/...,$(MAKE) --no-print-directory e2e-run)
 
 # Warms .cache (downloads the Pulsar jars, builds Consul). Outside CI a missing tool is left for
@@ -44,6 +46,14 @@ e2e-prepare:
 	elif ! $(RIG) prepare; then \
 	  if [[ -n "$$CI" && "$$CI" != false ]]; then exit 1; fi; \
 	  echo "rig cache not ready; the end-to-end tests will say why they skip or fail"; \
+	fi
+
+# Installs the pinned Python client (test/rig/python-client.sh) for the tests that run it;
+# a no-op when cached. Outside CI a missing python3 is left for those tests to report as a skip.
+e2e-python:
+	@if ! test/rig/python-client.sh; then \
+	  if [[ -n "$$CI" && "$$CI" != false ]]; then exit 1; fi; \
+	  echo "Python client not installed; the Python client tests will say why they skip"; \
 	fi
 
 # Runs the end-to-end tests, then checks that they left no rig process behind. -p 1: each
