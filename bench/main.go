@@ -120,11 +120,16 @@ func run(cfg config, outDir string) error {
 		}
 	}
 	defer stopAll()
-	pp, err := pulsarProxyPath(dir, r.BrokerURL(1), broker)
-	if err != nil {
-		return err
+	for _, v := range []struct {
+		name        string
+		passthrough bool
+	}{{pathPulsarProxy, true}, {pathPulsarProxyFramed, false}} {
+		pp, err := pulsarProxyPath(dir, r.BrokerURL(1), broker, v.name, v.passthrough)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, pp)
 	}
-	paths = append(paths, pp)
 	jp, err := javaProxyPath(ctx, dir, r)
 	if err != nil {
 		return err
@@ -169,7 +174,7 @@ func run(cfg config, outDir string) error {
 						// The first round of each size also takes a CPU profile of pulsar-proxy.
 						if start && p.pprof != "" && round == 0 {
 							<-profiled
-							file := filepath.Join(outDir, "profiles", fmt.Sprintf("pulsar-proxy-%s.cpu.pprof", sizeName(size)))
+							file := filepath.Join(outDir, "profiles", fmt.Sprintf("%s-%s.cpu.pprof", p.Name, sizeName(size)))
 							go func() {
 								profiled <- saveProfile(p.pprof, fmt.Sprintf("profile?seconds=%d", int(cfg.MeasureSec)), file)
 							}()
@@ -259,7 +264,7 @@ func run(cfg config, outDir string) error {
 	}
 	for _, p := range paths {
 		if p.pprof != "" {
-			if err := saveProfile(p.pprof, "allocs", filepath.Join(outDir, "profiles", "pulsar-proxy.allocs.pprof")); err != nil {
+			if err := saveProfile(p.pprof, "allocs", filepath.Join(outDir, "profiles", p.Name+".allocs.pprof")); err != nil {
 				log("allocation profile: %v", err)
 			}
 		}

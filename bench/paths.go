@@ -31,6 +31,9 @@ type path struct {
 const (
 	pathDirect      = "direct"
 	pathPulsarProxy = "pulsar-proxy"
+	// pathPulsarProxyFramed is pulsar-proxy reading every frame (session.passthrough off), as
+	// it forwards when authentication or authorization is on.
+	pathPulsarProxyFramed = "pulsar-proxy-framed"
 	pathJavaProxy   = "java-proxy"
 	pathHAProxy     = "haproxy"
 )
@@ -47,8 +50,13 @@ func directPath(broker string) *path {
 	return &path{Name: pathDirect, ep: endpoint{addr: broker}, stop: func() {}}
 }
 
-// pulsarProxyPath builds and runs this repository's proxy in front of the broker.
-func pulsarProxyPath(dir, brokerURL, broker string) (*path, error) {
+// pulsarProxyPath builds and runs this repository's proxy in front of the broker, as path
+// name, forwarding unframed (passthrough) or frame by frame.
+func pulsarProxyPath(dir, brokerURL, broker, name string, passthrough bool) (*path, error) {
+	dir = filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	bin, err := proxyproc.Build(dir)
 	if err != nil {
 		return nil, err
@@ -60,12 +68,13 @@ func pulsarProxyPath(dir, brokerURL, broker string) (*path, error) {
 	// listen.pprof through the environment: proxyproc writes the listen section itself.
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", pprofPort)
 	os.Setenv("PULSAR_PROXY_LISTEN_PPROF", pprofAddr)
-	p, err := proxyproc.Start(bin, dir, []string{brokerURL}, "log:\n  level: warn\n  sessionSummary: off\n")
+	p, err := proxyproc.Start(bin, dir, []string{brokerURL},
+		fmt.Sprintf("session:\n  passthrough: %t\nlog:\n  level: warn\n  sessionSummary: off\n", passthrough))
 	os.Unsetenv("PULSAR_PROXY_LISTEN_PPROF")
 	if err != nil {
 		return nil, err
 	}
-	return &path{Name: pathPulsarProxy, ep: endpoint{addr: p.Addr, target: broker}, pid: p.PID(),
+	return &path{Name: name, ep: endpoint{addr: p.Addr, target: broker}, pid: p.PID(),
 		pprof: "http://" + pprofAddr, stop: func() { p.Stop() }}, nil
 }
 

@@ -42,7 +42,7 @@ func checkResultsDir(t *testing.T, dir string) {
 	if r.Date == "" || r.Machine.CPUs < 1 || r.Config.Rounds < 1 || len(r.Config.MessageSizes) == 0 {
 		t.Fatalf("latest.json: date, machine or config missing: %+v %+v", r.Machine, r.Config)
 	}
-	want := []string{pathDirect, pathPulsarProxy, pathJavaProxy, pathHAProxy}
+	want := []string{pathDirect, pathPulsarProxy, pathPulsarProxyFramed, pathJavaProxy, pathHAProxy}
 	if strings.Join(r.Paths, ",") != strings.Join(want, ",") {
 		t.Fatalf("paths = %v, want %v", r.Paths, want)
 	}
@@ -104,7 +104,7 @@ func checkResultsDir(t *testing.T, dir string) {
 
 func sampleResults() *results {
 	r := &results{Date: "2026-01-02T03:04:05Z", Machine: machine{CPUs: 2, CPUModel: "test", Kernel: "6", GoVersion: "go"},
-		Config: quickConfig, Paths: []string{pathDirect, pathPulsarProxy, pathJavaProxy, pathHAProxy}, LatencyRate: 1000}
+		Config: quickConfig, Paths: []string{pathDirect, pathPulsarProxy, pathPulsarProxyFramed, pathJavaProxy, pathHAProxy}, LatencyRate: 1000}
 	for i, name := range r.Paths {
 		s := pathSummary{Path: name, Latency: latency{Samples: 10, P50: 1, P99: 2, P999: 3}}
 		for _, size := range r.Config.MessageSizes {
