@@ -67,8 +67,10 @@ e2e-run:
 	  if [[ $$st -ne 3 ]]; then echo "test-e2e left rig processes running; stopping them"; $(RIG) down; rc=1; fi; \
 	fi; \
 	if [[ -z "$$PULSAR_PROXY_AUTH_RIG" ]]; then \
-	  st=0; RIG_DIR=$(AUTH_RIG_DIR) $(RIG) status >/dev/null 2>&1 || st=$$?; \
-	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the auth rig running; stopping it"; RIG_DIR=$(AUTH_RIG_DIR) $(RIG) down; rc=1; fi; \
+	  for d in $(AUTH_RIG_DIR) $(AUTH_RIG_DIR)-trusting; do \
+	    st=0; RIG_DIR=$$d $(RIG) status >/dev/null 2>&1 || st=$$?; \
+	    if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $$d running; stopping it"; RIG_DIR=$$d $(RIG) down; rc=1; fi; \
+	  done; \
 	fi; \
 	exit $$rc
 
