@@ -22,11 +22,24 @@ import (
 // header the decrypted stream starts with (nil when it starts with anything else).
 func tlsBroker(t *testing.T, cert testcerts.Pair, seen chan<- *proxyproto.Header) string {
 	t.Helper()
+	return tlsBrokerSNI(t, cert, seen, nil)
+}
+
+// tlsBrokerSNI is tlsBroker that also hands sni the server name of each ClientHello.
+func tlsBrokerSNI(t *testing.T, cert testcerts.Pair, seen chan<- *proxyproto.Header, sni chan<- string) string {
+	t.Helper()
 	kp, err := tls.LoadX509KeyPair(cert.CertFile, cert.KeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{kp}})
+	cfg := &tls.Config{Certificates: []tls.Certificate{kp}}
+	if sni != nil {
+		cfg.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			sni <- h.ServerName
+			return nil, nil
+		}
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +81,8 @@ func brokerTLS(t *testing.T, o listener.BrokerTLSOptions) *tls.Config {
 func TestDialerVerifiesBrokerCertificate(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcerts.NewCA(t, dir, "ca")
-	addr := tlsBroker(t, ca.ServerFor(t, "broker", time.Now().Add(time.Hour), "127.0.0.1"), nil)
+	sni := make(chan string, 4)
+	addr := tlsBrokerSNI(t, ca.ServerFor(t, "broker", time.Now().Add(time.Hour), "127.0.0.1"), nil, sni)
 	_, port, _ := net.SplitHostPort(addr)
 	verifying := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, listener.BrokerTLSOptions{TrustCertsFile: ca.CertFile})}
 
@@ -77,10 +91,16 @@ func TestDialerVerifiesBrokerCertificate(t *testing.T) {
 		t.Fatalf("broker with a matching certificate: %v", err)
 	}
 	c.Close()
+	if name := <-sni; name != "" {
+		t.Fatalf("SNI %q for an IP address, want none", name)
+	}
 
 	_, err = verifying.Dial(context.Background(), "localhost:"+port, nil)
 	if !CertificateRefused(err) || !strings.Contains(err.Error(), "certificate for another host") {
 		t.Fatalf("certificate for 127.0.0.1 dialled as localhost: err = %v, want a refused certificate", err)
+	}
+	if name := <-sni; name != "localhost" {
+		t.Fatalf("SNI %q, want the dialled host name", name)
 	}
 
 	lax := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, listener.BrokerTLSOptions{TrustCertsFile: ca.CertFile, SkipHostnameVerification: true})}
