@@ -31,7 +31,7 @@ test:
 	$(call timed,test-e2e,$(MAKE) --no-print-directory test-e2e)
 
 test-unit:
-	$(call timed,helm (cached build),$(MAKE) --no-print-directory helm-prepare)
+	$(call timed,helm (pinned; built once into .cache),$(MAKE) --no-print-directory helm-prepare)
 	$(GO) vet ./...
 	$(GO) test -race $(UNIT_PKGS)
 	$(call timed,image test (tools/image),$(MAKE) --no-print-directory image-test)
