@@ -1,7 +1,8 @@
 # pulsar-proxy: build, test and run targets. CI runs `make test` (.ci/run).
 #
 #   make test       test-unit, then test-e2e, with the time of each phase
-#   make test-unit  go vet + go test -race of every package outside ./test/... (no Java needed)
+#   make test-unit  go vet + go test -race of every package outside ./test/... (no Java needed),
+#                   including the chart tests (deploy/helm) and the image tool's (tools/image)
 #   make test-e2e   warm the rig cache (and the Python client's virtualenv), then go test ./test/...
 #                   against real brokers and Consul
 #   make rig-up     start the test rig in .cache/rig and print its addresses (rig-down stops it)
@@ -31,8 +32,10 @@ test:
 	$(call timed,test-e2e,$(MAKE) --no-print-directory test-e2e)
 
 test-unit:
+	$(call timed,helm (pinned; built once into .cache),$(MAKE) --no-print-directory helm-prepare)
 	$(GO) vet ./...
 	$(GO) test -race $(UNIT_PKGS)
+	$(call timed,image test (tools/image),$(MAKE) --no-print-directory image-test)
 
 test-e2e:
 	$(call timed,rig cache (Pulsar jars + Consul),$(MAKE) --no-print-directory e2e-prepare)
@@ -88,7 +91,11 @@ rig-status:
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: demo build proto
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+# The commit's time, so the same commit gives the same image.
+CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
+
+.PHONY: demo build proto image image-test helm helm-prepare chart-test
 
 # The quick start: a real two-broker cluster, the proxy in front, produce and consume through
 # it, print what happened. Uses a rig named by PULSAR_PROXY_RIG if one is up, else starts one.
@@ -98,6 +105,32 @@ demo:
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/pulsar-proxy ./cmd/pulsar-proxy
+
+# The container image without a Docker daemon: bin/image/oci (OCI layout) and
+# bin/image/pulsar-proxy.tar (`docker load`). tools/image is its own module, so its
+# dependencies stay out of go.mod. The Dockerfile builds the same image with Docker.
+image:
+	$(GO) run -C tools/image . -repo $(CURDIR) -out $(CURDIR)/bin/image \
+	  -version $(VERSION) -revision "$(REVISION)" -created "$(CREATED)"
+
+# Builds the image into a temp dir, reads it back, runs its binary; checks the Dockerfile.
+image-test:
+	cd tools/image && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+# The pinned helm in .cache (built once from the module proxy).
+helm:
+	test/rig/build-helm.sh
+
+# As helm, but outside CI a failed build is left for the chart tests to report as a skip.
+helm-prepare:
+	@if ! test/rig/build-helm.sh; then \
+	  if [[ -n "$$CI" && "$$CI" != false ]]; then exit 1; fi; \
+	  echo "helm not built; the chart tests will say why they skip"; \
+	fi
+
+# helm lint and the rendered chart's checks (also part of test-unit).
+chart-test: helm
+	$(GO) test -count=1 -v ./deploy/helm
 
 # Regenerates frame/pb/pulsar_api.pb.go (needs Debian's protobuf-compiler).
 proto:

@@ -1,0 +1,237 @@
+// Package helm_test renders the chart with the pinned helm and checks what a cluster would
+// run: probes and ports that match the proxy's config, the pod's security settings, a grace
+// period longer than the drain, and a config.yaml that the proxy's own config.Load accepts.
+package helm_test
+
+import (
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pulsar-proxy/pulsar-proxy/config"
+	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+)
+
+const (
+	chartDir       = "pulsar-proxy"
+	tlsAuthValues  = "pulsar-proxy/ci/tls-auth-values.yaml"
+	configFileArgs = "--config /etc/pulsar-proxy/config.yaml"
+)
+
+// helmBinary is the pinned helm; without it the tests skip (saying why), or fail on CI.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := rig.HelmBinary()
+	if err != nil {
+		if rig.OnCI() {
+			t.Fatal(err)
+		}
+		t.Skip("chart tests skipped:", err)
+	}
+	return bin
+}
+
+func TestLint(t *testing.T) {
+	helm := helmBinary(t)
+	for _, args := range [][]string{{}, {"-f", tlsAuthValues}} {
+		out, err := exec.Command(helm, append([]string{"lint", "--strict", chartDir}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Errorf("helm lint %q: %v\n%s", args, err, out)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	objs := helmTemplate(t, helmBinary(t))
+	cfg, pod := checkCommon(t, objs)
+
+	if cfg.Discovery.DNS.DNSName == "" || cfg.Discovery.DNS.DNSRecord != "SRV" {
+		t.Errorf("default discovery: %+v, want the brokers' headless Service by SRV", cfg.Discovery.DNS)
+	}
+	if cfg.Listen.PulsarTLS != "" || pod.Containers[0].port("pulsar-ssl") != 0 || objs.get(t, "Service").servicePort("pulsar-ssl") != nil {
+		t.Error("TLS is off by default, yet a TLS listener or port is rendered")
+	}
+	if d := objs.get(t, "Deployment"); d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("replicas %v, want 2", d.Spec.Replicas)
+	}
+	objs.get(t, "PodDisruptionBudget")
+	for _, kind := range []string{"HorizontalPodAutoscaler", "ServiceMonitor"} {
+		if _, ok := objs[kind]; ok {
+			t.Errorf("%s rendered but off by default", kind)
+		}
+	}
+}
+
+func TestTLSAndAuth(t *testing.T) {
+	objs := helmTemplate(t, helmBinary(t), "-f", tlsAuthValues)
+	cfg, pod := checkCommon(t, objs)
+	c := pod.Containers[0]
+
+	if p := port(t, cfg.Listen.PulsarTLS); c.port("pulsar-ssl") != p {
+		t.Errorf("container port pulsar-ssl %d, listen.pulsarTLS %q", c.port("pulsar-ssl"), cfg.Listen.PulsarTLS)
+	}
+	svc := objs.get(t, "Service")
+	if sp := svc.servicePort("pulsar-ssl"); sp == nil || sp.Port != 6651 || sp.TargetPort != "pulsar-ssl" {
+		t.Errorf("service port pulsar-ssl: %+v", sp)
+	}
+	if svc.Spec.Type != "LoadBalancer" || svc.Spec.ExternalTrafficPolicy != "Local" {
+		t.Errorf("service type %q externalTrafficPolicy %q", svc.Spec.Type, svc.Spec.ExternalTrafficPolicy)
+	}
+	if !cfg.Auth.Enabled || !cfg.Authz.PolicyEnabled || !cfg.Broker.TLS.BrokerTLSEnabled {
+		t.Errorf("auth %v authz %v broker TLS %v, want all on", cfg.Auth.Enabled, cfg.Authz.PolicyEnabled, cfg.Broker.TLS.BrokerTLSEnabled)
+	}
+
+	// Every file the config names comes from the Secret or ConfigMap (and key) it should.
+	files := []struct{ key, path, source, file string }{
+		{"tls.certFile", cfg.TLS.CertFile, "pulsar-proxy-tls", "tls.crt"},
+		{"tls.keyFile", cfg.TLS.KeyFile, "pulsar-proxy-tls", "tls.key"},
+		{"tls.clientCAFile", cfg.TLS.ClientCAFile, "pulsar-proxy-tls", "ca.crt"},
+		{"broker.tls.trustCertsFile", cfg.Broker.TLS.BrokerTrustCertsFile, "pulsar-broker-ca", "ca.crt"},
+		{"broker.tls.certFile", cfg.Broker.TLS.BrokerCertFile, "pulsar-broker-ca", "tls.crt"},
+		{"broker.tls.keyFile", cfg.Broker.TLS.BrokerKeyFile, "pulsar-broker-ca", "tls.key"},
+		{"auth.token.secretKeyFile", cfg.Auth.Token.SecretKeyFile, "pulsar-token-key", "secret.key"},
+		{"auth.brokerClient.tokenFile", cfg.Auth.BrokerClient.TokenFile, "pulsar-proxy-token", "token"},
+		{"authz.policyFile", cfg.Authz.PolicyFile, "pulsar-proxy-policy", "policy.yaml"},
+	}
+	for _, f := range files {
+		if source, file := mountedFrom(pod, f.path); source != f.source || file != f.file {
+			t.Errorf("%s = %q comes from %q key %q, want %q key %q", f.key, f.path, source, file, f.source, f.file)
+		}
+	}
+
+	if d := objs.get(t, "Deployment"); d.Spec.Replicas != nil {
+		t.Errorf("replicas %d set although the HorizontalPodAutoscaler owns them", *d.Spec.Replicas)
+	}
+	if hpa := objs.get(t, "HorizontalPodAutoscaler"); hpa.Spec.ScaleTargetRef.Name != objs.get(t, "Deployment").Metadata.Name {
+		t.Errorf("HPA scales %q", hpa.Spec.ScaleTargetRef.Name)
+	}
+	if sm := objs.get(t, "ServiceMonitor"); len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "http" || sm.Spec.Endpoints[0].Path != "/metrics" {
+		t.Errorf("ServiceMonitor endpoints %+v", sm.Spec.Endpoints)
+	}
+}
+
+// TestConfigChangeRollsPods: the pod template's checksum follows the config.
+func TestConfigChangeRollsPods(t *testing.T) {
+	helm := helmBinary(t)
+	sum := func(args ...string) string {
+		return helmTemplate(t, helm, args...).get(t, "Deployment").Spec.Template.Metadata.Annotations["checksum/config"]
+	}
+	a, b := sum(), sum("--set", "config.log.level=debug")
+	if a == "" || a == b {
+		t.Errorf("checksum/config %q before and %q after a config change", a, b)
+	}
+}
+
+// checkCommon checks what every rendering must get right and returns the loaded config and
+// the pod spec.
+func checkCommon(t *testing.T, objs rendered) (*config.Config, podSpec) {
+	t.Helper()
+	cm := objs.get(t, "ConfigMap")
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(file, []byte(cm.Data["config.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The strongest check: the proxy itself accepts the rendered file (no environment).
+	cfg, err := config.Load(file, nil)
+	if err != nil {
+		t.Fatalf("the proxy refuses the rendered config.yaml: %v\n%s", err, cm.Data["config.yaml"])
+	}
+
+	d := objs.get(t, "Deployment")
+	pod := d.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+
+	if strings.Join(c.Args, " ") != configFileArgs {
+		t.Errorf("args %q, want %q", c.Args, configFileArgs)
+	}
+	if source, file := mountedFrom(pod, "/etc/pulsar-proxy/config.yaml"); source != cm.Metadata.Name || file != "config.yaml" {
+		t.Errorf("config.yaml comes from %q key %q, want ConfigMap %q", source, file, cm.Metadata.Name)
+	}
+
+	// Probes on listen.http.
+	httpPort := port(t, cfg.Listen.HTTP)
+	for name, p := range map[string]probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+		if p.HTTPGet.Path != name || probePort(c, p) != httpPort {
+			t.Errorf("probe %s: path %q port %q (%d), want listen.http's port %d", name, p.HTTPGet.Path, p.HTTPGet.Port, probePort(c, p), httpPort)
+		}
+	}
+	if c.port("pulsar") != port(t, cfg.Listen.Pulsar) {
+		t.Errorf("container port pulsar %d, listen.pulsar %q", c.port("pulsar"), cfg.Listen.Pulsar)
+	}
+	svc := objs.get(t, "Service")
+	for name, want := range map[string]int{"pulsar": 6650, "http": 8080} {
+		if sp := svc.servicePort(name); sp == nil || sp.Port != want || sp.TargetPort != name {
+			t.Errorf("service port %s: %+v, want %d to the container's %s", name, sp, want, name)
+		}
+	}
+
+	// Security.
+	sc := c.SecurityContext
+	if !pod.SecurityContext.RunAsNonRoot || pod.SecurityContext.RunAsUser != 65532 || !sc.RunAsNonRoot {
+		t.Errorf("pod runs as non-root %v, user %d", pod.SecurityContext.RunAsNonRoot, pod.SecurityContext.RunAsUser)
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !sc.ReadOnlyRootFilesystem || !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) {
+		t.Errorf("container securityContext %+v", sc)
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("the service account token is mounted; the proxy never uses it")
+	}
+	if c.Resources.Requests["cpu"] == "" || c.Resources.Requests["memory"] == "" || c.Resources.Limits["memory"] == "" {
+		t.Errorf("resources %+v", c.Resources)
+	}
+
+	// Shutdown: the preStop sleep, then the whole drain, must fit in the grace period.
+	preStop := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+	grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second
+	if preStop <= 0 || grace <= preStop+cfg.Session.DrainTimeout {
+		t.Errorf("terminationGracePeriodSeconds %v, preStop sleep %v, session.drainTimeout %v: the drain would be cut short", grace, preStop, cfg.Session.DrainTimeout)
+	}
+	return cfg, pod
+}
+
+// mountedFrom names the Secret or ConfigMap, and its key, that a file path in the container
+// comes from ("" when no volume mount holds it).
+func mountedFrom(pod podSpec, file string) (source, key string) {
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if path.Dir(file) != m.MountPath {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			switch {
+			case v.Name != m.Name:
+			case v.Secret != nil:
+				return v.Secret.SecretName, path.Base(file)
+			case v.ConfigMap != nil:
+				return v.ConfigMap.Name, path.Base(file)
+			}
+		}
+	}
+	return "", ""
+}
+
+// probePort resolves a probe's port, named or numbered, to a number.
+func probePort(c container, p probe) int {
+	if n, err := strconv.Atoi(p.HTTPGet.Port); err == nil {
+		return n
+	}
+	return c.port(p.HTTPGet.Port)
+}
+
+func port(t *testing.T, addr string) int {
+	t.Helper()
+	i := strings.LastIndexByte(addr, ':')
+	n, err := strconv.Atoi(addr[i+1:])
+	if i < 0 || err != nil {
+		t.Fatalf("listen address %q has no port", addr)
+	}
+	return n
+}

@@ -1,0 +1,28 @@
+package rig
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// HelmBinary is the helm that build-helm.sh builds into the cache (`make helm`), or
+// RIG_HELM_BIN. A missing one is a *PrereqError, for the caller to skip on (outside CI) or
+// fail on.
+func HelmBinary() (string, error) {
+	bin := os.Getenv("RIG_HELM_BIN")
+	if bin == "" {
+		v, err := Versions()
+		if err != nil {
+			return "", err
+		}
+		c, err := cacheDir()
+		if err != nil {
+			return "", err
+		}
+		bin = filepath.Join(c, "helm-"+v["HELM_VERSION"])
+	}
+	if !fileExists(bin) {
+		return "", &PrereqError{Reason: "no helm at " + bin + " (`make helm` builds it: test/rig/build-helm.sh)"}
+	}
+	return bin, nil
+}

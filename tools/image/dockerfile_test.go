@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/json"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDockerfileMatchesImage holds the Dockerfile (which cannot be built here: no Docker
+// daemon) to the facts this tool builds the image from.
+func TestDockerfileMatchesImage(t *testing.T) {
+	b, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Join continuation lines and drop comments: one instruction per line.
+	text := regexp.MustCompile(`\\\n\s*`).ReplaceAllString(string(b), " ")
+	var final []string // instructions of the last stage
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "FROM ") {
+			final = nil
+		}
+		final = append(final, line)
+	}
+	instr := func(name string) string {
+		for _, l := range final {
+			if strings.HasPrefix(l, name+" ") {
+				return strings.TrimPrefix(l, name+" ")
+			}
+		}
+		t.Errorf("final stage has no %s", name)
+		return ""
+	}
+	jsonArray := func(name string) []string {
+		var a []string
+		if err := json.Unmarshal([]byte(instr(name)), &a); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		return a
+	}
+
+	if got := instr("FROM"); got != "scratch" {
+		t.Errorf("final stage FROM %q, want scratch", got)
+	}
+	if got := instr("USER"); got != user {
+		t.Errorf("USER %q, tools/image %q", got, user)
+	}
+	if got := strings.Fields(instr("EXPOSE")); !slices.Equal(got, exposedPorts) {
+		t.Errorf("EXPOSE %q, tools/image %q", got, exposedPorts)
+	}
+	if got := jsonArray("ENTRYPOINT"); !slices.Equal(got, entrypoint) {
+		t.Errorf("ENTRYPOINT %q, tools/image %q", got, entrypoint)
+	}
+	if got := jsonArray("CMD"); !slices.Equal(got, cmd) {
+		t.Errorf("CMD %q, tools/image %q", got, cmd)
+	}
+	for _, copyLine := range []string{"--from=build /out/pulsar-proxy " + binaryPath, configSource + " " + configPath} {
+		if !slices.Contains(final, "COPY "+copyLine) {
+			t.Errorf("no COPY %s", copyLine)
+		}
+	}
+	var labelKeys []string
+	for _, m := range regexp.MustCompile(`(org\.opencontainers\.image\.[a-z]+)=`).FindAllStringSubmatch(instr("LABEL"), -1) {
+		labelKeys = append(labelKeys, m[1])
+	}
+	want := slices.Sorted(maps.Keys(labels(meta{revision: "x", created: time.Now()})))
+	if slices.Sort(labelKeys); !slices.Equal(labelKeys, want) {
+		t.Errorf("LABEL keys %q, tools/image %q", labelKeys, want)
+	}
+
+	// The binary: same flags as buildBinary.
+	wantBuild := []string{"CGO_ENABLED=0", "go build"}
+	wantBuild = append(wantBuild, buildFlags...)
+	wantBuild = append(wantBuild, `-ldflags "`+ldflags("${VERSION}")+`"`, "./cmd/pulsar-proxy")
+	var build string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, "go build") {
+			build = l
+		}
+	}
+	for _, w := range wantBuild {
+		if !strings.Contains(build, w) {
+			t.Errorf("Dockerfile's go build %q lacks %q", build, w)
+		}
+	}
+}
