@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -156,10 +157,21 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	results := make(chan result, 2)
 	go func() { results <- result{true, up.run()} }()
 	go func() { results <- result{false, down.run()} }()
+	forwarding := make(chan struct{})
+	watching := make(chan struct{})
+	go func() { s.stopReadingOnDrain(forwarding); close(watching) }()
+	defer func() { close(forwarding); <-watching }()
 
 	first := <-results
 	var reason CloseReason
 	switch {
+	case first.up && s.draining() && isTimeout(first.err):
+		// Nothing more goes to the broker; what it is still sending (receipts of what it
+		// got) reaches the client before both ends close.
+		reason = ReasonDrained
+		settle(&down.moved)
+		s.client.conn.Close()
+		broker.conn.Close()
 	case first.up && errors.Is(first.err, io.EOF):
 		reason = ReasonClientClosed
 		closeWrite(broker.conn)
@@ -189,6 +201,27 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	s.bytesOut, s.framesOut = down.totalBytes, down.totalFrames
 	s.mu.Unlock()
 	return reason
+}
+
+// Draining sessions wait for the broker's side to settle: until it has sent nothing for
+// settleQuiet, at most settleMax. Answers to requests already forwarded come within a broker
+// round trip (milliseconds); a consumer's stream would never go quiet. An answer that misses
+// the window is not a loss: the client sends the request again after it reconnects.
+const (
+	settleQuiet = 500 * time.Millisecond
+	settleMax   = 3 * time.Second
+)
+
+// settle returns once the counter has not moved for settleQuiet, or after settleMax.
+func settle(moved *atomic.Uint64) {
+	deadline := time.Now().Add(settleMax)
+	last, quietSince := moved.Load(), time.Now()
+	for time.Now().Before(deadline) && time.Since(quietSince) < settleQuiet {
+		time.Sleep(settleQuiet / 8)
+		if n := moved.Load(); n != last {
+			last, quietSince = n, time.Now()
+		}
+	}
 }
 
 func (s *session) pipeFailure(fromClient bool, err error) CloseReason {

@@ -24,7 +24,7 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 	}
 
 	slots := make(chan struct{}, cfg.MaxPendingLookups)
-	var inFlight sync.WaitGroup
+	var inFlight, answering sync.WaitGroup // the refresher and answers; answers alone
 	ref := s.newRefresher(func(c *pb.BaseCommand) error { return s.client.writeCommand(c, cfg.KeepAliveInterval) })
 	inFlight.Add(1)
 	go func() {
@@ -33,16 +33,26 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 			s.expireCredentials()
 		}
 	}()
+	inFlight.Add(1)
+	go func() { defer inFlight.Done(); s.stopReadingOnDrain(s.ctx.Done()) }()
 	defer func() {
 		s.cancel() // abandons broker round trips of a client that is gone
 		inFlight.Wait()
 	}()
+	// Loop invariant on drain: the read below fails at once; answers in flight still go out.
+	drained := func() CloseReason {
+		answering.Wait() // bounded by broker.lookupTimeout
+		return ReasonDrained
+	}
 	pinged := false
 	for {
 		// An idle client is pinged after one interval and dropped after a second one.
-		s.client.conn.SetReadDeadline(time.Now().Add(cfg.KeepAliveInterval))
+		s.setReadDeadline(time.Now().Add(cfg.KeepAliveInterval))
 		cmd, err := s.client.readCommand()
 		if err != nil {
+			if isTimeout(err) && s.draining() {
+				return drained()
+			}
 			if isTimeout(err) && !pinged && s.ctx.Err() == nil {
 				pinged = true
 				if s.client.writeCommand(frame.Ping(), cfg.KeepAliveInterval) != nil {
@@ -72,8 +82,9 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 			select {
 			case slots <- struct{}{}:
 				inFlight.Add(1)
+				answering.Add(1)
 				go func() {
-					defer func() { <-slots; inFlight.Done() }()
+					defer func() { <-slots; answering.Done(); inFlight.Done() }()
 					s.answer(cmd)
 				}()
 			default:

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,6 +76,8 @@ type pipe struct {
 
 	// totals for the session summary, owned by this pipe's goroutine until it returns
 	totalFrames, totalBytes uint64
+	// moved is totalBytes for other goroutines: a draining session watches it settle.
+	moved atomic.Uint64
 
 	buf        buffer
 	start, end int             // unconsumed bytes: buf.bytes()[start:end]
@@ -237,6 +240,7 @@ func (p *pipe) count(frames uint64, bytes int) {
 	p.bytes.Add(float64(bytes))
 	p.totalFrames += frames
 	p.totalBytes += uint64(bytes)
+	p.moved.Add(uint64(bytes))
 }
 
 // makeRoom arranges for need bytes of the frame at start to fit in the buffer after a read:

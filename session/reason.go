@@ -18,7 +18,8 @@ const (
 	ReasonKeepAliveTimeout   CloseReason = "keepalive_timeout"
 	ReasonTooManyConnections CloseReason = "too_many_connections"
 	ReasonTooManyFromIP      CloseReason = "too_many_connections_per_ip"
-	ReasonShutdown           CloseReason = "shutdown"
+	ReasonShutdown           CloseReason = "shutdown" // still open at the drain deadline
+	ReasonDrained            CloseReason = "drained"  // handed over on drain (see session.drain)
 	ReasonAuthFailed         CloseReason = "authentication_failed"
 	ReasonAuthExpired        CloseReason = "credentials_expired"
 	ReasonTransportSetup     CloseReason = "transport_setup_failed" // TLS handshake or PROXY header

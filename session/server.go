@@ -142,13 +142,19 @@ func (s *Server) start(c net.Conn) bool {
 	return true
 }
 
-// Shutdown stops accepting, lets sessions end by themselves until ctx is done, then closes
-// the rest and waits for them.
+// Shutdown stops accepting and asks every session to hand its client over (see
+// session.drain): lookup sessions finish the lookups in flight, direct sessions stop
+// forwarding the client's requests and deliver the broker's answers until it goes quiet,
+// then both close, and clients reconnect through another proxy. Sessions still open when
+// ctx is done are closed; Shutdown waits for all of them.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
 	for ln := range s.listeners {
 		ln.Close()
+	}
+	for sess := range s.sessions {
+		sess.drain()
 	}
 	s.mu.Unlock()
 

@@ -41,6 +41,8 @@ type session struct {
 	clientCreds authz.Credentials // what it presented, for forwardClientCredentials
 	authExpired bool              // ended because its credentials were not renewed
 	shutdownC   bool
+	drainC      chan struct{} // closed when the server starts draining
+	drainOnce   sync.Once
 
 	bytesIn, bytesOut   uint64 // direct mode, for the summary line
 	framesIn, framesOut uint64
@@ -58,7 +60,47 @@ func newSession(srv *Server, c net.Conn, id uint64) *session {
 		ctx:    ctx,
 		cancel: cancel,
 		mode:   "handshake",
+		drainC: make(chan struct{}),
 	}
+}
+
+// drain asks the session to hand its client over to another proxy: take no new request,
+// let the answers already on their way arrive, then close, so the client reconnects (through
+// the service address, to a proxy that is not draining) and loses nothing it sent: a
+// request the broker never answered is sent again by the client. Each mode acts on it in its
+// own goroutines (see stopReadingOnDrain); a session still in its handshake finishes it.
+func (s *session) drain() {
+	s.drainOnce.Do(func() { close(s.drainC) })
+}
+
+// stopReadingOnDrain makes the client's next read fail once draining begins (waking one that
+// waits), until done is closed. It returns when it is done.
+func (s *session) stopReadingOnDrain(done <-chan struct{}) {
+	select {
+	case <-s.drainC:
+		s.setReadDeadline(time.Now())
+	case <-done:
+	}
+}
+
+func (s *session) draining() bool {
+	select {
+	case <-s.drainC:
+		return true
+	default:
+		return false
+	}
+}
+
+// setReadDeadline sets the client's read deadline, except that once draining has begun the
+// deadline stays in the past: a later keep-alive deadline must not undo the drain's.
+func (s *session) setReadDeadline(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining() {
+		t = time.Unix(1, 0)
+	}
+	s.client.conn.SetReadDeadline(t)
 }
 
 func (s *session) run(overLimit bool) {

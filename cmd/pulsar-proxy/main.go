@@ -197,8 +197,14 @@ func run(cfg *config.Config) error {
 	listening.Store(false)
 	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Session.DrainTimeout)
 	defer cancel()
-	if err := sessions.Shutdown(drainCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	drainBegan := time.Now()
+	switch err := sessions.Shutdown(drainCtx); {
+	case errors.Is(err, context.DeadlineExceeded):
+		log.Warn().Dur("drain_timeout", cfg.Session.DrainTimeout).Msg("sessions still open at the drain deadline were closed")
+	case err != nil:
 		log.Warn().Err(err).Msg("drain")
+	default:
+		log.Info().Dur("took", time.Since(drainBegan)).Msg("every session handed over")
 	}
 	shutdownCtx, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
