@@ -34,8 +34,8 @@ const (
 	// pathPulsarProxyFramed is pulsar-proxy reading every frame (session.passthrough off), as
 	// it forwards when authentication or authorization is on.
 	pathPulsarProxyFramed = "pulsar-proxy-framed"
-	pathJavaProxy   = "java-proxy"
-	pathHAProxy     = "haproxy"
+	pathJavaProxy         = "java-proxy"
+	pathHAProxy           = "haproxy"
 )
 
 func brokerAddr(brokerURL string) (string, error) {
