@@ -188,6 +188,9 @@ type Session struct {
 	MaxConnectionsPerIP int `yaml:"maxConnectionsPerIP" env:"MAX_CONNECTIONS_PER_IP"`
 	// Passthrough forwards direct sessions without auth/authz socket to socket, unframed.
 	Passthrough bool `yaml:"passthrough" env:"PASSTHROUGH"`
+	// New connections per second per client IP (0 = unlimited), and the burst above it.
+	ConnectionRatePerIP  float64 `yaml:"connectionRatePerIP" env:"CONNECTION_RATE_PER_IP"`
+	ConnectionBurstPerIP int     `yaml:"connectionBurstPerIP" env:"CONNECTION_BURST_PER_IP"`
 }
 
 // Log controls logging. SessionSummary is separate from Level so the
@@ -236,12 +239,13 @@ func Default() *Config {
 			KeepAliveInterval: 30 * time.Second,
 			// The broker's default maxMessageSize is 5 MiB; the extra 10 KiB
 			// leaves room for the frame's command and metadata around it.
-			MaxFrameSize:        5*1024*1024 + 10*1024,
-			MaxPendingLookups:   1000,
-			MaxConnections:      0,
-			DrainTimeout:        30 * time.Second,
-			MaxConnectionsPerIP: 0,
-			Passthrough:         true,
+			MaxFrameSize:         5*1024*1024 + 10*1024,
+			MaxPendingLookups:    1000,
+			MaxConnections:       0,
+			DrainTimeout:         30 * time.Second,
+			MaxConnectionsPerIP:  0,
+			Passthrough:          true,
+			ConnectionBurstPerIP: 20,
 		},
 		Log: Log{
 			Level:          "info",

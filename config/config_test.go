@@ -237,6 +237,11 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`proxyProtocol.trustedCIDRs[0]: "10.0.0.0/33"`},
 		},
 		{
+			name: "bad connection rate",
+			yaml: "discovery: {static: {brokers: [pulsar://b:6650]}}\nsession: {connectionRatePerIP: -1, connectionBurstPerIP: 0}",
+			want: []string{"session.connectionRatePerIP: must be 0 (unlimited) or greater", "session.connectionBurstPerIP: must be at least 1"},
+		},
+		{
 			name: "bad consul and target settings",
 			yaml: "discovery: {consul: {service: pulsar, waitTime: 11m, address: \"a b\"}}\nbroker: {allowedPorts: [0], allowedHosts: [\"[\"], learnedTargetLifetime: -1s}",
 			want: []string{"discovery.consul.waitTime:", "discovery.consul.address:", "broker.allowedPorts[0]:",

@@ -164,6 +164,12 @@ func (c *Config) Validate() error {
 		bad("session.maxConnectionsPerIP", "must be 0 (unlimited) or greater, got %d", c.Session.MaxConnectionsPerIP)
 	}
 	positive("session.drainTimeout", c.Session.DrainTimeout)
+	if c.Session.ConnectionRatePerIP < 0 {
+		bad("session.connectionRatePerIP", "must be 0 (unlimited) or greater, got %v", c.Session.ConnectionRatePerIP)
+	}
+	if c.Session.ConnectionBurstPerIP < 1 {
+		bad("session.connectionBurstPerIP", "must be at least 1, got %d", c.Session.ConnectionBurstPerIP)
+	}
 
 	if c.Auth.Enabled && c.Auth.Token.SecretKeyFile == "" && c.Auth.Token.PublicKeyFile == "" {
 		bad("auth.token", "auth.enabled needs token.secretKeyFile or token.publicKeyFile")

@@ -18,6 +18,7 @@ const (
 	ReasonKeepAliveTimeout   CloseReason = "keepalive_timeout"
 	ReasonTooManyConnections CloseReason = "too_many_connections"
 	ReasonTooManyFromIP      CloseReason = "too_many_connections_per_ip"
+	ReasonConnectRate        CloseReason = "connection_rate_per_ip"
 	ReasonShutdown           CloseReason = "shutdown" // still open at the drain deadline
 	ReasonDrained            CloseReason = "drained"  // handed over on drain (see session.drain)
 	ReasonAuthFailed         CloseReason = "authentication_failed"
@@ -30,7 +31,7 @@ const (
 func (r CloseReason) beforeSession() bool {
 	switch r {
 	case ReasonHandshakeTimeout, ReasonExpectedConnect, ReasonForgedProxyFields, ReasonAuthFailed,
-		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerRefused, ReasonTooManyConnections, ReasonTooManyFromIP, ReasonTransportSetup:
+		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerRefused, ReasonTooManyConnections, ReasonTooManyFromIP, ReasonConnectRate, ReasonTransportSetup:
 		return true
 	}
 	return false

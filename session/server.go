@@ -28,14 +28,17 @@ type Config struct {
 	MaxPendingLookups int
 	MaxConnections    int            // 0 = unlimited
 	Dialer            *lookup.Dialer // how direct sessions reach brokers (TCP, TLS, PROXY header)
+	ConnectTimeout    time.Duration
+	SummaryLevel      zerolog.Level // level of the one line logged per ended session; Disabled = none
 	// Passthrough lets a direct session without authentication or authorization forward
 	// socket to socket without reading frames (see pipe.passthrough).
-	Passthrough    bool
-	ConnectTimeout time.Duration
-	SummaryLevel   zerolog.Level // level of the one line logged per ended session; Disabled = none
+	Passthrough bool
 
 	// Per client IP, the PROXY header's where one was accepted; 0 = unlimited.
 	MaxConnectionsPerIP int
+	// New connections per second per client IP, and the burst above it; 0 = unlimited.
+	ConnectionRatePerIP  float64
+	ConnectionBurstPerIP int
 }
 
 // Resolver answers lookup-mode requests (LOOKUP, PARTITIONED_METADATA,
@@ -62,6 +65,7 @@ type Server struct {
 	buffers     *bufferPools // read buffers of direct-mode pipes, shared by all sessions
 	spliceAbove int          // see defaultSpliceAbove; benchmarks vary it
 	clientIPs   *clientIPs   // live connections per client IP, for MaxConnectionsPerIP
+	connectRate *connectRate // new connections per client IP; nil = unlimited
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -75,9 +79,10 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 	return &Server{
 		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
 		buffers: newBufferPools(), spliceAbove: defaultSpliceAbove,
-		clientIPs: newClientIPs(cfg.MaxConnectionsPerIP, m.clientIPs),
-		listeners: map[net.Listener]struct{}{},
-		sessions:  map[*session]struct{}{},
+		clientIPs:   newClientIPs(cfg.MaxConnectionsPerIP, m.clientIPs),
+		connectRate: newConnectRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP),
+		listeners:   map[net.Listener]struct{}{},
+		sessions:    map[*session]struct{}{},
 	}
 }
 

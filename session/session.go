@@ -138,6 +138,10 @@ func (s *session) open(overLimit bool) CloseReason {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections, retry later")
 		return ReasonTooManyConnections
 	}
+	if !s.srv.connectRate.allow(s.conn.RemoteAddr()) {
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many new connections from your address, retry later")
+		return ReasonConnectRate
+	}
 	release, ok := s.srv.clientIPs.acquire(s.conn.RemoteAddr())
 	if !ok {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections from your address, retry later")

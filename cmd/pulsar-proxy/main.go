@@ -110,19 +110,21 @@ func run(cfg *config.Config) error {
 	resolver := lookup.NewResolver(brokers, pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, dialer.TLS != nil, lookupMetrics)
 
 	sessions := session.NewServer(session.Config{
-		ServerVersion:       serverVersion,
-		ProtocolVersion:     protocolVersion,
-		MaxFrameSize:        cfg.Session.MaxFrameSize,
-		MaxMessageSize:      maxMessageSize(cfg.Session.MaxFrameSize),
-		HandshakeTimeout:    cfg.Session.HandshakeTimeout,
-		KeepAliveInterval:   cfg.Session.KeepAliveInterval,
-		MaxPendingLookups:   cfg.Session.MaxPendingLookups,
-		MaxConnections:      cfg.Session.MaxConnections,
-		Dialer:              dialer,
-		ConnectTimeout:      cfg.Broker.ConnectTimeout,
-		SummaryLevel:        summaryLevel,
-		MaxConnectionsPerIP: cfg.Session.MaxConnectionsPerIP,
-		Passthrough:         cfg.Session.Passthrough,
+		ServerVersion:        serverVersion,
+		ProtocolVersion:      protocolVersion,
+		MaxFrameSize:         cfg.Session.MaxFrameSize,
+		MaxMessageSize:       maxMessageSize(cfg.Session.MaxFrameSize),
+		HandshakeTimeout:     cfg.Session.HandshakeTimeout,
+		KeepAliveInterval:    cfg.Session.KeepAliveInterval,
+		MaxPendingLookups:    cfg.Session.MaxPendingLookups,
+		MaxConnections:       cfg.Session.MaxConnections,
+		Dialer:               dialer,
+		ConnectTimeout:       cfg.Broker.ConnectTimeout,
+		SummaryLevel:         summaryLevel,
+		MaxConnectionsPerIP:  cfg.Session.MaxConnectionsPerIP,
+		Passthrough:          cfg.Session.Passthrough,
+		ConnectionRatePerIP:  cfg.Session.ConnectionRatePerIP,
+		ConnectionBurstPerIP: cfg.Session.ConnectionBurstPerIP,
 	}, resolver, brokers, session.NewMetrics(reg), log)
 	sessions.SetSecurity(sec)
 

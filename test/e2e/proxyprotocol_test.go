@@ -134,6 +134,26 @@ func TestProxyHeaderAddressIsCountedPerIP(t *testing.T) {
 	}
 }
 
+// TestProxyHeaderAddressIsRateLimited: session.connectionRatePerIP counts new connections by
+// the PROXY header's address: a burst of 2 from 203.0.113.7, the third refused, while
+// 203.0.113.8 (same socket address, 127.0.0.1) still connects.
+func TestProxyHeaderAddressIsRateLimited(t *testing.T) {
+	proxy := startProxy(t, brokerURLs(), "proxyProtocol:\n  enabled: true\n  trustedCIDRs: [127.0.0.0/8]\n"+
+		"session:\n  connectionRatePerIP: 0.01\n  connectionBurstPerIP: 2\n")
+	connectedAs(t, proxy.Addr, "203.0.113.7:41000").Close()
+	connectedAs(t, proxy.Addr, "203.0.113.7:41001").Close()
+	resp, third := connectAs(t, proxy.Addr, "203.0.113.7:41002")
+	if resp.GetType() != pb.BaseCommand_ERROR || resp.GetError().GetError() != pb.ServerError_ServiceNotReady {
+		t.Fatalf("third connection from 203.0.113.7 answered with %v, want ERROR ServiceNotReady", resp)
+	}
+	expectClosed(t, third)
+	waitLogLine(t, proxy, `"remote":"203.0.113.7:41002"`, `"reason":"connection_rate_per_ip"`)
+	connectedAs(t, proxy.Addr, "203.0.113.8:41000")
+	if n := proxy.metric(t, "pulsar_proxy_handshake_failures_total", `reason="connection_rate_per_ip"`); n != 1 {
+		t.Fatalf("%v refusals counted, want 1", n)
+	}
+}
+
 // TestProxyHeaderFromUntrustedAddressRefused: the same header from a source outside
 // proxyProtocol.trustedCIDRs closes the connection, and its address is never used.
 func TestProxyHeaderFromUntrustedAddressRefused(t *testing.T) {
