@@ -10,7 +10,6 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
-
 func TestConnectRatePerIP(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := newConnectRate(2, 3) // 2 per second, 3 at once
