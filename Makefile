@@ -2,7 +2,7 @@
 #
 #   make test       test-unit, then test-e2e, with the time of each phase
 #   make test-unit  go vet + go test -race of every package outside ./test/... (no Java needed),
-#                   including the chart tests (deploy/helm) and the image tool's (tools/image)
+#                   including the chart tests (helm) and the image tool's (tools/image)
 #   make test-e2e   warm the rig cache (and the Python client's virtualenv), then go test ./test/...
 #                   against real brokers and Consul
 #   make rig-up     start the test rig in .cache/rig and print its addresses (rig-down stops it)
@@ -130,7 +130,7 @@ helm-prepare:
 
 # helm lint and the rendered chart's checks (also part of test-unit).
 chart-test: helm
-	$(GO) test -count=1 -v ./deploy/helm
+	$(GO) test -count=1 -v ./helm
 
 # Regenerates frame/pb/pulsar_api.pb.go (needs Debian's protobuf-compiler).
 proto:
