@@ -79,9 +79,9 @@ func NewJWKS(cfg JWKSConfig, m *JWKSMetrics, log zerolog.Logger) (*JWKS, error) 
 // failure), until ctx ends.
 func (s *JWKS) Run(ctx context.Context) {
 	defer s.client.CloseIdleConnections()
-	for {
+	for trigger := "start"; ; trigger = "periodic" {
 		next := s.cfg.RefreshInterval
-		if err := s.refresh(ctx); err != nil {
+		if err := s.refresh(ctx, trigger); err != nil {
 			next = s.cfg.MinRefetchInterval
 		}
 		select {
@@ -126,11 +126,11 @@ func (s *JWKS) unknownKey(kid string) *Error {
 	return e
 }
 
-// refresh is the periodic fetch.
-func (s *JWKS) refresh(ctx context.Context) error {
+// refresh is Run's fetch.
+func (s *JWKS) refresh(ctx context.Context, trigger string) error {
 	s.fetchMu.Lock()
 	defer s.fetchMu.Unlock()
-	return s.fetchLocked(ctx, "periodic")
+	return s.fetchLocked(ctx, trigger)
 }
 
 // fetchLocked fetches and installs the key set; on failure the set in force stays.

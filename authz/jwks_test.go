@@ -223,7 +223,7 @@ func TestJWKSKeyRotation(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
 	s.now = clock.now
 	p := jwksProvider(t, s)
-	if err := s.refresh(context.Background()); err != nil {
+	if err := s.refresh(context.Background(), "test"); err != nil {
 		t.Fatal(err)
 	}
 	oldToken := signKid(t, jwt.SigningMethodRS256, oldKey, "2026-01", jwt.MapClaims{"sub": "alice"})
@@ -256,7 +256,7 @@ func TestJWKSUnknownKidRefetchIsRateLimited(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
 	s.now = clock.now
 	p := jwksProvider(t, s)
-	if err := s.refresh(context.Background()); err != nil {
+	if err := s.refresh(context.Background(), "test"); err != nil {
 		t.Fatal(err)
 	}
 	flood := func() {
@@ -316,7 +316,7 @@ func TestJWKSProviderDownAtStart(t *testing.T) {
 
 	srv.down.Store(true)
 	errs := testutil.ToFloat64(m.FetchCounter("error"))
-	if err := s.refresh(ctx); err == nil {
+	if err := s.refresh(ctx, "test"); err == nil {
 		t.Fatal("refresh from a provider that is down succeeded")
 	}
 	// Run may be failing beside this refresh (it retries fast until its own first success).
@@ -414,7 +414,7 @@ func TestJWKSFetchRefusesBadAnswers(t *testing.T) {
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 			s, _ := newTestJWKS(t, srv.URL, time.Hour)
-			if err := s.refresh(context.Background()); err == nil {
+			if err := s.refresh(context.Background(), "test"); err == nil {
 				t.Fatal("accepted")
 			}
 		})
