@@ -30,6 +30,8 @@ const (
 	ReasonBadSignature   Reason = "bad_signature"
 	ReasonMalformed      Reason = "malformed"
 	ReasonBadAudience    Reason = "bad_audience"
+	ReasonBadIssuer      Reason = "bad_issuer"
+	ReasonUnknownKey     Reason = "unknown_key" // no key of the token's kid (JWKS)
 	ReasonNoRole         Reason = "no_role"
 	ReasonNoCredentials  Reason = "no_credentials"
 	ReasonUnknownMethod  Reason = "unknown_method"

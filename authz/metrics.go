@@ -106,3 +106,48 @@ func (m *Metrics) Refreshed(ok bool) {
 func (m *Metrics) RefreshCounter(result string) prometheus.Counter {
 	return m.refreshes.WithLabelValues(result)
 }
+
+// JWKSMetrics describes the identity provider's key set: fetches, keys and freshness.
+type JWKSMetrics struct {
+	fetches     *prometheus.CounterVec
+	keys        prometheus.Gauge
+	lastSuccess prometheus.Gauge
+}
+
+// NewJWKSMetrics registers the key set metrics with reg (only when a JWKS is configured).
+func NewJWKSMetrics(reg prometheus.Registerer) *JWKSMetrics {
+	m := &JWKSMetrics{
+		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_jwks_fetches_total",
+			Help: "Fetches of the identity provider's key set (JWKS), by result (ok, error).",
+		}, []string{"result"}),
+		keys: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pulsar_proxy_jwks_keys",
+			Help: "Signature keys in the key set in force.",
+		}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pulsar_proxy_jwks_last_success_timestamp_seconds",
+			Help: "Unix time of the last successful key set fetch (0: none yet).",
+		}),
+	}
+	reg.MustRegister(m.fetches, m.keys, m.lastSuccess)
+	return m
+}
+
+func (m *JWKSMetrics) fetched(ok bool, set *keySet) {
+	if m == nil {
+		return
+	}
+	if !ok {
+		m.fetches.WithLabelValues("error").Inc()
+		return
+	}
+	m.fetches.WithLabelValues("ok").Inc()
+	m.keys.Set(float64(len(set.byKID)))
+	m.lastSuccess.SetToCurrentTime()
+}
+
+// FetchCounter exposes one series of the fetch counter for tests.
+func (m *JWKSMetrics) FetchCounter(result string) prometheus.Counter {
+	return m.fetches.WithLabelValues(result)
+}

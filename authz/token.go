@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,10 @@ type TokenConfig struct {
 	RoleClaim string           // default "sub"
 	Leeway    time.Duration    // allowed clock skew on exp and nbf
 	Audience  string           // "": not checked
+	Issuers   []string         // non-empty: iss must be one of these
+	// JWKS gives the keys by kid (an identity provider's key set). It excludes SecretKey and
+	// PublicKey, allows only asymmetric algorithms, and needs Issuers.
+	JWKS *JWKS
 }
 
 // TokenProvider authenticates Pulsar JWT tokens.
@@ -39,6 +44,9 @@ func NewTokenProvider(cfg TokenConfig) (*TokenProvider, error) {
 		cfg.RoleClaim = "sub"
 	}
 	p := &TokenProvider{cfg: cfg}
+	if cfg.JWKS != nil {
+		return p.withJWKS()
+	}
 	if cfg.SecretKey != nil {
 		if len(cfg.SecretKey) < 32 {
 			return nil, fmt.Errorf("token secret key has %d bytes; HS256 needs at least 32", len(cfg.SecretKey))
@@ -58,6 +66,18 @@ func NewTokenProvider(cfg TokenConfig) (*TokenProvider, error) {
 	if len(p.methods) == 0 {
 		return nil, errors.New("token authentication needs a secret key or a public key")
 	}
+	return p, nil
+}
+
+func (p *TokenProvider) withJWKS() (*TokenProvider, error) {
+	if p.cfg.SecretKey != nil || p.cfg.PublicKey != nil {
+		return nil, errors.New("a JWKS excludes a static secret or public key")
+	}
+	if len(p.cfg.Issuers) == 0 {
+		// Any token the provider signs, for any of its applications, would pass.
+		return nil, errors.New("a JWKS needs the allowed issuers")
+	}
+	p.methods = jwksAlgs
 	return p, nil
 }
 
@@ -83,10 +103,19 @@ func (p *TokenProvider) validate(raw string, now time.Time) (Identity, error) {
 	if p.cfg.Audience != "" {
 		opts = append(opts, jwt.WithAudience(p.cfg.Audience))
 	}
+	keyFunc := p.key
+	if p.cfg.JWKS != nil {
+		// An identity provider's tokens always expire; one that does not is not its.
+		keyFunc = p.jwksKey
+		opts = append(opts, jwt.WithExpirationRequired())
+	}
 	claims := jwt.MapClaims{}
-	_, err := jwt.ParseWithClaims(raw, claims, p.key, opts...)
+	_, err := jwt.ParseWithClaims(raw, claims, keyFunc, opts...)
 	if err != nil {
 		return Identity{}, tokenError(err)
+	}
+	if err := p.checkIssuer(claims); err != nil {
+		return Identity{}, err
 	}
 	role, _ := claims[p.cfg.RoleClaim].(string)
 	if role == "" {
@@ -113,7 +142,36 @@ func (p *TokenProvider) key(t *jwt.Token) (any, error) {
 	return nil, fmt.Errorf("no key for %s", t.Method.Alg())
 }
 
+// jwksKey picks the key of the token's kid, and refuses an algorithm its type does not allow
+// (the parser has already refused "none" and HS*).
+func (p *TokenProvider) jwksKey(t *jwt.Token) (any, error) {
+	kid, _ := t.Header["kid"].(string)
+	k, err := p.cfg.JWKS.Key(kid)
+	if err != nil {
+		return nil, err
+	}
+	if alg := t.Method.Alg(); !k.allows(alg) {
+		return nil, &Error{Method: MethodToken, Reason: ReasonBadSignature, Detail: fmt.Sprintf("alg %s does not fit key %q", alg, kid)}
+	}
+	return k.key, nil
+}
+
+func (p *TokenProvider) checkIssuer(claims jwt.MapClaims) error {
+	if len(p.cfg.Issuers) == 0 {
+		return nil
+	}
+	iss, _ := claims.GetIssuer()
+	if slices.Contains(p.cfg.Issuers, iss) {
+		return nil
+	}
+	return &Error{Method: MethodToken, Reason: ReasonBadIssuer, Detail: fmt.Sprintf("token issuer %q is not trusted", iss)}
+}
+
 func tokenError(err error) *Error {
+	var own *Error
+	if errors.As(err, &own) { // from a key function: it knows best
+		return own
+	}
 	e := &Error{Method: MethodToken, Detail: err.Error()}
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):

@@ -76,6 +76,14 @@ type AuthToken struct {
 	RoleClaim     string        `yaml:"roleClaim" env:"ROLE_CLAIM"`
 	Leeway        time.Duration `yaml:"leeway" env:"LEEWAY"`
 	Audience      string        `yaml:"audience" env:"AUDIENCE"`
+	Issuers       []string      `yaml:"issuers" env:"ISSUERS"` // allowed iss; required with JWKSURL
+	// JWKSURL is an identity provider's key set (OpenID Connect jwks_uri); it replaces
+	// SecretKeyFile and PublicKeyFile.
+	JWKSURL                string        `yaml:"jwksURL" env:"JWKS_URL"`
+	JWKSRefreshInterval    time.Duration `yaml:"jwksRefreshInterval" env:"JWKS_REFRESH_INTERVAL"`
+	JWKSMinRefetchInterval time.Duration `yaml:"jwksMinRefetchInterval" env:"JWKS_MIN_REFETCH_INTERVAL"`
+	JWKSTimeout            time.Duration `yaml:"jwksTimeout" env:"JWKS_TIMEOUT"`
+	JWKSCAFile             string        `yaml:"jwksCAFile" env:"JWKS_CA_FILE"`
 }
 
 // AuthTLS names the role of a verified client certificate (auth method "tls").
@@ -253,7 +261,8 @@ func Default() *Config {
 			SessionSummary: "debug",
 		},
 		Auth: Auth{
-			Token:          AuthToken{RoleClaim: "sub", Leeway: 5 * time.Second},
+			Token: AuthToken{RoleClaim: "sub", Leeway: 5 * time.Second, Issuers: []string{},
+				JWKSRefreshInterval: 5 * time.Minute, JWKSMinRefetchInterval: 10 * time.Second, JWKSTimeout: 5 * time.Second},
 			ClientCert:     AuthTLS{RoleFrom: "cn"},
 			RefreshTimeout: 30 * time.Second,
 			BrokerClient:   BrokerClient{OwnPrincipal: "pulsar-proxy"},

@@ -514,6 +514,44 @@ func TestAuthValidation(t *testing.T) {
 	}
 }
 
+func TestJWKSValidation(t *testing.T) {
+	const (
+		url     = "PULSAR_PROXY_AUTH_TOKEN_JWKS_URL="
+		issuers = "PULSAR_PROXY_AUTH_TOKEN_ISSUERS="
+		iss     = issuers + "https://idp.example.com/realms/pulsar"
+	)
+	for _, tc := range []struct {
+		env  []string
+		want string // "" = valid
+	}{
+		{[]string{"PULSAR_PROXY_AUTH_ENABLED=true", url + "https://idp.example.com/certs", iss}, ""},
+		{[]string{url + "http://127.0.0.1:8080/jwks", iss}, ""},
+		{[]string{url + "http://[::1]:8080/jwks", iss}, ""},
+		{[]string{url + "http://localhost/jwks", iss}, ""},
+		{[]string{issuers + "https://a,https://b"}, ""}, // issuers checked with a static key too
+		{[]string{url + "http://idp.example.com/certs", iss}, `auth.token.jwksURL: "http://idp.example.com/certs": http is allowed to a loopback address only`},
+		{[]string{url + "ftp://idp/certs", iss}, "auth.token.jwksURL: \"ftp://idp/certs\": want an https:// URL"},
+		{[]string{url + "https://idp/certs"}, "auth.token.issuers: auth.token.jwksURL needs the provider's issuer"},
+		{[]string{url + "https://idp/certs", iss, "PULSAR_PROXY_AUTH_TOKEN_PUBLIC_KEY_FILE=/k.pem"}, "auth.token.jwksURL: set jwksURL or a key file"},
+		{[]string{url + "https://idp/certs", iss, "PULSAR_PROXY_AUTH_TOKEN_JWKS_MIN_REFETCH_INTERVAL=0s"}, "auth.token.jwksMinRefetchInterval: must be greater than 0"},
+		{[]string{url + "https://idp/certs", iss, "PULSAR_PROXY_AUTH_TOKEN_JWKS_REFRESH_INTERVAL=-1s"}, "auth.token.jwksRefreshInterval: must be greater than 0"},
+		{[]string{url + "https://idp/certs", iss, "PULSAR_PROXY_AUTH_TOKEN_JWKS_TIMEOUT=0s"}, "auth.token.jwksTimeout: must be greater than 0"},
+		{[]string{"PULSAR_PROXY_AUTH_TOKEN_JWKS_CA_FILE=/ca.pem"}, "auth.token.jwksCAFile: only applies with auth.token.jwksURL"},
+	} {
+		_, err := Load("", append([]string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b:6650"}, tc.env...))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.env, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: err = %v, want %q", tc.env, err, tc.want)
+		}
+	}
+	cfg, err := Load(writeFile(t, "auth:\n  token:\n    jwksURL: https://idp/certs\n    issuers: [https://idp/a, https://idp/b]\n"), brokersEnv)
+	if err != nil || cfg.Auth.Token.JWKSURL != "https://idp/certs" || len(cfg.Auth.Token.Issuers) != 2 {
+		t.Fatalf("yaml: %+v, %v", cfg.Auth.Token, err)
+	}
+}
+
 func TestCertRoleValidation(t *testing.T) {
 	const (
 		from   = "PULSAR_PROXY_AUTH_TLS_ROLE_FROM="

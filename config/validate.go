@@ -171,9 +171,11 @@ func (c *Config) Validate() error {
 		bad("session.connectionBurstPerIP", "must be at least 1, got %d", c.Session.ConnectionBurstPerIP)
 	}
 
-	if c.Auth.Enabled && c.Auth.Token.SecretKeyFile == "" && c.Auth.Token.PublicKeyFile == "" {
-		bad("auth.token", "auth.enabled needs token.secretKeyFile or token.publicKeyFile")
+	tok := c.Auth.Token
+	if c.Auth.Enabled && tok.SecretKeyFile == "" && tok.PublicKeyFile == "" && tok.JWKSURL == "" {
+		bad("auth.token", "auth.enabled needs token.secretKeyFile, token.publicKeyFile or token.jwksURL")
 	}
+	c.validateJWKS(bad, positive)
 	if c.Auth.Token.RoleClaim == "" {
 		bad("auth.token.roleClaim", "must not be empty")
 	}
@@ -197,6 +199,61 @@ func (c *Config) Validate() error {
 	oneOf("log.format", c.Log.Format, "json", "console")
 	oneOf("log.sessionSummary", c.Log.SessionSummary, "debug", "info", "off")
 	return errors.Join(errs...)
+}
+
+// validateJWKS checks the identity provider's key set settings.
+func (c *Config) validateJWKS(bad func(key, format string, args ...any), positive func(key string, d time.Duration)) {
+	tok := c.Auth.Token
+	for i, iss := range tok.Issuers {
+		if strings.TrimSpace(iss) == "" {
+			bad(fmt.Sprintf("auth.token.issuers[%d]", i), "must not be empty")
+		}
+	}
+	if tok.JWKSURL == "" {
+		if tok.JWKSCAFile != "" {
+			bad("auth.token.jwksCAFile", "only applies with auth.token.jwksURL")
+		}
+		return
+	}
+	if err := checkJWKSURL(tok.JWKSURL); err != nil {
+		bad("auth.token.jwksURL", "%q: %v", tok.JWKSURL, err)
+	}
+	if tok.SecretKeyFile != "" || tok.PublicKeyFile != "" {
+		bad("auth.token.jwksURL", "set jwksURL or a key file (secretKeyFile, publicKeyFile), not both")
+	}
+	if len(tok.Issuers) == 0 {
+		bad("auth.token.issuers", "auth.token.jwksURL needs the provider's issuer (the tokens' iss), e.g. https://idp.example.com/realms/pulsar")
+	}
+	positive("auth.token.jwksRefreshInterval", tok.JWKSRefreshInterval)
+	positive("auth.token.jwksMinRefetchInterval", tok.JWKSMinRefetchInterval)
+	positive("auth.token.jwksTimeout", tok.JWKSTimeout)
+}
+
+// checkJWKSURL wants https: the key set decides who may connect, so it must not travel in
+// clear text. Plain http is accepted to a loopback address only (a local sidecar, tests).
+func checkJWKSURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return errors.New("want an https:// URL")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if isLoopback(u.Hostname()) {
+			return nil
+		}
+		return errors.New("http is allowed to a loopback address only (127.0.0.1, ::1, localhost); use https")
+	}
+	return errors.New("want an https:// URL")
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // validateCertRole checks where the tls auth method takes a client's role from.

@@ -86,7 +86,7 @@ func run(cfg *config.Config) error {
 	})
 	brokers.RegisterMetrics(reg)
 	serverVersion := "pulsar-proxy/" + version
-	sec, policy, err := newSecurity(cfg, reg, log)
+	sec, policy, jwks, err := newSecurity(cfg, reg, log)
 	if err != nil {
 		return err
 	}
@@ -149,6 +149,11 @@ func run(cfg *config.Config) error {
 		go p.Run(probeCtx)
 	}
 	go brokers.RunHealthChecks(probeCtx, pool.Ping, cfg.Discovery.HealthCheckInterval, cfg.Broker.ConnectTimeout)
+	if jwks != nil {
+		// In the background: a provider that is down must not keep the proxy from starting
+		// (clients of other methods, and the readiness probe, do not depend on it).
+		go jwks.Run(probeCtx)
+	}
 	if policy != nil {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)

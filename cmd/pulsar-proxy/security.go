@@ -13,9 +13,25 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 )
 
-// newSecurity builds authentication, the policy store and the proxy's broker credentials
-// from the configuration.
-func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, *authz.PolicyStore, error) {
+// newSecurity builds authentication, the policy store, the identity provider's key set (nil
+// without auth.token.jwksURL; main runs it) and the proxy's broker credentials from the
+// configuration.
+func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, *authz.PolicyStore, *authz.JWKS, error) {
+	sec, jwks, err := newAuthentication(cfg, reg, log)
+	if err != nil || !cfg.Authz.PolicyEnabled {
+		return sec, nil, jwks, err
+	}
+	store, err := authz.NewPolicyStore(cfg.Authz.PolicyFile, sec.Metrics, log)
+	if err != nil {
+		return sec, nil, nil, fmt.Errorf("authz.policyFile: %w", err)
+	}
+	sec.Policy = store
+	return sec, store, jwks, nil
+}
+
+// newAuthentication builds the client authenticator (nil when auth is off) and the proxy's
+// own broker credentials.
+func newAuthentication(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, *authz.JWKS, error) {
 	m := authz.NewMetrics(reg)
 	sec := session.Security{
 		Metrics:                  m,
@@ -38,41 +54,56 @@ func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logg
 			return sec, nil, err
 		}
 	}
-	if cfg.Auth.Enabled {
-		tc := authz.TokenConfig{RoleClaim: cfg.Auth.Token.RoleClaim, Leeway: cfg.Auth.Token.Leeway, Audience: cfg.Auth.Token.Audience}
-		var err error
-		if f := cfg.Auth.Token.SecretKeyFile; f != "" {
-			if tc.SecretKey, err = authz.ReadSecretKey(f); err != nil {
-				return sec, nil, fmt.Errorf("auth.token.secretKeyFile: %w", err)
-			}
-		}
-		if f := cfg.Auth.Token.PublicKeyFile; f != "" {
-			if tc.PublicKey, err = authz.ReadPublicKey(f); err != nil {
-				return sec, nil, fmt.Errorf("auth.token.publicKeyFile: %w", err)
-			}
-		}
-		tp, err := authz.NewTokenProvider(tc)
-		if err != nil {
-			return sec, nil, fmt.Errorf("auth.token: %w", err)
-		}
-		providers := []authz.Provider{tp}
-		if cfg.Listen.PulsarTLS != "" && cfg.TLS.ClientCAFile != "" {
-			// Verified client certificates can name a role: the "tls" method.
-			roleOf, err := authz.CertificateRole(cfg.Auth.ClientCert.RoleFrom, cfg.Auth.ClientCert.URIPrefix)
-			if err != nil {
-				return sec, nil, fmt.Errorf("auth.tls.roleFrom: %w", err)
-			}
-			providers = append(providers, authz.TLSProvider{Role: roleOf})
-		}
-		sec.Authenticator = authz.NewAuthenticator(cfg.Auth.AnonymousRole, providers...)
-	}
-	if !cfg.Authz.PolicyEnabled {
+	if !cfg.Auth.Enabled {
 		return sec, nil, nil
 	}
-	store, err := authz.NewPolicyStore(cfg.Authz.PolicyFile, m, log)
+	tc, jwks, err := tokenConfig(cfg.Auth.Token, reg, log)
 	if err != nil {
-		return sec, nil, fmt.Errorf("authz.policyFile: %w", err)
+		return sec, nil, err
 	}
-	sec.Policy = store
-	return sec, store, nil
+	tp, err := authz.NewTokenProvider(tc)
+	if err != nil {
+		return sec, nil, fmt.Errorf("auth.token: %w", err)
+	}
+	providers := []authz.Provider{tp}
+	if cfg.Listen.PulsarTLS != "" && cfg.TLS.ClientCAFile != "" {
+		// Verified client certificates can name a role: the "tls" method.
+		roleOf, err := authz.CertificateRole(cfg.Auth.ClientCert.RoleFrom, cfg.Auth.ClientCert.URIPrefix)
+		if err != nil {
+			return sec, nil, fmt.Errorf("auth.tls.roleFrom: %w", err)
+		}
+		providers = append(providers, authz.TLSProvider{Role: roleOf})
+	}
+	sec.Authenticator = authz.NewAuthenticator(cfg.Auth.AnonymousRole, providers...)
+	return sec, jwks, nil
+}
+
+// tokenConfig reads the token keys: a static key file, or the identity provider's key set.
+func tokenConfig(t config.AuthToken, reg prometheus.Registerer, log zerolog.Logger) (authz.TokenConfig, *authz.JWKS, error) {
+	tc := authz.TokenConfig{RoleClaim: t.RoleClaim, Leeway: t.Leeway, Audience: t.Audience, Issuers: t.Issuers}
+	var err error
+	if t.JWKSURL != "" {
+		if t.Audience == "" {
+			log.Warn().Msg("auth.token.audience is empty: tokens the identity provider issues for any of its applications are accepted")
+		}
+		tc.JWKS, err = authz.NewJWKS(authz.JWKSConfig{
+			URL: t.JWKSURL, RefreshInterval: t.JWKSRefreshInterval, MinRefetchInterval: t.JWKSMinRefetchInterval,
+			Timeout: t.JWKSTimeout, CAFile: t.JWKSCAFile,
+		}, authz.NewJWKSMetrics(reg), log)
+		if err != nil {
+			return tc, nil, fmt.Errorf("auth.token.jwksURL: %w", err)
+		}
+		return tc, tc.JWKS, nil
+	}
+	if f := t.SecretKeyFile; f != "" {
+		if tc.SecretKey, err = authz.ReadSecretKey(f); err != nil {
+			return tc, nil, fmt.Errorf("auth.token.secretKeyFile: %w", err)
+		}
+	}
+	if f := t.PublicKeyFile; f != "" {
+		if tc.PublicKey, err = authz.ReadPublicKey(f); err != nil {
+			return tc, nil, fmt.Errorf("auth.token.publicKeyFile: %w", err)
+		}
+	}
+	return tc, nil, nil
 }
