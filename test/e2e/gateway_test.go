@@ -536,3 +536,57 @@ func hostPort(t *testing.T, httpURL string) string {
 	}
 	return host
 }
+
+// TestGatewayPatternSubscription: a consumer subscribed by regular expression through the
+// proxy finds topics that exist when it subscribes and topics created later (the client polls
+// GET_TOPICS_OF_NAMESPACE, which the proxy answers in lookup mode), and receives from all.
+func TestGatewayPatternSubscription(t *testing.T) {
+	proxy := startProxy(t, brokerURLs(), "")
+	c := newClient(t, proxy.PulsarURL)
+	prefix := uniqueTopic(t, "pattern")
+	existing := prefix + "-a"
+	if err := theRig.CreateTopic(testCtx(t), existing); err != nil {
+		t.Fatal(err)
+	}
+	consumer, err := c.Subscribe(pulsar.ConsumerOptions{
+		TopicsPattern: prefix + "-.*", SubscriptionName: "s", AutoDiscoveryPeriod: time.Second,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(consumer.Close)
+	later := prefix + "-b"
+	if err := theRig.CreateTopic(testCtx(t), later); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // a few discovery rounds
+	want := map[string]bool{}
+	for _, topic := range []string{existing, later} {
+		for i := range 5 {
+			want[fmt.Sprintf("%s/%d", topic, i)] = true
+		}
+	}
+	for _, topic := range []string{existing, later} {
+		p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("%s/%d", topic, i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for len(want) > 0 {
+		msg, err := consumer.Receive(ctx)
+		if err != nil {
+			t.Fatalf("still waiting for %v: %v", want, err)
+		}
+		delete(want, string(msg.Payload()))
+		consumer.Ack(msg)
+	}
+}
