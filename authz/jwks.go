@@ -158,8 +158,15 @@ func (s *JWKS) fetchLocked(ctx context.Context, trigger string) error {
 	return nil
 }
 
+// logFailure logs a failed fetch at error level when it starts or its error changes, and
+// repeats of the same error at debug: an outage retried every few seconds should not flood
+// the log (the fetches metric counts every one).
 func (s *JWKS) logFailure(err error, trigger string) {
-	ev := s.log.Error().Err(err).Str("trigger", trigger)
+	ev := s.log.Error()
+	if s.lastErr != nil && s.lastErr.Error() == err.Error() {
+		ev = s.log.Debug()
+	}
+	ev = ev.Err(err).Str("trigger", trigger)
 	if s.keys.Load() == nil {
 		ev.Msg("JWKS fetch failed; token clients are refused until the key set arrives")
 		return
