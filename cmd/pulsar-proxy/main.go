@@ -192,7 +192,11 @@ func run(cfg *config.Config) error {
 		started = started.Str("pulsar_tls", tlsLn.Addr().String())
 	}
 	started.Str("http", httpLn.Addr().String()).
-		Strs("discovery", providerNames).Str("version", version).Msg("pulsar-proxy started")
+		Strs("discovery", providerNames).Str("version", version).
+		Str("forwarding", forwarding(cfg, sec)).Bool("broker_tls", dialer.TLS != nil).
+		Str("broker_proxy_protocol", cfg.Broker.BrokerProxyProtocol).
+		Bool("authentication", sec.Authenticator != nil).Bool("authorization", sec.Policy != nil).
+		Msg("pulsar-proxy started")
 
 	select {
 	case <-ctx.Done():
@@ -218,6 +222,15 @@ func run(cfg *config.Config) error {
 	httpSrv.Shutdown(shutdownCtx)
 	log.Info().Msg("pulsar-proxy stopped")
 	return nil
+}
+
+// forwarding names how direct sessions move bytes, for the startup line: passthrough
+// (socket to socket, see session.passthrough) needs nothing to inspect the frames.
+func forwarding(cfg *config.Config, sec session.Security) string {
+	if cfg.Session.Passthrough && sec.Authenticator == nil && sec.Policy == nil {
+		return "passthrough (plaintext TCP on both sides; framed otherwise)"
+	}
+	return "framed"
 }
 
 // discoveryProviders builds every configured provider; config validation has already made
