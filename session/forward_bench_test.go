@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"io"
 
 	"net"
 	"strconv"
@@ -109,8 +110,27 @@ func (l opaqueConns) Accept() (net.Conn, error) {
 }
 
 func benchForwardWith(b *testing.B, t pb.BaseCommand_Type, size, spliceAbove int, opaqueClient bool) {
-	raw := payloadFrame(b, t, size)
 	client, broker := directSessionPair(b, spliceAbove, opaqueClient)
+	benchForwardOn(b, t, size, client, broker)
+}
+
+// BenchmarkForwardPassthrough forwards SEND frames through a session without security, which
+// moves bytes socket to socket without reading frames (session.passthrough).
+func BenchmarkForwardPassthrough(b *testing.B) {
+	for _, size := range benchSizes {
+		b.Run(sizeName(size), func(b *testing.B) {
+			cfg := testConfig()
+			cfg.Passthrough = true
+			client, broker := directSessionPairWith(b, cfg, defaultSpliceAbove, false)
+			benchForwardOn(b, pb.BaseCommand_SEND, size, client, broker)
+		})
+	}
+}
+
+// benchForwardOn writes b.N frames of type t and size into one end of a direct session and
+// reads them at the other.
+func benchForwardOn(b *testing.B, t pb.BaseCommand_Type, size int, client, broker net.Conn) {
+	raw := payloadFrame(b, t, size)
 	src, dst := client, broker
 	if t == pb.BaseCommand_MESSAGE {
 		src, dst = broker, client
@@ -152,6 +172,12 @@ func benchForwardWith(b *testing.B, t pb.BaseCommand_Type, size, spliceAbove int
 // handshake, and returns the client's and the broker's sockets past CONNECTED.
 func directSessionPair(b *testing.B, spliceAbove int, opaqueClient bool) (client, broker net.Conn) {
 	b.Helper()
+	return directSessionPairWith(b, testConfig(), spliceAbove, opaqueClient)
+}
+
+// directSessionPairWith is directSessionPair with the session server's config.
+func directSessionPairWith(b *testing.B, cfg Config, spliceAbove int, opaqueClient bool) (client, broker net.Conn) {
+	b.Helper()
 	bl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -183,7 +209,6 @@ func directSessionPair(b *testing.B, spliceAbove int, opaqueClient bool) (client
 	if opaqueClient {
 		ln = opaqueConns{ln}
 	}
-	cfg := testConfig()
 	cfg.KeepAliveInterval = time.Minute
 	srv := NewServer(cfg, nil, oneTarget{target}, NewMetrics(prometheus.NewRegistry()), zerolog.Nop())
 	srv.spliceAbove = spliceAbove
@@ -219,4 +244,30 @@ func directSessionPair(b *testing.B, spliceAbove int, opaqueClient bool) (client
 		<-served
 	})
 	return c, bc
+}
+
+// BenchmarkForwardRoundTrip: one 1 KiB SEND at a time through a direct session to a broker
+// that echoes it; ns/op is the round trip, so it shows what each forwarding way adds to
+// latency (compare framed and passthrough in one run).
+func BenchmarkForwardRoundTrip(b *testing.B) {
+	for _, passthrough := range []bool{false, true} {
+		b.Run(map[bool]string{false: "framed", true: "passthrough"}[passthrough], func(b *testing.B) {
+			cfg := testConfig()
+			cfg.Passthrough = passthrough
+			client, broker := directSessionPairWith(b, cfg, defaultSpliceAbove, false)
+			raw := payloadFrame(b, pb.BaseCommand_SEND, 1<<10)
+			go io.Copy(broker, broker) // the echo
+			back := make([]byte, len(raw))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := client.Write(raw); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(client, back); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"io"
 	"net"
 	"os"
@@ -34,55 +35,85 @@ func (p *pipe) passthrough(src, dst *net.TCPConn) error {
 	if err != nil {
 		return err
 	}
-	var (
-		sp    *splicePipe
-		inErr error
-		moved int
-	)
-	fill := func(fd uintptr) bool {
-		if sp == nil {
-			if sp, inErr = getSplicePipe(); inErr != nil {
-				return true
-			}
+	var sc splicer
+	fill, drain := sc.fill, sc.drain // bound once: a method value allocates
+	for {
+		if err := rc.Read(fill); err != nil {
+			sc.inErr = err
 		}
-		for {
-			n, err := syscall.Splice(int(fd), nil, sp.w, nil, spliceChunk, spliceFlags)
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				putSplicePipe(sp) // empty: nothing is held while waiting
-				sp = nil
-				return false
-			case err != nil:
-				inErr = os.NewSyscallError("splice", err)
-			case n == 0:
-				inErr = io.EOF
-			default:
-				moved = int(n)
+		if sc.moved > 0 {
+			sc.pending = sc.moved
+			if err := wc.Write(drain); err != nil || sc.outErr != nil {
+				discardSplicePipe(sc.sp) // may hold bytes that will never be written
+				return cmp.Or(err, sc.outErr)
 			}
+			p.count(0, sc.moved)
+			sc.moved = 0
+		}
+		if sc.inErr != nil {
+			if sc.sp != nil {
+				putSplicePipe(sc.sp)
+			}
+			return sc.inErr
+		}
+	}
+}
+
+// splicer is one direction's state between the poller's callbacks: the pipe it holds (nil
+// while idle), what the last fill moved, and what drain still has to write.
+type splicer struct {
+	sp      *splicePipe
+	moved   int
+	pending int
+	inErr   error
+	outErr  error
+}
+
+// fill splices what the source has into the pipe, taking a pipe first; with nothing to
+// read it gives the (empty) pipe back and asks the poller to wait.
+func (sc *splicer) fill(fd uintptr) bool {
+	if sc.sp == nil {
+		if sc.sp, sc.inErr = getSplicePipe(); sc.inErr != nil {
 			return true
 		}
 	}
 	for {
-		if err := rc.Read(fill); err != nil {
-			inErr = err
+		n, err := syscall.Splice(int(fd), nil, sc.sp.w, nil, spliceChunk, spliceFlags)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			putSplicePipe(sc.sp) // empty: nothing is held while waiting
+			sc.sp = nil
+			return false
+		case err != nil:
+			sc.inErr = os.NewSyscallError("splice", err)
+		case n == 0:
+			sc.inErr = io.EOF
+		default:
+			sc.moved = int(n)
 		}
-		if moved > 0 {
-			if err := drainTo(wc, sp, moved); err != nil {
-				discardSplicePipe(sp) // may hold bytes that will never be written
-				return err
-			}
-			p.count(0, moved)
-			moved = 0
-		}
-		if inErr != nil {
-			if sp != nil {
-				putSplicePipe(sp)
-			}
-			return inErr
-		}
+		return true
 	}
+}
+
+// drain splices the pipe's pending bytes into the destination, asking the poller to wait
+// while it is full (backpressure: until then, the source is not read).
+func (sc *splicer) drain(fd uintptr) bool {
+	for sc.pending > 0 {
+		k, err := syscall.Splice(sc.sp.r, nil, int(fd), nil, sc.pending, spliceFlags)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return false
+		case err != nil:
+			sc.outErr = os.NewSyscallError("splice", err)
+			return true
+		}
+		sc.pending -= int(k)
+	}
+	return true
 }
 
 // forwardReadAhead writes the bytes the handshake read past CONNECT (or CONNECTED) first.
@@ -102,32 +133,6 @@ func (p *pipe) forwardReadAhead(dst net.Conn) error {
 	}
 	p.count(0, k)
 	return nil
-}
-
-// drainTo splices n bytes out of sp into the socket behind wc, waiting for it to be
-// writable as needed (backpressure: until then, the source is not read).
-func drainTo(wc syscall.RawConn, sp *splicePipe, n int) error {
-	var outErr error
-	err := wc.Write(func(fd uintptr) bool {
-		for n > 0 {
-			k, err := syscall.Splice(sp.r, nil, int(fd), nil, n, spliceFlags)
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				return false
-			case err != nil:
-				outErr = os.NewSyscallError("splice", err)
-				return true
-			}
-			n -= int(k)
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	return outErr
 }
 
 const spliceFlags = 0x1 | 0x2 // SPLICE_F_MOVE | SPLICE_F_NONBLOCK
