@@ -21,6 +21,7 @@ import (
 const (
 	chartDir       = "pulsar-proxy"
 	tlsAuthValues  = "pulsar-proxy/ci/tls-auth-values.yaml"
+	jwksValues     = "pulsar-proxy/ci/jwks-values.yaml"
 	configFileArgs = "--config /etc/pulsar-proxy/config.yaml"
 )
 
@@ -39,7 +40,7 @@ func helmBinary(t *testing.T) string {
 
 func TestLint(t *testing.T) {
 	helm := helmBinary(t)
-	for _, args := range [][]string{{}, {"-f", tlsAuthValues}} {
+	for _, args := range [][]string{{}, {"-f", tlsAuthValues}, {"-f", jwksValues}} {
 		out, err := exec.Command(helm, append([]string{"lint", "--strict", chartDir}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Errorf("helm lint %q: %v\n%s", args, err, out)
@@ -113,6 +114,19 @@ func TestTLSAndAuth(t *testing.T) {
 	}
 	if sm := objs.get(t, "ServiceMonitor"); len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "http" || sm.Spec.Endpoints[0].Path != "/metrics" {
 		t.Errorf("ServiceMonitor endpoints %+v", sm.Spec.Endpoints)
+	}
+}
+
+// TestJWKS: tokens from an identity provider's key set; its CA comes from the Secret the
+// values name, and the rendered config loads.
+func TestJWKS(t *testing.T) {
+	objs := helmTemplate(t, helmBinary(t), "-f", jwksValues)
+	cfg, pod := checkCommon(t, objs)
+	if cfg.Auth.Token.JWKSURL == "" {
+		t.Fatal("auth.token.jwksURL lost in the rendering")
+	}
+	if source, file := mountedFrom(pod, cfg.Auth.Token.JWKSCAFile); source != "idp-ca" || file != "ca.crt" {
+		t.Errorf("auth.token.jwksCAFile = %q comes from %q key %q, want idp-ca key ca.crt", cfg.Auth.Token.JWKSCAFile, source, file)
 	}
 }
 

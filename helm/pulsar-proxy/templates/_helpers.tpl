@@ -95,14 +95,23 @@ The proxy's config.yaml: .Values.config with the paths of the files the chart mo
 {{- end -}}
 {{- $_ := set $set "broker" (dict "tls" $btls) -}}
 {{- end -}}
+{{- $token := dict -}}
 {{- with .Values.tokenAuth.verificationKey -}}
 {{- if .secretName -}}
 {{- $kind := .kind | default "secretKey" -}}
 {{- if not (has $kind (list "secretKey" "publicKey")) -}}
 {{- fail "tokenAuth.verificationKey.kind must be secretKey or publicKey" -}}
 {{- end -}}
-{{- $_ := set $auth "token" (dict (printf "%sFile" $kind) (printf "%s/token-key/%s" $dir (required "tokenAuth.verificationKey.key is required" .key))) -}}
+{{- $_ := set $token (printf "%sFile" $kind) (printf "%s/token-key/%s" $dir (required "tokenAuth.verificationKey.key is required" .key)) -}}
 {{- end -}}
+{{- end -}}
+{{- with .Values.tokenAuth.jwksCA -}}
+{{- if .secretName -}}
+{{- $_ := set $token "jwksCAFile" (printf "%s/jwks-ca/%s" $dir .key) -}}
+{{- end -}}
+{{- end -}}
+{{- if $token -}}
+{{- $_ := set $auth "token" $token -}}
 {{- end -}}
 {{- with .Values.tokenAuth.brokerToken -}}
 {{- if .secretName -}}
