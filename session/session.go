@@ -40,8 +40,8 @@ type session struct {
 	identity    authz.Identity    // who the client is (Role "" without authentication), renewed on refresh
 	clientCreds authz.Credentials // what it presented, for forwardClientCredentials
 	authExpired bool              // ended because its credentials were not renewed
-	shutdownC   bool          // closed by Server.Shutdown at the drain deadline
-	drainC      chan struct{} // closed when the server starts draining
+	shutdownC   bool              // closed by Server.Shutdown at the drain deadline
+	drainC      chan struct{}     // closed when the server starts draining
 	drainOnce   sync.Once
 
 	bytesIn, bytesOut   uint64 // direct mode, for the summary line
