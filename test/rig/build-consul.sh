@@ -4,10 +4,8 @@
 # dropped so the published submodule versions are used instead.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-. "$here/versions.env"
-cache="${RIG_CACHE:-$here/../../.cache}"
-mkdir -p "$cache"
-cache="$(cd "$cache" && pwd)"
+# shellcheck source=common.sh
+. "$here/common.sh"
 bin="$cache/consul-$CONSUL_VERSION"
 
 if [[ -x "$bin" ]]; then
@@ -17,7 +15,7 @@ fi
 command -v go >/dev/null || { echo "rig: go is not on PATH; it is needed to build Consul" >&2; exit 2; }
 
 start=$(date +%s)
-dir="$(go mod download -json "github.com/hashicorp/consul@$CONSUL_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+dir="$(module_dir "github.com/hashicorp/consul@$CONSUL_VERSION")"
 [[ -n "$dir" && -d "$dir" ]] || { echo "rig: could not download github.com/hashicorp/consul@$CONSUL_VERSION" >&2; exit 2; }
 
 work="$(mktemp -d)"

@@ -3,10 +3,8 @@
 # tests (helm lint, helm template). Prints its path on the last line.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-. "$here/versions.env"
-cache="${RIG_CACHE:-$here/../../.cache}"
-mkdir -p "$cache"
-cache="$(cd "$cache" && pwd)"
+# shellcheck source=common.sh
+. "$here/common.sh"
 bin="$cache/helm-$HELM_VERSION"
 
 if [[ -x "$bin" ]]; then
@@ -18,7 +16,7 @@ command -v go >/dev/null || { echo "helm: go is not on PATH; it is needed to bui
 start=$(date +%s)
 # Stamp what helm's own Makefile stamps: its version, and the Kubernetes version of its
 # client-go (1.N for v0.N), which `helm template` assumes and checks kubeVersion against.
-dir="$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+dir="$(module_dir "helm.sh/helm/v3@$HELM_VERSION")"
 minor="$(sed -n 's|^[[:space:]]*k8s.io/client-go v0\.\([0-9]*\)\..*|\1|p' "$dir/go.mod")"
 [[ -n "$minor" ]] || { echo "helm: could not read helm $HELM_VERSION's client-go version" >&2; exit 2; }
 ldflags="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"

@@ -9,13 +9,10 @@
 # Exit codes: 0 ok, 2 missing tool, 3 resolution failed.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-# shellcheck source=versions.env
-. "$here/versions.env"
+# shellcheck source=common.sh
+. "$here/common.sh"
 PULSAR_VERSION="${RIG_PULSAR_VERSION:-$PULSAR_VERSION}"
 export PULSAR_VERSION PULSAR_OTEL_VERSION PULSAR_JETCD_VERSION LOG4J_VERSION
-cache="${RIG_CACHE:-$here/../../.cache}"
-mkdir -p "$cache"
-cache="$(cd "$cache" && pwd)"
 out_dir="$cache/pulsar-$PULSAR_VERSION"
 cp_file="$out_dir/classpath.txt"
 m2="$cache/m2"

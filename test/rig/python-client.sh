@@ -11,12 +11,9 @@
 # Exit codes: 0 ok, 2 missing tool (python3 or its venv module), 3 install failed.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-# shellcheck source=versions.env
-. "$here/versions.env"
+# shellcheck source=common.sh
+. "$here/common.sh"
 version="$PY_PULSAR_CLIENT_VERSION"
-cache="${RIG_CACHE:-$here/../../.cache}"
-mkdir -p "$cache"
-cache="$(cd "$cache" && pwd)"
 venv="$cache/py-pulsar-$version"
 marker="$venv/.installed"
 py="$venv/bin/python"

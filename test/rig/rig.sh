@@ -26,13 +26,9 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 self="$here/$(basename "$0")"
-# shellcheck source=versions.env
-. "$here/versions.env"
+# shellcheck source=common.sh
+. "$here/common.sh"
 PULSAR_VERSION="${RIG_PULSAR_VERSION:-$PULSAR_VERSION}"
-
-cache="${RIG_CACHE:-$here/../../.cache}"
-mkdir -p "$cache"
-cache="$(cd "$cache" && pwd)"
 export RIG_CACHE="$cache"
 RIG_DIR="${RIG_DIR:-$cache/rig}"
 mkdir -p "$RIG_DIR"
