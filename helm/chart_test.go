@@ -29,12 +29,7 @@ const (
 func helmBinary(t *testing.T) string {
 	t.Helper()
 	bin, err := rig.HelmBinary()
-	if err != nil {
-		if rig.OnCI() {
-			t.Fatal(err)
-		}
-		t.Skip("chart tests skipped:", err)
-	}
+	rig.Need(t, "helm", err)
 	return bin
 }
 

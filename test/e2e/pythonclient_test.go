@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -36,16 +35,8 @@ func init() {
 // outside CI, a failure on CI or when the install itself failed.
 func needPython(t *testing.T) *rig.PyClient {
 	t.Helper()
-	var pe *rig.PrereqError
-	switch {
-	case pyClientErr == nil:
-		return pyClient
-	case errors.As(pyClientErr, &pe) && !rig.OnCI():
-		t.Skipf("the Python client cannot be installed here: %v", pe)
-	default:
-		t.Fatalf("the Python client could not be prepared: %v", pyClientErr)
-	}
-	return nil
+	rig.Need(t, "the Python client", pyClientErr)
+	return pyClient
 }
 
 // runPy runs pyclient.py and returns its summary; the test fails when the program does.

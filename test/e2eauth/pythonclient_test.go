@@ -2,7 +2,6 @@ package e2eauth
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,16 +29,8 @@ func needPython(t *testing.T) *rig.PyClient {
 		defer cancel()
 		pyClient, pyClientErr = rig.PythonClient(ctx)
 	})
-	var pe *rig.PrereqError
-	switch {
-	case pyClientErr == nil:
-		return pyClient
-	case errors.As(pyClientErr, &pe) && !rig.OnCI():
-		t.Skipf("the Python client cannot be installed here: %v", pe)
-	default:
-		t.Fatalf("the Python client could not be prepared: %v", pyClientErr)
-	}
-	return nil
+	rig.Need(t, "the Python client", pyClientErr)
+	return pyClient
 }
 
 // pyTokenFile writes role's token to a file for pyclient.py (a token in argv shows in ps).

@@ -38,3 +38,17 @@ func StartFailure(pkg string, err error) int {
 	fmt.Fprintf(os.Stderr, "FAIL: %s: the rig did not start: %v\n", pkg, err)
 	return 1
 }
+
+// Need ends t when a prerequisite could not be prepared (err != nil): a missing one
+// (*PrereqError) outside CI is a skip that names it; on CI, or any other error, a failure.
+func Need(t testing.TB, what string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var pe *PrereqError
+	if errors.As(err, &pe) && !OnCI() {
+		t.Skipf("%s cannot be prepared here: %v", what, err)
+	}
+	t.Fatalf("%s could not be prepared: %v", what, err)
+}
