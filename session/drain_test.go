@@ -20,21 +20,9 @@ import (
 // serveForDrain runs a server the test shuts down itself.
 func serveForDrain(t *testing.T, cfg Config, r Resolver, targets Targets) (*Server, string, *Metrics) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := NewMetrics(prometheus.NewRegistry())
 	srv := NewServer(cfg, r, targets, m, zerolog.Nop())
-	done := make(chan struct{})
-	go func() { srv.Serve(ln); close(done) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-	})
-	return srv, ln.Addr().String(), m
+	return srv, serveOn(t, srv, nil), m
 }
 
 // shutdownIn starts Shutdown with a long deadline and reports how it ended.

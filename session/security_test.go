@@ -1,8 +1,6 @@
 package session
 
 import (
-	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -61,22 +59,10 @@ func testSecurity(t *testing.T, anonymous string, policy string) (Security, *aut
 // startSecureProxy is startProxy with Security set.
 func startSecureProxy(t *testing.T, sec Security, r Resolver, targets Targets) (string, *Metrics) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := NewMetrics(prometheus.NewRegistry())
 	srv := NewServer(testConfig(), r, targets, m, zerolog.Nop())
 	srv.SetSecurity(sec)
-	done := make(chan struct{})
-	go func() { srv.Serve(ln); close(done) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-	})
-	return ln.Addr().String(), m
+	return serveOn(t, srv, nil), m
 }
 
 func withToken(tok string) func(*pb.CommandConnect) {

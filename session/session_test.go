@@ -42,12 +42,22 @@ func testConfig() Config {
 // startProxy runs a session server on loopback and stops it when the test ends.
 func startProxy(t *testing.T, cfg Config, r Resolver, targets Targets) (addr string, m *Metrics) {
 	t.Helper()
+	m = NewMetrics(prometheus.NewRegistry())
+	return serveOn(t, NewServer(cfg, r, targets, m, zerolog.Nop()), nil), m
+}
+
+// serveOn serves srv on a loopback listener (wrapped by wrap, when not nil) and shuts it
+// down when the test ends; it returns the listener's address.
+func serveOn(t *testing.T, srv *Server, wrap func(net.Listener) net.Listener) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m = NewMetrics(prometheus.NewRegistry())
-	srv := NewServer(cfg, r, targets, m, zerolog.Nop())
+	addr := ln.Addr().String()
+	if wrap != nil {
+		ln = wrap(ln)
+	}
 	done := make(chan struct{})
 	go func() { srv.Serve(ln); close(done) }()
 	t.Cleanup(func() {
@@ -56,7 +66,7 @@ func startProxy(t *testing.T, cfg Config, r Resolver, targets Targets) (addr str
 		srv.Shutdown(ctx)
 		<-done
 	})
-	return ln.Addr().String(), m
+	return addr
 }
 
 // peer is one end speaking frames, for tests.

@@ -2,7 +2,6 @@ package session
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
@@ -83,25 +82,14 @@ func startWrappedProxyWith(t *testing.T, sec *Security, o listener.Options, r Re
 
 func startWrappedProxyConfig(t *testing.T, cfg Config, sec *Security, o listener.Options, r Resolver) (string, *Metrics, *logBuffer) {
 	t.Helper()
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &logBuffer{}
 	m := NewMetrics(prometheus.NewRegistry())
 	srv := NewServer(cfg, r, noTargets{}, m, zerolog.New(logs))
 	if sec != nil {
 		srv.SetSecurity(*sec)
 	}
-	done := make(chan struct{})
-	go func() { srv.Serve(listener.Wrap(raw, o)); close(done) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-	})
-	return raw.Addr().String(), m, logs
+	addr := serveOn(t, srv, func(ln net.Listener) net.Listener { return listener.Wrap(ln, o) })
+	return addr, m, logs
 }
 
 func peerOn(t *testing.T, c net.Conn) *peer {
