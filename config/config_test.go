@@ -487,26 +487,37 @@ func TestEnvNames(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func TestAuthValidation(t *testing.T) {
-	for env, want := range map[string]string{
-		"PULSAR_PROXY_AUTH_ENABLED=true":                    "auth.token: auth.enabled needs",
-		"PULSAR_PROXY_AUTHZ_ENABLED=true":                   "authz.policyFile: authz.enabled needs a policy file",
-		"PULSAR_PROXY_AUTH_REFRESH_TIMEOUT=0s":              "auth.refreshTimeout",
-		"PULSAR_PROXY_AUTH_BROKER_CLIENT_TOKEN_FILE=/x":     "", // alone it is fine
-		"PULSAR_PROXY_AUTHZ_POLICY_FILE=/p.yaml":            "",
-		"PULSAR_PROXY_AUTH_TOKEN_SECRET_KEY_FILE=/k.b64":    "",
-		"PULSAR_PROXY_AUTHZ_RELOAD_INTERVAL=-1s":            "authz.reloadInterval",
-		"PULSAR_PROXY_AUTH_FORWARD_CLIENT_CREDENTIALS=true": "",
-	} {
-		environ := []string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b:6650", env}
-		_, err := Load("", environ)
+// envCase is one configuration given as environment variables (beside a static broker) and
+// the error it must give; "" = valid.
+type envCase struct {
+	env  []string
+	want string
+}
+
+func checkEnvCases(t *testing.T, cases []envCase) {
+	t.Helper()
+	for _, tc := range cases {
+		_, err := Load("", append([]string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b:6650"}, tc.env...))
 		switch {
-		case want == "" && err != nil:
-			t.Errorf("%s: %v", env, err)
-		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
-			t.Errorf("%s: err = %v, want %q", env, err, want)
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.env, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: err = %v, want %q", tc.env, err, tc.want)
 		}
 	}
+}
+
+func TestAuthValidation(t *testing.T) {
+	checkEnvCases(t, []envCase{
+		{[]string{"PULSAR_PROXY_AUTH_ENABLED=true"}, "auth.token: auth.enabled needs"},
+		{[]string{"PULSAR_PROXY_AUTHZ_ENABLED=true"}, "authz.policyFile: authz.enabled needs a policy file"},
+		{[]string{"PULSAR_PROXY_AUTH_REFRESH_TIMEOUT=0s"}, "auth.refreshTimeout"},
+		{[]string{"PULSAR_PROXY_AUTH_BROKER_CLIENT_TOKEN_FILE=/x"}, ""}, // alone it is fine
+		{[]string{"PULSAR_PROXY_AUTHZ_POLICY_FILE=/p.yaml"}, ""},
+		{[]string{"PULSAR_PROXY_AUTH_TOKEN_SECRET_KEY_FILE=/k.b64"}, ""},
+		{[]string{"PULSAR_PROXY_AUTHZ_RELOAD_INTERVAL=-1s"}, "authz.reloadInterval"},
+		{[]string{"PULSAR_PROXY_AUTH_FORWARD_CLIENT_CREDENTIALS=true"}, ""},
+	})
 	_, err := Load("", []string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b:6650", "PULSAR_PROXY_AUTHZ_ENABLED=true",
 		"PULSAR_PROXY_AUTHZ_POLICY_FILE=/p.yaml", "PULSAR_PROXY_AUTH_BROKER_CLIENT_TOKEN=a", "PULSAR_PROXY_AUTH_BROKER_CLIENT_TOKEN_FILE=/t"})
 	if err == nil || !strings.Contains(err.Error(), "authz.enabled: needs auth.enabled") || !strings.Contains(err.Error(), "not both") {
@@ -520,10 +531,7 @@ func TestJWKSValidation(t *testing.T) {
 		issuers = "PULSAR_PROXY_AUTH_TOKEN_ISSUERS="
 		iss     = issuers + "https://idp.example.com/realms/pulsar"
 	)
-	for _, tc := range []struct {
-		env  []string
-		want string // "" = valid
-	}{
+	checkEnvCases(t, []envCase{
 		{[]string{"PULSAR_PROXY_AUTH_ENABLED=true", url + "https://idp.example.com/certs", iss}, ""},
 		{[]string{url + "http://127.0.0.1:8080/jwks", iss}, ""},
 		{[]string{url + "http://[::1]:8080/jwks", iss}, ""},
@@ -537,15 +545,7 @@ func TestJWKSValidation(t *testing.T) {
 		{[]string{url + "https://idp/certs", iss, "PULSAR_PROXY_AUTH_TOKEN_JWKS_REFRESH_INTERVAL=-1s"}, "auth.token.jwksRefreshInterval: must be greater than 0"},
 		{[]string{url + "https://idp/certs", iss, "PULSAR_PROXY_AUTH_TOKEN_JWKS_TIMEOUT=0s"}, "auth.token.jwksTimeout: must be greater than 0"},
 		{[]string{"PULSAR_PROXY_AUTH_TOKEN_JWKS_CA_FILE=/ca.pem"}, "auth.token.jwksCAFile: only applies with auth.token.jwksURL"},
-	} {
-		_, err := Load("", append([]string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b:6650"}, tc.env...))
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%v: %v", tc.env, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%v: err = %v, want %q", tc.env, err, tc.want)
-		}
-	}
+	})
 	cfg, err := Load(writeFile(t, "auth:\n  token:\n    jwksURL: https://idp/certs\n    issuers: [https://idp/a, https://idp/b]\n"), brokersEnv)
 	if err != nil || cfg.Auth.Token.JWKSURL != "https://idp/certs" || len(cfg.Auth.Token.Issuers) != 2 {
 		t.Fatalf("yaml: %+v, %v", cfg.Auth.Token, err)
@@ -557,10 +557,7 @@ func TestCertRoleValidation(t *testing.T) {
 		from   = "PULSAR_PROXY_AUTH_TLS_ROLE_FROM="
 		prefix = "PULSAR_PROXY_AUTH_TLS_URI_PREFIX="
 	)
-	for _, tc := range []struct {
-		env  []string
-		want string // "" = valid
-	}{
+	checkEnvCases(t, []envCase{
 		{[]string{from + "cn"}, ""},
 		{[]string{from + "san-dns"}, ""},
 		{[]string{from + "san-uri"}, ""},
@@ -568,15 +565,7 @@ func TestCertRoleValidation(t *testing.T) {
 		{[]string{from + "CN"}, `auth.tls.roleFrom: "CN" is not one of cn|san-dns|san-uri`},
 		{[]string{prefix + "spiffe://cluster.local/"}, `auth.tls.uriPrefix: only applies with auth.tls.roleFrom san-uri (roleFrom is "cn")`},
 		{[]string{from + "san-uri", prefix + "cluster.local/ns/"}, `auth.tls.uriPrefix: "cluster.local/ns/" is not the start of a URI with its scheme`},
-	} {
-		_, err := Load("", append([]string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b:6650"}, tc.env...))
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%v: %v", tc.env, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%v: err = %v, want %q", tc.env, err, tc.want)
-		}
-	}
+	})
 	cfg, err := Load(writeFile(t, "auth:\n  tls:\n    roleFrom: san-uri\n    uriPrefix: spiffe://td/\n"), brokersEnv)
 	if err != nil || cfg.Auth.ClientCert != (AuthTLS{RoleFrom: "san-uri", URIPrefix: "spiffe://td/"}) {
 		t.Fatalf("yaml: %+v, %v", cfg, err)
