@@ -2,7 +2,6 @@ package rig
 
 import (
 	"os"
-	"path/filepath"
 )
 
 // HelmBinary is the helm that build-helm.sh builds into the cache (`make helm`), or
@@ -11,15 +10,10 @@ import (
 func HelmBinary() (string, error) {
 	bin := os.Getenv("RIG_HELM_BIN")
 	if bin == "" {
-		v, err := Versions()
-		if err != nil {
+		var err error
+		if bin, err = inCache("helm-", "HELM_VERSION"); err != nil {
 			return "", err
 		}
-		c, err := cacheDir()
-		if err != nil {
-			return "", err
-		}
-		bin = filepath.Join(c, "helm-"+v["HELM_VERSION"])
 	}
 	if !fileExists(bin) {
 		return "", &PrereqError{Reason: "no helm at " + bin + " (`make helm` builds it: test/rig/build-helm.sh)"}

@@ -20,15 +20,7 @@ const (
 
 // ClasspathFile returns the path of the file holding the cached Pulsar classpath.
 func ClasspathFile() (string, error) {
-	v, err := Versions()
-	if err != nil {
-		return "", err
-	}
-	c, err := cacheDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(c, "pulsar-"+v["PULSAR_VERSION"], "classpath.txt"), nil
+	return inCache("pulsar-", "PULSAR_VERSION", "classpath.txt")
 }
 
 // JavaClasspath returns the classpath (jars joined by ':') of the pinned Pulsar broker, proxy,

@@ -467,6 +467,12 @@ func consulBinary() (string, error) {
 	if b := os.Getenv("RIG_CONSUL_BIN"); b != "" {
 		return b, nil
 	}
+	return inCache("consul-", "CONSUL_VERSION")
+}
+
+// inCache is the path in the rig cache that the scripts give a pinned thing: prefix and the
+// pin of versionKey (e.g. consul-v1.14.11), then more path elements.
+func inCache(prefix, versionKey string, more ...string) (string, error) {
 	v, err := Versions()
 	if err != nil {
 		return "", err
@@ -475,5 +481,5 @@ func consulBinary() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(c, "consul-"+v["CONSUL_VERSION"]), nil
+	return filepath.Join(append([]string{c, prefix + v[versionKey]}, more...)...), nil
 }
