@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -65,14 +64,7 @@ func TestBrokerTLSProduceConsume(t *testing.T) {
 	}
 
 	plain := newClient(t, proxy.PulsarURL)
-	overTLS, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL: proxy.PulsarTLSURL, TLSTrustCertsFilePath: ca.CertFile, TLSValidateHostname: true,
-		OperationTimeout: 60 * time.Second, ConnectionTimeout: 10 * time.Second, Logger: plog.DefaultNopLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(overTLS.Close)
+	overTLS := newTLSClient(t, proxy.PulsarTLSURL, ca.CertFile, nil)
 	consumer := subscribe(t, overTLS, topic, "s", pulsar.Shared)
 	consumeAll(t, consumer, produce(t, plain, topic, 1000))
 	for _, n := range owners {

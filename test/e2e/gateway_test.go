@@ -22,12 +22,23 @@ import (
 // newClient is a pulsar-client-go client whose service URL is the proxy.
 func newClient(t *testing.T, serviceURL string) pulsar.Client {
 	t.Helper()
-	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL:               serviceURL,
-		OperationTimeout:  60 * time.Second,
-		ConnectionTimeout: 10 * time.Second,
-		Logger:            plog.DefaultNopLogger(),
-	})
+	return newClientWith(t, pulsar.ClientOptions{URL: serviceURL})
+}
+
+// newTLSClient is newClient over pulsar+ssl://, trusting caFile and checking the host name;
+// auth may be nil.
+func newTLSClient(t *testing.T, serviceURL, caFile string, auth pulsar.Authentication) pulsar.Client {
+	t.Helper()
+	return newClientWith(t, pulsar.ClientOptions{URL: serviceURL, TLSTrustCertsFilePath: caFile, TLSValidateHostname: true,
+		Authentication: auth})
+}
+
+// newClientWith creates a client with o, the tests' timeouts and no logging, closed when the
+// test ends.
+func newClientWith(t *testing.T, o pulsar.ClientOptions) pulsar.Client {
+	t.Helper()
+	o.OperationTimeout, o.ConnectionTimeout, o.Logger = 60*time.Second, 10*time.Second, plog.DefaultNopLogger()
+	c, err := pulsar.NewClient(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
 )
@@ -27,18 +26,7 @@ func TestTLSProduceConsumeThroughProxy(t *testing.T) {
 		t.Fatal("no TLS listener started")
 	}
 
-	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL:                   proxy.PulsarTLSURL,
-		TLSTrustCertsFilePath: ca.CertFile,
-		TLSValidateHostname:   true,
-		OperationTimeout:      60 * time.Second,
-		ConnectionTimeout:     10 * time.Second,
-		Logger:                plog.DefaultNopLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newTLSClient(t, proxy.PulsarTLSURL, ca.CertFile, nil)
 	topic := uniqueTopic(t, "tls")
 	consumer := subscribe(t, c, topic, "s", pulsar.Exclusive)
 	sent := produce(t, c, topic, 1000)
@@ -79,14 +67,7 @@ func TestTLSCertificateRenewedOnDisk(t *testing.T) {
 	ca := testcerts.NewCA(t, dir, "ca")
 	first := ca.Server(t, "proxy", time.Now().Add(24*time.Hour))
 	proxy := startProxy(t, brokerURLs(), fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n", first.CertFile, first.KeyFile))
-	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL: proxy.PulsarTLSURL, TLSTrustCertsFilePath: ca.CertFile, TLSValidateHostname: true,
-		OperationTimeout: 60 * time.Second, ConnectionTimeout: 10 * time.Second, Logger: plog.DefaultNopLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newTLSClient(t, proxy.PulsarTLSURL, ca.CertFile, nil)
 	topic := uniqueTopic(t, "tlsrenew")
 	consumer := subscribe(t, c, topic, "s", pulsar.Exclusive)
 	consumeAll(t, consumer, produce(t, c, topic, 100))
@@ -145,15 +126,7 @@ func TestTLSRefusalsWithMutualTLS(t *testing.T) {
 	proxy := startProxy(t, brokerURLs(), fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n  clientCAFile: %q\n  clientAuth: require\n",
 		server.CertFile, server.KeyFile, ca.CertFile))
 
-	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL: proxy.PulsarTLSURL, TLSTrustCertsFilePath: ca.CertFile, TLSValidateHostname: true,
-		Authentication:   pulsar.NewAuthenticationTLS(good.CertFile, good.KeyFile), // presents the certificate
-		OperationTimeout: 60 * time.Second, ConnectionTimeout: 10 * time.Second, Logger: plog.DefaultNopLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newTLSClient(t, proxy.PulsarTLSURL, ca.CertFile, pulsar.NewAuthenticationTLS(good.CertFile, good.KeyFile)) // presents the certificate
 	topic := uniqueTopic(t, "mtls")
 	consumer := subscribe(t, c, topic, "s", pulsar.Exclusive)
 	consumeAll(t, consumer, produce(t, c, topic, 100))
