@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
@@ -47,20 +46,8 @@ func startMTLSProxy(t *testing.T, r *rig.Rig, roleFrom, uriPrefix string) mtls {
 // certClient is a pulsar+ssl:// client of the proxy that authenticates with cert (method tls).
 func (m mtls) certClient(t *testing.T, cert testcerts.Pair, opTimeout time.Duration) pulsar.Client {
 	t.Helper()
-	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL:                   m.PulsarTLSURL,
-		TLSTrustCertsFilePath: m.ca.CertFile,
-		TLSValidateHostname:   true,
-		Authentication:        pulsar.NewAuthenticationTLS(cert.CertFile, cert.KeyFile),
-		OperationTimeout:      opTimeout,
-		ConnectionTimeout:     10 * time.Second,
-		Logger:                plog.DefaultNopLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return clientWith(t, pulsar.ClientOptions{URL: m.PulsarTLSURL, TLSTrustCertsFilePath: m.ca.CertFile, TLSValidateHostname: true,
+		Authentication: pulsar.NewAuthenticationTLS(cert.CertFile, cert.KeyFile)}, opTimeout)
 }
 
 // assertBrokerAuthorizesCertRoles mirrors TestBrokerAuthorizesOriginalPrincipal with roles

@@ -11,8 +11,6 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,7 +20,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
@@ -116,10 +113,7 @@ func (p *identityProvider) token(t *testing.T, kid, role string) string {
 func startJWKSProxy(t *testing.T, r *rig.Rig, idp *identityProvider) *proxy {
 	t.Helper()
 	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "proxy.token")
-	if err := os.WriteFile(tokenFile, []byte(mustToken(proxyRole, 0)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := proxyTokenFile(t, dir)
 	yaml := fmt.Sprintf(`auth:
   enabled: true
   token:
@@ -130,20 +124,7 @@ func startJWKSProxy(t *testing.T, r *rig.Rig, idp *identityProvider) *proxy {
   brokerClient:
     tokenFile: %q
 `, idp.srv.URL+"/realms/pulsar/protocol/openid-connect/certs", idpIssuer, idpAudience, tokenFile)
-	proc, err := proxyproc.Start(proxyBinary, dir, []string{r.BrokerURL(1), r.BrokerURL(2)}, yaml)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{Proc: proc}
-	t.Cleanup(func() {
-		if !proc.Stop() {
-			t.Errorf("pulsar-proxy did not stop on SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("proxy log tail:\n%s", proc.LogTail(80))
-		}
-	})
-	return p
+	return &proxy{Proc: runProxy(t, dir, r, yaml)}
 }
 
 // waitMetric waits until the proxy's metric reaches want.

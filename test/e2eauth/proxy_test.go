@@ -32,10 +32,7 @@ func startProxy(t *testing.T, policy string, extraAuth string) *proxy {
 func startProxyOn(t *testing.T, r *rig.Rig, policy string, extraAuth string) *proxy {
 	t.Helper()
 	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "proxy.token")
-	if err := os.WriteFile(tokenFile, []byte(mustToken(proxyRole, 0)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := proxyTokenFile(t, dir)
 	yaml := "auth:\n  enabled: true\n  token:\n    secretKeyFile: " + secretFile + "\n    leeway: 0s\n" +
 		"  refreshTimeout: 5s\n  forwardClientCredentials: true\n  brokerClient:\n    tokenFile: " + tokenFile + "\n" + extraAuth
 	p := &proxy{}
@@ -46,11 +43,28 @@ func startProxyOn(t *testing.T, r *rig.Rig, policy string, extraAuth string) *pr
 		}
 		yaml += "authz:\n  enabled: true\n  policyFile: " + p.policyFile + "\n  reloadInterval: 1s\n"
 	}
+	p.Proc = runProxy(t, dir, r, yaml)
+	return p
+}
+
+// proxyTokenFile writes the proxy's own token (role proxy) into dir and returns its path.
+func proxyTokenFile(t *testing.T, dir string) string {
+	t.Helper()
+	f := filepath.Join(dir, "proxy.token")
+	if err := os.WriteFile(f, []byte(mustToken(proxyRole, 0)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// runProxy runs the real proxy with yaml in front of both brokers of r and stops it when the
+// test ends (showing its log tail if the test failed).
+func runProxy(t *testing.T, dir string, r *rig.Rig, yaml string) *proxyproc.Proc {
+	t.Helper()
 	proc, err := proxyproc.Start(proxyBinary, dir, []string{r.BrokerURL(1), r.BrokerURL(2)}, yaml)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Proc = proc
 	t.Cleanup(func() {
 		if !proc.Stop() {
 			t.Errorf("pulsar-proxy did not stop on SIGTERM")
@@ -59,7 +73,7 @@ func startProxyOn(t *testing.T, r *rig.Rig, policy string, extraAuth string) *pr
 			t.Logf("proxy log tail:\n%s", proc.LogTail(80))
 		}
 	})
-	return p
+	return proc
 }
 
 func (p *proxy) metric(t *testing.T, name string, labels ...string) float64 {
@@ -79,13 +93,14 @@ func client(t *testing.T, url string, auth pulsar.Authentication) pulsar.Client 
 // clientWithTimeout bounds the client's retries (a refused client retries until then).
 func clientWithTimeout(t *testing.T, url string, auth pulsar.Authentication, opTimeout time.Duration) pulsar.Client {
 	t.Helper()
-	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL:               url,
-		Authentication:    auth,
-		OperationTimeout:  opTimeout,
-		ConnectionTimeout: 10 * time.Second,
-		Logger:            plog.DefaultNopLogger(),
-	})
+	return clientWith(t, pulsar.ClientOptions{URL: url, Authentication: auth}, opTimeout)
+}
+
+// clientWith creates a client with o, opTimeout and no logging, closed when the test ends.
+func clientWith(t *testing.T, o pulsar.ClientOptions, opTimeout time.Duration) pulsar.Client {
+	t.Helper()
+	o.OperationTimeout, o.ConnectionTimeout, o.Logger = opTimeout, 10*time.Second, plog.DefaultNopLogger()
+	c, err := pulsar.NewClient(o)
 	if err != nil {
 		t.Fatal(err)
 	}
