@@ -56,6 +56,15 @@ func deregisterBroker(t *testing.T, service string, n int) {
 	}
 }
 
+// registerBothBrokers registers the rig's two brokers as service and waits until Consul
+// passes both.
+func registerBothBrokers(t *testing.T, service string) {
+	t.Helper()
+	registerBroker(t, service, 1)
+	registerBroker(t, service, 2)
+	waitPassing(t, service, 2)
+}
+
 // waitPassing waits until Consul lists want passing instances of service.
 func waitPassing(t *testing.T, service string, want int) {
 	t.Helper()
@@ -151,9 +160,7 @@ func brokerRequests(t *testing.T, p *proxy, n int) float64 {
 // with an HTTP check; the proxy knows them only from Consul.
 func TestDiscoveryConsulFollowsRegistrations(t *testing.T) {
 	service := rig.UniqueName("pulsar")
-	registerBroker(t, service, 1)
-	registerBroker(t, service, 2)
-	waitPassing(t, service, 2)
+	registerBothBrokers(t, service)
 	proxy := startConsulProxy(t, service, theRig.ConsulAddr)
 	proxy.waitReady(t)
 	if !targetAllowed(t, proxy, 1) || !targetAllowed(t, proxy, 2) {
@@ -255,9 +262,7 @@ func TestDiscoveryConsulFollowsRegistrations(t *testing.T) {
 // again before returning.
 func TestDiscoveryConsulOutage(t *testing.T) {
 	service := rig.UniqueName("pulsar")
-	registerBroker(t, service, 1)
-	registerBroker(t, service, 2)
-	waitPassing(t, service, 2)
+	registerBothBrokers(t, service)
 	proxy := startConsulProxy(t, service, theRig.ConsulAddr)
 	proxy.waitReady(t)
 
@@ -336,9 +341,7 @@ func TestDiscoveryConsulOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	consulDown = false
-	registerBroker(t, service, 1)
-	registerBroker(t, service, 2)
-	waitPassing(t, service, 2)
+	registerBothBrokers(t, service)
 	waitFor(t, 60*time.Second, "discovery fresh again", func() bool {
 		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="consul"`) == 0
 	})
