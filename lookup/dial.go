@@ -45,17 +45,26 @@ type DialError struct {
 
 func (e *DialError) Error() string {
 	if e.Step == "tls" {
-		var cv *tls.CertificateVerificationError
-		var hn x509.HostnameError
-		switch {
-		case errors.As(e.Err, &hn):
-			return fmt.Sprintf("broker %s presented a certificate for another host: %v", e.Addr, hn)
-		case errors.As(e.Err, &cv):
-			return fmt.Sprintf("broker %s presented a certificate the proxy does not trust: %v", e.Addr, cv.Err)
+		if fault := certificateFault(e.Err); fault != "" {
+			return fmt.Sprintf("broker %s presented a certificate %s", e.Addr, fault)
 		}
 		return fmt.Sprintf("TLS handshake with broker %s failed: %v", e.Addr, e.Err)
 	}
 	return fmt.Sprintf("%s to broker %s failed: %v", e.Step, e.Addr, e.Err)
+}
+
+// certificateFault says what is wrong with a broker certificate that failed verification
+// ("for another host: …", "the proxy does not trust: …"), or "" for any other error.
+func certificateFault(err error) string {
+	var hn x509.HostnameError
+	var cv *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &hn):
+		return "for another host: " + hn.Error()
+	case errors.As(err, &cv):
+		return "the proxy does not trust: " + cv.Err.Error()
+	}
+	return ""
 }
 
 func (e *DialError) Unwrap() error { return e.Err }
@@ -64,10 +73,8 @@ func (e *DialError) Unwrap() error { return e.Err }
 // (wrong host, untrusted issuer, expired): an operator's configuration problem worth a
 // warning, unlike a broker that is merely down.
 func CertificateRefused(err error) bool {
-	var cv *tls.CertificateVerificationError
-	var hn x509.HostnameError
 	var de *DialError
-	return errors.As(err, &de) && de.Step == "tls" && (errors.As(err, &cv) || errors.As(err, &hn))
+	return errors.As(err, &de) && de.Step == "tls" && certificateFault(de.Err) != ""
 }
 
 // Dial connects to the broker at addr (host:port). A nil from sends no PROXY header even
