@@ -141,14 +141,13 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	} else {
 		close(refreshDone)
 	}
-	if s.srv.sec.Authenticator != nil || s.srv.sec.Policy != nil {
+	if s.srv.sec.InspectsFrames() {
 		up.filter = s.upstreamFilter(toClientSink, ref)
 		up.watch = securityCommand
+	} else if s.srv.cfg.Passthrough {
+		// Nothing reads or injects frames: both directions may go socket to socket untouched.
+		up.unframed, down.unframed = true, true
 	}
-	// Without a filter or a refresher nothing reads or injects frames: both directions may
-	// go socket to socket untouched.
-	unframed := s.srv.cfg.Passthrough && up.filter == nil && ref == nil
-	up.unframed, down.unframed = unframed, unframed
 
 	type result struct {
 		up  bool
@@ -169,7 +168,7 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 		// Nothing more goes to the broker; what it is still sending (receipts of what it
 		// got) reaches the client before both ends close.
 		reason = ReasonDrained
-		settle(&down.moved)
+		settle(&down.totalBytes)
 		s.client.conn.Close()
 		broker.conn.Close()
 	case first.up && errors.Is(first.err, io.EOF):
@@ -197,8 +196,8 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 		<-results
 	}
 	s.mu.Lock()
-	s.bytesIn, s.framesIn = up.totalBytes, up.totalFrames
-	s.bytesOut, s.framesOut = down.totalBytes, down.totalFrames
+	s.bytesIn, s.framesIn = up.totalBytes.Load(), up.totalFrames
+	s.bytesOut, s.framesOut = down.totalBytes.Load(), down.totalFrames
 	s.mu.Unlock()
 	return reason
 }

@@ -74,10 +74,10 @@ type pipe struct {
 	// dst), so between two TCP sockets it is forwarded as a byte stream (passthrough).
 	unframed bool
 
-	// totals for the session summary, owned by this pipe's goroutine until it returns
-	totalFrames, totalBytes uint64
-	// moved is totalBytes for other goroutines: a draining session watches it settle.
-	moved atomic.Uint64
+	// totals for the session summary; totalBytes is also read while the pipe runs (a
+	// draining session watches it settle)
+	totalFrames uint64
+	totalBytes  atomic.Uint64
 
 	buf        buffer
 	start, end int             // unconsumed bytes: buf.bytes()[start:end]
@@ -239,8 +239,7 @@ func (p *pipe) count(frames uint64, bytes int) {
 	p.frames.Add(float64(frames))
 	p.bytes.Add(float64(bytes))
 	p.totalFrames += frames
-	p.totalBytes += uint64(bytes)
-	p.moved.Add(uint64(bytes))
+	p.totalBytes.Add(uint64(bytes))
 }
 
 // makeRoom arranges for need bytes of the frame at start to fit in the buffer after a read:

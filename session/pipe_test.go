@@ -115,8 +115,8 @@ func TestPipeForwardsEveryByteAcrossSplitsAndSizes(t *testing.T) {
 	if err := <-done; !errors.Is(err, io.EOF) {
 		t.Fatalf("pipe ended with %v, want io.EOF", err)
 	}
-	if p.totalFrames != 12 || p.totalBytes != uint64(len(stream)) {
-		t.Fatalf("counted %d frames, %d bytes; want 12, %d", p.totalFrames, p.totalBytes, len(stream))
+	if p.totalFrames != 12 || p.totalBytes.Load() != uint64(len(stream)) {
+		t.Fatalf("counted %d frames, %d bytes; want 12, %d", p.totalFrames, p.totalBytes.Load(), len(stream))
 	}
 	if p.buf.bytes() != nil {
 		t.Fatal("pipe kept its buffer after it ended")

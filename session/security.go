@@ -46,6 +46,10 @@ type Security struct {
 	RefreshTimeout time.Duration
 }
 
+// InspectsFrames reports whether direct sessions must read the client's frames (to check
+// PRODUCER and SUBSCRIBE, to renew credentials), so they cannot be forwarded unframed.
+func (sec Security) InspectsFrames() bool { return sec.Authenticator != nil || sec.Policy != nil }
+
 // SetSecurity configures authentication and authorization; call it before Serve.
 func (s *Server) SetSecurity(sec Security) {
 	if sec.RefreshTimeout <= 0 {

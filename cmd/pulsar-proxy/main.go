@@ -227,7 +227,7 @@ func run(cfg *config.Config) error {
 // forwarding names how direct sessions move bytes, for the startup line: passthrough
 // (socket to socket, see session.passthrough) needs nothing to inspect the frames.
 func forwarding(cfg *config.Config, sec session.Security) string {
-	if cfg.Session.Passthrough && sec.Authenticator == nil && sec.Policy == nil {
+	if cfg.Session.Passthrough && !sec.InspectsFrames() {
 		return "passthrough (plaintext TCP on both sides; framed otherwise)"
 	}
 	return "framed"
