@@ -2,6 +2,7 @@ package frame
 
 import (
 	"fmt"
+	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -10,18 +11,24 @@ import (
 )
 
 // PeekType returns BaseCommand.type without unmarshalling the command and
-// without allocating. It walks the top-level fields and resolves the type
-// exactly as Decode does: field 1 with varint wire type, the last
-// occurrence wins, occurrences with another wire type are ignored. Like
-// Decode it does not reject values that pb.BaseCommand_Type does not name
-// (commands from a newer protocol); callers switch on the known ones.
+// without allocating, exactly as a Pulsar broker will read it, or an error
+// where a broker's reading could differ from ours. A broker's decoder is
+// lenient (the last type field wins, unknown values are skipped, tags and
+// enum values wider than 32 bits are truncated, other sub-messages are
+// ignored), so a filter that decides by type must refuse every encoding
+// where two readers could disagree. PeekType therefore walks every
+// top-level field and refuses, as ErrMalformed: a command without a type or
+// with more than one type field, a type field of another wire type, a type
+// outside 0..2^31-1, group wire types, and anything protowire cannot parse.
+// Values that pb.BaseCommand_Type does not name are returned as they are;
+// callers decide what to do with types they do not know.
 //
-// Only the top level is checked: a command PeekType accepts may still fail
-// Decode, but whenever Decode succeeds PeekType returns its GetType().
+// No client sends any of the refused forms: protobuf encoders write the
+// type once, as a varint, first.
 func PeekType(command []byte) (pb.BaseCommand_Type, error) {
 	var (
 		seen bool
-		typ  int32
+		typ  pb.BaseCommand_Type
 	)
 	b := command
 	for len(b) > 0 {
@@ -30,14 +37,23 @@ func PeekType(command []byte) (pb.BaseCommand_Type, error) {
 			return 0, fmt.Errorf("%w: command: %v", ErrMalformed, protowire.ParseError(n))
 		}
 		b = b[n:]
-		if num == 1 && wt == protowire.VarintType {
+		switch {
+		case wt == protowire.StartGroupType || wt == protowire.EndGroupType:
+			return 0, fmt.Errorf("%w: command field %d: group wire type", ErrMalformed, num)
+		case num == 1 && wt != protowire.VarintType:
+			return 0, fmt.Errorf("%w: command type with wire type %d", ErrMalformed, wt)
+		case num == 1 && seen:
+			return 0, fmt.Errorf("%w: command type given twice", ErrMalformed)
+		case num == 1:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return 0, fmt.Errorf("%w: command type: %v", ErrMalformed, protowire.ParseError(n))
 			}
+			if v > math.MaxInt32 {
+				return 0, fmt.Errorf("%w: command type %d out of range", ErrMalformed, v)
+			}
 			b = b[n:]
-			// Enum values are int32; wider varints are truncated, as Decode does.
-			seen, typ = true, int32(v)
+			seen, typ = true, pb.BaseCommand_Type(v)
 			continue
 		}
 		n = protowire.ConsumeFieldValue(num, wt, b)
@@ -49,7 +65,7 @@ func PeekType(command []byte) (pb.BaseCommand_Type, error) {
 	if !seen {
 		return 0, fmt.Errorf("%w: command has no type", ErrMalformed)
 	}
-	return pb.BaseCommand_Type(typ), nil
+	return typ, nil
 }
 
 // Decode unmarshals a command. It is strict: the bytes must be valid
