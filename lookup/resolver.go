@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
@@ -39,19 +40,23 @@ func NewResolver(set *BrokerSet, pool *Pool, timeout time.Duration, maxRedirects
 func principalOf(ctx context.Context) string { return clientFrom(ctx).Principal }
 
 // coalesceKey identifies requests whose answers are interchangeable: LOOKUP and
-// PARTITIONED_METADATA of the same topic, with the same authoritative flag, listener and
-// principal. Other commands are not coalesced.
+// PARTITIONED_METADATA requests equal in every field but the request id (topic,
+// authoritative, listener, properties, metadata_auto_creation_enabled, and any field a later
+// protocol adds), made for the same principal. Other commands are not coalesced.
 func coalesceKey(ctx context.Context, cmd *pb.BaseCommand) (string, bool) {
-	p := principalOf(ctx)
 	switch cmd.GetType() {
-	case pb.BaseCommand_LOOKUP:
-		l := cmd.GetLookupTopic()
-		return "L\x00" + l.GetTopic() + "\x00" + strconv.FormatBool(l.GetAuthoritative()) + "\x00" +
-			l.GetAdvertisedListenerName() + "\x00" + p, true
-	case pb.BaseCommand_PARTITIONED_METADATA:
-		return "P\x00" + cmd.GetPartitionMetadata().GetTopic() + "\x00" + p, true
+	case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA:
+	default:
+		return "", false
 	}
-	return "", false
+	c := proto.Clone(cmd).(*pb.BaseCommand)
+	frame.SetRequestID(c, 0)
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	if err != nil {
+		return "", false
+	}
+	p := principalOf(ctx)
+	return strconv.Itoa(len(p)) + ":" + p + string(b), true
 }
 
 // Error is a failure the proxy itself reports to the client, with the ServerError that makes

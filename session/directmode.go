@@ -120,34 +120,9 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	down := &pipe{src: broker, dst: toClientSink, frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient),
 		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
 
-	// Credentials that expire are renewed by challenging the client; the refresher injects
-	// its challenge into the client's stream and the filter hands it the answer.
-	var ref *refresher
-	refreshDone := make(chan struct{})
-	if s.srv.sec.Authenticator != nil {
-		ref = s.newRefresher(toClientSink.inject)
-		refCtx, stopRefresh := context.WithCancel(s.ctx)
-		defer func() { stopRefresh(); <-refreshDone }()
-		go func() {
-			defer close(refreshDone)
-			if ref.run(refCtx, supportsRefresh) != nil {
-				s.mu.Lock()
-				s.authExpired = true
-				s.mu.Unlock()
-				s.client.conn.Close()
-				broker.conn.Close()
-			}
-		}()
-	} else {
-		close(refreshDone)
-	}
-	if s.srv.sec.InspectsFrames() {
-		up.filter = s.upstreamFilter(toClientSink, ref)
-		up.watch = securityCommand
-	} else if s.srv.cfg.Passthrough {
-		// Nothing reads or injects frames: both directions may go socket to socket untouched.
-		up.unframed, down.unframed = true, true
-	}
+	ref, stopRefresh := s.startRefresher(toClientSink, broker, supportsRefresh)
+	defer stopRefresh()
+	s.setFilters(up, down, toBrokerSink, toClientSink, ref)
 
 	type result struct {
 		up  bool
@@ -202,6 +177,45 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	return reason
 }
 
+// startRefresher renews expiring client credentials (see refresher) while the session
+// forwards; its challenge goes into the client's stream. Without authentication there is
+// nothing to renew.
+func (s *session) startRefresher(toClient *sink, broker *wire, supportsRefresh bool) (*refresher, func()) {
+	if s.srv.sec.Authenticator == nil {
+		return nil, func() {}
+	}
+	ref := s.newRefresher(toClient.inject)
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if ref.run(ctx, supportsRefresh) != nil {
+			s.expireCredentials()
+			broker.conn.Close()
+		}
+	}()
+	return ref, func() { cancel(); <-done }
+}
+
+// setFilters decides how each direction is forwarded: inspected (authentication or
+// authorization on: the client rules upstream, topic lists filtered downstream), or, with
+// nothing to inspect, unframed where passthrough is on.
+func (s *session) setFilters(up, down *pipe, toBroker, toClient *sink, ref *refresher) {
+	sec := s.srv.sec
+	switch {
+	case sec.InspectsFrames():
+		var lists *topicLists
+		if sec.Policy != nil {
+			lists = newTopicLists(s.mayLookUp)
+			down.filter, down.watch = s.downstreamFilter(toClient, lists), watchedTopicLists
+		}
+		up.filter, up.watch = s.upstreamFilter(toBroker, toClient, ref, lists), watchedByFilter
+	case s.srv.cfg.Passthrough:
+		// Nothing reads or injects frames: both directions may go socket to socket untouched.
+		up.unframed, down.unframed = true, true
+	}
+}
+
 // Draining sessions wait for the broker's side to settle: until it has sent nothing for
 // settleQuiet, at most settleMax. Answers to requests already forwarded come within a broker
 // round trip (milliseconds); a consumer's stream would never go quiet. An answer that misses
@@ -224,6 +238,9 @@ func settle(moved *atomic.Uint64) {
 }
 
 func (s *session) pipeFailure(fromClient bool, err error) CloseReason {
+	if errors.Is(err, errCommandRefused) {
+		return ReasonCommandRefused
+	}
 	if isFrameError(err) {
 		// No error frame here: the other pipe may be mid-frame on the same socket.
 		s.log.Debug().Bool("from_client", fromClient).Err(err).Msg("bad frame in direct session")

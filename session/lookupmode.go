@@ -73,10 +73,10 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 			ref.offer(cmd.GetAuthResponse()) // unasked-for answers are dropped: there is no broker here
 		case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA,
 			pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, pb.BaseCommand_GET_SCHEMA:
+			cmd := lookupRequest(cmd)
 			if action, topic := lookupTarget(cmd); topic != "" && !s.allowed(action, topic) {
 				s.srv.metrics.lookups.WithLabelValues(t.String(), "denied").Inc()
-				id, _ := frame.RequestID(cmd)
-				s.writeFailure(cmd, id, pb.ServerError_AuthorizationError, denyMessage(s.role(), action, topic))
+				s.writeFailure(cmd, pb.ServerError_AuthorizationError, denyMessage(s.role(), action, topic))
 				continue
 			}
 			select {
@@ -89,8 +89,7 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 				}()
 			default:
 				s.srv.metrics.lookups.WithLabelValues(t.String(), "rejected").Inc()
-				id, _ := frame.RequestID(cmd)
-				s.writeFailure(cmd, id, pb.ServerError_TooManyRequests, "pulsar-proxy: too many lookups in flight on this connection")
+				s.writeFailure(cmd, pb.ServerError_TooManyRequests, "pulsar-proxy: too many lookups in flight on this connection")
 			}
 		default:
 			id, _ := frame.RequestID(cmd)
@@ -116,7 +115,7 @@ func (s *session) answer(cmd *pb.BaseCommand) {
 		if errors.As(err, &le) {
 			code = le.Code
 		}
-		s.writeFailure(cmd, clientID, code, msg)
+		s.writeFailure(cmd, code, msg)
 		return
 	}
 	s.srv.metrics.lookups.WithLabelValues(t, resultOf(resp)).Inc()
@@ -131,21 +130,8 @@ func (s *session) answer(cmd *pb.BaseCommand) {
 }
 
 // writeFailure answers a request with the failure form its command expects.
-func (s *session) writeFailure(cmd *pb.BaseCommand, id uint64, code pb.ServerError, msg string) {
-	var resp *pb.BaseCommand
-	switch cmd.GetType() {
-	case pb.BaseCommand_LOOKUP:
-		resp = &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
-			RequestId: proto.Uint64(id), Response: pb.CommandLookupTopicResponse_Failed.Enum(), Error: code.Enum(), Message: proto.String(msg),
-		}}
-	case pb.BaseCommand_PARTITIONED_METADATA:
-		resp = &pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA_RESPONSE.Enum(), PartitionMetadataResponse: &pb.CommandPartitionedTopicMetadataResponse{
-			RequestId: proto.Uint64(id), Response: pb.CommandPartitionedTopicMetadataResponse_Failed.Enum(), Error: code.Enum(), Message: proto.String(msg),
-		}}
-	default:
-		resp = frame.Error(id, code, msg)
-	}
-	s.client.writeCommand(resp, s.srv.cfg.KeepAliveInterval)
+func (s *session) writeFailure(cmd *pb.BaseCommand, code pb.ServerError, msg string) {
+	s.client.writeCommand(failureFor(cmd, code, msg), s.srv.cfg.KeepAliveInterval)
 }
 
 // resultOf labels a broker's answer for the lookups metric.

@@ -15,7 +15,8 @@ type Metrics struct {
 	handshakeFailures *prometheus.CounterVec // reason
 	closes            *prometheus.CounterVec // reason
 	brokerDialSeconds prometheus.Histogram
-	clientIPs         prometheus.Gauge // distinct client IPs with a live connection; never an IP label
+	clientIPs         prometheus.Gauge       // distinct client IPs with a live connection; never an IP label
+	refusedCommands   *prometheus.CounterVec // reason
 }
 
 // Directions as metric label values.
@@ -62,8 +63,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		clientIPs: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pulsar_proxy_client_ips_active", Help: "Distinct client IPs with a live connection (the PROXY header's address where one was accepted).",
 		}),
+		refusedCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_refused_commands_total", Help: "Client commands in direct sessions that ended the session: a type no client may send to a broker, one that cannot be decoded, or proxy-only fields, by reason.",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
+	reg.MustRegister(m.refusedCommands, m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
 		m.frames, m.bytes, m.handshakeFailures, m.closes, m.brokerDialSeconds, m.clientIPs)
 	return m
 }

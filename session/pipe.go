@@ -33,16 +33,33 @@ func (s *sink) inject(cmd *pb.BaseCommand) error {
 	if err != nil {
 		return err
 	}
+	return s.write(b)
+}
+
+// write writes one whole frame.
+func (s *sink) write(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, err = s.conn.Write(b)
+	_, err := s.conn.Write(b)
 	return err
 }
 
-// filterFunc sees the command of every forwarded frame (not its payload) and reports whether
-// the frame goes on. It may inject an answer into either sink; the frames before it have
-// been written by then. It runs on the pipe's goroutine, so it must not block for long.
-type filterFunc func(t pb.BaseCommand_Type, command []byte) (forward bool)
+// verdict is a filter's decision on one frame.
+type verdict uint8
+
+const (
+	forwardFrame verdict = iota // the frame goes on as it came
+	dropFrame                   // the frame is dropped (the filter may have injected something in its place)
+	endSession                  // the frame is refused and the session ends (the filter has told the client why)
+)
+
+// errCommandRefused ends a pipe whose filter refused a frame with endSession.
+var errCommandRefused = errors.New("command refused")
+
+// filterFunc sees the command of every watched frame (not its payload) and decides its fate.
+// It may inject frames into either sink; the frames before this one have been written by
+// then. It runs on the pipe's goroutine, so it must not block for long.
+type filterFunc func(t pb.BaseCommand_Type, command []byte) verdict
 
 // defaultSpliceAbove: a frame whose not-yet-read remainder is longer than this goes socket to
 // socket (splice(2)) instead of through the read buffer. Measured with
@@ -159,7 +176,10 @@ func (p *pipe) run() error {
 					if err := p.writeOut(pos); err != nil {
 						return err
 					}
-					if !p.filter(t, cmd) {
+					switch p.filter(t, cmd) {
+					case endSession:
+						return errCommandRefused
+					case dropFrame:
 						if p.end-pos >= n {
 							pos += n
 							p.start = pos

@@ -140,14 +140,14 @@ func testPipeFilter(t *testing.T, watch func(pb.BaseCommand_Type) bool, wantSeen
 	var seen []pb.BaseCommand_Type
 	in, out, p, done := runPipe(t, newBufferPools(), func(p *pipe) filterFunc {
 		p.watch = watch
-		return func(typ pb.BaseCommand_Type, cmd []byte) bool {
+		return func(typ pb.BaseCommand_Type, cmd []byte) verdict {
 			seen = append(seen, typ)
 			if typ == pb.BaseCommand_PRODUCER {
 				// Refuse it and tell the far side; what came before must already be there.
 				p.dst.inject(frame.Ping())
-				return false
+				return dropFrame
 			}
-			return true
+			return forwardFrame
 		}
 	})
 	producer := commandFrame(t, &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{

@@ -24,6 +24,7 @@ const (
 	ReasonAuthFailed         CloseReason = "authentication_failed"
 	ReasonAuthExpired        CloseReason = "credentials_expired"
 	ReasonTransportSetup     CloseReason = "transport_setup_failed" // TLS handshake or PROXY header
+	ReasonCommandRefused     CloseReason = "command_refused"        // a direct-mode command the client rules refuse
 )
 
 // beforeSession reports whether the reason ended the connection before it was usable, which
