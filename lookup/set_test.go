@@ -385,3 +385,33 @@ func TestResolverLearnsOwnersFromLookupAnswers(t *testing.T) {
 		t.Fatal("a URL in a Failed answer was learned")
 	}
 }
+
+// Finding 6: a waiting caller must never get an answer computed for another caller's flags
+// (a reader's do-not-create request must not share a creating one's answer).
+func TestCoalesceKeyCoversEveryRequestField(t *testing.T) {
+	ctx := WithPrincipal(context.Background(), "alice")
+	pm := func(create bool) *pb.BaseCommand {
+		return &pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA.Enum(), PartitionMetadata: &pb.CommandPartitionedTopicMetadata{
+			Topic: proto.String("t"), RequestId: proto.Uint64(1), MetadataAutoCreationEnabled: proto.Bool(create)}}
+	}
+	lk := func(props ...string) *pb.BaseCommand {
+		l := &pb.CommandLookupTopic{Topic: proto.String("t"), RequestId: proto.Uint64(2)}
+		for _, p := range props {
+			l.Properties = append(l.Properties, &pb.KeyValue{Key: proto.String(p), Value: proto.String("v")})
+		}
+		return &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: l}
+	}
+	for _, pair := range [][2]*pb.BaseCommand{{pm(true), pm(false)}, {lk(), lk("a")}, {lk("a"), lk("b")}} {
+		a, _ := coalesceKey(ctx, pair[0])
+		b, _ := coalesceKey(ctx, pair[1])
+		if a == b {
+			t.Fatalf("%v and %v share a coalescing key", pair[0], pair[1])
+		}
+	}
+	// The request id alone does not separate requests.
+	x, y := pm(true), pm(true)
+	y.PartitionMetadata.RequestId = proto.Uint64(77)
+	if a, _ := coalesceKey(ctx, x); a != func() string { b, _ := coalesceKey(ctx, y); return b }() {
+		t.Fatal("request ids separate otherwise equal requests")
+	}
+}
