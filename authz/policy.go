@@ -59,7 +59,7 @@ func ParsePolicy(b []byte) (*Policy, error) {
 				}
 				res = rest
 			}
-			if strings.Count(res, "/") != 2 {
+			if parts := strings.Split(res, "/"); len(parts) != 3 || slices.Contains(parts, "") {
 				return nil, fmt.Errorf("policy: rules[%d]: resource %q is not tenant/namespace/topic", i, res)
 			}
 		}

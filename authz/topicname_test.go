@@ -153,3 +153,11 @@ rules:
 		}
 	}
 }
+
+func TestParsePolicyRefusesEmptySegments(t *testing.T) {
+	for _, res := range []string{"t//x", "/n/x", "t/n/", "persistent://t//x"} {
+		if _, err := ParsePolicy([]byte(`rules: [{roles: [a], resources: ["` + res + `"], actions: [lookup]}]`)); err == nil {
+			t.Errorf("resource %q accepted", res)
+		}
+	}
+}
