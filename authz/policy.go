@@ -59,7 +59,7 @@ func ParsePolicy(b []byte) (*Policy, error) {
 				}
 				res = rest
 			}
-			if strings.Count(res, "/") != 2 {
+			if parts := strings.Split(res, "/"); len(parts) != 3 || slices.Contains(parts, "") {
 				return nil, fmt.Errorf("policy: rules[%d]: resource %q is not tenant/namespace/topic", i, res)
 			}
 		}
@@ -80,15 +80,19 @@ func (p *Policy) IsSuperUser(role string) bool {
 }
 
 // Allowed reports whether role may do action on topic (a full or short Pulsar topic name).
+// The name is read as the broker reads it (ParseTopic); a name the broker would refuse, a
+// legacy tenant/cluster/namespace/topic name and a name that is not UTF-8 are denied. A rule
+// matches the name tenant/namespace/local, or, for a partition, its partitioned topic's.
 func (p *Policy) Allowed(role string, action Action, topic string) bool {
 	if p.IsSuperUser(role) {
 		return true
 	}
-	domain, name, ok := ParseTopic(topic)
-	if !ok {
+	tn, err := ParseTopic(topic)
+	if err != nil {
 		return false
 	}
-	base := stripPartition(name)
+	ns := tn.Tenant + "/" + tn.Namespace + "/"
+	name, base := ns+tn.Local, ns+tn.Base
 	for _, r := range p.Rules {
 		if !slices.Contains(r.Actions, action) || !matchAny(r.Roles, role) {
 			continue
@@ -97,57 +101,15 @@ func (p *Policy) Allowed(role string, action Action, topic string) bool {
 			d, pattern, hasDomain := strings.Cut(res, "://")
 			if !hasDomain {
 				pattern = res
-			} else if d != domain {
+			} else if d != tn.Domain {
 				continue
 			}
-			if match(pattern, name) || match(pattern, base) {
+			if match(pattern, name) || (tn.Partition >= 0 && match(pattern, base)) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// ParseTopic splits a Pulsar topic name into its domain and tenant/namespace/topic,
-// expanding short names the way clients do ("t" → persistent://public/default/t).
-func ParseTopic(topic string) (domain, name string, ok bool) {
-	domain, name, found := strings.Cut(topic, "://")
-	if !found {
-		domain, name = "persistent", topic
-		if !strings.Contains(topic, "/") {
-			name = "public/default/" + topic
-		}
-	}
-	if domain != "persistent" && domain != "non-persistent" {
-		return "", "", false
-	}
-	parts := strings.Split(name, "/")
-	if len(parts) == 4 { // legacy tenant/cluster/namespace/topic
-		name = parts[0] + "/" + parts[2] + "/" + parts[3]
-	} else if len(parts) != 3 {
-		return "", "", false
-	}
-	for _, p := range strings.Split(name, "/") {
-		if p == "" {
-			return "", "", false
-		}
-	}
-	return domain, name, true
-}
-
-// stripPartition maps "t-partition-3" to "t", so a rule for a partitioned topic covers its
-// partitions.
-func stripPartition(name string) string {
-	i := strings.LastIndex(name, "-partition-")
-	if i < 0 {
-		return name
-	}
-	for _, c := range name[i+len("-partition-"):] {
-		if c < '0' || c > '9' {
-			return name
-		}
-	}
-	return name[:i]
 }
 
 func matchAny(globs []string, s string) bool {
