@@ -79,7 +79,7 @@ func readRawFrame(r io.Reader) ([]byte, error) {
 		return nil, err
 	}
 	total, size := binary.BigEndian.Uint32(hdr[:]), binary.BigEndian.Uint32(hdr[4:])
-	if total > 16<<20 || size > total-4 {
+	if total < 5 || total > 16<<20 || size > total-4 {
 		return nil, io.ErrUnexpectedEOF
 	}
 	rest := make([]byte, total-4)

@@ -32,7 +32,7 @@ type staticPolicy struct{ p *authz.Policy }
 
 func (s staticPolicy) Policy() *authz.Policy { return s.p }
 
-func testSecurity(t *testing.T, anonymous string, policy string) (Security, *authz.Metrics) {
+func testSecurity(t testing.TB, anonymous string, policy string) (Security, *authz.Metrics) {
 	t.Helper()
 	tp, err := authz.NewTokenProvider(authz.TokenConfig{SecretKey: testSecret})
 	if err != nil {
