@@ -65,6 +65,12 @@ func TestAllowOnlyKnownBrokers(t *testing.T) {
 		"evil.example:6650":            false,
 		"":                             false,
 		"pulsar://127.0.0.1:6650/path": false,
+		// Other spellings of a known host:port are not it.
+		"127.0.0.1:06650":           false,
+		"127.0.0.1:+6650":           false,
+		"[127.0.0.1]:6650":          false,
+		"broker-1.pulsar.:6651":     false,
+		"pulsar://[127.0.0.1]:6650": false,
 	} {
 		_, err := set.Allow(target)
 		if ok != (err == nil) {
@@ -72,6 +78,40 @@ func TestAllowOnlyKnownBrokers(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, ErrTargetNotAllowed) {
 			t.Errorf("Allow(%q) err = %v, want ErrTargetNotAllowed", target, err)
+		}
+	}
+}
+
+// ParseTarget takes only a DNS name or an IP literal on a plain decimal port, whatever
+// discovery or the patterns would say of it.
+func TestParseTargetSyntax(t *testing.T) {
+	for target, want := range map[string]string{
+		"broker-0.pulsar.svc:6650":           "broker-0.pulsar.svc:6650",
+		"[fd00::1]:6651":                     "[fd00::1]:6651",
+		"pulsar+ssl://B0:6651":               "b0:6651",
+		"b0:06650":                           "",
+		"b0:65536":                           "",
+		"b0:0":                               "",
+		"b0.:6650":                           "",
+		"b..0:6650":                          "",
+		"b_0:6650":                           "",
+		"-b0:6650":                           "",
+		"b0 :6650":                           "",
+		"b0%2e:6650":                         "",
+		"fd00::1:6650":                       "",
+		"[b0]:6650":                          "",
+		"[fe80::1%25eth0]:6650":              "",
+		"127.1:6650":                         "",
+		strings.Repeat("a", 64) + ":6650":    "",
+		strings.Repeat("a.", 127) + "a:6650": "",
+	} {
+		host, port, err := ParseTarget(target)
+		got := ""
+		if err == nil {
+			got = Broker{Host: host, Port: port}.Addr()
+		}
+		if got != want {
+			t.Errorf("ParseTarget(%q) = %q (%v), want %q", target, got, err, want)
 		}
 	}
 }
