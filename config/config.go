@@ -162,7 +162,8 @@ type Broker struct {
 	LookupConnectionsPerBroker int           `yaml:"lookupConnectionsPerBroker" env:"LOOKUP_CONNECTIONS_PER_BROKER"`
 	// The direct-mode target rule (see lookup.BrokerSet): only these ports,
 	// discovery's brokers, URLs a broker named in a lookup answer for
-	// LearnedTargetLifetime, and hosts matching AllowedHosts.
+	// LearnedTargetLifetime, and hosts matching AllowedHosts label by label
+	// (a '*' never crosses a dot; see brokerhost.Match).
 	AllowedPorts          []int         `yaml:"allowedPorts" env:"ALLOWED_PORTS"`
 	AllowedHosts          []string      `yaml:"allowedHosts" env:"ALLOWED_HOSTS"`
 	LearnedTargetLifetime time.Duration `yaml:"learnedTargetLifetime" env:"LEARNED_TARGET_LIFETIME"`
