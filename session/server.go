@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
@@ -127,24 +128,56 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
+// start runs c's session in a goroutine of its own; false means the server is draining.
 func (s *Server) start(c net.Conn) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.draining {
+		s.mu.Unlock()
 		return false
 	}
+	if s.cfg.MaxConnections > 0 && len(s.sessions) >= s.cfg.MaxConnections {
+		s.mu.Unlock()
+		s.refuse(c)
+		return true
+	}
 	sess := newSession(s, c, s.nextID.Add(1))
-	over := s.cfg.MaxConnections > 0 && len(s.sessions) >= s.cfg.MaxConnections
 	s.sessions[sess] = struct{}{}
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		sess.run(over)
+		sess.run()
 		s.mu.Lock()
 		delete(s.sessions, sess)
 		s.mu.Unlock()
 	}()
 	return true
+}
+
+// refuseWriteTimeout bounds telling a refused client why, which happens in the accepting
+// goroutine: the frame fits any fresh socket's send buffer, so this is only a backstop.
+const refuseWriteTimeout = 50 * time.Millisecond
+
+// tooManyConnections is the frame a plain client over session.maxConnections gets, encoded
+// once: a flood over the limit costs no allocation per connection.
+var tooManyConnections, _ = frame.AppendCommand(nil,
+	frame.Error(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections, retry later"))
+
+// refuse turns away a connection over session.maxConnections in the accepting goroutine,
+// before any TLS handshake or PROXY header and with no goroutine of its own, so connections
+// over the limit cost an accept and a close, never a handshake each. A plain client is told
+// why (ServiceNotReady, so it retries); a TLS or PROXY-protocol one could be told only after
+// the handshake the limit is there to avoid, so it is just closed.
+func (s *Server) refuse(c net.Conn) {
+	s.metrics.handshakeFailures.WithLabelValues(string(ReasonTooManyConnections)).Inc()
+	s.metrics.closes.WithLabelValues(string(ReasonTooManyConnections)).Inc()
+	s.log.Debug().Stringer("remote", c.RemoteAddr()).Int("max_connections", s.cfg.MaxConnections).
+		Msg("refusing a client connection over session.maxConnections")
+	if _, handshake := c.(transport); !handshake {
+		c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
+		c.Write(tooManyConnections)
+	}
+	c.Close()
 }
 
 // Shutdown stops accepting and asks every session to hand its client over (see
