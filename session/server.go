@@ -8,7 +8,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -90,7 +89,10 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("session server closed")
 
-// Serve accepts connections on ln until Shutdown.
+// Serve accepts connections on ln until Shutdown. An accept error is retried (see
+// acceptRetry) unless the listener is closed: out of file descriptors or kernel memory, a
+// connection aborted before it was accepted, anything else, the proxy keeps its sessions
+// and accepts again once it can.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.draining {
@@ -105,20 +107,15 @@ func (s *Server) Serve(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			s.mu.Lock()
-			draining := s.draining
-			s.mu.Unlock()
-			if draining {
+			if s.Draining() {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
-				// Out of file descriptors and the like: wait rather than spin.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			return err
+			backoff = s.acceptRetry(err, backoff)
+			time.Sleep(backoff)
+			continue
 		}
 		backoff = 0
 		if !s.start(c) {
@@ -126,6 +123,19 @@ func (s *Server) Serve(ln net.Listener) error {
 			return ErrServerClosed
 		}
 	}
+}
+
+// acceptRetry logs a failed accept and returns how long to wait before the next: 5 ms
+// doubling to 1 s while accepts keep failing, so a lasting condition neither spins nor
+// floods the log (the first failure after a success is a warning, the repeats debug).
+func (s *Server) acceptRetry(err error, prev time.Duration) time.Duration {
+	next := min(max(2*prev, 5*time.Millisecond), time.Second)
+	ev := s.log.Debug()
+	if prev == 0 {
+		ev = s.log.Warn()
+	}
+	ev.Err(err).Dur("retry_in", next).Msg("accepting a client connection failed; retrying")
+	return next
 }
 
 // start runs c's session in a goroutine of its own; false means the server is draining.

@@ -7,12 +7,16 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -161,5 +165,116 @@ func TestMaxConnectionsTellsPlainClients(t *testing.T) {
 	again.send(connectCmd(nil))
 	if got := again.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
 		t.Fatalf("after the held connection closed: got %v, want CONNECTED", got)
+	}
+}
+
+// fakeListener hands out the accept results the test queues, then net.ErrClosed once closed.
+type fakeListener struct {
+	accepts   chan acceptResult
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+type acceptResult struct {
+	c   net.Conn
+	err error
+}
+
+func newFakeListener() *fakeListener {
+	return &fakeListener{accepts: make(chan acceptResult, 16), closed: make(chan struct{})}
+}
+
+func (l *fakeListener) Accept() (net.Conn, error) {
+	select {
+	case a := <-l.accepts:
+		return a.c, a.err
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *fakeListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *fakeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 6650} }
+
+func acceptErr(errno syscall.Errno) error {
+	return &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}
+}
+
+// loopbackPair is a connected pair of TCP sockets.
+func loopbackPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, server
+}
+
+// Accept errors other than the listener's close (out of descriptors or kernel memory, an
+// aborted connection, anything) are retried with backoff; Serve returns only on Shutdown.
+func TestServeRetriesAcceptErrors(t *testing.T) {
+	logs := &logBuffer{}
+	srv := NewServer(testConfig(), nil, noTargets{}, NewMetrics(prometheus.NewRegistry()), zerolog.New(logs))
+	ln := newFakeListener()
+	for _, err := range []error{acceptErr(syscall.ENFILE), acceptErr(syscall.ENOBUFS), acceptErr(syscall.ENOMEM),
+		acceptErr(syscall.ECONNABORTED), errors.New("something else")} {
+		ln.accepts <- acceptResult{err: err}
+	}
+	client, server := loopbackPair(t)
+	ln.accepts <- acceptResult{c: server}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	p := peerOn(t, client)
+	p.send(connectCmd(nil))
+	if got := p.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("got %v, want CONNECTED after the accept errors", got)
+	}
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned %v on an accept error", err)
+	default:
+	}
+	ln.accepts <- acceptResult{err: acceptErr(syscall.EMFILE)} // after a success: a warning again
+	logs.waitFor(t, `"level":"warn"`, `too many open files","retry_in":5`)
+
+	lines := strings.Split(logs.String(), "\n")
+	var warn, debug int
+	for _, l := range lines {
+		if strings.Contains(l, "accepting a client connection failed") {
+			switch {
+			case strings.Contains(l, `"level":"warn"`):
+				warn++
+			case strings.Contains(l, `"level":"debug"`):
+				debug++
+			}
+		}
+	}
+	if warn != 2 || debug != 4 {
+		t.Fatalf("%d warnings and %d debug lines, want 2 (first of each run) and 4:\n%s", warn, debug, logs)
+	}
+	for _, want := range []string{"too many open files in system", "no buffer space available", "cannot allocate memory",
+		"software caused connection abort", "something else"} {
+		logs.waitFor(t, "accepting a client connection failed", want)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(ctx)
+	if err := <-served; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Serve after Shutdown: %v", err)
 	}
 }
