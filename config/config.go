@@ -200,6 +200,9 @@ type Session struct {
 	// New connections per second per client IP (0 = unlimited), and the burst above it.
 	ConnectionRatePerIP  float64 `yaml:"connectionRatePerIP" env:"CONNECTION_RATE_PER_IP"`
 	ConnectionBurstPerIP int     `yaml:"connectionBurstPerIP" env:"CONNECTION_BURST_PER_IP"`
+	// Both per-IP limits count an IPv6 client by this many leading bits of its address
+	// (one client usually holds a whole /64); IPv4 clients by the whole address.
+	IPv6PrefixLength int `yaml:"ipv6PrefixLength" env:"IPV6_PREFIX_LENGTH"`
 }
 
 // Log controls logging. SessionSummary is separate from Level so the
@@ -255,6 +258,7 @@ func Default() *Config {
 			MaxConnectionsPerIP:  0,
 			Passthrough:          true,
 			ConnectionBurstPerIP: 20,
+			IPv6PrefixLength:     64,
 		},
 		Log: Log{
 			Level:          "info",

@@ -536,6 +536,24 @@ func TestAllowedHostsValidation(t *testing.T) {
 	})
 }
 
+func TestIPv6PrefixLength(t *testing.T) {
+	const prefix = "PULSAR_PROXY_SESSION_IPV6_PREFIX_LENGTH="
+	checkEnvCases(t, []envCase{
+		{[]string{prefix + "32"}, ""},
+		{[]string{prefix + "128"}, ""},
+		{[]string{prefix + "31"}, "session.ipv6PrefixLength: must be between 32 and 128, got 31"},
+		{[]string{prefix + "129"}, "session.ipv6PrefixLength: must be between 32 and 128, got 129"},
+		{[]string{prefix + "/64"}, "environment: PULSAR_PROXY_SESSION_IPV6_PREFIX_LENGTH: "},
+	})
+	cfg, err := Load(writeFile(t, "session: {ipv6PrefixLength: 56}\n"), brokersEnv)
+	if err != nil || cfg.Session.IPv6PrefixLength != 56 {
+		t.Fatalf("yaml: %v, %v", cfg, err)
+	}
+	if Default().Session.IPv6PrefixLength != 64 {
+		t.Fatal("the default is not 64")
+	}
+}
+
 func TestAuthValidation(t *testing.T) {
 	checkEnvCases(t, []envCase{
 		{[]string{"PULSAR_PROXY_AUTH_ENABLED=true"}, "auth.token: auth.enabled needs"},

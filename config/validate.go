@@ -171,6 +171,7 @@ func (c *Config) Validate() error {
 	if c.Session.ConnectionBurstPerIP < 1 {
 		bad("session.connectionBurstPerIP", "must be at least 1, got %d", c.Session.ConnectionBurstPerIP)
 	}
+	between("session.ipv6PrefixLength", c.Session.IPv6PrefixLength, 32, 128)
 
 	tok := c.Auth.Token
 	if c.Auth.Enabled && tok.SecretKeyFile == "" && tok.PublicKeyFile == "" && tok.JWKSURL == "" {

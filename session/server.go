@@ -39,6 +39,9 @@ type Config struct {
 	// New connections per second per client IP, and the burst above it; 0 = unlimited.
 	ConnectionRatePerIP  float64
 	ConnectionBurstPerIP int
+	// Both per-IP limits count an IPv6 client by the prefix of this many bits of its
+	// address (IPv4 by the whole address); 0 = DefaultIPv6PrefixLength.
+	IPv6PrefixLength int
 }
 
 // Resolver answers lookup-mode requests (LOOKUP, PARTITIONED_METADATA,
@@ -76,11 +79,14 @@ type Server struct {
 
 // NewServer wires a server; it does nothing until Serve.
 func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log zerolog.Logger) *Server {
+	if cfg.IPv6PrefixLength == 0 {
+		cfg.IPv6PrefixLength = DefaultIPv6PrefixLength
+	}
 	return &Server{
 		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
 		buffers: newBufferPools(), spliceAbove: defaultSpliceAbove,
-		clientIPs:   newClientIPs(cfg.MaxConnectionsPerIP, m.clientIPs),
-		connectRate: newConnectRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP),
+		clientIPs:   newClientIPs(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
+		connectRate: newConnectRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
 		listeners:   map[net.Listener]struct{}{},
 		sessions:    map[*session]struct{}{},
 	}
