@@ -162,7 +162,8 @@ type Broker struct {
 	LookupConnectionsPerBroker int           `yaml:"lookupConnectionsPerBroker" env:"LOOKUP_CONNECTIONS_PER_BROKER"`
 	// The direct-mode target rule (see lookup.BrokerSet): only these ports,
 	// discovery's brokers, URLs a broker named in a lookup answer for
-	// LearnedTargetLifetime, and hosts matching AllowedHosts.
+	// LearnedTargetLifetime, and hosts matching AllowedHosts label by label
+	// (a '*' never crosses a dot; see brokerhost.Match).
 	AllowedPorts          []int         `yaml:"allowedPorts" env:"ALLOWED_PORTS"`
 	AllowedHosts          []string      `yaml:"allowedHosts" env:"ALLOWED_HOSTS"`
 	LearnedTargetLifetime time.Duration `yaml:"learnedTargetLifetime" env:"LEARNED_TARGET_LIFETIME"`
@@ -199,6 +200,9 @@ type Session struct {
 	// New connections per second per client IP (0 = unlimited), and the burst above it.
 	ConnectionRatePerIP  float64 `yaml:"connectionRatePerIP" env:"CONNECTION_RATE_PER_IP"`
 	ConnectionBurstPerIP int     `yaml:"connectionBurstPerIP" env:"CONNECTION_BURST_PER_IP"`
+	// Both per-IP limits count an IPv6 client by this many leading bits of its address
+	// (one client usually holds a whole /64); IPv4 clients by the whole address.
+	IPv6PrefixLength int `yaml:"ipv6PrefixLength" env:"IPV6_PREFIX_LENGTH"`
 }
 
 // Log controls logging. SessionSummary is separate from Level so the
@@ -254,6 +258,7 @@ func Default() *Config {
 			MaxConnectionsPerIP:  0,
 			Passthrough:          true,
 			ConnectionBurstPerIP: 20,
+			IPv6PrefixLength:     64,
 		},
 		Log: Log{
 			Level:          "info",

@@ -355,6 +355,17 @@ func TestBrokerURL(t *testing.T) {
 		"pulsar://broker:6650/x",
 		"pulsar://broker:6650?x=1",
 		"pulsar://user:pw@broker:6650",
+		// Host and port as the proxy parses them: one spelling each.
+		"pulsar://broker:06650",
+		"pulsar://broker:+6650",
+		"pulsar://broker.:6650",
+		"pulsar://b..x:6650",
+		"pulsar://b_0:6650",
+		"pulsar://-b:6650",
+		"pulsar://[broker]:6650",
+		"pulsar://[10.0.0.1]:6650",
+		"pulsar://b%30:6650",
+		"pulsar://127.1:6650",
 	} {
 		if err := checkBrokerURL(bad); err == nil {
 			t.Errorf("%q accepted", bad)
@@ -504,6 +515,42 @@ func checkEnvCases(t *testing.T, cases []envCase) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%v: err = %v, want %q", tc.env, err, tc.want)
 		}
+	}
+}
+
+// Each broker.allowedHosts pattern is DNS labels that may hold * and ?: anything else is
+// refused at load, naming the key, rather than matched in some surprising way.
+func TestAllowedHostsValidation(t *testing.T) {
+	const hosts = "PULSAR_PROXY_BROKER_ALLOWED_HOSTS="
+	checkEnvCases(t, []envCase{
+		{[]string{hosts + "*.broker.pulsar.svc.cluster.local"}, ""},
+		{[]string{hosts + "pulsar-broker-*,broker-?.pulsar,10.0.0.*"}, ""},
+		{[]string{hosts + "*.pulsar.svc.cluster.local."}, `broker.allowedHosts[0]: "*.pulsar.svc.cluster.local." is not a host pattern: empty label`},
+		{[]string{hosts + "ok.example,a..b"}, `broker.allowedHosts[1]: "a..b" is not a host pattern`},
+		{[]string{hosts + "*/x"}, `broker.allowedHosts[0]: "*/x" is not a host pattern: character '/'`},
+		{[]string{hosts + "[a-z]*.pulsar"}, `broker.allowedHosts[0]: "[a-z]*.pulsar" is not a host pattern: character '['`},
+		{[]string{hosts + `b\*.pulsar`}, `broker.allowedHosts[0]: "b\\*.pulsar" is not a host pattern: character '\\'`},
+		{[]string{hosts + "broker_0.pulsar"}, `broker.allowedHosts[0]: "broker_0.pulsar" is not a host pattern`},
+		{[]string{hosts + "-*.pulsar"}, `broker.allowedHosts[0]: "-*.pulsar" is not a host pattern`},
+		{[]string{hosts + "*:6650"}, `broker.allowedHosts[0]: "*:6650" is not a host pattern`},
+	})
+}
+
+func TestIPv6PrefixLength(t *testing.T) {
+	const prefix = "PULSAR_PROXY_SESSION_IPV6_PREFIX_LENGTH="
+	checkEnvCases(t, []envCase{
+		{[]string{prefix + "32"}, ""},
+		{[]string{prefix + "128"}, ""},
+		{[]string{prefix + "31"}, "session.ipv6PrefixLength: must be between 32 and 128, got 31"},
+		{[]string{prefix + "129"}, "session.ipv6PrefixLength: must be between 32 and 128, got 129"},
+		{[]string{prefix + "/64"}, "environment: PULSAR_PROXY_SESSION_IPV6_PREFIX_LENGTH: "},
+	})
+	cfg, err := Load(writeFile(t, "session: {ipv6PrefixLength: 56}\n"), brokersEnv)
+	if err != nil || cfg.Session.IPv6PrefixLength != 56 {
+		t.Fatalf("yaml: %v, %v", cfg, err)
+	}
+	if Default().Session.IPv6PrefixLength != 64 {
+		t.Fatal("the default is not 64")
 	}
 }
 

@@ -6,11 +6,12 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
 )
 
 // Validate reports every problem in c, one per line, each starting with the
@@ -131,8 +132,8 @@ func (c *Config) Validate() error {
 		between(fmt.Sprintf("broker.allowedPorts[%d]", i), p, 1, 65535)
 	}
 	for i, h := range c.Broker.AllowedHosts {
-		if _, err := path.Match(h, ""); err != nil || h == "" || strings.ContainsAny(h, ":/") {
-			bad(fmt.Sprintf("broker.allowedHosts[%d]", i), "%q is not a host pattern (e.g. *.broker.pulsar.svc.cluster.local)", h)
+		if err := brokerhost.CheckPattern(h); err != nil {
+			bad(fmt.Sprintf("broker.allowedHosts[%d]", i), "%q is not a host pattern: %v (want DNS labels that may hold * and ?, each matched on its own, e.g. *.broker.pulsar.svc.cluster.local)", h, err)
 		}
 	}
 	oneOf("broker.proxyProtocol", c.Broker.BrokerProxyProtocol, "off", "v1", "v2")
@@ -170,6 +171,7 @@ func (c *Config) Validate() error {
 	if c.Session.ConnectionBurstPerIP < 1 {
 		bad("session.connectionBurstPerIP", "must be at least 1, got %d", c.Session.ConnectionBurstPerIP)
 	}
+	between("session.ipv6PrefixLength", c.Session.IPv6PrefixLength, 32, 128)
 
 	tok := c.Auth.Token
 	if c.Auth.Enabled && tok.SecretKeyFile == "" && tok.PublicKeyFile == "" && tok.JWKSURL == "" {
@@ -286,35 +288,20 @@ func checkListenAddr(addr string) error {
 
 // checkBrokerURL rejects anything the proxy would have to ignore or guess
 // at: paths, queries, credentials and multi-host URLs would otherwise be
-// dropped silently when dialing.
+// dropped silently when dialing. Host and port follow the proxy's own parser
+// (brokerhost), which also refuses odd spellings of a host or port.
 func checkBrokerURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return errors.New("not a URL")
-	}
-	if u.Scheme != "pulsar" && u.Scheme != "pulsar+ssl" {
-		return errors.New("scheme must be pulsar:// or pulsar+ssl://")
-	}
-	if u.Opaque != "" || u.Host == "" {
-		return errors.New("want pulsar://host:port")
-	}
-	host, port, err := net.SplitHostPort(u.Host)
-	if err != nil || host == "" {
-		return errors.New("want pulsar://host:port (one host, port required)")
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
-	}
-	if u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
+	if strings.HasSuffix(s, "/") {
 		return errors.New("must be only scheme://host:port, without path, query or credentials")
 	}
-	return nil
+	_, _, _, err := brokerhost.ParseURL(s)
+	return err
 }
 
 // brokerPort is the port of a URL that checkBrokerURL accepted.
 func brokerPort(s string) string {
-	u, _ := url.Parse(s)
-	return u.Port()
+	_, _, port, _ := brokerhost.ParseURL(s)
+	return port
 }
 
 // checkConsulAddress accepts what the Consul client does: host:port, or an

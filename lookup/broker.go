@@ -6,8 +6,9 @@ package lookup
 import (
 	"fmt"
 	"net"
-	"net/url"
 	"strings"
+
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
 )
 
 // Broker is one broker's binary-protocol endpoint as discovery knows it.
@@ -23,32 +24,19 @@ func (b Broker) Addr() string { return net.JoinHostPort(b.Host, b.Port) }
 
 // ParseBrokerURL parses a discovery or lookup-answer URL of the form pulsar://host:port
 // (or pulsar+ssl://). Paths, users and queries are refused: they have no meaning for a
-// broker endpoint and would only widen what a target check has to reason about.
+// broker endpoint and would only widen what a target check has to reason about. The host
+// must be a DNS name or an IP literal and the port plain decimal (see brokerhost).
 func ParseBrokerURL(raw string) (Broker, error) {
-	u, err := url.Parse(raw)
+	tls, host, port, err := brokerhost.ParseURL(raw)
 	if err != nil {
 		return Broker{}, fmt.Errorf("broker URL %q: %v", raw, err)
 	}
-	var tls bool
-	switch u.Scheme {
-	case "pulsar":
-	case "pulsar+ssl":
-		tls = true
-	default:
-		return Broker{}, fmt.Errorf("broker URL %q: scheme must be pulsar or pulsar+ssl", raw)
-	}
-	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return Broker{}, fmt.Errorf("broker URL %q: only scheme://host:port is allowed", raw)
-	}
-	host, port := u.Hostname(), u.Port()
-	if host == "" || port == "" {
-		return Broker{}, fmt.Errorf("broker URL %q: host and port are required", raw)
-	}
-	return Broker{URL: raw, Host: strings.ToLower(host), Port: port, TLS: tls}, nil
+	return Broker{URL: raw, Host: host, Port: port, TLS: tls}, nil
 }
 
 // ParseTarget parses a client's proxy_to_broker_url. Clients send "host:port" (the Java and
-// Go clients both do); a pulsar:// URL is accepted too.
+// Go clients both do); a pulsar:// URL is accepted too. Host and port are checked as in
+// ParseBrokerURL, so a target can only name what a broker URL could.
 func ParseTarget(raw string) (host, port string, err error) {
 	if strings.Contains(raw, "://") {
 		b, err := ParseBrokerURL(raw)
@@ -57,9 +45,9 @@ func ParseTarget(raw string) (host, port string, err error) {
 		}
 		return b.Host, b.Port, nil
 	}
-	host, port, err = net.SplitHostPort(raw)
-	if err != nil || host == "" || port == "" {
-		return "", "", fmt.Errorf("target %q is not host:port", raw)
+	host, port, err = brokerhost.SplitHostPort(raw)
+	if err != nil {
+		return "", "", fmt.Errorf("target %q is not host:port: %v", raw, err)
 	}
-	return strings.ToLower(host), port, nil
+	return host, port, nil
 }

@@ -9,6 +9,8 @@ import (
 
 	consul "github.com/hashicorp/consul/api"
 	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
 )
 
 // ConsulConfig says which Consul service lists the brokers.
@@ -151,47 +153,12 @@ func consulBroker(e *consul.ServiceEntry) (Broker, error) {
 	if port < 1 || port > 65535 {
 		return Broker{}, fmt.Errorf("instance %s: port %d out of range", id, port)
 	}
-	if !validHost(host) {
-		return Broker{}, fmt.Errorf("instance %s: address %q is not a host name or IP", id, host)
+	if err := brokerhost.CheckHost(host); err != nil {
+		return Broker{}, fmt.Errorf("instance %s: address is not a host name or IP: %v", id, err)
 	}
 	b, err := ParseBrokerURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return Broker{}, fmt.Errorf("instance %s: %w", id, err)
 	}
 	return b, nil
-}
-
-// validHost accepts an IP literal or an RFC 1123 host name; anything else in a registry is a
-// mistake (or an attempt to inject a URL) and is not dialled.
-func validHost(h string) bool {
-	if net.ParseIP(h) != nil {
-		return true
-	}
-	if len(h) == 0 || len(h) > 253 {
-		return false
-	}
-	label := 0
-	for i := 0; i < len(h); i++ {
-		ch := h[i]
-		switch {
-		case ch == '.':
-			if label == 0 || h[i-1] == '-' {
-				return false
-			}
-			label = 0
-			continue
-		case ch == '-':
-			if label == 0 {
-				return false
-			}
-		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9', ch == '_':
-		default:
-			return false
-		}
-		label++
-		if label > 63 {
-			return false
-		}
-	}
-	return h[len(h)-1] != '-'
 }

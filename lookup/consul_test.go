@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	consul "github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 )
@@ -181,14 +182,20 @@ func TestConsulFollowsServiceWithBlockingQueries(t *testing.T) {
 }
 
 func TestConsulBrokerAddressRules(t *testing.T) {
-	for _, h := range []string{"127.0.0.1", "::1", "broker-0.broker.pulsar.svc", "b_1.local"} {
-		if !validHost(h) {
-			t.Errorf("validHost(%q) = false", h)
+	for _, h := range []string{"127.0.0.1", "::1", "broker-0.broker.pulsar.svc"} {
+		if _, err := consulBroker(&consul.ServiceEntry{Service: &consul.AgentService{ID: "b", Address: h, Port: 6650}}); err != nil {
+			t.Errorf("address %q: %v", h, err)
 		}
 	}
-	for _, h := range []string{"", "a b", "-a", "a-", "a..b", "a/b", "a:b", "a@b", ".a"} {
-		if validHost(h) {
-			t.Errorf("validHost(%q) = true", h)
+	// An underscore is no host-name character (RFC 1123), nor is a numeric last label.
+	for _, h := range []string{"a b", "-a", "a-", "a..b", "a/b", "a:b", "a@b", ".a", "b_1.local", "127.1", "b.local."} {
+		if b, err := consulBroker(&consul.ServiceEntry{Service: &consul.AgentService{ID: "b", Address: h, Port: 6650}}); err == nil {
+			t.Errorf("address %q accepted as %+v", h, b)
+		}
+	}
+	for _, name := range []string{"_pulsar._tcp.broker.pulsar.svc", "broker.pulsar.svc"} {
+		if !validQueryName(name) {
+			t.Errorf("validQueryName(%q) = false", name)
 		}
 	}
 }

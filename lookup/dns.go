@@ -11,6 +11,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
 )
 
 // DNSConfig says which DNS name lists the brokers.
@@ -42,7 +44,7 @@ type DNS struct {
 // NewDNS builds the provider; nothing is asked until Run.
 func NewDNS(cfg DNSConfig, log zerolog.Logger, m *Metrics) (*DNS, error) {
 	name := strings.TrimSuffix(cfg.Name, ".")
-	if _, ok := dns.IsDomainName(name); !ok || !validHost(name) || net.ParseIP(name) != nil {
+	if _, ok := dns.IsDomainName(name); !ok || !validQueryName(name) || net.ParseIP(name) != nil {
 		return nil, fmt.Errorf("dns discovery: %q is not a DNS name", cfg.Name)
 	}
 	if !cfg.SRV && (cfg.Port < 1 || cfg.Port > 65535) {
@@ -110,7 +112,7 @@ func (d *DNS) resolve(ctx context.Context) ([]Broker, time.Duration, error) {
 			}
 			ttl = minTTL(ttl, srv.Hdr.Ttl)
 			host := strings.ToLower(strings.TrimSuffix(srv.Target, "."))
-			if !validHost(host) || srv.Port == 0 {
+			if brokerhost.CheckHost(host) != nil || srv.Port == 0 {
 				d.log.Warn().Str("target", srv.Target).Uint16("port", srv.Port).Msg("skipping an SRV record that does not name a usable broker")
 				continue
 			}
@@ -183,4 +185,24 @@ func (d *DNS) query(ctx context.Context, qtype uint16) ([]dns.RR, error) {
 	default:
 		return nil, fmt.Errorf("%s at %s: %s", qname, d.cfg.Server, dns.RcodeToString[resp.Rcode])
 	}
+}
+
+// validQueryName accepts a name to query: host-name labels that may also hold '_', since SRV
+// names start with _service._proto. The brokers it lists are checked as hosts (brokerhost).
+func validQueryName(h string) bool {
+	if len(h) == 0 || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }

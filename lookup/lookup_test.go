@@ -65,6 +65,12 @@ func TestAllowOnlyKnownBrokers(t *testing.T) {
 		"evil.example:6650":            false,
 		"":                             false,
 		"pulsar://127.0.0.1:6650/path": false,
+		// Other spellings of a known host:port are not it.
+		"127.0.0.1:06650":           false,
+		"127.0.0.1:+6650":           false,
+		"[127.0.0.1]:6650":          false,
+		"broker-1.pulsar.:6651":     false,
+		"pulsar://[127.0.0.1]:6650": false,
 	} {
 		_, err := set.Allow(target)
 		if ok != (err == nil) {
@@ -72,6 +78,40 @@ func TestAllowOnlyKnownBrokers(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, ErrTargetNotAllowed) {
 			t.Errorf("Allow(%q) err = %v, want ErrTargetNotAllowed", target, err)
+		}
+	}
+}
+
+// ParseTarget takes only a DNS name or an IP literal on a plain decimal port, whatever
+// discovery or the patterns would say of it.
+func TestParseTargetSyntax(t *testing.T) {
+	for target, want := range map[string]string{
+		"broker-0.pulsar.svc:6650":           "broker-0.pulsar.svc:6650",
+		"[fd00::1]:6651":                     "[fd00::1]:6651",
+		"pulsar+ssl://B0:6651":               "b0:6651",
+		"b0:06650":                           "",
+		"b0:65536":                           "",
+		"b0:0":                               "",
+		"b0.:6650":                           "",
+		"b..0:6650":                          "",
+		"b_0:6650":                           "",
+		"-b0:6650":                           "",
+		"b0 :6650":                           "",
+		"b0%2e:6650":                         "",
+		"fd00::1:6650":                       "",
+		"[b0]:6650":                          "",
+		"[fe80::1%25eth0]:6650":              "",
+		"127.1:6650":                         "",
+		strings.Repeat("a", 64) + ":6650":    "",
+		strings.Repeat("a.", 127) + "a:6650": "",
+	} {
+		host, port, err := ParseTarget(target)
+		got := ""
+		if err == nil {
+			got = Broker{Host: host, Port: port}.Addr()
+		}
+		if got != want {
+			t.Errorf("ParseTarget(%q) = %q (%v), want %q", target, got, err, want)
 		}
 	}
 }
@@ -151,7 +191,7 @@ func TestResolverFollowsRedirects(t *testing.T) {
 	static, _ := NewStatic([]string{other.URL})
 	pool := testPool()
 	defer pool.Close()
-	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, false, nil)
+	r := NewResolver(NewBrokerSet(static, SetOptions{LearnedTTL: time.Minute}), pool, 5*time.Second, 3, false, nil)
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(7)}}
 	resp, err := r.Resolve(context.Background(), cmd)
@@ -214,6 +254,57 @@ func TestResolverSkipsDeadBroker(t *testing.T) {
 	}
 }
 
+// A redirect target is dialled by the proxy itself, so it must pass the target rule: a broker
+// naming one on a port broker.allowedPorts does not allow, or one discovery just dropped, gets
+// the client ServiceNotReady and is never dialled.
+func TestResolverChecksRedirectTargets(t *testing.T) {
+	owner, ownerLookups := fakeBroker(t, func(_ *pb.CommandLookupTopic, self string) *pb.CommandLookupTopicResponse {
+		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: proto.String(self)}
+	})
+	entry, _ := fakeBroker(t, func(*pb.CommandLookupTopic, string) *pb.CommandLookupTopicResponse {
+		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Redirect.Enum(), BrokerServiceUrl: proto.String(owner.URL)}
+	})
+	pool := testPool()
+	defer pool.Close()
+	for _, tc := range []struct {
+		name string
+		set  func() *BrokerSet
+		want string
+	}{{
+		name: "port not allowed",
+		set: func() *BrokerSet {
+			static, _ := NewStatic([]string{entry.URL})
+			return NewBrokerSet(static, SetOptions{AllowedPorts: []string{entry.Port}, LearnedTTL: time.Minute})
+		},
+		want: "is not an allowed broker port",
+	}, {
+		name: "dropped by discovery",
+		set: func() *BrokerSet {
+			d := &listDiscovery{}
+			d.set(t, entry.URL, owner.URL)
+			set := NewBrokerSet(d, SetOptions{LearnedTTL: time.Minute, Logger: zerolog.Nop()})
+			set.Brokers()
+			d.set(t, entry.URL)
+			return set
+		},
+		want: "is not a known broker",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewResolver(tc.set(), pool, 5*time.Second, 3, false, nil)
+			resp, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+				Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(1)}})
+			var le *Error
+			if !errors.As(err, &le) || le.Code != pb.ServerError_ServiceNotReady ||
+				!strings.Contains(le.Message, "redirected to "+owner.URL) || !strings.Contains(le.Message, tc.want) {
+				t.Fatalf("got %v, err = %v; want ServiceNotReady naming %s and %q", resp, err, owner.URL, tc.want)
+			}
+			if n := ownerLookups.Load(); n != 0 {
+				t.Fatalf("the redirect target was asked %d times", n)
+			}
+		})
+	}
+}
+
 // An answer's two URLs both name the endpoint the proxy dials: the plaintext one normally,
 // the TLS one (followed on redirect) when brokers are reached over TLS; a broker without a
 // TLS URL is reported, not dialled in plaintext.
@@ -240,7 +331,7 @@ func TestResolverPinsTheDialledEndpoint(t *testing.T) {
 	}
 
 	static, _ := NewStatic([]string{entry.URL})
-	overTLS := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, true, nil)
+	overTLS := NewResolver(NewBrokerSet(static, SetOptions{LearnedTTL: time.Minute}), pool, 5*time.Second, 3, true, nil)
 	lr, err := lookupTopic(overTLS, "persistent://public/default/t")
 	if err != nil {
 		t.Fatal(err)

@@ -70,7 +70,8 @@ func (e *Error) Error() string { return e.Message }
 
 // Resolve sends a LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE or GET_SCHEMA to a
 // broker and returns the broker's answer (its request id is the pool's; the caller restores
-// its own). LOOKUP redirects are followed up to the configured number of hops, and a LOOKUP
+// its own). LOOKUP redirects are followed up to the configured number of hops, each only to a
+// broker the target rule allows (BrokerSet.Allow, after Learn), and a LOOKUP
 // answer's two broker URLs both name the endpoint the proxy dials (see pinEndpoint). cmd is
 // modified. A broker's refusal comes back as the broker's own answer, not as an error.
 //
@@ -157,6 +158,11 @@ func (r *Resolver) lookup(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCom
 		}
 		if hop >= r.maxRedirects {
 			return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s redirected more than %d times", topic, r.maxRedirects)}
+		}
+		// The proxy dials a redirect target itself, with its own credentials: it must pass
+		// the rule a client's target does (allowed port, not dropped by discovery).
+		if _, aerr := r.set.Allow(next.Addr()); aerr != nil {
+			return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s: a broker redirected to %s, which the proxy may not dial: %v", topic, next.URL, aerr)}
 		}
 		cmd.LookupTopic.Authoritative = lr.Authoritative
 		resp, err = r.roundTrip(ctx, next.Addr(), cmd)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
 )
 
 // ErrTargetNotAllowed is returned for a direct-mode target that discovery does not know.
@@ -35,9 +36,13 @@ type SetOptions struct {
 	// direct-mode targets alike. Empty allows every port (tests only; the config default is
 	// 6650 and 6651).
 	AllowedPorts []string
-	// AllowedHosts are path.Match patterns (e.g. "*.broker.pulsar.svc.cluster.local"): a
-	// target whose host matches one is allowed on an allowed port even if discovery does not
-	// list it. Empty by default.
+	// AllowedHosts are host patterns matched label by label (see brokerhost.Match): a target
+	// whose host has as many labels as a pattern, each matching the pattern's, is allowed on
+	// an allowed port even if discovery does not list it. A '*' stays within its label, so
+	// "*.broker.pulsar.svc.cluster.local" allows "broker-0.broker.pulsar.svc.cluster.local"
+	// but not "a.broker-0.broker.pulsar.svc.cluster.local", and "pulsar-broker-*" does not
+	// allow "pulsar-broker-1.evil.example". Config validates them (brokerhost.CheckPattern).
+	// Empty by default.
 	AllowedHosts []string
 	// LearnedTTL is how long a broker URL named in a lookup answer stays a valid target.
 	// Zero disables learning.
@@ -57,10 +62,11 @@ type SetOptions struct {
 //  3. a host:port that a broker named as topic owner or redirect in a LOOKUP answer (see
 //     Learn) is allowed for LearnedTTL after the last such answer, unless discovery listed it
 //     and then dropped it less than LearnedTTL ago (discovery's word that it is gone wins);
-//  4. a host matching an AllowedHosts pattern is allowed.
+//  4. a host matching an AllowedHosts pattern label by label is allowed.
 //
 // Hosts are compared as written, never resolved, so a DNS name cannot smuggle in an address
-// that neither discovery nor a broker handed out.
+// that neither discovery nor a broker handed out; a target must be a DNS name or an IP
+// literal on a plain decimal port (ParseTarget) before any rule is applied.
 type BrokerSet struct {
 	discovery Discovery
 	opts      SetOptions
@@ -187,7 +193,7 @@ func (s *BrokerSet) Allow(target string) (Broker, error) {
 		return Broker{URL: "pulsar://" + addr, Host: host, Port: port}, nil
 	}
 	for _, pat := range s.opts.AllowedHosts {
-		if m, _ := path.Match(pat, host); m {
+		if brokerhost.Match(pat, host) {
 			return Broker{URL: "pulsar://" + addr, Host: host, Port: port}, nil
 		}
 	}

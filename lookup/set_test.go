@@ -150,12 +150,24 @@ func TestLearnedTableIsBounded(t *testing.T) {
 func TestAllowedHostsPatterns(t *testing.T) {
 	d := &listDiscovery{}
 	d.set(t, "pulsar://b0:6650")
-	set := NewBrokerSet(d, SetOptions{AllowedPorts: []string{"6650"}, AllowedHosts: []string{"*.broker.pulsar.svc"}, Logger: zerolog.Nop()})
+	set := NewBrokerSet(d, SetOptions{AllowedPorts: []string{"6650"}, AllowedHosts: []string{"*.broker.pulsar.svc", "pulsar-broker-*", "10.1.0.*"},
+		Logger: zerolog.Nop()})
 	for target, want := range map[string]bool{
-		"broker-7.broker.pulsar.svc:6650": true,
-		"broker-7.broker.pulsar.svc:22":   false,
-		"evil.example:6650":               false,
-		"a.b.broker.pulsar.svc.evil:6650": false,
+		"broker-7.broker.pulsar.svc:6650":            true,
+		"BROKER-7.Broker.Pulsar.svc:6650":            true,
+		"broker-7.broker.pulsar.svc:22":              false,
+		"evil.example:6650":                          false,
+		"a.b.broker.pulsar.svc.evil:6650":            false,
+		"a.b.broker.pulsar.svc:6650":                 false, // '*' is one label
+		"pulsar-broker-1:6650":                       true,
+		"pulsar-broker-1.evil.example:6650":          false, // '*' never crosses a dot
+		"pulsar-broker-1.:6650":                      false,
+		"pulsar-broker-1/x:6650":                     false,
+		"pulsar-broker-1:06650":                      false,
+		"pulsar://pulsar-broker-1.evil.example:6650": false,
+		"10.1.0.9:6650":                              true,
+		"10.1.0.9.evil.example:6650":                 false,
+		"[::1]:6650":                                 false,
 	} {
 		if allowed(set, target) != want {
 			t.Errorf("Allow(%s) = %v, want %v", target, !want, want)

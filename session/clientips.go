@@ -8,26 +8,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// clientIPs counts live client connections per client IP, so that one address cannot take
-// every connection the proxy will accept. It holds only addresses with a live connection,
-// so its size is bounded by the number of open connections.
+// clientIPs counts live client connections per client (see clientKey), so that one address
+// cannot take every connection the proxy will accept. It holds only clients with a live
+// connection, so its size is bounded by the number of open connections.
 type clientIPs struct {
-	max    int              // per IP; 0 = unlimited (still counted, for the gauge)
-	active prometheus.Gauge // distinct IPs held
+	max      int              // per client; 0 = unlimited (still counted, for the gauge)
+	v6Prefix int              // IPv6 clients are counted per prefix of this many bits
+	active   prometheus.Gauge // distinct clients held
 
 	mu    sync.Mutex
 	count map[netip.Addr]int
 }
 
-func newClientIPs(max int, active prometheus.Gauge) *clientIPs {
-	return &clientIPs{max: max, active: active, count: map[netip.Addr]int{}}
+func newClientIPs(max, v6Prefix int, active prometheus.Gauge) *clientIPs {
+	return &clientIPs{max: max, v6Prefix: v6Prefix, active: active, count: map[netip.Addr]int{}}
 }
 
-// acquire takes a connection slot for addr's IP. It reports false, holding nothing, when
-// that IP is at the limit; otherwise release must be called once the connection ends.
-// An address without an IP (a pipe, a unix socket) is not counted.
+// acquire takes a connection slot for addr's client. It reports false, holding nothing,
+// when that client is at the limit; otherwise release must be called once the connection
+// ends. An address without an IP (a pipe, a unix socket) is not counted.
 func (c *clientIPs) acquire(addr net.Addr) (release func(), ok bool) {
-	ip, hasIP := clientIP(addr)
+	ip, hasIP := clientKey(addr, c.v6Prefix)
 	if !hasIP {
 		return func() {}, true
 	}
@@ -68,4 +69,22 @@ func clientIP(addr net.Addr) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return ap.Addr().Unmap().WithZone(""), true
+}
+
+// DefaultIPv6PrefixLength is how many leading bits of an IPv6 address per-IP limits count a
+// client by when Config does not say: a /64 is what one site or one host is usually given.
+const DefaultIPv6PrefixLength = 64
+
+// clientKey is what the per-IP limits count a client by: its IPv4 address, or its IPv6
+// address masked to v6Prefix bits. An IPv6 client typically holds a whole /64 and could
+// otherwise take a fresh address for every connection.
+func clientKey(addr net.Addr, v6Prefix int) (netip.Addr, bool) {
+	ip, ok := clientIP(addr)
+	if !ok || ip.Is4() {
+		return ip, ok
+	}
+	if p, err := ip.Prefix(v6Prefix); err == nil {
+		return p.Addr(), true
+	}
+	return ip, true
 }

@@ -18,7 +18,7 @@ func tcpAddr(s string) net.Addr { return net.TCPAddrFromAddrPort(netip.MustParse
 
 func TestClientIPsLimitPerAddress(t *testing.T) {
 	gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ips"})
-	ips := newClientIPs(2, gauge)
+	ips := newClientIPs(2, 64, gauge)
 	mustAcquire := func(addr string) func() {
 		t.Helper()
 		release, ok := ips.acquire(tcpAddr(addr))
@@ -56,7 +56,7 @@ func TestClientIPsLimitPerAddress(t *testing.T) {
 
 func TestClientIPsUnlimitedAndAddressesWithoutIP(t *testing.T) {
 	gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ips"})
-	ips := newClientIPs(0, gauge)
+	ips := newClientIPs(0, 64, gauge)
 	var releases []func()
 	for range 100 {
 		release, ok := ips.acquire(tcpAddr("203.0.113.7:1"))
@@ -73,6 +73,56 @@ func TestClientIPsUnlimitedAndAddressesWithoutIP(t *testing.T) {
 	}
 	if len(ips.count) != 0 || testutil.ToFloat64(gauge) != 0 {
 		t.Fatalf("after every release: %d IPs held, gauge %v", len(ips.count), testutil.ToFloat64(gauge))
+	}
+}
+
+func TestClientKeyByPrefixLength(t *testing.T) {
+	for _, tc := range []struct {
+		addr   string
+		prefix int
+		want   string
+	}{
+		{"203.0.113.7:1", 64, "203.0.113.7"},
+		{"[::ffff:203.0.113.7]:1", 64, "203.0.113.7"}, // IPv4-mapped is IPv4
+		{"[2001:db8:1:2:3:4:5:6]:1", 64, "2001:db8:1:2::"},
+		{"[2001:db8:1:2:3:4:5:6]:1", 48, "2001:db8:1::"},
+		{"[2001:db8:1:2:3:4:5:6]:1", 32, "2001:db8::"},
+		{"[2001:db8:1:2:3:4:5:6]:1", 128, "2001:db8:1:2:3:4:5:6"},
+		{"[fe80::1%eth0]:1", 64, "fe80::"},
+	} {
+		got, ok := clientKey(tcpAddr(tc.addr), tc.prefix)
+		if !ok || got.String() != tc.want {
+			t.Errorf("clientKey(%s, /%d) = %v %v, want %s", tc.addr, tc.prefix, got, ok, tc.want)
+		}
+	}
+}
+
+func TestClientIPsCountIPv6PerPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		prefix int
+		second string // the first is 2001:db8:1:2::1
+		shares bool
+	}{
+		{64, "[2001:db8:1:2:ffff::9]:1", true},
+		{64, "[2001:db8:1:3::1]:1", false},
+		{48, "[2001:db8:1:3::1]:1", true},
+		{128, "[2001:db8:1:2::2]:1", false},
+	} {
+		gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "ips"})
+		ips := newClientIPs(1, tc.prefix, gauge)
+		release, ok := ips.acquire(tcpAddr("[2001:db8:1:2::1]:1"))
+		if !ok {
+			t.Fatalf("/%d: first refused", tc.prefix)
+		}
+		if _, ok := ips.acquire(tcpAddr(tc.second)); ok == tc.shares {
+			t.Errorf("/%d: %s accepted=%v, want %v", tc.prefix, tc.second, ok, !tc.shares)
+		}
+		rate := newConnectRate(0.001, 1, tc.prefix)
+		rate.allow(tcpAddr("[2001:db8:1:2::1]:1"))
+		if ok := rate.allow(tcpAddr(tc.second)); ok == tc.shares {
+			t.Errorf("/%d: rate let %s through=%v, want %v", tc.prefix, tc.second, ok, !tc.shares)
+		}
+		release()
 	}
 }
 
@@ -131,4 +181,44 @@ func TestPerIPLimitCountsTheProxyHeaderAddress(t *testing.T) {
 	first.c.Close()
 	waitCounter(t, m.closes.WithLabelValues(string(ReasonClientClosed)), 1)
 	connected(connectVia(t, addr, "203.0.113.7:41002"))
+}
+
+// Both per-IP limits count an IPv6 client by its /64 (the default): a client holding a
+// prefix cannot dodge them with a fresh address per connection. IPv4 stays per address.
+func TestPerIPLimitsCountIPv6ClientsPerPrefix(t *testing.T) {
+	o := listener.Options{Proxy: listener.ProxyOptions{Enabled: true,
+		TrustedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, HeaderTimeout: 5 * time.Second}}
+	for _, tc := range []struct {
+		name   string
+		limit  func(*Config)
+		reason CloseReason
+	}{
+		{"maxConnectionsPerIP", func(c *Config) { c.MaxConnectionsPerIP = 1 }, ReasonTooManyFromIP},
+		{"connectionRatePerIP", func(c *Config) { c.ConnectionRatePerIP, c.ConnectionBurstPerIP = 0.001, 1 }, ReasonConnectRate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			tc.limit(&cfg)
+			addr, m, _ := startWrappedProxyConfig(t, cfg, nil, o, nil)
+			for _, step := range []struct {
+				src     string
+				connect bool
+			}{
+				{"[2001:db8:1:2::1]:41000", true},
+				{"[2001:db8:1:2:ffff:ffff:ffff:fffe]:41001", false}, // same /64
+				{"[2001:db8:1:3::1]:41000", true},                   // next /64
+				{"203.0.113.7:41000", true},
+				{"203.0.113.8:41000", true}, // IPv4: per address
+			} {
+				_, got := connectVia(t, addr, step.src)
+				if connected := got.GetType() == pb.BaseCommand_CONNECTED; connected != step.connect {
+					t.Fatalf("from %s: got %v, want connected=%v", step.src, got, step.connect)
+				}
+				if !step.connect && got.GetError().GetError() != pb.ServerError_ServiceNotReady {
+					t.Fatalf("from %s: got %v, want ServiceNotReady", step.src, got)
+				}
+			}
+			waitCounter(t, m.handshakeFailures.WithLabelValues(string(tc.reason)), 1)
+		})
+	}
 }

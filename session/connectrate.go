@@ -21,6 +21,7 @@ import (
 type connectRate struct {
 	perSecond rate.Limit
 	burst     int
+	v6Prefix  int // IPv6 clients share a bucket per prefix of this many bits (see clientKey)
 	now       func() time.Time
 
 	mu        sync.Mutex
@@ -34,20 +35,20 @@ const (
 )
 
 // newConnectRate returns nil (no limit) when perSecond is 0.
-func newConnectRate(perSecond float64, burst int) *connectRate {
+func newConnectRate(perSecond float64, burst, v6Prefix int) *connectRate {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &connectRate{perSecond: rate.Limit(perSecond), burst: max(burst, 1), now: time.Now,
+	return &connectRate{perSecond: rate.Limit(perSecond), burst: max(burst, 1), v6Prefix: v6Prefix, now: time.Now,
 		limiters: map[netip.Addr]*rate.Limiter{}}
 }
 
-// allow takes a token for a new connection from addr's IP; false means refuse it.
+// allow takes a token for a new connection from addr's client; false means refuse it.
 func (c *connectRate) allow(addr net.Addr) bool {
 	if c == nil {
 		return true
 	}
-	ip, ok := clientIP(addr)
+	ip, ok := clientKey(addr, c.v6Prefix)
 	if !ok {
 		return true
 	}

@@ -12,7 +12,7 @@ import (
 
 func TestConnectRatePerIP(t *testing.T) {
 	now := time.Unix(1000, 0)
-	c := newConnectRate(2, 3) // 2 per second, 3 at once
+	c := newConnectRate(2, 3, 64) // 2 per second, 3 at once
 	c.now = func() time.Time { return now }
 	a, a2, b := tcpAddr("203.0.113.7:1000"), tcpAddr("[::ffff:203.0.113.7]:2000"), tcpAddr("203.0.113.8:1000")
 	for i := range 3 {
@@ -35,14 +35,14 @@ func TestConnectRatePerIP(t *testing.T) {
 	if n := len(c.limiters); n != 1 {
 		t.Fatalf("%d buckets kept after a sweep, want only the one just used", n)
 	}
-	if newConnectRate(0, 20) != nil || !(*connectRate)(nil).allow(a) {
+	if newConnectRate(0, 20, 64) != nil || !(*connectRate)(nil).allow(a) {
 		t.Fatal("a zero rate must mean no limit")
 	}
 }
 
 // When the table is full, new IPs pass untracked: a flood of addresses cannot lock everyone out.
 func TestConnectRateTableBound(t *testing.T) {
-	c := newConnectRate(1, 1)
+	c := newConnectRate(1, 1, 64)
 	now := time.Unix(1000, 0)
 	c.now = func() time.Time { return now }
 	for i := range maxTrackedIPs {

@@ -150,7 +150,9 @@ func genCommand(r *rand.Rand) []byte {
 	typ := pb.BaseCommand_Type(types[r.IntN(len(types))])
 	cmd.Type = typ.Enum()
 	subs := []func(){
-		func() { cmd.Producer = &pb.CommandProducer{Topic: topic(), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)} },
+		func() {
+			cmd.Producer = &pb.CommandProducer{Topic: topic(), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)}
+		},
 		func() { cmd.Subscribe = subscribeOn(*topic(), 2) },
 		func() {
 			cmd.LookupTopic = &pb.CommandLookupTopic{Topic: topic(), RequestId: proto.Uint64(3)}
@@ -175,7 +177,9 @@ func genCommand(r *rand.Rand) []byte {
 		func() {
 			cmd.GetTopicsOfNamespace = &pb.CommandGetTopicsOfNamespace{RequestId: proto.Uint64(9), Namespace: proto.String("acme/ns")}
 		},
-		func() { cmd.Connect = &pb.CommandConnect{ClientVersion: proto.String("x"), ProtocolVersion: proto.Int32(21)} },
+		func() {
+			cmd.Connect = &pb.CommandConnect{ClientVersion: proto.String("x"), ProtocolVersion: proto.Int32(21)}
+		},
 		func() {
 			cmd.EndTxnOnPartition = &pb.CommandEndTxnOnPartition{RequestId: proto.Uint64(10), Topic: topic(), TxnAction: pb.TxnAction_COMMIT.Enum()}
 		},

@@ -15,7 +15,7 @@ type Metrics struct {
 	handshakeFailures *prometheus.CounterVec // reason
 	closes            *prometheus.CounterVec // reason
 	brokerDialSeconds prometheus.Histogram
-	clientIPs         prometheus.Gauge       // distinct client IPs with a live connection; never an IP label
+	clientIPs         prometheus.Gauge       // distinct client IPs (IPv6: prefixes) with a live connection; never an IP label
 	refusedCommands   *prometheus.CounterVec // reason
 }
 
@@ -61,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
 		}),
 		clientIPs: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pulsar_proxy_client_ips_active", Help: "Distinct client IPs with a live connection (the PROXY header's address where one was accepted).",
+			Name: "pulsar_proxy_client_ips_active", Help: "Distinct client IPs with a live connection (the PROXY header's address where one was accepted; an IPv6 client counted by its session.ipv6PrefixLength prefix).",
 		}),
 		refusedCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_refused_commands_total", Help: "Client commands in direct sessions that ended the session: a type no client may send to a broker, one that cannot be decoded, or proxy-only fields, by reason.",

@@ -8,11 +8,11 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
@@ -39,6 +39,9 @@ type Config struct {
 	// New connections per second per client IP, and the burst above it; 0 = unlimited.
 	ConnectionRatePerIP  float64
 	ConnectionBurstPerIP int
+	// Both per-IP limits count an IPv6 client by the prefix of this many bits of its
+	// address (IPv4 by the whole address); 0 = DefaultIPv6PrefixLength.
+	IPv6PrefixLength int
 }
 
 // Resolver answers lookup-mode requests (LOOKUP, PARTITIONED_METADATA,
@@ -76,11 +79,14 @@ type Server struct {
 
 // NewServer wires a server; it does nothing until Serve.
 func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log zerolog.Logger) *Server {
+	if cfg.IPv6PrefixLength == 0 {
+		cfg.IPv6PrefixLength = DefaultIPv6PrefixLength
+	}
 	return &Server{
 		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
 		buffers: newBufferPools(), spliceAbove: defaultSpliceAbove,
-		clientIPs:   newClientIPs(cfg.MaxConnectionsPerIP, m.clientIPs),
-		connectRate: newConnectRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP),
+		clientIPs:   newClientIPs(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
+		connectRate: newConnectRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
 		listeners:   map[net.Listener]struct{}{},
 		sessions:    map[*session]struct{}{},
 	}
@@ -89,7 +95,10 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("session server closed")
 
-// Serve accepts connections on ln until Shutdown.
+// Serve accepts connections on ln until Shutdown. An accept error is retried (see
+// acceptRetry) unless the listener is closed: out of file descriptors or kernel memory, a
+// connection aborted before it was accepted, anything else, the proxy keeps its sessions
+// and accepts again once it can.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.draining {
@@ -104,20 +113,15 @@ func (s *Server) Serve(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			s.mu.Lock()
-			draining := s.draining
-			s.mu.Unlock()
-			if draining {
+			if s.Draining() {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
-				// Out of file descriptors and the like: wait rather than spin.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			return err
+			backoff = s.acceptRetry(err, backoff)
+			time.Sleep(backoff)
+			continue
 		}
 		backoff = 0
 		if !s.start(c) {
@@ -127,24 +131,69 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
+// acceptRetry logs a failed accept and returns how long to wait before the next: 5 ms
+// doubling to 1 s while accepts keep failing, so a lasting condition neither spins nor
+// floods the log (the first failure after a success is a warning, the repeats debug).
+func (s *Server) acceptRetry(err error, prev time.Duration) time.Duration {
+	next := min(max(2*prev, 5*time.Millisecond), time.Second)
+	ev := s.log.Debug()
+	if prev == 0 {
+		ev = s.log.Warn()
+	}
+	ev.Err(err).Dur("retry_in", next).Msg("accepting a client connection failed; retrying")
+	return next
+}
+
+// start runs c's session in a goroutine of its own; false means the server is draining.
 func (s *Server) start(c net.Conn) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.draining {
+		s.mu.Unlock()
 		return false
 	}
+	if s.cfg.MaxConnections > 0 && len(s.sessions) >= s.cfg.MaxConnections {
+		s.mu.Unlock()
+		s.refuse(c)
+		return true
+	}
 	sess := newSession(s, c, s.nextID.Add(1))
-	over := s.cfg.MaxConnections > 0 && len(s.sessions) >= s.cfg.MaxConnections
 	s.sessions[sess] = struct{}{}
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		sess.run(over)
+		sess.run()
 		s.mu.Lock()
 		delete(s.sessions, sess)
 		s.mu.Unlock()
 	}()
 	return true
+}
+
+// refuseWriteTimeout bounds telling a refused client why, which happens in the accepting
+// goroutine: the frame fits any fresh socket's send buffer, so this is only a backstop.
+const refuseWriteTimeout = 50 * time.Millisecond
+
+// tooManyConnections is the frame a plain client over session.maxConnections gets, encoded
+// once: a flood over the limit costs no allocation per connection.
+var tooManyConnections, _ = frame.AppendCommand(nil,
+	frame.Error(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections, retry later"))
+
+// refuse turns away a connection over session.maxConnections in the accepting goroutine,
+// before any TLS handshake or PROXY header and with no goroutine of its own, so connections
+// over the limit cost an accept and a close, never a handshake each. A plain client is told
+// why (ServiceNotReady, so it retries); a TLS or PROXY-protocol one could be told only after
+// the handshake the limit is there to avoid, so it is just closed.
+func (s *Server) refuse(c net.Conn) {
+	s.metrics.handshakeFailures.WithLabelValues(string(ReasonTooManyConnections)).Inc()
+	s.metrics.closes.WithLabelValues(string(ReasonTooManyConnections)).Inc()
+	s.log.Debug().Stringer("remote", c.RemoteAddr()).Int("max_connections", s.cfg.MaxConnections).
+		Msg("refusing a client connection over session.maxConnections")
+	if _, handshake := c.(transport); !handshake {
+		c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
+		c.Write(tooManyConnections)
+	}
+	c.Close()
 }
 
 // Shutdown stops accepting and asks every session to hand its client over (see

@@ -103,13 +103,13 @@ func (s *session) setReadDeadline(t time.Time) {
 	s.client.conn.SetReadDeadline(t)
 }
 
-func (s *session) run(overLimit bool) {
+func (s *session) run() {
 	m := s.srv.metrics
 	m.activeSessions.WithLabelValues("handshake").Inc()
 	defer s.cancel()
 	defer s.conn.Close()
 
-	reason := s.open(overLimit)
+	reason := s.open()
 	if s.isShutdown() {
 		reason = ReasonShutdown
 	}
@@ -126,17 +126,14 @@ func (s *session) run(overLimit bool) {
 	s.summary(reason)
 }
 
-// open prepares the transport, applies the connection limits and runs the session to its
-// end. The per-IP limit is applied after prepare, because only then is the client's real
-// address (a PROXY header's) known.
-func (s *session) open(overLimit bool) CloseReason {
+// open prepares the transport, applies the per-IP limits and runs the session to its end.
+// The per-IP limits are applied after prepare, because only then is the client's real
+// address (a PROXY header's) known; session.maxConnections was applied before (see
+// Server.refuse).
+func (s *session) open() CloseReason {
 	if err := s.prepare(); err != nil {
 		s.log.Debug().Err(err).Msg("TLS handshake or PROXY header failed")
 		return ReasonTransportSetup
-	}
-	if overLimit {
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections, retry later")
-		return ReasonTooManyConnections
 	}
 	if !s.srv.connectRate.allow(s.conn.RemoteAddr()) {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many new connections from your address, retry later")

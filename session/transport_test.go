@@ -99,8 +99,11 @@ func peerOn(t *testing.T, c net.Conn) *peer {
 }
 
 func v2HeaderFrom(t *testing.T, src string) []byte {
-	h := proxyproto.HeaderProxyFromAddrs(2, net.TCPAddrFromAddrPort(netip.MustParseAddrPort(src)),
-		net.TCPAddrFromAddrPort(netip.MustParseAddrPort("192.0.2.1:6650")))
+	from, to := netip.MustParseAddrPort(src), netip.MustParseAddrPort("192.0.2.1:6650")
+	if from.Addr().Is6() {
+		to = netip.MustParseAddrPort("[2001:db8::80]:6650") // the header's two addresses are one family
+	}
+	h := proxyproto.HeaderProxyFromAddrs(2, net.TCPAddrFromAddrPort(from), net.TCPAddrFromAddrPort(to))
 	b, err := h.Format()
 	if err != nil {
 		t.Fatal(err)

@@ -125,6 +125,7 @@ func run(cfg *config.Config) error {
 		Passthrough:          cfg.Session.Passthrough,
 		ConnectionRatePerIP:  cfg.Session.ConnectionRatePerIP,
 		ConnectionBurstPerIP: cfg.Session.ConnectionBurstPerIP,
+		IPv6PrefixLength:     cfg.Session.IPv6PrefixLength,
 	}, resolver, brokers, session.NewMetrics(reg), log)
 	sessions.SetSecurity(sec)
 
