@@ -35,7 +35,27 @@ test-unit:
 	$(call timed,helm (pinned; built once into .cache),$(MAKE) --no-print-directory helm-prepare)
 	$(GO) vet ./...
 	$(GO) test -race $(UNIT_PKGS)
+	$(call timed,fuzz targets ($(FUZZTIME) each),$(MAKE) --no-print-directory fuzz-short)
 	$(call timed,image test (tools/image),$(MAKE) --no-print-directory image-test)
+
+# Every fuzz target, package:name. make test runs each for FUZZTIME; make fuzz for FUZZ_LONG
+# (a campaign: run it on an idle machine and record executions and crashes in the README).
+# A crasher is written to the package's testdata/fuzz and becomes a seed once committed.
+FUZZ_TARGETS = ./frame:FuzzReadFrame ./session:FuzzClientRules ./session:FuzzDirectPipe \
+	./session:FuzzHandshake ./authz:FuzzParseTopic ./lookup:FuzzAllowTarget
+FUZZTIME ?= 4s
+FUZZ_LONG ?= 10m
+
+.PHONY: fuzz fuzz-short
+fuzz-short:
+	@out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  if $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg >$$out 2>&1; then \
+	    grep 'execs:' $$out | tail -1 | sed "s|^|$$name: |"; \
+	  else grep -v '^fuzz: elapsed' $$out | sed "s|^|$$name: |"; exit 1; fi; done
+
+fuzz:
+	$(MAKE) --no-print-directory fuzz-short FUZZTIME=$(FUZZ_LONG)
 
 test-e2e:
 	$(call timed,rig cache (Pulsar jars + Consul),$(MAKE) --no-print-directory e2e-prepare)

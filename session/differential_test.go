@@ -430,7 +430,7 @@ func FuzzHandshake(f *testing.F) {
 			return
 		}
 		cmd, err := readCommandOf(data)
-		if err != nil || cmd.GetType() != pb.BaseCommand_CONNECT || forgedProxyField(cmd.GetConnect()) == "" {
+		if err != nil || cmd.GetConnect() == nil || cmd.GetType() != pb.BaseCommand_CONNECT || forgedProxyField(cmd.GetConnect()) == "" {
 			return
 		}
 		got, err := frame.Decode(first)

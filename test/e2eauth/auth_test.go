@@ -95,6 +95,16 @@ rules:
 // send (an unknown auth method, GET_TOPICS_OF_NAMESPACE).
 func rawConnect(t *testing.T, addr string, method string, data []byte) (net.Conn, *frame.Reader, *pb.BaseCommand) {
 	t.Helper()
+	return rawConnectWith(t, addr, func(c *pb.CommandConnect) {
+		if method != "" {
+			c.AuthMethodName, c.AuthData = proto.String(method), data
+		}
+	})
+}
+
+// rawConnectWith is rawConnect with the CONNECT set up by mut.
+func rawConnectWith(t *testing.T, addr string, mut func(*pb.CommandConnect)) (net.Conn, *frame.Reader, *pb.BaseCommand) {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -102,9 +112,7 @@ func rawConnect(t *testing.T, addr string, method string, data []byte) (net.Conn
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	connect := &pb.CommandConnect{ClientVersion: proto.String("e2eauth"), ProtocolVersion: proto.Int32(21)}
-	if method != "" {
-		connect.AuthMethodName, connect.AuthData = proto.String(method), data
-	}
+	mut(connect)
 	if err := frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: connect}); err != nil {
 		t.Fatal(err)
 	}
