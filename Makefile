@@ -1,10 +1,11 @@
 # pulsar-proxy: build, test and run targets. CI runs `make test` (.ci/run).
 #
 #   make test       test-unit, then test-e2e, with the time of each phase
-#   make test-unit  go vet + go test -race of every package outside ./test/... (no Java needed),
-#                   including the chart tests (helm) and the image tool's (tools/image)
-#   make test-e2e   warm the rig cache (and the Python client's virtualenv), then go test ./test/...
-#                   against real brokers and Consul
+#   make test-unit  go vet of every module, go test -race of the product's packages and the
+#                   benchmark's (no Java needed), including the chart tests (helm) and the image
+#                   tool's (tools/image)
+#   make test-e2e   warm the rig cache (and the Python client's virtualenv), then go test of the
+#                   test module (test/...) against real brokers and Consul
 #   make rig-up     start the test rig in .cache/rig and print its addresses (rig-down stops it)
 #
 # The end-to-end tests start their own rig; to run them against one started by `make rig-up`,
@@ -15,8 +16,11 @@ GO ?= go
 RIG := test/rig/rig.sh
 E2E_TIMEOUT ?= 40m
 
-# Packages that need nothing but Go: everything except ./test/...
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/')
+# Four Go modules, so that the product's go.mod holds only what the binary and its unit tests
+# import: the product (.); test/ (the rig, the end-to-end tests, the demo: pulsar-client-go);
+# bench/ (the benchmark: golang.org/x/image for its chart); tools/image (the image builder).
+# test/ and bench/ take the product (and bench the rig) from this checkout by replace
+# directives; a module's packages are vetted and tested from its own directory (go -C DIR).
 
 # $(call timed,NAME,COMMAND): runs COMMAND and prints how long it took, keeping its exit code.
 define timed
@@ -34,7 +38,10 @@ test:
 test-unit:
 	$(call timed,helm (pinned; built once into .cache),$(MAKE) --no-print-directory helm-prepare)
 	$(GO) vet ./...
-	$(GO) test -race $(UNIT_PKGS)
+	$(GO) vet -C test ./...
+	$(GO) vet -C bench ./...
+	$(GO) test -race ./...
+	$(GO) test -C bench -race ./...
 	$(call timed,fuzz targets ($(FUZZTIME) each),$(MAKE) --no-print-directory fuzz-short)
 	$(call timed,image test (tools/image),$(MAKE) --no-print-directory image-test)
 
@@ -60,7 +67,7 @@ fuzz:
 test-e2e:
 	$(call timed,rig cache (Pulsar jars + Consul),$(MAKE) --no-print-directory e2e-prepare)
 	$(call timed,python client (virtualenv in .cache),$(MAKE) --no-print-directory e2e-python)
-	$(call timed,go test ./test/...,$(MAKE) --no-print-directory e2e-run)
+	$(call timed,go test ./... in test/,$(MAKE) --no-print-directory e2e-run)
 
 # Warms .cache (downloads the Pulsar jars, builds Consul). Outside CI a missing tool is left for
 # TestMain to report as a skip; on CI it fails here.
@@ -84,7 +91,7 @@ e2e-python:
 # rigs never share the two cores.
 AUTH_RIG_DIR = $${RIG_CACHE:-$(CURDIR)/.cache}/rig-auth
 e2e-run:
-	@rc=0; $(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... || rc=$$?; \
+	@rc=0; $(GO) test -C test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./... || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
 	  st=0; $(RIG) status >/dev/null 2>&1 || st=$$?; \
 	  if [[ $$st -ne 3 ]]; then echo "test-e2e left rig processes running; stopping them"; $(RIG) down; rc=1; fi; \
@@ -121,7 +128,7 @@ CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 # it, print what happened. Uses a rig named by PULSAR_PROXY_RIG if one is up, else starts one.
 demo:
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
-	$(call timed,demo,$(GO) run ./test/demo)
+	$(call timed,demo,$(GO) run -C test ./demo)
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/pulsar-proxy ./cmd/pulsar-proxy
@@ -166,12 +173,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Results: bench/results/latest.{json,md,png}. Attaches to PULSAR_PROXY_RIG if set.
 bench: haproxy
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
-	$(call timed,bench,$(GO) run ./bench $(BENCH_FLAGS))
+	$(call timed,bench,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench $(BENCH_FLAGS))
 
 # One short round of the same (a few minutes once the rig's caches are warm).
 bench-quick: haproxy
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
-	$(call timed,bench-quick,$(GO) run ./bench -quick $(BENCH_FLAGS))
+	$(call timed,bench-quick,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -quick $(BENCH_FLAGS))
 
 # The forwarding and frame micro-benchmarks, benchstat-friendly.
 bench-micro:

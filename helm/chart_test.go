@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/config"
-	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
 const (
@@ -25,11 +24,40 @@ const (
 	configFileArgs = "--config /etc/pulsar-proxy/config.yaml"
 )
 
-// helmBinary is the pinned helm; without it the tests skip (saying why), or fail on CI.
+// helmBinary is the pinned helm that test/rig/build-helm.sh builds into the cache (`make
+// helm`: RIG_CACHE, default .cache, as helm-<HELM_VERSION of test/rig/versions.env>), or
+// RIG_HELM_BIN. Without it the tests skip (saying why), or fail on CI. It reads the pin itself
+// rather than through test/rig: that package lives in the test module, which this module
+// does not require.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	bin, err := rig.HelmBinary()
-	rig.Need(t, "helm", err)
+	bin := os.Getenv("RIG_HELM_BIN")
+	if bin == "" {
+		pins, err := os.ReadFile(filepath.Join("..", "test", "rig", "versions.env"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var version string
+		for _, line := range strings.Split(string(pins), "\n") {
+			if v, ok := strings.CutPrefix(line, "HELM_VERSION="); ok {
+				version = strings.TrimSpace(v)
+			}
+		}
+		if version == "" {
+			t.Fatal("test/rig/versions.env has no HELM_VERSION")
+		}
+		cache := os.Getenv("RIG_CACHE")
+		if cache == "" {
+			cache = filepath.Join("..", ".cache")
+		}
+		bin = filepath.Join(cache, "helm-"+version)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			t.Fatalf("helm could not be prepared: no helm at %s", bin)
+		}
+		t.Skipf("helm cannot be prepared here: no helm at %s (`make helm` builds it: test/rig/build-helm.sh)", bin)
+	}
 	return bin
 }
 

@@ -1,0 +1,16 @@
+module github.com/pulsar-proxy/pulsar-proxy/bench
+
+go 1.26.7
+
+require (
+	github.com/pulsar-proxy/pulsar-proxy v0.0.0
+	github.com/pulsar-proxy/pulsar-proxy/test v0.0.0
+	golang.org/x/image v0.48.0
+	google.golang.org/protobuf v1.36.12
+)
+
+// The product and its test rig, from this checkout.
+replace (
+	github.com/pulsar-proxy/pulsar-proxy => ../
+	github.com/pulsar-proxy/pulsar-proxy/test => ../test
+)
