@@ -1,9 +1,9 @@
 # pulsar-proxy: build, test and run targets. CI runs `make test` (.ci/run).
 #
 #   make test       test-unit, then test-e2e, with the time of each phase
-#   make test-unit  go vet of every module, go test -race of the product's packages and the
-#                   benchmark's (no Java needed), including the chart tests (helm) and the image
-#                   tool's (tools/image)
+#   make test-unit  the tracked-files check, go vet of every module, go test -race of the
+#                   product's packages and the benchmark's (no Java needed), including the chart
+#                   tests (helm) and the image tool's (tools/image)
 #   make test-e2e   warm the rig cache (and the Python client's virtualenv), then go test of the
 #                   test module (test/...) against real brokers and Consul
 #   make rig-up     start the test rig in .cache/rig and print its addresses (rig-down stops it)
@@ -36,6 +36,7 @@ test:
 	$(call timed,test-e2e,$(MAKE) --no-print-directory test-e2e)
 
 test-unit:
+	$(call timed,tracked files (no executables; binary or large files only when allowed),$(MAKE) --no-print-directory check-files)
 	$(call timed,helm (pinned; built once into .cache),$(MAKE) --no-print-directory helm-prepare)
 	$(GO) vet ./...
 	$(GO) vet -C test ./...
@@ -44,6 +45,13 @@ test-unit:
 	$(GO) test -C bench -race ./...
 	$(call timed,fuzz targets ($(FUZZTIME) each),$(MAKE) --no-print-directory fuzz-short)
 	$(call timed,image test (tools/image),$(MAKE) --no-print-directory image-test)
+
+# Fails when git tracks an executable (ELF, Mach-O, PE), or a file with NUL bytes or larger
+# than 1 MiB that .ci/large-files.allow does not name (tools/trackedfiles; its tests run with
+# the product's).
+.PHONY: check-files
+check-files:
+	$(GO) run ./tools/trackedfiles -allow .ci/large-files.allow .
 
 # Every fuzz target, package:name. make test runs each for FUZZTIME; make fuzz for FUZZ_LONG
 # (a campaign: run it on an idle machine and record executions and crashes in the README).
