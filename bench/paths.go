@@ -69,7 +69,7 @@ func pulsarProxyPath(dir, brokerURL, broker, name string, passthrough bool) (*pa
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", pprofPort)
 	os.Setenv("PULSAR_PROXY_LISTEN_PPROF", pprofAddr)
 	p, err := proxyproc.Start(bin, dir, []string{brokerURL},
-		fmt.Sprintf("session:\n  passthrough: %t\nlog:\n  level: warn\n  sessionSummary: off\n", passthrough))
+		fmt.Sprintf("session:\n  passthrough: %t\nlog:\n  level: info\n  sessionSummary: off\n", passthrough))
 	os.Unsetenv("PULSAR_PROXY_LISTEN_PPROF")
 	if err != nil {
 		return nil, err

@@ -65,7 +65,7 @@ func run() error {
 	for _, b := range r.Brokers {
 		brokers = append(brokers, b.URL)
 	}
-	proxy, err := proxyproc.Start(bin, dir, brokers, "log:\n  level: info\n  format: console\n  sessionSummary: info\n")
+	proxy, err := proxyproc.Start(bin, dir, brokers, "log:\n  level: info\n  sessionSummary: info\n")
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -383,6 +385,10 @@ func (f *tcpForwarder) start(t *testing.T, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.serve(t, ln)
+}
+
+func (f *tcpForwarder) serve(t *testing.T, ln net.Listener) {
 	f.ln = ln
 	f.wg.Add(1)
 	go func() {
@@ -410,14 +416,52 @@ func (f *tcpForwarder) start(t *testing.T, addr string) {
 	t.Cleanup(func() { ln.Close() })
 }
 
-func freeTCPAddr(t *testing.T) string {
+// reservedPort is a TCP socket bound to a free port of 127.0.0.1 that does not listen yet:
+// the port is ours (no other process can take it, unlike a port found free and closed
+// again), and a connection to it is refused, as to an agent that is down, until listen.
+type reservedPort struct {
+	fd   int
+	addr string
+}
+
+func reservePort(t *testing.T) *reservedPort {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	syscall.CloseOnExec(fd)
+	r := &reservedPort{fd: fd}
+	t.Cleanup(func() {
+		if r.fd >= 0 {
+			syscall.Close(r.fd)
+		}
+	})
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.addr = fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	return r
+}
+
+// listen starts listening on the reserved port.
+func (r *reservedPort) listen(t *testing.T) net.Listener {
+	t.Helper()
+	if err := syscall.Listen(r.fd, 128); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(r.fd), r.addr)
+	r.fd = -1 // f owns it now
+	defer f.Close()
+	ln, err := net.FileListener(f) // a duplicate of the descriptor
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
 }
 
 func TestDiscoveryConsulUnreachableAtStart(t *testing.T) {
@@ -429,8 +473,8 @@ func TestDiscoveryConsulUnreachableAtStart(t *testing.T) {
 	}
 	t.Cleanup(func() { theRig.DeregisterService(context.Background(), service+"-bad") })
 
-	addr := freeTCPAddr(t) // nothing listens here yet
-	proxy := startConsulProxy(t, service, addr)
+	consul := reservePort(t) // refuses connections until it listens
+	proxy := startConsulProxy(t, service, consul.addr)
 	waitFor(t, 30*time.Second, "discovery errors counted", func() bool {
 		return proxy.metric(t, "pulsar_proxy_discovery_errors_total", `provider="consul"`) >= 1
 	})
@@ -448,7 +492,7 @@ func TestDiscoveryConsulUnreachableAtStart(t *testing.T) {
 	}
 
 	fwd := &tcpForwarder{target: theRig.ConsulAddr}
-	fwd.start(t, addr)
+	fwd.serve(t, consul.listen(t))
 	proxy.waitReady(t)
 	if live := proxy.metric(t, "pulsar_proxy_brokers", `state="live"`); live != 1 {
 		t.Fatalf("live brokers = %v, want 1 (the malformed instance skipped)", live)

@@ -5,9 +5,10 @@ package proxyproc
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,26 +52,21 @@ type Proc struct {
 }
 
 // Start runs binary with the given brokers plus extraYAML appended to the generated config
-// (top-level keys, e.g. "session:\n  handshakeTimeout: 1s\n"), in dir. It returns once
-// /healthz answers. With no brokers, extraYAML must hold the whole discovery section. Unless
-// extraYAML sets broker.allowedPorts, the brokers' ports are allowed (the rig's are not 6650).
+// (top-level keys, e.g. "session:\n  handshakeTimeout: 1s\n"), in dir. It returns once the
+// proxy has logged the addresses it bound and /healthz answers. With no brokers, extraYAML
+// must hold the whole discovery section. Unless extraYAML sets broker.allowedPorts, the
+// brokers' ports are allowed (the rig's are not 6650).
+//
+// The listeners bind port 0: the proxy picks free ports itself and names them in its startup
+// line, which Start reads from the log, so no other process can take a port between a check
+// and the bind. The log must therefore be JSON (the default) at level info or lower; Start
+// writes `log: {level: debug, sessionSummary: info}` unless extraYAML has a log section.
 func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error) {
-	pulsarAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	httpAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "listen:\n  pulsar: %q\n  http: %q\n", pulsarAddr, httpAddr)
-	var tlsAddr string
-	if strings.HasPrefix(extraYAML, "tls:") || strings.Contains(extraYAML, "\ntls:") {
-		if tlsAddr, err = freeAddr(); err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(&b, "  pulsarTLS: %q\n", tlsAddr)
+	b.WriteString("listen:\n  pulsar: \"127.0.0.1:0\"\n  http: \"127.0.0.1:0\"\n")
+	withTLS := strings.HasPrefix(extraYAML, "tls:") || strings.Contains(extraYAML, "\ntls:")
+	if withTLS {
+		b.WriteString("  pulsarTLS: \"127.0.0.1:0\"\n")
 	}
 	var ports []string
 	if len(brokers) > 0 {
@@ -90,11 +86,7 @@ func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error
 	if err := os.WriteFile(cfgPath, []byte(b.String()), 0o644); err != nil {
 		return nil, err
 	}
-	p := &Proc{PulsarURL: "pulsar://" + pulsarAddr, Addr: pulsarAddr, HTTPURL: "http://" + httpAddr,
-		LogPath: filepath.Join(dir, "proxy.log"), exited: make(chan struct{})}
-	if tlsAddr != "" {
-		p.PulsarTLSURL, p.TLSAddr = "pulsar+ssl://"+tlsAddr, tlsAddr
-	}
+	p := &Proc{LogPath: filepath.Join(dir, "proxy.log"), exited: make(chan struct{})}
 	logFile, err := os.Create(p.LogPath)
 	if err != nil {
 		return nil, err
@@ -113,8 +105,25 @@ func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error
 
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if code, _ := p.Get("/healthz"); code == 200 {
-			return p, nil
+		if p.HTTPURL == "" {
+			if a, ok, err := startedLine(p.LogPath); err != nil {
+				p.Stop()
+				return nil, err
+			} else if ok {
+				if withTLS && a.PulsarTLS == "" {
+					p.Stop()
+					return nil, fmt.Errorf("pulsar-proxy started without the TLS listener its config asks for:\n%s", p.LogTail(30))
+				}
+				p.PulsarURL, p.Addr, p.HTTPURL = "pulsar://"+a.Pulsar, a.Pulsar, "http://"+a.HTTP
+				if a.PulsarTLS != "" {
+					p.PulsarTLSURL, p.TLSAddr = "pulsar+ssl://"+a.PulsarTLS, a.PulsarTLS
+				}
+			}
+		}
+		if p.HTTPURL != "" {
+			if code, _ := p.Get("/healthz"); code == 200 {
+				return p, nil
+			}
 		}
 		select {
 		case <-p.exited:
@@ -123,10 +132,52 @@ func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error
 		}
 		if time.Now().After(deadline) {
 			p.Stop()
+			if p.HTTPURL == "" {
+				return nil, fmt.Errorf("pulsar-proxy logged no %q line with its addresses (is the log JSON at level info or lower?):\n%s",
+					startedMessage, p.LogTail(30))
+			}
 			return nil, fmt.Errorf("pulsar-proxy did not answer /healthz:\n%s", p.LogTail(30))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// startedMessage is the message of the line cmd/pulsar-proxy logs once its listeners are
+// bound, with their addresses in the fields pulsar, pulsar_tls and http.
+const startedMessage = "pulsar-proxy started"
+
+// boundAddrs are the addresses of a startup line.
+type boundAddrs struct {
+	Pulsar    string `json:"pulsar"`
+	PulsarTLS string `json:"pulsar_tls"`
+	HTTP      string `json:"http"`
+	Message   string `json:"message"`
+}
+
+// startedLine finds the startup line in the log at path; ok is false while there is none.
+func startedLine(path string) (a boundAddrs, ok bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return a, false, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.Contains(line, []byte(startedMessage)) {
+			continue
+		}
+		a = boundAddrs{}
+		if json.Unmarshal(line, &a) != nil || a.Message != startedMessage {
+			continue // a partly written line, or another line naming the message
+		}
+		if a.Pulsar == "" || a.HTTP == "" {
+			return a, false, fmt.Errorf("pulsar-proxy's startup line names no pulsar or http address: %s", line)
+		}
+		return a, true, nil
+	}
+	return a, false, sc.Err()
 }
 
 // PID is the proxy process's id (for /proc readings in benchmarks).
@@ -208,13 +259,4 @@ func (p *Proc) LogTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
