@@ -14,6 +14,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
+	"github.com/pulsar-proxy/pulsar-proxy/test/metrics"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
@@ -93,7 +94,18 @@ func run() error {
 		total += perPartition[i]
 	}
 	fmt.Printf("   consumed %d of %d messages, every payload identical to what was sent\n", total, messages)
-	body := func(name string, labels ...string) float64 { v, _ := proxy.Metric(name, labels...); return v }
+	scrape, err := metrics.Fetch(proxy.HTTPURL + "/metrics")
+	if err != nil {
+		return err
+	}
+	var missing error
+	body := func(name string, labels ...string) float64 {
+		v, err := scrape.Value(name, labels...)
+		if err != nil && missing == nil {
+			missing = err
+		}
+		return v
+	}
 	fmt.Printf("   proxy: %v lookups answered, direct sessions per broker:", body("pulsar_proxy_lookups_total"))
 	for _, b := range r.Brokers {
 		addr := strings.TrimPrefix(b.URL, "pulsar://")
@@ -104,7 +116,7 @@ func run() error {
 	if total != messages {
 		return fmt.Errorf("consumed %d messages, want %d", total, messages)
 	}
-	return nil
+	return missing
 }
 
 func produceAndConsume(ctx context.Context, serviceURL, topic string) (map[int]int, error) {

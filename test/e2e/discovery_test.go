@@ -155,7 +155,7 @@ func lookupOwner(t *testing.T, addr, topic string) string {
 }
 
 func brokerRequests(t *testing.T, p *proxy, n int) float64 {
-	return p.metric(t, "pulsar_proxy_broker_lookup_requests_total", fmt.Sprintf(`broker="%s"`, brokerAddrs()[n-1]))
+	return p.count(t, "pulsar_proxy_broker_lookup_requests_total", fmt.Sprintf(`broker="%s"`, brokerAddrs()[n-1]))
 }
 
 // TestDiscoveryConsulFollowsRegistrations: both brokers registered in the rig's Consul agent
@@ -544,8 +544,8 @@ func TestDiscoveryCoalescesLookups(t *testing.T) {
 
 	herd := func(topic string) (brokerReqs, coalesced float64, answers map[string]int) {
 		t.Helper()
-		reqBefore := proxy.metric(t, "pulsar_proxy_broker_lookup_requests_total", `type="LOOKUP"`)
-		coBefore := proxy.metric(t, "pulsar_proxy_lookups_coalesced_total", `type="LOOKUP"`)
+		reqBefore := proxy.count(t, "pulsar_proxy_broker_lookup_requests_total", `type="LOOKUP"`)
+		coBefore := proxy.count(t, "pulsar_proxy_lookups_coalesced_total", `type="LOOKUP"`)
 		const conns, perConn = 50, 20
 		var ready, done sync.WaitGroup
 		gate := make(chan struct{})
@@ -592,8 +592,8 @@ func TestDiscoveryCoalescesLookups(t *testing.T) {
 		ready.Wait()
 		close(gate)
 		done.Wait()
-		return proxy.metric(t, "pulsar_proxy_broker_lookup_requests_total", `type="LOOKUP"`) - reqBefore,
-			proxy.metric(t, "pulsar_proxy_lookups_coalesced_total", `type="LOOKUP"`) - coBefore, answers
+		return proxy.count(t, "pulsar_proxy_broker_lookup_requests_total", `type="LOOKUP"`) - reqBefore,
+			proxy.count(t, "pulsar_proxy_lookups_coalesced_total", `type="LOOKUP"`) - coBefore, answers
 	}
 
 	reqs, co, answers := herd(topic)

@@ -50,7 +50,7 @@ func TestTLSProduceConsumeThroughProxy(t *testing.T) {
 	io.Copy(io.Discard, raw)
 	raw.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for proxy.metric(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) < 1 {
+	for proxy.count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("plaintext client on the TLS port not counted as a handshake error")
 		}
@@ -157,7 +157,7 @@ func TestTLSRefusalsWithMutualTLS(t *testing.T) {
 		}
 		want := float64(i + 1)
 		waitFor(t, 10*time.Second, fmt.Sprintf("%v TLS handshake errors counted", want), func() bool {
-			return proxy.metric(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) >= want
+			return proxy.count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) >= want
 		})
 	}
 	consumeAll(t, consumer, produce(t, c, topic, 100))

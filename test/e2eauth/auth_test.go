@@ -48,7 +48,7 @@ func TestBrokerAuthorizesOriginalPrincipal(t *testing.T) {
 		t.Fatalf("bob's producer: err = %v, want the broker's authorization refusal", err)
 	}
 	t.Logf("bob refused: %v", err)
-	if got := p.metric(t, "pulsar_proxy_authorization_denials_total"); got != 0 {
+	if got := p.count(t, "pulsar_proxy_authorization_denials_total"); got != 0 {
 		t.Fatalf("the proxy denied %v commands; the refusal must be the broker's", got)
 	}
 }
@@ -75,7 +75,7 @@ rules:
 	if got := p.metric(t, "pulsar_proxy_authorization_denials_total", `action="produce"`); got < 1 {
 		t.Fatalf("denials = %v", got)
 	}
-	if got := p.metric(t, "pulsar_proxy_authorized_commands_total", `action="produce"`); got != 0 {
+	if got := p.count(t, "pulsar_proxy_authorized_commands_total", `action="produce"`); got != 0 {
 		t.Fatalf("%v PRODUCER commands were forwarded", got)
 	}
 	// No broker ever saw a producer on the topic: it was never created.
@@ -260,10 +260,10 @@ func TestTokenRefreshKeepsSessionsAlive(t *testing.T) {
 	if refreshed < 3 {
 		t.Fatalf("%v refreshes in 40 s of 10 s tokens (supplier called %d times)", refreshed, minted.Load())
 	}
-	if got := p.metric(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`); got != 0 {
+	if got := p.count(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`); got != 0 {
 		t.Fatalf("%v sessions closed for expired credentials", got)
 	}
-	if closed := p.metric(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`); closed != 0 {
+	if closed := p.count(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`); closed != 0 {
 		t.Fatalf("brokers closed %v sessions", closed)
 	}
 	relayed := p.metric(t, "pulsar_proxy_credential_refreshes_total", `result="relayed"`)
@@ -294,7 +294,7 @@ func TestExpiredClientIsDisconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(45 * time.Second)
-	for p.metric(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`) < 1 {
+	for p.count(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`) < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("no session closed for expired credentials")
 		}
@@ -350,10 +350,10 @@ rules:
 		t.Fatalf("existing producer after reload: %v", err)
 	}
 
-	errorsBefore := p.metric(t, "pulsar_proxy_policy_reloads_total", `result="error"`)
+	errorsBefore := p.count(t, "pulsar_proxy_policy_reloads_total", `result="error"`)
 	writePolicy(t, p.policyFile, "rules: [ {roles: [dave], actions: [fly]} ]\n")
 	deadline := time.Now().Add(30 * time.Second)
-	for p.metric(t, "pulsar_proxy_policy_reloads_total", `result="error"`) <= errorsBefore {
+	for p.count(t, "pulsar_proxy_policy_reloads_total", `result="error"`) <= errorsBefore {
 		if time.Now().After(deadline) {
 			t.Fatal("broken policy never reported")
 		}

@@ -64,10 +64,10 @@ func assertBrokerAuthorizesCertRoles(t *testing.T, m mtls, alice, bob testcerts.
 		t.Fatalf("bob's producer: err = %v, want the broker's authorization refusal", err)
 	}
 	t.Logf("bob refused: %v", err)
-	if got := m.metric(t, "pulsar_proxy_authorization_denials_total"); got != 0 {
+	if got := m.count(t, "pulsar_proxy_authorization_denials_total"); got != 0 {
 		t.Fatalf("the proxy denied %v commands; the refusal must be the broker's", got)
 	}
-	if got := m.metric(t, "pulsar_proxy_authentication_failures_total"); got != 0 {
+	if got := m.count(t, "pulsar_proxy_authentication_failures_total"); got != 0 {
 		t.Fatalf("%v authentication failures at the proxy", got)
 	}
 }
@@ -81,7 +81,7 @@ func TestBrokerAuthorizesCertificateCN(t *testing.T) {
 	// counted.
 	t.Run("untrusted certificate", func(t *testing.T) {
 		other := testcerts.NewCA(t, t.TempDir(), "other")
-		before := m.metric(t, "pulsar_proxy_tls_handshakes_total", `result="error"`)
+		before := m.count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`)
 		mallory := m.certClient(t, other.Client(t, "alice"), 3*time.Second)
 		if _, err := mallory.CreateProducer(pulsar.ProducerOptions{Topic: uniqueTopic(nsShared, "x")}); err == nil {
 			t.Fatal("a client with an untrusted certificate created a producer")

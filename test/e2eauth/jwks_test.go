@@ -162,7 +162,7 @@ func TestJWKSTokensThroughTheProxy(t *testing.T) {
 		t.Fatalf("bob's producer: err = %v, want the broker's authorization refusal", err)
 	}
 	t.Logf("bob refused by the broker: %v", err)
-	if got := p.metric(t, "pulsar_proxy_authentication_failures_total"); got != 0 {
+	if got := p.count(t, "pulsar_proxy_authentication_failures_total"); got != 0 {
 		t.Fatalf("%v authentication failures at the proxy; alice and bob both hold valid tokens", got)
 	}
 

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -212,40 +211,6 @@ func (p *Proc) Get(path string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-// Metric sums the samples of a metric whose labels contain every given pair
-// (e.g. `direction="client_to_broker"`).
-func (p *Proc) Metric(name string, labels ...string) (float64, error) {
-	code, body := p.Get("/metrics")
-	if code != 200 {
-		return 0, fmt.Errorf("/metrics: %d %s", code, body)
-	}
-	return SumMetric(body, name, labels...), nil
-}
-
-// SumMetric sums matching samples in a Prometheus text exposition.
-func SumMetric(body, name string, labels ...string) float64 {
-	var sum float64
-	sc := bufio.NewScanner(strings.NewReader(body))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-lines:
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		for _, l := range labels {
-			if !strings.Contains(line, l) {
-				continue lines
-			}
-		}
-		f := strings.Fields(line)
-		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
 }
 
 // LogTail returns the last n lines of the proxy's log.
