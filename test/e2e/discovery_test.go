@@ -271,14 +271,16 @@ func TestDiscoveryConsulOutage(t *testing.T) {
 	c := newClient(t, proxy.PulsarURL)
 	topic, _ := partitionedTopicOnBothBrokers(t, "outage", 4)
 	consumer := subscribe(t, c, topic, "s", pulsar.Shared)
-	producer, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	// A send timeout far beyond any reconnection: a send that still fails was lost.
+	producer, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer producer.Close()
 
 	var mu sync.Mutex
-	acked, failed := 0, 0
+	acked := map[int]bool{}
+	var failures []string
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -293,16 +295,16 @@ func TestDiscoveryConsulOutage(t *testing.T) {
 			_, err := producer.Send(context.Background(), &pulsar.ProducerMessage{Payload: payloadFor(i)})
 			mu.Lock()
 			if err == nil {
-				acked++
+				acked[i] = true
 			} else {
-				failed++
+				failures = append(failures, fmt.Sprintf("send %d: %v", i, err))
 			}
 			mu.Unlock()
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
 	stopTraffic := func() { close(stop); wg.Wait() }
-	ackedNow := func() int { mu.Lock(); defer mu.Unlock(); return acked }
+	ackedNow := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
 
 	consulDown := true
 	t.Cleanup(func() {
@@ -353,20 +355,22 @@ func TestDiscoveryConsulOutage(t *testing.T) {
 	base = ackedNow()
 	waitFor(t, 60*time.Second, "messages acknowledged after Consul returned", func() bool { return ackedNow() >= base+50 })
 	stopTraffic()
-	mu.Lock()
-	t.Logf("sends: %d acknowledged, %d failed", acked, failed)
-	total := acked
-	mu.Unlock()
-	got := 0
+	t.Logf("sends: %d acknowledged, %d failed", len(acked), len(failures))
+	if len(failures) > 0 {
+		t.Fatalf("%d sends failed across the Consul outage, first: %s", len(failures), failures[0])
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for got < total {
+	for missing := len(acked); missing > 0; {
 		msg, err := consumer.Receive(ctx)
 		if err != nil {
-			t.Fatalf("received %d of %d acknowledged: %v", got, total, err)
+			t.Fatalf("%d of %d acknowledged messages never arrived: %v", missing, len(acked), err)
 		}
 		consumer.Ack(msg)
-		got++
+		if i := indexOf(msg.Payload()); acked[i] {
+			acked[i] = false // counted once, whatever the redeliveries
+			missing--
+		}
 	}
 }
 

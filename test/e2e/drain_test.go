@@ -62,6 +62,9 @@ func (s *serviceAddress) serve() {
 // and a consumer run through the first. SIGTERM to it: it hands its sessions over (stops
 // taking requests, delivers the brokers' answers, closes) and exits long before its drain
 // deadline; the clients reconnect through the second proxy, and every message sent arrives.
+// The test sends the first third, signals, waits until the first proxy is seen draining (its
+// log line, and /readyz no longer 200), and only then sends the rest, so those sends are
+// made while it drains or after it left, whatever the timing.
 func TestDrainHandsClientsToAnotherProxy(t *testing.T) {
 	first := startProxy(t, brokerURLs(), "session:\n  drainTimeout: 60s\n")
 	second := startProxy(t, brokerURLs(), "")
@@ -88,6 +91,14 @@ func TestDrainHandsClientsToAnotherProxy(t *testing.T) {
 				}
 				drained <- time.Since(began)
 			}()
+			waitLogLine(t, first, `"message":"stopping: draining sessions"`)
+			waitFor(t, 10*time.Second, "the first proxy not ready (draining) or gone", func() bool {
+				code, body := first.get("/readyz")
+				if code != 0 && code != 200 && code != 503 {
+					t.Fatalf("/readyz of the draining proxy: %d %s", code, body)
+				}
+				return code != 200
+			})
 		}
 		sent.Add(1)
 		producer.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payloadFor(i)},
@@ -124,8 +135,8 @@ func TestDrainHandsClientsToAnotherProxy(t *testing.T) {
 		duplicates += n - 1
 	}
 	t.Logf("first proxy drained and exited in %v; %d messages, all received, %d duplicates", took.Round(time.Millisecond), total, duplicates)
-	if log := first.LogTail(100000); !strings.Contains(log, `"reason":"drained"`) {
-		t.Fatalf("no session of the first proxy ended drained:\n%s", first.LogTail(20))
+	if log := first.LogTail(100000); !strings.Contains(log, `"reason":"drained"`) || !strings.Contains(log, "every session handed over") {
+		t.Fatalf("no session of the first proxy ended drained, or the drain did not finish:\n%s", first.LogTail(20))
 	}
 	if got := second.metric(t, "pulsar_proxy_broker_sessions_total"); got < 1 {
 		t.Fatalf("the second proxy opened %v broker sessions: the clients did not move to it", got)

@@ -181,12 +181,17 @@ func TestGatewayPartitionedTopicOnBothBrokers(t *testing.T) {
 	}
 }
 
+// TestGatewayTopicUnloadLosesNoAckedMessage unloads the topic while a producer sends through
+// the proxy: the client finds the topic again through the proxy, every send succeeds (the
+// client retries across the unload within its send timeout), and every message arrives.
 func TestGatewayTopicUnloadLosesNoAckedMessage(t *testing.T) {
 	proxy := startProxy(t, brokerURLs(), "")
 	c := newClient(t, proxy.PulsarURL)
 	topic := uniqueTopic(t, "unload")
 	consumer := subscribe(t, c, topic, "s", pulsar.Exclusive)
-	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	// The send timeout covers the unload, the new lookup and the reconnection many times over;
+	// a send that still fails is a message the proxy lost.
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +199,8 @@ func TestGatewayTopicUnloadLosesNoAckedMessage(t *testing.T) {
 
 	const n = 3000
 	var mu sync.Mutex
-	acked := map[int][]byte{}
+	sent := make([][]byte, n)
+	var failures []string
 	var wg sync.WaitGroup
 	var lookupsBefore float64
 	for i := range n {
@@ -202,13 +208,13 @@ func TestGatewayTopicUnloadLosesNoAckedMessage(t *testing.T) {
 			lookupsBefore = proxy.metric(t, "pulsar_proxy_lookups_total", `type="LOOKUP"`)
 			unloadTopic(t, topic)
 		}
-		payload := payloadFor(i)
+		sent[i] = payloadFor(i)
 		wg.Add(1)
-		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payload}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: sent[i]}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 			defer wg.Done()
-			if err == nil {
+			if err != nil {
 				mu.Lock()
-				acked[i] = payload
+				failures = append(failures, fmt.Sprintf("send %d: %v", i, err))
 				mu.Unlock()
 			}
 		})
@@ -216,33 +222,31 @@ func TestGatewayTopicUnloadLosesNoAckedMessage(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // keep sending across the unload
 		}
 	}
-	p.Flush()
+	if err := p.Flush(); err != nil {
+		t.Errorf("flush: %v", err)
+	}
 	wg.Wait()
-	t.Logf("%d of %d sends acknowledged across the unload", len(acked), n)
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d sends failed across the unload, first: %s", len(failures), n, failures[0])
+	}
 	// The client found the topic again through the proxy after the unload.
 	if after := proxy.metric(t, "pulsar_proxy_lookups_total", `type="LOOKUP"`); after <= lookupsBefore {
 		t.Errorf("no LOOKUP through the proxy after the unload (%v before, %v after)", lookupsBefore, after)
 	}
-	if len(acked) < n/2 {
-		t.Fatalf("only %d of %d sends acknowledged", len(acked), n)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	seen := map[int]bool{}
-	for missing := len(acked); missing > 0; {
+	for len(seen) < n {
 		msg, err := consumer.Receive(ctx)
 		if err != nil {
-			t.Fatalf("%d acknowledged messages never arrived: %v", missing, err)
+			t.Fatalf("%d of %d acknowledged messages never arrived: %v", n-len(seen), n, err)
 		}
 		consumer.Ack(msg)
 		i := indexOf(msg.Payload())
-		if want, ok := acked[i]; ok && !seen[i] {
-			if !bytes.Equal(want, msg.Payload()) {
-				t.Fatalf("message %d changed", i)
-			}
-			seen[i] = true
-			missing--
+		if i < 0 || i >= n || !bytes.Equal(sent[i], msg.Payload()) {
+			t.Fatalf("message %d changed", i)
 		}
+		seen[i] = true
 	}
 }
 
@@ -381,26 +385,42 @@ func expectClosed(t *testing.T, conn net.Conn) {
 	}
 }
 
+// TestGatewayRefusals: forged proxy-only CONNECT fields are refused, and so is every direct
+// target that is not a broker discovery knows: on a port outside broker.allowedPorts (the
+// rig's broker ports here), and on an allowed port but at an address no broker has. Decoys
+// listen on two of the refused targets; neither may see a connection.
 func TestGatewayRefusals(t *testing.T) {
-	decoy, err := net.Listen("tcp", "127.0.0.1:0")
+	var hits sync.WaitGroup
+	decoyHit := make(chan string, 10)
+	decoy := func(addr string) net.Listener {
+		t.Helper()
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("decoy on %s: %v", addr, err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		hits.Add(1)
+		go func() {
+			defer hits.Done()
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				decoyHit <- ln.Addr().String() + " from " + c.RemoteAddr().String()
+				c.Close()
+			}
+		}()
+		return ln
+	}
+	otherPort := decoy("127.0.0.1:0")
+	// An allowed port (broker 1's) on another loopback address: the rig's brokers bind
+	// 127.0.0.1 only, so this is a listener that looks like a broker and is none.
+	_, brokerPort, err := net.SplitHostPort(brokerAddrs()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer decoy.Close()
-	var hits sync.WaitGroup
-	decoyHit := make(chan string, 10)
-	hits.Add(1)
-	go func() {
-		defer hits.Done()
-		for {
-			c, err := decoy.Accept()
-			if err != nil {
-				return
-			}
-			decoyHit <- c.RemoteAddr().String()
-			c.Close()
-		}
-	}()
+	lookalike := decoy(net.JoinHostPort("127.0.0.2", brokerPort))
 	proxy := startProxy(t, brokerURLs(), "")
 
 	for name, mut := range map[string]func(*pb.CommandConnect){
@@ -415,22 +435,33 @@ func TestGatewayRefusals(t *testing.T) {
 	}
 
 	brokerHTTPHostPort := hostPort(t, brokerHTTPURLs()[0])
-	for _, target := range []string{"127.0.0.1:22", brokerHTTPHostPort, "unknown-host.invalid:6650", decoy.Addr().String()} {
-		resp, conn := rawConnect(t, proxy.Addr, func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(target) })
+	refusals := []struct{ target, why string }{
+		{"127.0.0.1:22", "is not an allowed broker port"},
+		{brokerHTTPHostPort, "is not an allowed broker port"},
+		{"unknown-host.invalid:6650", "is not an allowed broker port"},
+		{otherPort.Addr().String(), "is not an allowed broker port"},
+		// Allowed ports: only the known-broker rule refuses these.
+		{lookalike.Addr().String(), "is not a known broker"},
+		{net.JoinHostPort("broker-3.invalid", brokerPort), "is not a known broker"},
+	}
+	for _, r := range refusals {
+		resp, conn := rawConnect(t, proxy.Addr, func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(r.target) })
+		msg := resp.GetError().GetMessage()
 		if resp.GetType() != pb.BaseCommand_ERROR || resp.GetError().GetError() != pb.ServerError_ServiceNotReady ||
-			!bytes.Contains([]byte(resp.GetError().GetMessage()), []byte("target broker not allowed")) {
-			t.Errorf("target %s: got %v, want ERROR ServiceNotReady \"target broker not allowed\"", target, resp)
+			!strings.Contains(msg, "target broker not allowed") || !strings.Contains(msg, r.why) {
+			t.Errorf("target %s: got %v, want ERROR ServiceNotReady \"target broker not allowed: … %s\"", r.target, resp, r.why)
 		}
 		expectClosed(t, conn)
 	}
-	if n := proxy.metric(t, "pulsar_proxy_handshake_failures_total", `reason="target_not_allowed"`); n != 4 {
-		t.Errorf("handshake failures for refused targets = %v, want 4", n)
+	if n := proxy.metric(t, "pulsar_proxy_handshake_failures_total", `reason="target_not_allowed"`); n != float64(len(refusals)) {
+		t.Errorf("handshake failures for refused targets = %v, want %d", n, len(refusals))
 	}
-	decoy.Close()
+	otherPort.Close()
+	lookalike.Close()
 	hits.Wait()
 	select {
-	case from := <-decoyHit:
-		t.Fatalf("the decoy got a connection from %s: the proxy dialled a refused target", from)
+	case hit := <-decoyHit:
+		t.Fatalf("a decoy got a connection (%s): the proxy dialled a refused target", hit)
 	default:
 	}
 }

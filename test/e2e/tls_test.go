@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,6 +156,11 @@ func TestTLSRefusalsWithMutualTLS(t *testing.T) {
 		if err == nil {
 			t.Fatalf("refusal %d: the handshake succeeded", i)
 		}
+		// The proxy's TLS stack refused it with an alert; not a time-out or a dial failure.
+		if !strings.Contains(err.Error(), "remote error: tls: ") {
+			t.Fatalf("refusal %d: %v, want a TLS alert from the proxy", i, err)
+		}
+		t.Logf("refusal %d: %v", i, err)
 		want := float64(i + 1)
 		waitFor(t, 10*time.Second, fmt.Sprintf("%v TLS handshake errors counted", want), func() bool {
 			return proxy.count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) >= want

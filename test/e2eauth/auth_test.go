@@ -303,9 +303,25 @@ func TestExpiredClientIsDisconnected(t *testing.T) {
 	if got := p.metric(t, "pulsar_proxy_authentication_failures_total", `method="token"`, `reason="expired"`); got < 1 {
 		t.Fatalf("failures{expired} = %v", got)
 	}
-	// It cannot come back with the expired token either.
+	// It cannot come back with the expired token either: the send fails, and a new connection
+	// with that token is refused by the proxy for that reason (not a time-out or a dial
+	// failure, which would pass a bare "an error happened" check).
 	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("after")}); err == nil {
 		t.Fatal("a send succeeded after the client's credentials expired")
+	} else {
+		t.Logf("send after expiry: %v", err)
+	}
+	expired := p.metric(t, "pulsar_proxy_authentication_failures_total", `method="token"`, `reason="expired"`)
+	again := clientWithTimeout(t, p.PulsarURL, pulsar.NewAuthenticationToken(tok), 3*time.Second)
+	if _, err := again.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: time.Second}); err == nil {
+		t.Fatal("a producer was created with the expired token")
+	}
+	if got := p.metric(t, "pulsar_proxy_authentication_failures_total", `method="token"`, `reason="expired"`); got <= expired {
+		t.Fatalf("failures{token,expired} %v before a new connection with the expired token, %v after: it was not refused as expired", expired, got)
+	}
+	_, _, resp := rawConnect(t, p.Addr, "token", []byte(tok))
+	if resp.GetError().GetError() != pb.ServerError_AuthenticationError || !strings.Contains(resp.GetError().GetMessage(), "expired") {
+		t.Fatalf("CONNECT with the expired token: %v, want AuthenticationError saying expired", resp)
 	}
 }
 
