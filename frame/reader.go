@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
 // Frame is one frame read from the wire. Command and Payload alias the
@@ -18,8 +20,9 @@ type Frame struct {
 
 const (
 	// initialBufSize is the buffer a Reader starts with; it also bounds how
-	// much the Reader asks the underlying reader for at a time early on.
-	initialBufSize = 16 << 10
+	// much the Reader asks the underlying reader for at a time early on. Every
+	// client connection has a Reader until it forwards, so it is small.
+	initialBufSize = 4 << 10
 	// maxEmptyReads is how many (0, nil) reads in a row count as no progress.
 	maxEmptyReads = 100
 )
@@ -38,17 +41,23 @@ const (
 // ReadFrame has failed, the stream is out of step and every later call
 // returns the same error.
 type Reader struct {
-	rd    io.Reader
-	limit int    // largest acceptable totalSize
-	buf   []byte // unread data is buf[r:w]
-	r, w  int
-	err   error
+	rd     io.Reader
+	limits Limits
+	limit  int    // largest acceptable totalSize
+	buf    []byte // unread data is buf[r:w]
+	r, w   int
+	err    error
 }
 
 // NewReader returns a Reader of frames from r whose totalSize is at most
-// maxFrameSize (<= 0 means DefaultMaxFrameSize).
+// maxFrameSize (<= 0 means DefaultMaxFrameSize), commands not capped below it.
 func NewReader(r io.Reader, maxFrameSize int) *Reader {
-	return &Reader{rd: r, limit: int(effectiveMax(maxFrameSize))}
+	return Limits{MaxFrame: maxFrameSize}.Reader(r)
+}
+
+// Reader returns a Reader of frames from r within l.
+func (l Limits) Reader(r io.Reader) *Reader {
+	return &Reader{rd: r, limits: l, limit: int(effectiveMax(l.MaxFrame))}
 }
 
 // Buffered returns the bytes the Reader has read from the stream but not yet
@@ -76,6 +85,25 @@ func (r *Reader) ReadFrame() (Frame, error) {
 }
 
 func (r *Reader) readFrame() (Frame, error) {
+	span, err := r.header()
+	if err != nil {
+		return Frame{}, err
+	}
+	n := span.Size
+	if err := r.fill(n); err != nil {
+		return Frame{}, err
+	}
+	f := r.buf[r.r : r.r+n : r.r+n]
+	r.r += n
+	fr := Frame{Command: span.Command(f)}
+	if span.CommandEnd() < n {
+		fr.Payload = f[span.CommandEnd():]
+	}
+	return fr, nil
+}
+
+// header reads and checks the next frame's header, leaving it unread.
+func (r *Reader) header() (Span, error) {
 	if r.r == r.w {
 		// Nothing buffered: start at the front so reads get the whole buffer.
 		r.r, r.w = 0, 0
@@ -84,24 +112,67 @@ func (r *Reader) readFrame() (Frame, error) {
 		if err == io.ErrUnexpectedEOF && r.r == r.w {
 			err = io.EOF // clean end between frames
 		}
-		return Frame{}, err
+		return Span{}, err
 	}
-	totalSize, commandSize, err := ParseHeader(r.buf[r.r:r.r+HeaderSize], r.limit)
+	span, _, err := r.limits.Scan(r.buf[r.r:r.w])
+	return span, err
+}
+
+// ReadCommand reads the next frame and decodes its command; a payload section is read past
+// without being buffered, so a Reader of commands never holds more than its largest
+// command. Errors as ReadFrame's, and Decode's.
+func (r *Reader) ReadCommand() (*pb.BaseCommand, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	cmd, err := r.readCommand()
 	if err != nil {
-		return Frame{}, err
+		r.err = err
+		r.r, r.w = 0, 0
 	}
-	n := 4 + int(totalSize)
-	if err := r.fill(n); err != nil {
-		return Frame{}, err
+	return cmd, err
+}
+
+func (r *Reader) readCommand() (*pb.BaseCommand, error) {
+	span, err := r.header()
+	if err != nil {
+		return nil, err
 	}
-	f := r.buf[r.r : r.r+n : r.r+n]
-	r.r += n
-	cmdEnd := HeaderSize + int(commandSize)
-	fr := Frame{Command: f[HeaderSize:cmdEnd:cmdEnd]}
-	if cmdEnd < n {
-		fr.Payload = f[cmdEnd:]
+	if err := r.fill(span.CommandEnd()); err != nil {
+		return nil, err
 	}
-	return fr, nil
+	cmd, err := Decode(span.Command(r.buf[r.r:]))
+	if err != nil {
+		return nil, err
+	}
+	return cmd, r.skip(span.Size)
+}
+
+// skip consumes n bytes: what is buffered, then the rest read through the buffer.
+func (r *Reader) skip(n int) error {
+	k := min(n, r.w-r.r)
+	r.r += k
+	n -= k
+	for empty := 0; n > 0; {
+		r.r, r.w = 0, 0
+		if len(r.buf) == 0 {
+			r.grow(1)
+		}
+		m, err := r.rd.Read(r.buf[:min(n, len(r.buf))])
+		n -= m
+		switch {
+		case n == 0:
+		case err == io.EOF:
+			return io.ErrUnexpectedEOF
+		case err != nil:
+			return err
+		case m == 0:
+			if empty++; empty >= maxEmptyReads {
+				return io.ErrNoProgress
+			}
+		}
+	}
+	return nil
 }
 
 // fill makes sure that at least n bytes are buffered at buf[r:]. It returns
