@@ -899,3 +899,55 @@ func TestReadCommandSkipsPayloads(t *testing.T) {
 		t.Fatalf("the reader grew to %d bytes for commands of a few bytes", len(r.buf))
 	}
 }
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string { return "i/o timeout" }
+func (timeoutErr) Timeout() bool { return true }
+
+// timingOut gives its data in the given pieces with a time-out between them.
+type timingOut struct{ pieces [][]byte }
+
+func (t *timingOut) Read(b []byte) (int, error) {
+	if len(t.pieces) == 0 {
+		return 0, io.EOF
+	}
+	p := t.pieces[0]
+	if p == nil {
+		t.pieces = t.pieces[1:]
+		return 0, timeoutErr{}
+	}
+	n := copy(b, p)
+	if t.pieces[0] = p[n:]; len(t.pieces[0]) == 0 {
+		t.pieces = t.pieces[1:]
+	}
+	return n, nil
+}
+
+// A keep-alive's read deadline is not the end of the stream: after a time-out, even in the
+// middle of a frame or of a payload being skipped, the reader goes on where it stopped.
+func TestReaderGoesOnAfterTimeouts(t *testing.T) {
+	send, err := AppendPayloadCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
+		ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(1)}}, nil,
+		&pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1)}, make([]byte, 10000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ping, _ := AppendCommand(nil, Ping())
+	stream := append(append(ping, send...), ping...)
+	r := ClientLimits(1 << 20).Reader(&timingOut{pieces: [][]byte{nil, stream[:5], nil, stream[5:40], nil, stream[40:9000], nil, stream[9000:]}})
+	var got []pb.BaseCommand_Type
+	for len(got) < 3 {
+		cmd, err := r.ReadCommand()
+		if isTimeout(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		got = append(got, cmd.GetType())
+	}
+	if got[0] != pb.BaseCommand_PING || got[1] != pb.BaseCommand_SEND || got[2] != pb.BaseCommand_PING {
+		t.Fatalf("read %v", got)
+	}
+}

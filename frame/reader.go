@@ -39,14 +39,17 @@ const (
 //
 // A Reader is not safe for concurrent use. Errors are sticky: once
 // ReadFrame has failed, the stream is out of step and every later call
-// returns the same error.
+// returns the same error. A time-out of the underlying reader (a deadline a
+// keep-alive sets) is not: what was read stays buffered and the next call
+// goes on where the last one stopped.
 type Reader struct {
-	rd     io.Reader
-	limits Limits
-	limit  int    // largest acceptable totalSize
-	buf    []byte // unread data is buf[r:w]
-	r, w   int
-	err    error
+	rd       io.Reader
+	limits   Limits
+	limit    int    // largest acceptable totalSize
+	buf      []byte // unread data is buf[r:w]
+	r, w     int
+	skipping int // bytes of a payload still to read past
+	err      error
 }
 
 // NewReader returns a Reader of frames from r whose totalSize is at most
@@ -77,11 +80,22 @@ func (r *Reader) ReadFrame() (Frame, error) {
 		return Frame{}, r.err
 	}
 	f, err := r.readFrame()
-	if err != nil {
-		r.err = err
-		r.r, r.w = 0, 0
-	}
+	r.fail(err)
 	return f, err
+}
+
+// fail makes err sticky, unless it is nil or a time-out.
+func (r *Reader) fail(err error) {
+	if err == nil || isTimeout(err) {
+		return
+	}
+	r.err = err
+	r.r, r.w, r.skipping = 0, 0, 0
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
 }
 
 func (r *Reader) readFrame() (Frame, error) {
@@ -126,14 +140,18 @@ func (r *Reader) ReadCommand() (*pb.BaseCommand, error) {
 		return nil, r.err
 	}
 	cmd, err := r.readCommand()
-	if err != nil {
-		r.err = err
-		r.r, r.w = 0, 0
-	}
+	r.fail(err)
 	return cmd, err
 }
 
+// readCommand decodes the next command. A time-out while it reads past the payload does not
+// hold the command back: the rest is skipped on the next call.
 func (r *Reader) readCommand() (*pb.BaseCommand, error) {
+	if r.skipping > 0 {
+		if err := r.skip(r.skipping); err != nil {
+			return nil, err
+		}
+	}
 	span, err := r.header()
 	if err != nil {
 		return nil, err
@@ -145,14 +163,19 @@ func (r *Reader) readCommand() (*pb.BaseCommand, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cmd, r.skip(span.Size)
+	if err := r.skip(span.Size); err != nil && !isTimeout(err) {
+		return nil, err
+	}
+	return cmd, nil
 }
 
-// skip consumes n bytes: what is buffered, then the rest read through the buffer.
+// skip consumes n bytes: what is buffered, then the rest read through the buffer. What is
+// left to skip is kept in skipping until it is done.
 func (r *Reader) skip(n int) error {
 	k := min(n, r.w-r.r)
 	r.r += k
 	n -= k
+	r.skipping = n
 	for empty := 0; n > 0; {
 		r.r, r.w = 0, 0
 		if len(r.buf) == 0 {
@@ -160,6 +183,7 @@ func (r *Reader) skip(n int) error {
 		}
 		m, err := r.rd.Read(r.buf[:min(n, len(r.buf))])
 		n -= m
+		r.skipping = n
 		switch {
 		case n == 0:
 		case err == io.EOF:

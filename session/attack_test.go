@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -246,21 +247,29 @@ func TestAttackProxyOnlyCommandsOnDirectConnection(t *testing.T) {
 }
 
 // Finding 3: the topics of a namespace list reach a direct client only where it may look
-// them up.
+// them up, also when the list is longer than a read buffer (a large namespace).
 func TestAttackTopicListOnDirectConnection(t *testing.T) {
-	p, _, _, _ := attackSession(t, func(cmd []byte) *pb.BaseCommand {
-		c, err := frame.Decode(cmd)
-		if err != nil || c.GetType() != pb.BaseCommand_GET_TOPICS_OF_NAMESPACE {
-			return nil
+	for _, hidden := range []int{1, 5000} {
+		listed := []string{allowedTopic}
+		for i := range hidden {
+			listed = append(listed, forbiddenTopic+"-"+strconv.Itoa(i))
 		}
-		return &pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(), GetTopicsOfNamespaceResponse: &pb.CommandGetTopicsOfNamespaceResponse{
-			RequestId: c.GetGetTopicsOfNamespace().RequestId, Topics: []string{allowedTopic, forbiddenTopic}}}
-	})
-	p.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.Enum(), GetTopicsOfNamespace: &pb.CommandGetTopicsOfNamespace{
-		RequestId: proto.Uint64(4), Namespace: proto.String("acme/ns")}})
-	r := p.recv().GetGetTopicsOfNamespaceResponse()
-	if r.GetRequestId() != 4 || len(r.Topics) != 1 || r.Topics[0] != allowedTopic {
-		t.Fatalf("topic list: %v, want only %s", r, allowedTopic)
+		p, _, _, _ := attackSession(t, func(cmd []byte) *pb.BaseCommand {
+			c, err := frame.Decode(cmd)
+			if err != nil || c.GetType() != pb.BaseCommand_GET_TOPICS_OF_NAMESPACE {
+				return nil
+			}
+			return &pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(), GetTopicsOfNamespaceResponse: &pb.CommandGetTopicsOfNamespaceResponse{
+				RequestId: c.GetGetTopicsOfNamespace().RequestId, Topics: listed}}
+		})
+		for id := range uint64(2) { // twice: the session goes on after a filtered list
+			p.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.Enum(), GetTopicsOfNamespace: &pb.CommandGetTopicsOfNamespace{
+				RequestId: proto.Uint64(id), Namespace: proto.String("acme/ns")}})
+			r := p.recv().GetGetTopicsOfNamespaceResponse()
+			if r.GetRequestId() != id || len(r.Topics) != 1 || r.Topics[0] != allowedTopic {
+				t.Fatalf("topic list of %d: %d topics, want only %s", len(listed), len(r.Topics), allowedTopic)
+			}
+		}
 	}
 }
 

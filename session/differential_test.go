@@ -318,7 +318,7 @@ func FuzzDirectPipe(f *testing.F) {
 		h := newFilterHarness(t)
 		toBroker := newSink(dstConn)
 		lists := newTopicLists(h.s.mayLookUp)
-		p := &pipe{src: newWire(srcConn, frame.DefaultMaxFrameSize), dst: toBroker, buffers: newBufferPools(),
+		p := &pipe{src: newWire(srcConn, frame.ClientLimits(frame.DefaultMaxFrameSize)), dst: toBroker, limits: frame.ClientLimits(frame.DefaultMaxFrameSize), buffers: newBufferPools(),
 			frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"}),
 			filter: h.s.upstreamFilter(toBroker, newSink(h.toClient), nil, lists), watch: watchedByFilter}
 		done := make(chan struct{})

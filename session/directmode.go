@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
@@ -37,7 +38,7 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 		return ReasonBrokerUnreachable
 	}
 	defer bc.Close()
-	broker := newWire(bc, cfg.MaxFrameSize)
+	broker := newWire(bc, frame.Limits{MaxFrame: cfg.MaxFrameSize})
 
 	resp, reason := s.connectBroker(broker, connect)
 	if resp == nil {
@@ -115,9 +116,9 @@ func (s *session) connectBroker(broker *wire, c *pb.CommandConnect) (*pb.BaseCom
 func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	m := s.srv.metrics
 	toBrokerSink, toClientSink := newSink(broker.conn), newSink(s.client.conn)
-	up := &pipe{src: s.client, dst: toBrokerSink, frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker),
+	up := &pipe{src: s.client, dst: toBrokerSink, limits: frame.ClientLimits(s.srv.cfg.MaxFrameSize), frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker),
 		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
-	down := &pipe{src: broker, dst: toClientSink, frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient),
+	down := &pipe{src: broker, dst: toClientSink, limits: frame.Limits{MaxFrame: s.srv.cfg.MaxFrameSize}, frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient),
 		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
 
 	ref, stopRefresh := s.startRefresher(toClientSink, broker, supportsRefresh)
@@ -241,7 +242,7 @@ func (s *session) pipeFailure(fromClient bool, err error) CloseReason {
 	if errors.Is(err, errCommandRefused) {
 		return ReasonCommandRefused
 	}
-	if isFrameError(err) {
+	if frame.IsFrameError(err) {
 		// No error frame here: the other pipe may be mid-frame on the same socket.
 		s.log.Debug().Bool("from_client", fromClient).Err(err).Msg("bad frame in direct session")
 		return ReasonBadFrame

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"errors"
@@ -30,14 +29,12 @@ func runPassthrough(t *testing.T, readAhead []byte) (in, out net.Conn, p *pipe, 
 	t.Helper()
 	in, srcConn := tcpPair(t)
 	dstConn, out := tcpPair(t)
-	src := newWire(srcConn, frame.DefaultMaxFrameSize)
+	src := newWire(srcConn, frame.ClientLimits(frame.DefaultMaxFrameSize))
 	if len(readAhead) > 0 {
-		if _, err := in.Write(readAhead); err != nil {
-			t.Fatal(err)
-		}
-		src.r = bufio.NewReader(srcConn)
-		if _, err := src.r.Peek(len(readAhead)); err != nil {
-			t.Fatal(err)
+		// The handshake's reader read a PING, and readAhead behind it, in one read.
+		src.r = frame.Limits{}.Reader(bytes.NewReader(append(commandFrame(t, frame.Ping()), readAhead...)))
+		if cmd, err := src.readCommand(); err != nil || cmd.GetType() != pb.BaseCommand_PING || !bytes.Equal(src.r.Buffered(), readAhead) {
+			t.Fatalf("setting up the read-ahead: %v, %v", cmd, err)
 		}
 	}
 	p = &pipe{src: src, dst: newSink(dstConn), buffers: newBufferPools(), unframed: true,

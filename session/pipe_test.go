@@ -46,7 +46,7 @@ func runPipe(t *testing.T, pools *bufferPools, filter func(p *pipe) filterFunc) 
 	t.Helper()
 	in, srcConn := tcpPair(t)
 	dstConn, out := tcpPair(t)
-	p = &pipe{src: newWire(srcConn, frame.DefaultMaxFrameSize), dst: newSink(dstConn), buffers: pools,
+	p = &pipe{src: newWire(srcConn, frame.ClientLimits(frame.DefaultMaxFrameSize)), dst: newSink(dstConn), limits: frame.ClientLimits(frame.DefaultMaxFrameSize), buffers: pools,
 		frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"})}
 	if filter != nil {
 		p.filter = filter(p)

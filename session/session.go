@@ -54,7 +54,7 @@ func newSession(srv *Server, c net.Conn, id uint64) *session {
 		srv:    srv,
 		id:     id,
 		conn:   c,
-		client: newWire(c, srv.cfg.MaxFrameSize),
+		client: newWire(c, frame.ClientLimits(srv.cfg.MaxFrameSize)),
 		log:    srv.log.With().Uint64("conn", id).Str("remote", c.RemoteAddr().String()).Logger(),
 		start:  time.Now(),
 		ctx:    ctx,
@@ -212,7 +212,7 @@ func (s *session) prepare() error {
 			c = tc
 		}
 	}
-	s.client = newWire(c, s.srv.cfg.MaxFrameSize)
+	s.client = newWire(c, frame.ClientLimits(s.srv.cfg.MaxFrameSize))
 	return nil
 }
 
@@ -291,22 +291,12 @@ func (s *session) readFailure(err error) CloseReason {
 		return ReasonKeepAliveTimeout
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
 		return ReasonIOError
-	case isFrameError(err):
+	case frame.IsFrameError(err):
 		s.sendError(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error())
 		return ReasonBadFrame
 	default:
 		return ReasonIOError
 	}
-}
-
-func isFrameError(err error) bool {
-	for _, e := range []error{frame.ErrFrameTooLarge, frame.ErrFrameTooSmall, frame.ErrBadCommandSize,
-		frame.ErrMalformed, errCommandTooLarge} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // sendError tells the client why before a close; failures to send are moot.
