@@ -15,6 +15,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -171,9 +172,10 @@ func fakeBroker(t *testing.T, answer func(*pb.CommandLookupTopic, string) *pb.Co
 	return b, &lookups
 }
 
-func testPool() *Pool {
-	return NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, Dialer: &Dialer{Timeout: time.Second},
-		ConnectTimeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize, MaxPending: 10, Logger: zerolog.Nop()})
+func testPool() *upstream.Pool {
+	return upstream.NewPool(upstream.PoolConfig{Connector: &upstream.Connector{Dialer: &upstream.Dialer{Timeout: time.Second},
+		Version: "test", ProtocolVersion: 21, Timeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize},
+		MaxPending: 10, Logger: zerolog.Nop()})
 }
 
 func TestResolverFollowsRedirects(t *testing.T) {

@@ -23,8 +23,9 @@ var ErrTargetNotAllowed = errors.New("target broker not allowed")
 // ErrNoBroker is returned when discovery knows no broker at all.
 var ErrNoBroker = errors.New("no broker available")
 
-// Prober checks that one broker answers. The pool's Ping is the production prober.
-type Prober func(ctx context.Context, b Broker) error
+// Prober checks that the broker at addr (host:port) answers. The pool's Ping is the
+// production prober.
+type Prober func(ctx context.Context, addr string) error
 
 // maxLearned bounds the learned-target table. Entries come only from brokers' lookup answers
 // (a handful of broker URLs), so the bound is never reached in a sane cluster.
@@ -308,7 +309,7 @@ func (s *BrokerSet) ProbeAll(ctx context.Context, probe Prober, timeout time.Dur
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			err := probe(pctx, b)
+			err := probe(pctx, b.Addr())
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if !slices.ContainsFunc(s.last, func(l Broker) bool { return l.key() == b.key() }) {

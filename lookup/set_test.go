@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // listDiscovery is a discovery whose list the test changes.
@@ -356,8 +357,8 @@ func TestResolverCoalescesIdenticalLookups(t *testing.T) {
 
 func TestCoalesceKeySeparatesPrincipals(t *testing.T) {
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{Topic: proto.String("t"), RequestId: proto.Uint64(1)}}
-	a, _ := coalesceKey(WithPrincipal(context.Background(), "alice"), cmd)
-	b, _ := coalesceKey(WithPrincipal(context.Background(), "bob"), cmd)
+	a, _ := coalesceKey(upstream.WithPrincipal(context.Background(), "alice"), cmd)
+	b, _ := coalesceKey(upstream.WithPrincipal(context.Background(), "bob"), cmd)
 	if a == b {
 		t.Fatal("two principals share a coalescing key")
 	}
@@ -401,7 +402,7 @@ func TestResolverLearnsOwnersFromLookupAnswers(t *testing.T) {
 // Finding 6: a waiting caller must never get an answer computed for another caller's flags
 // (a reader's do-not-create request must not share a creating one's answer).
 func TestCoalesceKeyCoversEveryRequestField(t *testing.T) {
-	ctx := WithPrincipal(context.Background(), "alice")
+	ctx := upstream.WithPrincipal(context.Background(), "alice")
 	pm := func(create bool) *pb.BaseCommand {
 		return &pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA.Enum(), PartitionMetadata: &pb.CommandPartitionedTopicMetadata{
 			Topic: proto.String("t"), RequestId: proto.Uint64(1), MetadataAutoCreationEnabled: proto.Bool(create)}}

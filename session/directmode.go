@@ -7,17 +7,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // directMode serves a client whose CONNECT names its broker: check the target, connect to
 // it on the client's behalf, then forward frames both ways untouched.
 func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
-	cfg := s.srv.cfg
 	target := connect.GetProxyToBrokerUrl()
 	b, err := s.srv.targets.Allow(target)
 	if err != nil {
@@ -28,86 +26,45 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 	s.log = s.log.With().Str("broker", b.Addr()).Logger() // in every later line, and the summary
 
 	began := time.Now()
-	from := &lookup.Origin{Client: s.conn.RemoteAddr(), Proxy: s.conn.LocalAddr()} // s.conn: a PROXY header's address
-	bc, err := cfg.Dialer.Dial(s.ctx, b.Addr(), from)
-	if err != nil {
-		if lookup.CertificateRefused(err) {
-			s.log.Warn().Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")
-		}
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker: "+err.Error())
-		return ReasonBrokerUnreachable
-	}
-	defer bc.Close()
-	broker := newWire(bc, frame.Limits{MaxFrame: cfg.MaxFrameSize})
-
-	resp, reason := s.connectBroker(broker, connect)
-	if resp == nil {
+	bc, reason := s.openBroker(b.Addr(), connect)
+	if bc == nil {
 		return reason
 	}
+	defer bc.Close()
 	s.srv.metrics.brokerDialSeconds.Observe(time.Since(began).Seconds())
-	if err := s.client.writeCommand(resp, cfg.HandshakeTimeout); err != nil {
+	connected := &pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: bc.Connected}
+	if err := s.client.writeCommand(connected, s.srv.cfg.HandshakeTimeout); err != nil {
 		return ReasonIOError
-	}
-	if resp.GetType() != pb.BaseCommand_CONNECTED {
-		return ReasonBrokerRefused
 	}
 	s.setMode("direct")
 	s.srv.metrics.brokerSessions.WithLabelValues(b.Addr()).Inc()
-	return s.forward(broker, connect.GetFeatureFlags().GetSupportsAuthRefresh())
+	return s.forward(&wire{conn: bc.Conn, r: bc.Reader}, connect.GetFeatureFlags().GetSupportsAuthRefresh())
 }
 
-// connectBroker sends the broker a CONNECT on the client's behalf and returns its answer
-// (CONNECTED, or the broker's ERROR to relay). A nil answer means the session is over.
-func (s *session) connectBroker(broker *wire, c *pb.CommandConnect) (*pb.BaseCommand, CloseReason) {
-	cfg := s.srv.cfg
-	req := &pb.CommandConnect{
-		ClientVersion:   c.ClientVersion,
-		ProtocolVersion: c.ProtocolVersion,
-		FeatureFlags:    c.FeatureFlags,
-		ProxyVersion:    proto.String(cfg.ServerVersion),
-	}
-	sec := s.srv.sec
-	if sec.ProxyCredentials != nil {
-		method, data, err := sec.ProxyCredentials()
-		if err != nil {
-			s.log.Error().Err(err).Msg("proxy credentials for broker")
-			s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: the proxy has no credentials for the broker")
-			return nil, ReasonBrokerUnreachable
-		}
-		req.AuthMethodName, req.AuthData = proto.String(method), data
-	}
-	s.mu.Lock()
+// openBroker connects to the broker on the client's behalf (see upstream.Connector). When it
+// cannot, the client has been told why: the broker's own refusal, relayed, or ServiceNotReady
+// (the client retries with a fresh lookup).
+func (s *session) openBroker(addr string, c *pb.CommandConnect) (*upstream.Conn, CloseReason) {
+	from := &upstream.Origin{Client: s.conn.RemoteAddr(), Proxy: s.conn.LocalAddr()} // s.conn: a PROXY header's address
+	hello := &upstream.Hello{ClientVersion: c.GetClientVersion(), ProtocolVersion: c.GetProtocolVersion(), FeatureFlags: c.FeatureFlags}
+	bc, err := s.srv.cfg.Upstream.Open(s.ctx, addr, from, hello, s.brokerClient())
+	var dialErr *upstream.DialError
+	var refused *upstream.BrokerError
 	switch {
-	case s.identity.Role != "":
-		req.OriginalPrincipal = proto.String(s.identity.Role)
-	case sec.DefaultPrincipal != "" && sec.ProxyCredentials != nil: // only a proxy role needs one
-		req.OriginalPrincipal = proto.String(sec.DefaultPrincipal)
-	}
-	if sec.ForwardClientCredentials && s.clientCreds.Method != "" {
-		req.OriginalAuthMethod = proto.String(s.clientCreds.Method)
-		req.OriginalAuthData = proto.String(string(s.clientCreds.Data))
-	}
-	s.mu.Unlock()
-	cmd := &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: req}
-	deadline := time.Now().Add(cfg.ConnectTimeout)
-	broker.conn.SetDeadline(deadline)
-	defer broker.conn.SetDeadline(time.Time{})
-	if err := broker.writeCommand(cmd, cfg.ConnectTimeout); err != nil {
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker connection failed: "+err.Error())
-		return nil, ReasonBrokerUnreachable
-	}
-	resp, err := broker.readCommand()
-	if err != nil {
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker did not complete CONNECT: "+err.Error())
-		return nil, ReasonBrokerUnreachable
-	}
-	switch resp.GetType() {
-	case pb.BaseCommand_CONNECTED, pb.BaseCommand_ERROR:
-		return resp, ""
-	default:
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker answered CONNECT with "+resp.GetType().String())
+	case err == nil:
+		return bc, ""
+	case errors.As(err, &refused):
+		s.sendError(0, refused.Code, refused.Message)
 		return nil, ReasonBrokerRefused
+	case errors.As(err, &dialErr):
+		if upstream.CertificateRefused(err) {
+			s.log.Warn().Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")
+		}
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker: "+err.Error())
+	default:
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker did not complete CONNECT: "+err.Error())
 	}
+	return nil, ReasonBrokerUnreachable
 }
 
 // forward runs one pipe per direction until both ends are done. A clean end on one side is

@@ -42,7 +42,6 @@ func testSecurity(t testing.TB, anonymous string, policy string) (Security, *aut
 	sec := Security{
 		Authenticator:            authz.NewAuthenticator(anonymous, tp),
 		Metrics:                  m,
-		ProxyCredentials:         func() (string, []byte, error) { return "token", []byte("proxy-token"), nil },
 		ForwardClientCredentials: true,
 		RefreshTimeout:           2 * time.Second,
 	}
@@ -60,7 +59,9 @@ func testSecurity(t testing.TB, anonymous string, policy string) (Security, *aut
 func startSecureProxy(t *testing.T, sec Security, r Resolver, targets Targets) (string, *Metrics) {
 	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
-	srv := NewServer(testConfig(), r, targets, m, zerolog.Nop())
+	cfg := testConfig()
+	cfg.Upstream.Credentials = func() (string, []byte, error) { return "token", []byte("proxy-token"), nil }
+	srv := NewServer(cfg, r, targets, m, zerolog.Nop())
 	srv.SetSecurity(sec)
 	return serveOn(t, srv, nil), m
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/config"
 	"github.com/pulsar-proxy/pulsar-proxy/listener"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // clientListeners opens listen.pulsar and, when set, listen.pulsarTLS, wrapped for TLS and
@@ -60,8 +60,8 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 
 // brokerDialer is how the pool and the sessions reach brokers: broker.tls and
 // broker.proxyProtocol.
-func brokerDialer(cfg *config.Config, log zerolog.Logger) (*lookup.Dialer, error) {
-	d := &lookup.Dialer{Timeout: cfg.Broker.DialTimeout}
+func brokerDialer(cfg *config.Config, log zerolog.Logger) (*upstream.Dialer, error) {
+	d := &upstream.Dialer{Timeout: cfg.Broker.DialTimeout}
 	switch cfg.Broker.BrokerProxyProtocol {
 	case "v1":
 		d.ProxyHeader = 1

@@ -24,6 +24,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/httpapi"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -94,17 +95,24 @@ func run(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	pool := lookup.NewPool(lookup.PoolConfig{
-		ClientVersion:   serverVersion,
-		ProtocolVersion: protocolVersion,
+	creds, err := proxyCredentials(cfg)
+	if err != nil {
+		return err
+	}
+	connector := &upstream.Connector{
 		Dialer:          dialer,
-		ConnectTimeout:  cfg.Broker.ConnectTimeout,
+		Version:         serverVersion,
+		ProtocolVersion: protocolVersion,
+		Credentials:     creds,
+		OwnPrincipal:    cfg.Auth.BrokerClient.OwnPrincipal,
+		Timeout:         cfg.Broker.ConnectTimeout,
 		MaxFrameSize:    cfg.Session.MaxFrameSize,
-		MaxPending:      maxPendingPerBrokerConn,
-		ConnsPerBroker:  cfg.Broker.LookupConnectionsPerBroker,
-		Logger:          log,
-		Credentials:     sec.ProxyCredentials,
-		OwnPrincipal:    sec.DefaultPrincipal,
+	}
+	pool := upstream.NewPool(upstream.PoolConfig{
+		Connector:      connector,
+		MaxPending:     maxPendingPerBrokerConn,
+		ConnsPerBroker: cfg.Broker.LookupConnectionsPerBroker,
+		Logger:         log,
 	})
 	defer pool.Close()
 	resolver := lookup.NewResolver(brokers, pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, dialer.TLS != nil, lookupMetrics)
@@ -118,8 +126,7 @@ func run(cfg *config.Config) error {
 		KeepAliveInterval:    cfg.Session.KeepAliveInterval,
 		MaxPendingLookups:    cfg.Session.MaxPendingLookups,
 		MaxConnections:       cfg.Session.MaxConnections,
-		Dialer:               dialer,
-		ConnectTimeout:       cfg.Broker.ConnectTimeout,
+		Upstream:             connector,
 		SummaryLevel:         summaryLevel,
 		MaxConnectionsPerIP:  cfg.Session.MaxConnectionsPerIP,
 		Passthrough:          cfg.Session.Passthrough,
