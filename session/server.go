@@ -27,11 +27,11 @@ type Config struct {
 	HandshakeTimeout  time.Duration
 	KeepAliveInterval time.Duration
 	MaxPendingLookups int
-	MaxConnections    int            // 0 = unlimited
+	MaxConnections    int // 0 = unlimited
 	// Upstream is how direct sessions reach brokers (dial, TLS, PROXY header) and introduce
 	// the proxy and the client there (the broker CONNECT).
-	Upstream *upstream.Connector
-	SummaryLevel      zerolog.Level // level of the one line logged per ended session; Disabled = none
+	Upstream     *upstream.Connector
+	SummaryLevel zerolog.Level // level of the one line logged per ended session; Disabled = none
 	// Passthrough lets a direct session without authentication or authorization forward
 	// socket to socket without reading frames (see pipe.passthrough).
 	Passthrough bool

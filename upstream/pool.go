@@ -253,8 +253,8 @@ type brokerConn struct {
 	pingMu sync.Mutex // one ping in flight
 	pongs  chan struct{}
 
-	client   Client // whom it looks up for; an empty Principal is the proxy itself
-	retire   *time.Timer    // closes a connection carrying client credentials at their expiry
+	client   Client      // whom it looks up for; an empty Principal is the proxy itself
+	retire   *time.Timer // closes a connection carrying client credentials at their expiry
 	creds    func() (string, []byte, error)
 	lastUsed atomic.Int64 // unix nanoseconds, for eviction
 }
@@ -418,4 +418,3 @@ func (c *brokerConn) isClosed() bool {
 		return false
 	}
 }
-
