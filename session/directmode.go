@@ -35,7 +35,7 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 	if err := s.client.writeCommand(connected, s.srv.cfg.HandshakeTimeout); err != nil {
 		return ReasonIOError
 	}
-	s.setMode("direct")
+	s.enter(modeDirect)
 	s.srv.metrics.brokerSessions.WithLabelValues(b.Addr()).Inc()
 	return s.forward(&wire{conn: bc.Conn, r: bc.Reader}, connect.GetFeatureFlags().GetSupportsAuthRefresh())
 }
@@ -66,65 +66,38 @@ func (s *session) openBroker(addr string, c *pb.CommandConnect) (*upstream.Conn,
 	return nil, ReasonBrokerUnreachable
 }
 
-// forward runs one pipe per direction until both ends are done. A clean end on one side is
-// passed on as a half-close, so answers already on their way still arrive; any other
-// failure closes both sockets at once.
+// forward runs one pipe per direction until both ends are done (see firstEnd).
 func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
-	m := s.srv.metrics
+	m, maxFrame := s.srv.metrics, s.srv.cfg.MaxFrameSize
 	toBrokerSink, toClientSink := newSink(broker.conn), newSink(s.client.conn)
-	up := &pipe{src: s.client, dst: toBrokerSink, limits: frame.ClientLimits(s.srv.cfg.MaxFrameSize), frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker),
+	up := &pipe{src: s.client, dst: toBrokerSink, limits: frame.ClientLimits(maxFrame),
+		frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker),
 		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
-	down := &pipe{src: broker, dst: toClientSink, limits: frame.Limits{MaxFrame: s.srv.cfg.MaxFrameSize}, frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient),
+	down := &pipe{src: broker, dst: toClientSink, limits: frame.Limits{MaxFrame: maxFrame},
+		frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient),
 		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
-
 	ref, stopRefresh := s.startRefresher(toClientSink, broker, supportsRefresh)
 	defer stopRefresh()
 	s.setFilters(up, down, toBrokerSink, toClientSink, ref)
 
-	type result struct {
-		up  bool
-		err error
-	}
-	results := make(chan result, 2)
-	go func() { results <- result{true, up.run()} }()
-	go func() { results <- result{false, down.run()} }()
+	results := make(chan pipeResult, 2)
+	go func() { results <- pipeResult{true, up.run()} }()
+	go func() { results <- pipeResult{false, down.run()} }()
 	forwarding := make(chan struct{})
 	watching := make(chan struct{})
 	go func() { s.stopReadingOnDrain(forwarding); close(watching) }()
 	defer func() { close(forwarding); <-watching }()
 
-	first := <-results
-	var reason CloseReason
-	switch {
-	case first.up && s.draining() && isTimeout(first.err):
-		// Nothing more goes to the broker; what it is still sending (receipts of what it
-		// got) reaches the client before both ends close.
-		reason = ReasonDrained
-		settle(&down.totalBytes)
-		s.client.conn.Close()
-		broker.conn.Close()
-	case first.up && errors.Is(first.err, io.EOF):
-		reason = ReasonClientClosed
-		closeWrite(broker.conn)
-	case !first.up && errors.Is(first.err, io.EOF):
-		reason = ReasonBrokerClosed
-		closeWrite(s.client.conn)
-	default:
-		reason = s.pipeFailure(first.up, first.err)
-		s.client.conn.Close()
-		broker.conn.Close()
-	}
+	reason := s.firstEnd(<-results, broker, down)
 	// After a half-close the other side normally finishes at once; do not wait forever on
 	// a peer that never closes.
 	select {
 	case <-results:
 	case <-time.After(s.srv.cfg.KeepAliveInterval):
-		s.client.conn.Close()
-		broker.conn.Close()
+		s.closeBoth(broker)
 		<-results
 	case <-s.ctx.Done():
-		s.client.conn.Close()
-		broker.conn.Close()
+		s.closeBoth(broker)
 		<-results
 	}
 	s.mu.Lock()
@@ -132,6 +105,40 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	s.bytesOut, s.framesOut = down.totalBytes.Load(), down.totalFrames
 	s.mu.Unlock()
 	return reason
+}
+
+// pipeResult is how one direction of a direct session ended.
+type pipeResult struct {
+	up  bool // the client's direction
+	err error
+}
+
+// firstEnd acts on the first direction to end: a clean end is passed on as a half-close, so
+// answers already on their way still arrive; a drain lets the broker's side settle; any
+// other failure closes both sockets at once.
+func (s *session) firstEnd(first pipeResult, broker *wire, down *pipe) CloseReason {
+	switch {
+	case first.up && s.draining() && isTimeout(first.err):
+		// Nothing more goes to the broker; what it is still sending (receipts of what it
+		// got) reaches the client before both ends close.
+		settle(&down.totalBytes)
+		s.closeBoth(broker)
+		return ReasonDrained
+	case first.up && errors.Is(first.err, io.EOF):
+		closeWrite(broker.conn)
+		return ReasonClientClosed
+	case !first.up && errors.Is(first.err, io.EOF):
+		closeWrite(s.client.conn)
+		return ReasonBrokerClosed
+	}
+	reason := s.pipeFailure(first.up, first.err)
+	s.closeBoth(broker)
+	return reason
+}
+
+func (s *session) closeBoth(broker *wire) {
+	s.client.conn.Close()
+	broker.conn.Close()
 }
 
 // startRefresher renews expiring client credentials (see refresher) while the session

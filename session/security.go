@@ -174,9 +174,4 @@ func (s *session) role() string {
 }
 
 // expireCredentials ends a session whose client did not renew its credentials.
-func (s *session) expireCredentials() {
-	s.mu.Lock()
-	s.authExpired = true
-	s.mu.Unlock()
-	s.conn.Close()
-}
+func (s *session) expireCredentials() { s.close(ReasonAuthExpired) }
