@@ -75,19 +75,19 @@ func recordingBroker(t *testing.T, answer func(cmd []byte) *pb.BaseCommand) (loo
 // readRawFrame reads one frame by its header alone and returns the command's bytes, however
 // they are encoded.
 func readRawFrame(r io.Reader) ([]byte, error) {
-	var hdr [8]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	hdr := make([]byte, frame.HeaderSize)
+	if _, err := io.ReadFull(r, hdr); err != nil {
 		return nil, err
 	}
-	total, size := binary.BigEndian.Uint32(hdr[:]), binary.BigEndian.Uint32(hdr[4:])
-	if total < 5 || total > 16<<20 || size > total-4 {
-		return nil, io.ErrUnexpectedEOF
-	}
-	rest := make([]byte, total-4)
-	if _, err := io.ReadFull(r, rest); err != nil {
+	span, _, err := frame.Limits{MaxFrame: 16 << 20}.Scan(hdr)
+	if err != nil {
 		return nil, err
 	}
-	return rest[:size], nil
+	whole := append(hdr, make([]byte, span.Size-frame.HeaderSize)...)
+	if _, err := io.ReadFull(r, whole[frame.HeaderSize:]); err != nil {
+		return nil, err
+	}
+	return span.Command(whole), nil
 }
 
 // rawFrame frames command bytes as they are.
