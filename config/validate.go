@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -18,217 +19,269 @@ import (
 // yaml key path it concerns. Load calls it; code that builds a Config by
 // hand should too.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
-	}
-	positive := func(key string, d time.Duration) {
-		if d <= 0 {
-			bad(key, "must be greater than 0, got %s", d)
-		}
-	}
-	between := func(key string, n, lo, hi int) {
-		if n < lo || n > hi {
-			bad(key, "must be between %d and %d, got %d", lo, hi, n)
-		}
-	}
-	oneOf := func(key, v string, allowed ...string) {
-		if !slices.Contains(allowed, v) {
-			bad(key, "%q is not one of %s", v, strings.Join(allowed, "|"))
-		}
-	}
+	var p problems
+	c.validateListen(&p)
+	c.validateTLS(&p)
+	c.validateProxyProtocol(&p)
+	c.validateDiscovery(&p)
+	c.validateBroker(&p)
+	c.validateSession(&p)
+	c.validateAuth(&p)
+	c.validateAuthz(&p)
+	p.oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
+	p.oneOf("log.format", c.Log.Format, "json", "console")
+	p.oneOf("log.sessionSummary", c.Log.SessionSummary, "debug", "info", "off")
+	return errors.Join(p...)
+}
 
-	listenAddr := func(key, addr string) {
-		if err := checkListenAddr(addr); err != nil {
-			bad(key, "%q: %v", addr, err)
-		}
-	}
+// problems collects what Validate finds; each check names the key it concerns.
+type problems []error
 
-	listenAddr("listen.pulsar", c.Listen.Pulsar)
-	listenAddr("listen.http", c.Listen.HTTP)
-	if c.Listen.Pulsar == c.Listen.HTTP && !strings.HasSuffix(c.Listen.Pulsar, ":0") {
-		bad("listen.http", "same address as listen.pulsar (%q)", c.Listen.Pulsar)
-	}
+func (p *problems) bad(key, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+}
 
-	if c.Listen.PulsarTLS != "" {
-		listenAddr("listen.pulsarTLS", c.Listen.PulsarTLS)
-		if c.Listen.PulsarTLS == c.Listen.Pulsar && !strings.HasSuffix(c.Listen.Pulsar, ":0") {
-			bad("listen.pulsarTLS", "same address as listen.pulsar (%q)", c.Listen.Pulsar)
-		}
-		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
-			bad("tls.certFile", "listen.pulsarTLS needs tls.certFile and tls.keyFile")
-		}
+func (p *problems) positive(key string, d time.Duration) {
+	if d <= 0 {
+		p.bad(key, "must be greater than 0, got %s", d)
 	}
-	oneOf("tls.minVersion", c.TLS.MinVersion, "1.0", "1.1", "1.2", "1.3")
-	oneOf("tls.clientAuth", c.TLS.ClientAuth, "none", "request", "require")
-	if c.TLS.ClientAuth != "none" && c.TLS.ClientCAFile == "" {
-		bad("tls.clientCAFile", "tls.clientAuth %s needs a client CA file", c.TLS.ClientAuth)
+}
+
+func (p *problems) atLeastZero(key string, n int, zeroMeans string) {
+	if n < 0 {
+		p.bad(key, "must be 0 (%s) or greater, got %d", zeroMeans, n)
 	}
+}
+
+func (p *problems) between(key string, n, lo, hi int) {
+	if n < lo || n > hi {
+		p.bad(key, "must be between %d and %d, got %d", lo, hi, n)
+	}
+}
+
+func (p *problems) oneOf(key, v string, allowed ...string) {
+	if !slices.Contains(allowed, v) {
+		p.bad(key, "%q is not one of %s", v, strings.Join(allowed, "|"))
+	}
+}
+
+func (p *problems) listenAddr(key, addr string) {
+	if err := checkListenAddr(addr); err != nil {
+		p.bad(key, "%q: %v", addr, err)
+	}
+}
+
+func (c *Config) validateListen(p *problems) {
+	l := c.Listen
+	p.listenAddr("listen.pulsar", l.Pulsar)
+	p.listenAddr("listen.http", l.HTTP)
+	// Port 0 (tests) is a different port on each listener.
+	anyPort := strings.HasSuffix(l.Pulsar, ":0")
+	if l.Pulsar == l.HTTP && !anyPort {
+		p.bad("listen.http", "same address as listen.pulsar (%q)", l.Pulsar)
+	}
+	if l.PulsarTLS == "" {
+		return
+	}
+	p.listenAddr("listen.pulsarTLS", l.PulsarTLS)
+	if l.PulsarTLS == l.Pulsar && !anyPort {
+		p.bad("listen.pulsarTLS", "same address as listen.pulsar (%q)", l.Pulsar)
+	}
+	if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
+		p.bad("tls.certFile", "listen.pulsarTLS needs tls.certFile and tls.keyFile")
+	}
+}
+
+func (c *Config) validateTLS(p *problems) {
+	t := c.TLS
+	if t.MinVersion < tls.VersionTLS10 || t.MinVersion > tls.VersionTLS13 {
+		p.bad("tls.minVersion", "%q is not one of 1.0|1.1|1.2|1.3", t.MinVersion.String())
+	}
+	p.oneOf("tls.clientAuth", t.ClientAuth, "none", "request", "require")
+	if t.ClientAuth != "none" && t.ClientCAFile == "" {
+		p.bad("tls.clientCAFile", "tls.clientAuth %s needs a client CA file", t.ClientAuth)
+	}
+}
+
+func (c *Config) validateProxyProtocol(p *problems) {
 	pp := c.ProxyProtocol
-	for i, cidr := range pp.TrustedCIDRs {
-		if _, err := netip.ParsePrefix(cidr); err != nil {
-			bad(fmt.Sprintf("proxyProtocol.trustedCIDRs[%d]", i), "%q: %v", cidr, err)
+	for i, prefix := range pp.TrustedCIDRs {
+		if !prefix.IsValid() {
+			p.bad(fmt.Sprintf("proxyProtocol.trustedCIDRs[%d]", i), "not a CIDR")
 		}
 	}
 	if pp.ProxyProtocolEnabled && len(pp.TrustedCIDRs) == 0 {
-		bad("proxyProtocol.trustedCIDRs", "proxyProtocol.enabled needs at least one trusted CIDR (headers from anywhere else are refused)")
+		p.bad("proxyProtocol.trustedCIDRs", "proxyProtocol.enabled needs at least one trusted CIDR (headers from anywhere else are refused)")
 	}
 	if pp.HeaderTimeout <= 0 {
-		bad("proxyProtocol.headerTimeout", "must be positive, got %s", pp.HeaderTimeout)
+		p.bad("proxyProtocol.headerTimeout", "must be positive, got %s", pp.HeaderTimeout)
 	}
+}
 
+func (c *Config) validateDiscovery(p *problems) {
 	d := c.Discovery
 	if len(d.Static.Brokers) == 0 && d.Consul.ConsulService == "" && d.DNS.DNSName == "" {
-		bad("discovery", "no broker discovery configured: set discovery.static.brokers, discovery.consul.service or discovery.dns.name")
+		p.bad("discovery", "no broker discovery configured: set discovery.static.brokers, discovery.consul.service or discovery.dns.name")
 	}
-	for i, b := range d.Static.Brokers {
-		key := fmt.Sprintf("discovery.static.brokers[%d]", i)
-		if err := checkBrokerURL(b); err != nil {
-			bad(key, "%q: %v", b, err)
-		} else if j := slices.Index(d.Static.Brokers, b); j < i {
-			bad(key, "%q is listed twice (also brokers[%d])", b, j)
-		} else if p, _ := strconv.Atoi(brokerPort(b)); !slices.Contains(c.Broker.AllowedPorts, p) {
-			bad(key, "%q: port %d is not in broker.allowedPorts %v", b, p, c.Broker.AllowedPorts)
-		}
-	}
+	c.validateStaticBrokers(p)
 	if d.Consul.ConsulService != "" {
 		if d.Consul.ConsulWaitTime <= 0 || d.Consul.ConsulWaitTime > 10*time.Minute {
-			bad("discovery.consul.waitTime", "must be greater than 0 and at most 10m (Consul's cap), got %s", d.Consul.ConsulWaitTime)
+			p.bad("discovery.consul.waitTime", "must be greater than 0 and at most 10m (Consul's cap), got %s", d.Consul.ConsulWaitTime)
 		}
 		if a := d.Consul.ConsulAddress; a != "" {
 			if err := checkConsulAddress(a); err != nil {
-				bad("discovery.consul.address", "%q: %v", a, err)
+				p.bad("discovery.consul.address", "%q: %v", a, err)
 			}
 		}
 	}
 	if d.DNS.DNSName != "" {
-		if !isDNSName(d.DNS.DNSName) {
-			bad("discovery.dns.name", "%q is not a DNS name (want e.g. pulsar-broker.pulsar.svc.cluster.local)", d.DNS.DNSName)
-		}
-		oneOf("discovery.dns.record", d.DNS.DNSRecord, "A", "SRV")
-		if d.DNS.DNSRecord == "A" {
-			if !slices.Contains(c.Broker.AllowedPorts, d.DNS.DNSPort) {
-				bad("discovery.dns.port", "%d is not in broker.allowedPorts %v", d.DNS.DNSPort, c.Broker.AllowedPorts)
-			}
-		}
-		if srv := d.DNS.DNSServer; srv != "" {
-			if err := checkListenAddr(srv); err != nil {
-				bad("discovery.dns.server", "%q: %v", srv, err)
-			}
-		}
-		positive("discovery.dns.refreshInterval", d.DNS.DNSRefreshInterval)
+		c.validateDNS(p)
 	}
-	positive("discovery.healthCheckInterval", d.HealthCheckInterval)
+	p.positive("discovery.healthCheckInterval", d.HealthCheckInterval)
+}
 
-	positive("broker.dialTimeout", c.Broker.DialTimeout)
-	positive("broker.connectTimeout", c.Broker.ConnectTimeout)
-	positive("broker.lookupTimeout", c.Broker.LookupTimeout)
-	between("broker.maxLookupRedirects", c.Broker.MaxLookupRedirects, 1, 32)
-	between("broker.lookupConnectionsPerBroker", c.Broker.LookupConnectionsPerBroker, 1, 16)
-	if len(c.Broker.AllowedPorts) == 0 {
-		bad("broker.allowedPorts", "at least one port is required")
+// validateStaticBrokers checks each URL, its port against broker.allowedPorts and its
+// scheme against broker.tls.enabled: one switch decides how brokers are reached, so a URL
+// cannot say otherwise.
+func (c *Config) validateStaticBrokers(p *problems) {
+	brokers := c.Discovery.Static.Brokers
+	for i, b := range brokers {
+		key := fmt.Sprintf("discovery.static.brokers[%d]", i)
+		if err := checkBrokerURL(b); err != nil {
+			p.bad(key, "%q: %v", b, err)
+		} else if j := slices.Index(brokers, b); j < i {
+			p.bad(key, "%q is listed twice (also brokers[%d])", b, j)
+		} else if port, _ := strconv.Atoi(brokerPort(b)); !slices.Contains(c.Broker.AllowedPorts, port) {
+			p.bad(key, "%q: port %d is not in broker.allowedPorts %v", b, port, c.Broker.AllowedPorts)
+		}
+		if ssl := strings.HasPrefix(b, "pulsar+ssl://"); ssl != c.Broker.TLS.BrokerTLSEnabled {
+			p.bad(key, "%q: pulsar+ssl:// URLs go with broker.tls.enabled: true, pulsar:// with false", b)
+		}
 	}
-	for i, p := range c.Broker.AllowedPorts {
-		between(fmt.Sprintf("broker.allowedPorts[%d]", i), p, 1, 65535)
+}
+
+func (c *Config) validateDNS(p *problems) {
+	dns := c.Discovery.DNS
+	if !isDNSName(dns.DNSName) {
+		p.bad("discovery.dns.name", "%q is not a DNS name (want e.g. pulsar-broker.pulsar.svc.cluster.local)", dns.DNSName)
 	}
-	for i, h := range c.Broker.AllowedHosts {
+	p.oneOf("discovery.dns.record", dns.DNSRecord, "A", "SRV")
+	if dns.DNSRecord == "A" && !slices.Contains(c.Broker.AllowedPorts, dns.DNSPort) {
+		p.bad("discovery.dns.port", "%d is not in broker.allowedPorts %v", dns.DNSPort, c.Broker.AllowedPorts)
+	}
+	if srv := dns.DNSServer; srv != "" {
+		if err := checkListenAddr(srv); err != nil {
+			p.bad("discovery.dns.server", "%q: %v", srv, err)
+		}
+	}
+	p.positive("discovery.dns.refreshInterval", dns.DNSRefreshInterval)
+}
+
+func (c *Config) validateBroker(p *problems) {
+	b := c.Broker
+	p.positive("broker.dialTimeout", b.DialTimeout)
+	p.positive("broker.connectTimeout", b.ConnectTimeout)
+	p.positive("broker.lookupTimeout", b.LookupTimeout)
+	p.between("broker.maxLookupRedirects", b.MaxLookupRedirects, 1, 32)
+	p.between("broker.lookupConnectionsPerBroker", b.LookupConnectionsPerBroker, 1, 16)
+	if len(b.AllowedPorts) == 0 {
+		p.bad("broker.allowedPorts", "at least one port is required")
+	}
+	for i, port := range b.AllowedPorts {
+		p.between(fmt.Sprintf("broker.allowedPorts[%d]", i), port, 1, 65535)
+	}
+	for i, h := range b.AllowedHosts {
 		if err := brokerhost.CheckPattern(h); err != nil {
-			bad(fmt.Sprintf("broker.allowedHosts[%d]", i), "%q is not a host pattern: %v (want DNS labels that may hold * and ?, each matched on its own, e.g. *.broker.pulsar.svc.cluster.local)", h, err)
+			p.bad(fmt.Sprintf("broker.allowedHosts[%d]", i), "%q is not a host pattern: %v (want DNS labels that may hold * and ?, each matched on its own, e.g. *.broker.pulsar.svc.cluster.local)", h, err)
 		}
 	}
-	oneOf("broker.proxyProtocol", c.Broker.BrokerProxyProtocol, "off", "v1", "v2")
-	bt := c.Broker.TLS
-	oneOf("broker.tls.minVersion", bt.BrokerMinVersion, "1.2", "1.3")
-	if (bt.BrokerCertFile == "") != (bt.BrokerKeyFile == "") {
-		bad("broker.tls.certFile", "certFile and keyFile go together (the proxy's client certificate and its key)")
+	if b.LearnedTargetLifetime < 0 {
+		p.bad("broker.learnedTargetLifetime", "must be 0 (off) or greater, got %s", b.LearnedTargetLifetime)
 	}
-	for i, b := range d.Static.Brokers {
-		// One switch decides how brokers are reached, so a URL cannot say otherwise.
-		if ssl := strings.HasPrefix(b, "pulsar+ssl://"); ssl != bt.BrokerTLSEnabled {
-			bad(fmt.Sprintf("discovery.static.brokers[%d]", i), "%q: pulsar+ssl:// URLs go with broker.tls.enabled: true, pulsar:// with false", b)
-		}
+	p.oneOf("broker.proxyProtocol", b.BrokerProxyProtocol, "off", "v1", "v2")
+	if v := b.TLS.BrokerMinVersion; v != tls.VersionTLS12 && v != tls.VersionTLS13 {
+		p.bad("broker.tls.minVersion", "%q is not one of 1.2|1.3", v.String())
 	}
-	if c.Broker.LearnedTargetLifetime < 0 {
-		bad("broker.learnedTargetLifetime", "must be 0 (off) or greater, got %s", c.Broker.LearnedTargetLifetime)
+	if (b.TLS.BrokerCertFile == "") != (b.TLS.BrokerKeyFile == "") {
+		p.bad("broker.tls.certFile", "certFile and keyFile go together (the proxy's client certificate and its key)")
 	}
+}
 
-	positive("session.handshakeTimeout", c.Session.HandshakeTimeout)
-	positive("session.keepAliveInterval", c.Session.KeepAliveInterval)
-	between("session.maxFrameSize", c.Session.MaxFrameSize, 1<<10, 128<<20)
-	if c.Session.MaxPendingLookups <= 0 {
-		bad("session.maxPendingLookups", "must be greater than 0, got %d", c.Session.MaxPendingLookups)
+func (c *Config) validateSession(p *problems) {
+	s := c.Session
+	p.positive("session.handshakeTimeout", s.HandshakeTimeout)
+	p.positive("session.keepAliveInterval", s.KeepAliveInterval)
+	p.between("session.maxFrameSize", s.MaxFrameSize, 1<<10, 128<<20)
+	if s.MaxPendingLookups <= 0 {
+		p.bad("session.maxPendingLookups", "must be greater than 0, got %d", s.MaxPendingLookups)
 	}
-	if c.Session.MaxConnections < 0 {
-		bad("session.maxConnections", "must be 0 (unlimited) or greater, got %d", c.Session.MaxConnections)
+	p.atLeastZero("session.maxConnections", s.MaxConnections, "unlimited")
+	p.atLeastZero("session.maxConnectionsPerIP", s.MaxConnectionsPerIP, "unlimited")
+	p.positive("session.drainTimeout", s.DrainTimeout)
+	if s.ConnectionRatePerIP < 0 {
+		p.bad("session.connectionRatePerIP", "must be 0 (unlimited) or greater, got %v", s.ConnectionRatePerIP)
 	}
-	if c.Session.MaxConnectionsPerIP < 0 {
-		bad("session.maxConnectionsPerIP", "must be 0 (unlimited) or greater, got %d", c.Session.MaxConnectionsPerIP)
+	if s.ConnectionBurstPerIP < 1 {
+		p.bad("session.connectionBurstPerIP", "must be at least 1, got %d", s.ConnectionBurstPerIP)
 	}
-	positive("session.drainTimeout", c.Session.DrainTimeout)
-	if c.Session.ConnectionRatePerIP < 0 {
-		bad("session.connectionRatePerIP", "must be 0 (unlimited) or greater, got %v", c.Session.ConnectionRatePerIP)
-	}
-	if c.Session.ConnectionBurstPerIP < 1 {
-		bad("session.connectionBurstPerIP", "must be at least 1, got %d", c.Session.ConnectionBurstPerIP)
-	}
-	between("session.ipv6PrefixLength", c.Session.IPv6PrefixLength, 32, 128)
+	p.between("session.ipv6PrefixLength", s.IPv6PrefixLength, 32, 128)
+}
 
+func (c *Config) validateAuth(p *problems) {
 	tok := c.Auth.Token
 	if c.Auth.Enabled && tok.SecretKeyFile == "" && tok.PublicKeyFile == "" && tok.JWKSURL == "" {
-		bad("auth.token", "auth.enabled needs token.secretKeyFile, token.publicKeyFile or token.jwksURL")
+		p.bad("auth.token", "auth.enabled needs token.secretKeyFile, token.publicKeyFile or token.jwksURL")
 	}
-	c.validateJWKS(bad, positive)
-	if c.Auth.Token.RoleClaim == "" {
-		bad("auth.token.roleClaim", "must not be empty")
+	c.validateJWKS(p)
+	if tok.RoleClaim == "" {
+		p.bad("auth.token.roleClaim", "must not be empty")
 	}
-	if c.Auth.Token.Leeway < 0 {
-		bad("auth.token.leeway", "must not be negative, got %s", c.Auth.Token.Leeway)
+	if tok.Leeway < 0 {
+		p.bad("auth.token.leeway", "must not be negative, got %s", tok.Leeway)
 	}
-	c.validateCertRole(bad, oneOf)
-	positive("auth.refreshTimeout", c.Auth.RefreshTimeout)
+	c.validateCertRole(p)
+	p.positive("auth.refreshTimeout", c.Auth.RefreshTimeout)
 	if c.Auth.BrokerClient.Token != "" && c.Auth.BrokerClient.TokenFile != "" {
-		bad("auth.brokerClient.token", "set token or tokenFile, not both")
+		p.bad("auth.brokerClient.token", "set token or tokenFile, not both")
 	}
+}
+
+func (c *Config) validateAuthz(p *problems) {
 	if c.Authz.PolicyEnabled && c.Authz.PolicyFile == "" {
-		bad("authz.policyFile", "authz.enabled needs a policy file")
+		p.bad("authz.policyFile", "authz.enabled needs a policy file")
 	}
 	if c.Authz.PolicyEnabled && !c.Auth.Enabled {
-		bad("authz.enabled", "needs auth.enabled: the policy is written for authenticated roles")
+		p.bad("authz.enabled", "needs auth.enabled: the policy is written for authenticated roles")
 	}
-	positive("authz.reloadInterval", c.Authz.ReloadInterval)
-
-	oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
-	oneOf("log.format", c.Log.Format, "json", "console")
-	oneOf("log.sessionSummary", c.Log.SessionSummary, "debug", "info", "off")
-	return errors.Join(errs...)
+	p.positive("authz.reloadInterval", c.Authz.ReloadInterval)
 }
 
 // validateJWKS checks the identity provider's key set settings.
-func (c *Config) validateJWKS(bad func(key, format string, args ...any), positive func(key string, d time.Duration)) {
+func (c *Config) validateJWKS(p *problems) {
 	tok := c.Auth.Token
 	for i, iss := range tok.Issuers {
 		if strings.TrimSpace(iss) == "" {
-			bad(fmt.Sprintf("auth.token.issuers[%d]", i), "must not be empty")
+			p.bad(fmt.Sprintf("auth.token.issuers[%d]", i), "must not be empty")
 		}
 	}
 	if tok.JWKSURL == "" {
 		if tok.JWKSCAFile != "" {
-			bad("auth.token.jwksCAFile", "only applies with auth.token.jwksURL")
+			p.bad("auth.token.jwksCAFile", "only applies with auth.token.jwksURL")
 		}
 		return
 	}
 	if err := checkJWKSURL(tok.JWKSURL); err != nil {
-		bad("auth.token.jwksURL", "%q: %v", tok.JWKSURL, err)
+		p.bad("auth.token.jwksURL", "%q: %v", tok.JWKSURL, err)
 	}
 	if tok.SecretKeyFile != "" || tok.PublicKeyFile != "" {
-		bad("auth.token.jwksURL", "set jwksURL or a key file (secretKeyFile, publicKeyFile), not both")
+		p.bad("auth.token.jwksURL", "set jwksURL or a key file (secretKeyFile, publicKeyFile), not both")
 	}
 	if len(tok.Issuers) == 0 {
-		bad("auth.token.issuers", "auth.token.jwksURL needs the provider's issuer (the tokens' iss), e.g. https://idp.example.com/realms/pulsar")
+		p.bad("auth.token.issuers", "auth.token.jwksURL needs the provider's issuer (the tokens' iss), e.g. https://idp.example.com/realms/pulsar")
 	}
-	positive("auth.token.jwksRefreshInterval", tok.JWKSRefreshInterval)
-	positive("auth.token.jwksMinRefetchInterval", tok.JWKSMinRefetchInterval)
-	positive("auth.token.jwksTimeout", tok.JWKSTimeout)
+	p.positive("auth.token.jwksRefreshInterval", tok.JWKSRefreshInterval)
+	p.positive("auth.token.jwksMinRefetchInterval", tok.JWKSMinRefetchInterval)
+	p.positive("auth.token.jwksTimeout", tok.JWKSTimeout)
 }
 
 // checkJWKSURL wants https: the key set decides who may connect, so it must not travel in
@@ -259,17 +312,17 @@ func isLoopback(host string) bool {
 }
 
 // validateCertRole checks where the tls auth method takes a client's role from.
-func (c *Config) validateCertRole(bad func(key, format string, args ...any), oneOf func(key, v string, allowed ...string)) {
+func (c *Config) validateCertRole(p *problems) {
 	ct := c.Auth.ClientCert
-	oneOf("auth.tls.roleFrom", ct.RoleFrom, "cn", "san-dns", "san-uri")
+	p.oneOf("auth.tls.roleFrom", ct.RoleFrom, "cn", "san-dns", "san-uri")
 	if ct.URIPrefix == "" {
 		return
 	}
 	if ct.RoleFrom != "san-uri" {
-		bad("auth.tls.uriPrefix", "only applies with auth.tls.roleFrom san-uri (roleFrom is %q)", ct.RoleFrom)
+		p.bad("auth.tls.uriPrefix", "only applies with auth.tls.roleFrom san-uri (roleFrom is %q)", ct.RoleFrom)
 	}
 	if u, err := url.Parse(ct.URIPrefix); err != nil || u.Scheme == "" {
-		bad("auth.tls.uriPrefix", "%q is not the start of a URI with its scheme (e.g. spiffe://cluster.local/ns/app/sa/)", ct.URIPrefix)
+		p.bad("auth.tls.uriPrefix", "%q is not the start of a URI with its scheme (e.g. spiffe://cluster.local/ns/app/sa/)", ct.URIPrefix)
 	}
 }
 

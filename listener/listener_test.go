@@ -107,7 +107,7 @@ func newTLSFixture(t *testing.T, clientAuth string) *tlsFixture {
 	f.metrics = NewMetrics(prometheus.NewRegistry())
 	var err error
 	f.cfg, err = NewTLSConfig(TLSOptions{
-		CertFile: f.server.CertFile, KeyFile: f.server.KeyFile, MinVersion: "1.2",
+		CertFile: f.server.CertFile, KeyFile: f.server.KeyFile, MinVersion: tls.VersionTLS12,
 		ClientCAFile: f.ca.CertFile, ClientAuth: clientAuth, CheckEvery: time.Millisecond,
 	}, f.metrics, zerolog.Nop())
 	if err != nil {
@@ -337,11 +337,10 @@ func TestTLSClientCertificateReachesConn(t *testing.T) {
 func TestTLSConfigErrors(t *testing.T) {
 	f := newTLSFixture(t, "none")
 	for name, o := range map[string]TLSOptions{
-		"version":       {MinVersion: "1.4"},
-		"cipher":        {MinVersion: "1.2", CipherSuites: []string{"TLS_NOPE"}},
-		"clientAuth":    {MinVersion: "1.2", ClientAuth: "maybe"},
-		"no CA":         {MinVersion: "1.2", ClientAuth: "require"},
-		"missing files": {MinVersion: "1.2", CertFile: "/nonexistent", KeyFile: "/nonexistent"},
+		"cipher":        {MinVersion: tls.VersionTLS12, CipherSuites: []string{"TLS_NOPE"}},
+		"clientAuth":    {MinVersion: tls.VersionTLS12, ClientAuth: "maybe"},
+		"no CA":         {MinVersion: tls.VersionTLS12, ClientAuth: "require"},
+		"missing files": {MinVersion: tls.VersionTLS12, CertFile: "/nonexistent", KeyFile: "/nonexistent"},
 	} {
 		if o.CertFile == "" {
 			o.CertFile, o.KeyFile = f.server.CertFile, f.server.KeyFile
@@ -350,7 +349,7 @@ func TestTLSConfigErrors(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	cfg, err := NewTLSConfig(TLSOptions{CertFile: f.server.CertFile, KeyFile: f.server.KeyFile, MinVersion: "1.3",
+	cfg, err := NewTLSConfig(TLSOptions{CertFile: f.server.CertFile, KeyFile: f.server.KeyFile, MinVersion: tls.VersionTLS13,
 		CipherSuites: []string{"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}}, f.metrics, zerolog.Nop())
 	if err != nil || cfg.MinVersion != tls.VersionTLS13 || len(cfg.CipherSuites) != 1 {
 		t.Fatalf("cfg %+v, err %v", cfg, err)

@@ -65,9 +65,6 @@ func tlsBrokerSNI(t *testing.T, cert testcerts.Pair, seen chan<- *proxyproto.Hea
 
 func brokerTLS(t *testing.T, o listener.BrokerTLSOptions) *tls.Config {
 	t.Helper()
-	if o.MinVersion == "" {
-		o.MinVersion = "1.2"
-	}
 	c, err := listener.NewBrokerTLSConfig(o, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

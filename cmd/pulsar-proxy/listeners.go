@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net"
-	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -18,15 +17,9 @@ import (
 func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (plain, tlsLn net.Listener, err error) {
 	pp := listener.ProxyOptions{
 		Enabled:       cfg.ProxyProtocol.ProxyProtocolEnabled,
+		TrustedCIDRs:  cfg.ProxyProtocol.TrustedCIDRs,
 		RequireHeader: cfg.ProxyProtocol.RequireHeader,
 		HeaderTimeout: cfg.ProxyProtocol.HeaderTimeout,
-	}
-	for _, c := range cfg.ProxyProtocol.TrustedCIDRs {
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			return nil, nil, fmt.Errorf("proxyProtocol.trustedCIDRs: %w", err)
-		}
-		pp.TrustedCIDRs = append(pp.TrustedCIDRs, p)
 	}
 	opts := listener.Options{Proxy: pp}
 	if cfg.Listen.PulsarTLS != "" {
@@ -34,7 +27,7 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 		tc, err := listener.NewTLSConfig(listener.TLSOptions{
 			CertFile:     cfg.TLS.CertFile,
 			KeyFile:      cfg.TLS.KeyFile,
-			MinVersion:   cfg.TLS.MinVersion,
+			MinVersion:   uint16(cfg.TLS.MinVersion),
 			CipherSuites: cfg.TLS.CipherSuites,
 			ClientCAFile: cfg.TLS.ClientCAFile,
 			ClientAuth:   cfg.TLS.ClientAuth,
@@ -76,7 +69,7 @@ func brokerDialer(cfg *config.Config, log zerolog.Logger) (*lookup.Dialer, error
 		TrustCertsFile:           bt.BrokerTrustCertsFile,
 		CertFile:                 bt.BrokerCertFile,
 		KeyFile:                  bt.BrokerKeyFile,
-		MinVersion:               bt.BrokerMinVersion,
+		MinVersion:               uint16(bt.BrokerMinVersion),
 		SkipHostnameVerification: bt.BrokerSkipHostnameVerification,
 	}, log)
 	if err != nil {
