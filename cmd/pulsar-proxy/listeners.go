@@ -12,6 +12,28 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
+// listeners are the proxy's sockets; pulsarTLS is nil without listen.pulsarTLS.
+type listeners struct {
+	pulsar, pulsarTLS, http net.Listener
+}
+
+// openListeners opens the client listeners and listen.http, or none of them.
+func openListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (listeners, error) {
+	var l listeners
+	var err error
+	if l.pulsar, l.pulsarTLS, err = clientListeners(cfg, reg, log); err != nil {
+		return l, err
+	}
+	if l.http, err = net.Listen("tcp", cfg.Listen.HTTP); err != nil {
+		l.pulsar.Close()
+		if l.pulsarTLS != nil {
+			l.pulsarTLS.Close()
+		}
+		return l, fmt.Errorf("listen.http: %w", err)
+	}
+	return l, nil
+}
+
 // clientListeners opens listen.pulsar and, when set, listen.pulsarTLS, wrapped for TLS and
 // the PROXY protocol as configured. tlsLn is nil without a TLS listener.
 func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (plain, tlsLn net.Listener, err error) {
@@ -54,13 +76,7 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 // brokerDialer is how the pool and the sessions reach brokers: broker.tls and
 // broker.proxyProtocol.
 func brokerDialer(cfg *config.Config, log zerolog.Logger) (*lookup.Dialer, error) {
-	d := &lookup.Dialer{Timeout: cfg.Broker.DialTimeout}
-	switch cfg.Broker.BrokerProxyProtocol {
-	case "v1":
-		d.ProxyHeader = 1
-	case "v2":
-		d.ProxyHeader = 2
-	}
+	d := &lookup.Dialer{Timeout: cfg.Broker.DialTimeout, ProxyHeader: cfg.Broker.ProxyHeaderVersion()}
 	bt := cfg.Broker.TLS
 	if !bt.BrokerTLSEnabled {
 		return d, nil

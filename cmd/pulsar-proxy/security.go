@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -40,18 +38,9 @@ func newAuthentication(cfg *config.Config, reg prometheus.Registerer, log zerolo
 		RefreshTimeout:           cfg.Auth.RefreshTimeout,
 	}
 	if bc := cfg.Auth.BrokerClient; bc.Token != "" || bc.TokenFile != "" {
-		sec.ProxyCredentials = func() (string, []byte, error) {
-			if bc.TokenFile == "" {
-				return authz.MethodToken, []byte(bc.Token), nil
-			}
-			b, err := os.ReadFile(bc.TokenFile)
-			if err != nil {
-				return "", nil, fmt.Errorf("auth.brokerClient.tokenFile: %w", err)
-			}
-			return authz.MethodToken, []byte(strings.TrimSpace(string(b))), nil
-		}
+		sec.ProxyCredentials = authz.TokenCredentials(bc.Token, bc.TokenFile)
 		if _, _, err := sec.ProxyCredentials(); err != nil {
-			return sec, nil, err
+			return sec, nil, fmt.Errorf("auth.brokerClient.tokenFile: %w", err)
 		}
 	}
 	if !cfg.Auth.Enabled {
