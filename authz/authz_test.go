@@ -70,7 +70,7 @@ func TestTokenProvider(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			id, err := c.p.Authenticate(Credentials{Method: MethodToken, Data: c.token})
+			id, err := c.p.Authenticate(Credentials{Method: methodToken, Data: c.token})
 			if got := ReasonOf(err); got != c.reason {
 				t.Fatalf("reason %q, want %q (err %v)", got, c.reason, err)
 			}
@@ -84,7 +84,7 @@ func TestTokenProvider(t *testing.T) {
 func TestTokenExpiryIsKept(t *testing.T) {
 	p, _ := NewTokenProvider(TokenConfig{SecretKey: secret, Leeway: time.Second})
 	exp := time.Now().Add(time.Hour).Truncate(time.Second)
-	id, err := p.Authenticate(Credentials{Method: MethodToken, Data: sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "a", "exp": exp.Unix()})})
+	id, err := p.Authenticate(Credentials{Method: methodToken, Data: sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "a", "exp": exp.Unix()})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,18 +233,18 @@ func TestPolicyStoreReload(t *testing.T) {
 	if !s.Policy().Allowed("alice", ActionProduce, "t") {
 		t.Fatal("initial policy not in force")
 	}
-	if changed, err := s.Reload(); changed || err != nil {
+	if changed, err := s.reload(); changed || err != nil {
 		t.Fatalf("unchanged file reloaded: %v %v", changed, err)
 	}
 	os.WriteFile(path, []byte("rules: ["), 0o600)
-	if _, err := s.Reload(); err == nil {
+	if _, err := s.reload(); err == nil {
 		t.Fatal("broken policy accepted")
 	}
 	if !s.Policy().Allowed("alice", ActionProduce, "t") {
 		t.Fatal("broken policy replaced the one in force")
 	}
 	os.WriteFile(path, []byte("superUserRoles: [bob]\n"), 0o600)
-	if changed, err := s.Reload(); !changed || err != nil {
+	if changed, err := s.reload(); !changed || err != nil {
 		t.Fatalf("new policy: %v %v", changed, err)
 	}
 	if s.Policy().Allowed("alice", ActionProduce, "t") || !s.Policy().Allowed("bob", ActionProduce, "t") {

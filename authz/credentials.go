@@ -13,12 +13,12 @@ import (
 func TokenCredentials(token, tokenFile string) func() (method string, data []byte, err error) {
 	return func() (string, []byte, error) {
 		if tokenFile == "" {
-			return MethodToken, []byte(token), nil
+			return methodToken, []byte(token), nil
 		}
 		b, err := os.ReadFile(tokenFile)
 		if err != nil {
 			return "", nil, fmt.Errorf("proxy's broker token: %w", err)
 		}
-		return MethodToken, []byte(strings.TrimSpace(string(b))), nil
+		return methodToken, []byte(strings.TrimSpace(string(b))), nil
 	}
 }

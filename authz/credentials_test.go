@@ -8,7 +8,7 @@ import (
 
 func TestTokenCredentials(t *testing.T) {
 	method, data, err := TokenCredentials("abc", "")()
-	if err != nil || method != MethodToken || string(data) != "abc" {
+	if err != nil || method != methodToken || string(data) != "abc" {
 		t.Fatalf("token: %q %q %v", method, data, err)
 	}
 
@@ -22,7 +22,7 @@ func TestTokenCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		method, data, err := creds()
-		if err != nil || method != MethodToken || string(data) != tc.want {
+		if err != nil || method != methodToken || string(data) != tc.want {
 			t.Fatalf("file %q: %q %q %v", tc.content, method, data, err)
 		}
 	}

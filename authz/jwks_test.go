@@ -133,7 +133,7 @@ func signKid(t *testing.T, m jwt.SigningMethod, key any, kid string, claims jwt.
 }
 
 func authenticate(p *TokenProvider, token []byte) (Identity, error) {
-	return p.Authenticate(Credentials{Method: MethodToken, Data: token})
+	return p.Authenticate(Credentials{Method: methodToken, Data: token})
 }
 
 func TestJWKSTokens(t *testing.T) {

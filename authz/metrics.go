@@ -45,7 +45,7 @@ func (m *Metrics) AuthFailure(method string, reason Reason) {
 		return
 	}
 	switch method { // a client-chosen string: keep the label set bounded
-	case MethodToken, "tls", "none", "anonymous":
+	case methodToken, "tls", "none", "anonymous":
 	default:
 		method = "other"
 	}

@@ -21,13 +21,13 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// EnvPrefix starts every environment variable the proxy reads, so its
+// envPrefix starts every environment variable the proxy reads, so its
 // settings cannot collide with anything else in a container's environment.
-const EnvPrefix = "PULSAR_PROXY_"
+const envPrefix = "PULSAR_PROXY_"
 
 // Config is the complete proxy configuration. yaml tags give the file
 // spelling (and the key paths used in error messages); env tags give the
-// environment variable name below EnvPrefix.
+// environment variable name below envPrefix.
 type Config struct {
 	Listen    Listen    `yaml:"listen" envPrefix:"LISTEN_"`
 	Discovery Discovery `yaml:"discovery" envPrefix:"DISCOVERY_"`
@@ -214,10 +214,10 @@ type Log struct {
 	SessionSummary string `yaml:"sessionSummary" env:"SESSION_SUMMARY"` // debug|info|off
 }
 
-// Default returns the configuration used for every setting that neither the
+// defaults returns the configuration used for every setting that neither the
 // file nor the environment sets. It has no discovery provider, so it does
 // not validate on its own: a proxy must be told where its brokers are.
-func Default() *Config {
+func defaults() *Config {
 	return &Config{
 		Listen: Listen{
 			Pulsar: "0.0.0.0:6650",
@@ -282,7 +282,7 @@ func Default() *Config {
 // own so they never depend on or modify the process environment), then
 // validates it.
 func Load(path string, environ []string) (*Config, error) {
-	cfg := Default()
+	cfg := defaults()
 	if path != "" {
 		if err := cfg.loadFile(path); err != nil {
 			return nil, err
@@ -291,7 +291,7 @@ func Load(path string, environ []string) (*Config, error) {
 	if err := cfg.loadEnv(environ); err != nil {
 		return nil, err
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	return cfg, nil
@@ -359,7 +359,7 @@ func yamlError(path string, err error) error {
 func (c *Config) loadEnv(environ []string) error {
 	err := env.ParseWithOptions(c, env.Options{
 		Environment: env.ToMap(environ),
-		Prefix:      EnvPrefix,
+		Prefix:      envPrefix,
 	})
 	if err == nil {
 		return nil
@@ -410,5 +410,5 @@ func walk(visit func(setting)) {
 			visit(setting{path: p, env: envPrefix + f.Tag.Get("env"), field: f})
 		}
 	}
-	rec(reflect.TypeFor[Config](), "", EnvPrefix)
+	rec(reflect.TypeFor[Config](), "", envPrefix)
 }

@@ -23,7 +23,7 @@ const examplePath = "../config.example.yaml"
 var brokersEnv = []string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b0:6650"}
 
 func withBrokers(brokers ...string) *Config {
-	c := Default()
+	c := defaults()
 	c.Discovery.Static.Brokers = brokers
 	return c
 }
@@ -136,7 +136,7 @@ log: {level: warn, sessionSummary: info}
 			"PULSAR_PROXY_BROKER_ALLOWED_HOSTS=*.broker.pulsar.svc.cluster.local",
 		},
 		want: func() *Config {
-			c := Default()
+			c := defaults()
 			c.Discovery.Consul.ConsulService = "pulsar"
 			c.Discovery.Consul.ConsulToken = "secret"
 			c.Discovery.DNS.DNSName = "_pulsar._tcp.broker.pulsar.svc.cluster.local"
@@ -403,7 +403,7 @@ func TestExampleMatchesDefaults(t *testing.T) {
 	}
 	want := withBrokers(got.Discovery.Static.Brokers...)
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("example differs from Default():\ngot  %+v\nwant %+v", got, want)
+		t.Errorf("example differs from defaults():\ngot  %+v\nwant %+v", got, want)
 	}
 }
 
@@ -437,7 +437,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	}
 	collect(doc.Content[0], "")
 
-	defaults := reflect.ValueOf(Default()).Elem()
+	defaults := reflect.ValueOf(defaults()).Elem()
 	walk(func(s setting) {
 		e, ok := entries[s.path]
 		if !ok {
@@ -486,7 +486,7 @@ func TestEnvNames(t *testing.T) {
 			return
 		}
 		var want strings.Builder
-		want.WriteString(EnvPrefix)
+		want.WriteString(envPrefix)
 		path := []rune(s.path)
 		for i, r := range path {
 			// An acronym (pulsarTLS, clientCAFile) is one word: PULSAR_TLS, CLIENT_CA_FILE.
@@ -569,7 +569,7 @@ func TestIPv6PrefixLength(t *testing.T) {
 	if err != nil || cfg.Session.IPv6PrefixLength != 56 {
 		t.Fatalf("yaml: %v, %v", cfg, err)
 	}
-	if Default().Session.IPv6PrefixLength != 64 {
+	if defaults().Session.IPv6PrefixLength != 64 {
 		t.Fatal("the default is not 64")
 	}
 }
@@ -668,16 +668,16 @@ proxyProtocol: {enabled: true, trustedCIDRs: [10.0.0.0/8, "fd00::/8"]}
 			t.Errorf("%s: trustedCIDRs %v, want %v", name, cfg.ProxyProtocol.TrustedCIDRs, want)
 		}
 	}
-	if d := Default(); d.TLS.MinVersion != tls.VersionTLS12 || d.TLS.MinVersion.String() != "1.2" {
+	if d := defaults(); d.TLS.MinVersion != tls.VersionTLS12 || d.TLS.MinVersion.String() != "1.2" {
 		t.Errorf("default tls.minVersion %v", d.TLS.MinVersion)
 	}
-	// A version built by hand (not read) outside the four is refused by Validate.
+	// A version built by hand (not read) outside the four is refused by validate.
 	c := withBrokers("pulsar://b:6650")
 	c.TLS.MinVersion = 0
 	c.Broker.TLS.BrokerMinVersion = tls.VersionTLS11
-	err = c.Validate()
+	err = c.validate()
 	if err == nil || !strings.Contains(err.Error(), `tls.minVersion: "TLSVersion(0x0000)" is not one of`) ||
 		!strings.Contains(err.Error(), `broker.tls.minVersion: "1.1" is not one of 1.2|1.3`) {
-		t.Errorf("Validate: %v", err)
+		t.Errorf("validate: %v", err)
 	}
 }

@@ -15,10 +15,9 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
 )
 
-// Validate reports every problem in c, one per line, each starting with the
-// yaml key path it concerns. Load calls it; code that builds a Config by
-// hand should too.
-func (c *Config) Validate() error {
+// validate reports every problem in c, one per line, each starting with the
+// yaml key path it concerns. Load calls it: a Config comes only from Load.
+func (c *Config) validate() error {
 	var p problems
 	c.validateListen(&p)
 	c.validateTLS(&p)
@@ -34,7 +33,7 @@ func (c *Config) Validate() error {
 	return errors.Join(p...)
 }
 
-// problems collects what Validate finds; each check names the key it concerns.
+// problems collects what validate finds; each check names the key it concerns.
 type problems []error
 
 func (p *problems) bad(key, format string, args ...any) {

@@ -108,7 +108,7 @@ func newTLSFixture(t *testing.T, clientAuth string) *tlsFixture {
 	var err error
 	f.cfg, err = NewTLSConfig(TLSOptions{
 		CertFile: f.server.CertFile, KeyFile: f.server.KeyFile, MinVersion: tls.VersionTLS12,
-		ClientCAFile: f.ca.CertFile, ClientAuth: clientAuth, CheckEvery: time.Millisecond,
+		ClientCAFile: f.ca.CertFile, ClientAuth: clientAuth, checkEvery: time.Millisecond,
 	}, f.metrics, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -415,8 +415,8 @@ func TestProxyHeader(t *testing.T) {
 		addr, results := serve(t, proxyOpts("10.0.0.0/8", false, 5*time.Second))
 		c := dialRaw(t, addr)
 		c.Write(v2Header(t, "203.0.113.7:41000"))
-		if a := result(t, results); !errors.Is(a.err, ErrUntrustedHeader) {
-			t.Fatalf("err %v, want ErrUntrustedHeader", a.err)
+		if a := result(t, results); !errors.Is(a.err, errUntrustedHeader) {
+			t.Fatalf("err %v, want errUntrustedHeader", a.err)
 		}
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if _, err := c.Read(make([]byte, 1)); err == nil {
@@ -430,7 +430,7 @@ func TestProxyHeader(t *testing.T) {
 			c.Write([]byte{0, 0, 0, 9, 'p', 'u', 'l', 's', 'a', 'r', '!', '!', '!'})
 			a := result(t, results)
 			if require {
-				if !errors.Is(a.err, ErrMissingHeader) {
+				if !errors.Is(a.err, errMissingHeader) {
 					t.Fatalf("required header: err %v", a.err)
 				}
 				continue
@@ -453,8 +453,8 @@ func TestProxyHeader(t *testing.T) {
 		addr, results := serve(t, proxyOpts("127.0.0.0/8", false, 100*time.Millisecond))
 		c := dialRaw(t, addr)
 		c.Write(v2Header(t, "203.0.113.7:41000")[:14])
-		if a := result(t, results); !errors.Is(a.err, ErrHeaderTimeout) {
-			t.Fatalf("err %v, want ErrHeaderTimeout", a.err)
+		if a := result(t, results); !errors.Is(a.err, errHeaderTimeout) {
+			t.Fatalf("err %v, want errHeaderTimeout", a.err)
 		}
 	})
 	t.Run("PROXY header then TLS", func(t *testing.T) {

@@ -26,8 +26,8 @@ type TLSOptions struct {
 	CipherSuites []string // Go names, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256; empty = Go's defaults
 	ClientCAFile string   // CA bundle verifying client certificates; "" = no client certificates
 	ClientAuth   string   // none, request or require
-	// CheckEvery bounds how often the files' mtimes are looked at; 0 = one second.
-	CheckEvery time.Duration
+	// checkEvery bounds how often the files' mtimes are looked at; 0 = one second.
+	checkEvery time.Duration
 }
 
 // Metrics counts TLS handshakes and exposes the served certificate's expiry.
@@ -53,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // NewTLSConfig loads the certificate (failing if it cannot) and returns a server config
 // whose certificate follows the files on disk.
 func NewTLSConfig(o TLSOptions, m *Metrics, log zerolog.Logger) (*tls.Config, error) {
-	r := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, every: o.CheckEvery, metrics: m, log: log, now: time.Now}
+	r := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, every: o.checkEvery, metrics: m, log: log, now: time.Now}
 	if r.every <= 0 {
 		r.every = time.Second
 	}

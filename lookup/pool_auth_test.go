@@ -126,7 +126,7 @@ func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 	lookupAs("alice")
 	lookupAs("alice") // reuses alice's connection
 	lookupAs("bob")
-	broker, _ := ParseBrokerURL("pulsar://" + b.addr)
+	broker, _ := parseBrokerURL("pulsar://" + b.addr)
 	if err := pool.Ping(context.Background(), broker); err != nil {
 		t.Fatal(err)
 	}
@@ -217,14 +217,14 @@ func TestPingCountsARefusingBrokerAsUp(t *testing.T) {
 	}()
 	pool := testPool()
 	defer pool.Close()
-	refusing, _ := ParseBrokerURL("pulsar://" + ln.Addr().String())
+	refusing, _ := parseBrokerURL("pulsar://" + ln.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := pool.Ping(ctx, refusing); err != nil {
 		t.Fatalf("a broker answering CONNECT with an error: %v, want up", err)
 	}
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadBroker, _ := ParseBrokerURL("pulsar://" + dead.Addr().String())
+	deadBroker, _ := parseBrokerURL("pulsar://" + dead.Addr().String())
 	dead.Close()
 	if err := pool.Ping(ctx, deadBroker); err == nil {
 		t.Fatal("a closed port counted as up")
