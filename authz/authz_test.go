@@ -18,7 +18,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 )
@@ -225,8 +224,7 @@ func TestPolicyStoreReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	os.WriteFile(path, []byte(testPolicy), 0o600)
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	s, err := NewPolicyStore(path, m, zerolog.Nop())
+	s, err := NewPolicyStore(path, NewMetrics(reg), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +248,7 @@ func TestPolicyStoreReload(t *testing.T) {
 	if s.Policy().Allowed("alice", ActionProduce, "t") || !s.Policy().Allowed("bob", ActionProduce, "t") {
 		t.Fatal("new policy not in force")
 	}
-	if got := testutil.ToFloat64(m.policyReloads.WithLabelValues("error")); got != 1 {
+	if got := metricValue(t, reg, "pulsar_proxy_policy_reloads_total", "result", "error"); got != 1 {
 		t.Fatalf("error reloads %v", got)
 	}
 	if _, err := NewPolicyStore(filepath.Join(t.TempDir(), "missing"), nil, zerolog.Nop()); err == nil {
@@ -262,7 +260,7 @@ func TestMetricsBoundMethodLabel(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	m.AuthFailure("made-up-by-client", ReasonUnknownMethod)
-	if got := testutil.ToFloat64(m.authFailures.WithLabelValues("other", string(ReasonUnknownMethod))); got != 1 {
+	if got := metricValue(t, reg, "pulsar_proxy_authentication_failures_total", "method", "other", "reason", string(ReasonUnknownMethod)); got != 1 {
 		t.Fatalf("got %v", got)
 	}
 }
