@@ -14,8 +14,8 @@ import (
 	"github.com/pires/go-proxyproto"
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
-	"github.com/pulsar-proxy/pulsar-proxy/listener"
 )
 
 // tlsBroker is a TLS listener presenting cert; for each connection it hands seen the PROXY

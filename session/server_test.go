@@ -20,8 +20,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
-	"github.com/pulsar-proxy/pulsar-proxy/listener"
 )
 
 // readCounter counts the bytes a client receives.

@@ -19,8 +19,8 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
-	"github.com/pulsar-proxy/pulsar-proxy/listener"
 )
 
 // logBuffer collects log lines from several goroutines.

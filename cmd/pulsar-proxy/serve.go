@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/httpapi"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
 )
 
 // startBackground runs discovery, broker health checks, the identity provider's key set and

@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-const examplePath = "../config.example.yaml"
+const examplePath = "../../config.example.yaml"
 
 // brokersEnv supplies the one setting that has no default.
 var brokersEnv = []string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b0:6650"}
