@@ -19,8 +19,11 @@ var tlsVersions = []struct {
 	v    TLSVersion
 }{{"1.0", tls.VersionTLS10}, {"1.1", tls.VersionTLS11}, {"1.2", tls.VersionTLS12}, {"1.3", tls.VersionTLS13}}
 
-// String is the version as the configuration spells it ("1.2").
+// String is the version as the configuration spells it ("1.2"); "" when unset.
 func (v TLSVersion) String() string {
+	if v == 0 {
+		return ""
+	}
 	for _, tv := range tlsVersions {
 		if tv.v == v {
 			return tv.name
