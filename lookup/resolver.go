@@ -125,7 +125,7 @@ func (r *Resolver) resolve(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCo
 // anyBroker asks the first broker that answers; a broker that cannot be reached is skipped
 // so one dead broker never fails a client's request while another is up.
 func (r *Resolver) anyBroker(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	brokers, err := r.set.Pick()
+	brokers, err := r.set.pick()
 	if err != nil {
 		return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: err.Error()}
 	}
@@ -158,8 +158,8 @@ func (r *Resolver) lookup(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCom
 		if perr != nil {
 			return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s: %v", topic, perr)}
 		}
-		// A broker named it; a client may be sent there (see BrokerSet.Learn).
-		r.set.Learn(next.URL)
+		// A broker named it; a client may be sent there (see BrokerSet.learn).
+		r.set.learn(next.URL)
 		if lr.GetResponse() != pb.CommandLookupTopicResponse_Redirect {
 			pinEndpoint(lr, next)
 			return resp, nil
@@ -190,7 +190,7 @@ func (r *Resolver) endpoint(lr *pb.CommandLookupTopicResponse) (Broker, error) {
 	if raw == "" {
 		return Broker{}, fmt.Errorf("the broker's answer has no %s (with broker.tls.enabled the brokers need brokerServicePortTls)", which)
 	}
-	return ParseBrokerURL(raw)
+	return parseBrokerURL(raw)
 }
 
 // pinEndpoint makes both URLs of an answer name the endpoint the proxy dials. A client

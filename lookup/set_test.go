@@ -28,7 +28,7 @@ func (d *listDiscovery) set(t *testing.T, urls ...string) {
 	t.Helper()
 	var bs []Broker
 	for _, u := range urls {
-		b, err := ParseBrokerURL(u)
+		b, err := parseBrokerURL(u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestAllowedPortsApplyToDiscoveryAndTargets(t *testing.T) {
 			t.Errorf("Allow(%s) = %v, want %v", target, !want, want)
 		}
 	}
-	picked, err := set.Pick()
+	picked, err := set.pick()
 	if err != nil || len(picked) != 2 {
 		t.Fatalf("Pick = %v %v", picked, err)
 	}
@@ -91,8 +91,8 @@ func TestLearnedTargetsExpireAndDiscoveryRemovalWins(t *testing.T) {
 	if allowed(set, "broker-0.broker.pulsar.svc:6650") {
 		t.Fatal("unknown name allowed before any lookup named it")
 	}
-	set.Learn("pulsar://broker-0.broker.pulsar.svc:6650")
-	set.Learn("pulsar://broker-0.broker.pulsar.svc:8080") // port not allowed: never learned
+	set.learn("pulsar://broker-0.broker.pulsar.svc:6650")
+	set.learn("pulsar://broker-0.broker.pulsar.svc:8080") // port not allowed: never learned
 	if !allowed(set, "broker-0.broker.pulsar.svc:6650") {
 		t.Fatal("name from a lookup answer not allowed")
 	}
@@ -100,7 +100,7 @@ func TestLearnedTargetsExpireAndDiscoveryRemovalWins(t *testing.T) {
 		t.Fatal("learned a URL on a port that is not allowed")
 	}
 	clock.add(59 * time.Second)
-	set.Learn("pulsar://broker-0.broker.pulsar.svc:6650") // a new answer renews it
+	set.learn("pulsar://broker-0.broker.pulsar.svc:6650") // a new answer renews it
 	clock.add(59 * time.Second)
 	if !allowed(set, "broker-0.broker.pulsar.svc:6650") {
 		t.Fatal("renewed entry expired early")
@@ -117,12 +117,12 @@ func TestLearnedTargetsExpireAndDiscoveryRemovalWins(t *testing.T) {
 	if allowed(set, "10.0.0.2:6650") {
 		t.Fatal("broker dropped by discovery still allowed")
 	}
-	set.Learn("pulsar://10.0.0.2:6650")
+	set.learn("pulsar://10.0.0.2:6650")
 	if allowed(set, "10.0.0.2:6650") {
 		t.Fatal("a lookup answer re-admitted a broker discovery just dropped")
 	}
 	clock.add(61 * time.Second)
-	set.Learn("pulsar://10.0.0.2:6650")
+	set.learn("pulsar://10.0.0.2:6650")
 	if !allowed(set, "10.0.0.2:6650") {
 		t.Fatal("after the TTL a lookup answer should be trusted again")
 	}
@@ -138,7 +138,7 @@ func TestLearnedTableIsBounded(t *testing.T) {
 	d.set(t, "pulsar://b0:6650")
 	set := NewBrokerSet(d, SetOptions{LearnedTTL: time.Hour, Logger: zerolog.Nop()})
 	for i := range maxLearned + 100 {
-		set.Learn(fmt.Sprintf("pulsar://h%d:6650", i))
+		set.learn(fmt.Sprintf("pulsar://h%d:6650", i))
 	}
 	set.mu.Lock()
 	n := len(set.learned)
@@ -203,21 +203,21 @@ func TestUnionMergesAndReportsProblems(t *testing.T) {
 	m := NewMetrics(nil)
 	src := newSource("consul", zerolog.Nop(), m)
 	src.fail(errors.New("connection refused"))
-	b, _ := ParseBrokerURL("pulsar://b1:6650")
+	b, _ := parseBrokerURL("pulsar://b1:6650")
 	u := Union{a, src}
 	src.succeed([]Broker{b})
 	if got := u.Brokers(); len(got) != 2 {
 		t.Fatalf("union %v, want b0 and b1 once", got)
 	}
 	src.fail(errors.New("connection refused"))
-	if p := u.Problem(); !strings.Contains(p, "consul: connection refused") {
+	if p := u.problem(); !strings.Contains(p, "consul: connection refused") {
 		t.Fatalf("problem %q", p)
 	}
 	empty := NewBrokerSet(Union{newSource("dns", zerolog.Nop(), m)}, SetOptions{})
 	if ok, reason := empty.Ready(); ok || !strings.Contains(reason, "dns: no answer yet") {
 		t.Fatalf("ready=%v reason=%q", ok, reason)
 	}
-	if _, err := empty.Pick(); !errors.Is(err, ErrNoBroker) {
+	if _, err := empty.pick(); !errors.Is(err, errNoBroker) {
 		t.Fatalf("Pick on empty set: %v", err)
 	}
 }
@@ -228,7 +228,7 @@ func TestSourceKeepsLastGoodListOnErrorsAndEmptyAnswers(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	src := newSource("consul", zerolog.Nop(), m)
 	src.now = clock.Now
-	b0, _ := ParseBrokerURL("pulsar://b0:6650")
+	b0, _ := parseBrokerURL("pulsar://b0:6650")
 	src.succeed([]Broker{b0})
 	if src.isStale() || testutil.ToFloat64(m.discoveryStale.WithLabelValues("consul")) != 0 {
 		t.Fatal("fresh source reported stale")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -107,7 +108,7 @@ func encodeCommand(t *testing.T, cmd *pb.BaseCommand) []byte {
 }
 
 // attackSession opens a direct session as alice through a proxy with the attack policy.
-func attackSession(t *testing.T, answer func([]byte) *pb.BaseCommand) (*peer, <-chan []byte, *authz.Metrics, *Metrics) {
+func attackSession(t *testing.T, answer func([]byte) *pb.BaseCommand) (*peer, <-chan []byte, *prometheus.Registry, *Metrics) {
 	t.Helper()
 	b, got := recordingBroker(t, answer)
 	sec, am := testSecurity(t, "", attackPolicy)
@@ -348,7 +349,7 @@ func TestAttackExpiredClientThatStopsReading(t *testing.T) {
 		defer close(stop)
 		go keepSending(p.c, stop) // and never reads
 		waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-		waitCounter(t, am.FailureCounter("token", authz.ReasonRefreshTimeout), 1)
+		waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
 	})
 	t.Run("lookup", func(t *testing.T) {
 		huge := make([]string, 0, 40_000)
@@ -372,7 +373,7 @@ func TestAttackExpiredClientThatStopsReading(t *testing.T) {
 		defer close(stop)
 		go keepSending(p.c, stop)
 		waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-		waitCounter(t, am.FailureCounter("token", authz.ReasonRefreshTimeout), 1)
+		waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
 	})
 }
 

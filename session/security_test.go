@@ -32,13 +32,14 @@ type staticPolicy struct{ p *authz.Policy }
 
 func (s staticPolicy) Policy() *authz.Policy { return s.p }
 
-func testSecurity(t testing.TB, anonymous string, policy string) (Security, *authz.Metrics) {
+func testSecurity(t testing.TB, anonymous string, policy string) (Security, *prometheus.Registry) {
 	t.Helper()
 	tp, err := authz.NewTokenProvider(authz.TokenConfig{SecretKey: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := authz.NewMetrics(prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	m := authz.NewMetrics(reg)
 	sec := Security{
 		Authenticator:            authz.NewAuthenticator(anonymous, tp),
 		Metrics:                  m,
@@ -52,7 +53,7 @@ func testSecurity(t testing.TB, anonymous string, policy string) (Security, *aut
 		}
 		sec.Policy = staticPolicy{p}
 	}
-	return sec, m
+	return sec, reg
 }
 
 // startSecureProxy is startProxy with Security set.
@@ -98,7 +99,7 @@ func TestConnectIsAuthenticated(t *testing.T) {
 				t.Fatalf("got %v, want AuthenticationError", got)
 			}
 			p.expectClosed()
-			waitCounter(t, am.FailureCounter(tc.method, tc.reason), 1)
+			waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", tc.method, "reason", string(tc.reason))
 		})
 	}
 	waitCounter(t, m.handshakeFailures.WithLabelValues(string(ReasonAuthFailed)), 5)
@@ -174,7 +175,7 @@ rules:
 		got.GetTopicsHash() != "e65e1da3" { // Pulsar's TopicList.calculateHash of the kept two
 		t.Fatalf("filtered topics: %v", got)
 	}
-	waitCounter(t, am.DenialCounter(authz.ActionLookup), 1)
+	waitMetric(t, am, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionLookup))
 }
 
 func TestDirectModeIdentityAndPolicy(t *testing.T) {
@@ -220,15 +221,15 @@ rules:
 	if got := p.recv(); got.GetType() != pb.BaseCommand_AUTH_RESPONSE {
 		t.Fatalf("AUTH_RESPONSE for the broker: %v", got)
 	}
-	waitCounter(t, am.RefreshCounter("relayed"), 1)
+	waitMetric(t, am, "pulsar_proxy_credential_refreshes_total", 1, "result", "relayed")
 	// The session is still usable after the refusals.
 	p.send(producer("persistent://public/default/u", 4))
 	if got := p.recv(); got.GetType() != pb.BaseCommand_PRODUCER {
 		t.Fatalf("session after denials: %v", got)
 	}
-	waitCounter(t, am.DenialCounter(authz.ActionProduce), 1)
-	waitCounter(t, am.DenialCounter(authz.ActionConsume), 1)
-	waitCounter(t, am.ForwardedCounter(authz.ActionProduce), 2)
+	waitMetric(t, am, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionProduce))
+	waitMetric(t, am, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionConsume))
+	waitMetric(t, am, "pulsar_proxy_authorized_commands_total", 2, "action", string(authz.ActionProduce))
 }
 
 // challenged reads until an AUTH_CHALLENGE arrives (an echoing broker may send frames first).
@@ -273,7 +274,7 @@ func TestExpiringCredentialsAreRefreshed(t *testing.T) {
 			}
 			p.expectClosed()
 			waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-			waitCounter(t, am.FailureCounter("token", authz.ReasonNoRole), 1)
+			waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonNoRole))
 		})
 	}
 }
@@ -292,7 +293,7 @@ func TestClientThatCannotRefreshIsClosedAtExpiry(t *testing.T) {
 		t.Fatalf("want AuthenticationError, got %v", got)
 	}
 	p.expectClosed()
-	waitCounter(t, am.FailureCounter("token", authz.ReasonExpired), 1)
+	waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonExpired))
 
 	// A client that stays silent when challenged is closed after RefreshTimeout.
 	p2 := dialPeer(t, addr)
@@ -303,7 +304,7 @@ func TestClientThatCannotRefreshIsClosedAtExpiry(t *testing.T) {
 		t.Fatalf("silent client: %v", got)
 	}
 	p2.expectClosed()
-	waitCounter(t, am.FailureCounter("token", authz.ReasonRefreshTimeout), 1)
+	waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
 }
 
 // recvSkipPings reads the next command that is not a keep-alive probe.

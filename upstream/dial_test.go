@@ -14,8 +14,8 @@ import (
 	"github.com/pires/go-proxyproto"
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/listener"
-	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 )
 
 // tlsBroker is a TLS listener presenting cert; for each connection it hands seen the PROXY
@@ -65,9 +65,6 @@ func tlsBrokerSNI(t *testing.T, cert testcerts.Pair, seen chan<- *proxyproto.Hea
 
 func brokerTLS(t *testing.T, o listener.BrokerTLSOptions) *tls.Config {
 	t.Helper()
-	if o.MinVersion == "" {
-		o.MinVersion = "1.2"
-	}
 	c, err := listener.NewBrokerTLSConfig(o, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

@@ -2,14 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
-	"github.com/pulsar-proxy/pulsar-proxy/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 )
 
@@ -99,18 +97,9 @@ func proxyCredentials(cfg *config.Config) (func() (string, []byte, error), error
 	if bc.Token == "" && bc.TokenFile == "" {
 		return nil, nil
 	}
-	creds := func() (string, []byte, error) {
-		if bc.TokenFile == "" {
-			return authz.MethodToken, []byte(bc.Token), nil
-		}
-		b, err := os.ReadFile(bc.TokenFile)
-		if err != nil {
-			return "", nil, fmt.Errorf("auth.brokerClient.tokenFile: %w", err)
-		}
-		return authz.MethodToken, []byte(strings.TrimSpace(string(b))), nil
-	}
+	creds := authz.TokenCredentials(bc.Token, bc.TokenFile)
 	if _, _, err := creds(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("auth.brokerClient.tokenFile: %w", err)
 	}
 	return creds, nil
 }

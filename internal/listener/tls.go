@@ -5,6 +5,7 @@
 package listener
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -21,12 +22,12 @@ import (
 type TLSOptions struct {
 	CertFile     string
 	KeyFile      string
-	MinVersion   string   // "1.0" … "1.3"
+	MinVersion   uint16   // tls.VersionTLS10 … tls.VersionTLS13; 0 = TLS 1.2
 	CipherSuites []string // Go names, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256; empty = Go's defaults
 	ClientCAFile string   // CA bundle verifying client certificates; "" = no client certificates
 	ClientAuth   string   // none, request or require
-	// CheckEvery bounds how often the files' mtimes are looked at; 0 = one second.
-	CheckEvery time.Duration
+	// checkEvery bounds how often the files' mtimes are looked at; 0 = one second.
+	checkEvery time.Duration
 }
 
 // Metrics counts TLS handshakes and exposes the served certificate's expiry.
@@ -49,23 +50,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-var versions = map[string]uint16{"1.0": tls.VersionTLS10, "1.1": tls.VersionTLS11, "1.2": tls.VersionTLS12, "1.3": tls.VersionTLS13}
-
 // NewTLSConfig loads the certificate (failing if it cannot) and returns a server config
 // whose certificate follows the files on disk.
 func NewTLSConfig(o TLSOptions, m *Metrics, log zerolog.Logger) (*tls.Config, error) {
-	minV, ok := versions[o.MinVersion]
-	if !ok {
-		return nil, fmt.Errorf("tls.minVersion: %q is not one of 1.0, 1.1, 1.2, 1.3", o.MinVersion)
-	}
-	r := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, every: o.CheckEvery, metrics: m, log: log, now: time.Now}
+	r := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, every: o.checkEvery, metrics: m, log: log, now: time.Now}
 	if r.every <= 0 {
 		r.every = time.Second
 	}
 	if err := r.load(); err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{MinVersion: minV, GetCertificate: r.getCertificate}
+	cfg := &tls.Config{MinVersion: cmp.Or(o.MinVersion, tls.VersionTLS12), GetCertificate: r.getCertificate}
 	if len(o.CipherSuites) > 0 {
 		byName := map[string]uint16{}
 		for _, cs := range append(tls.CipherSuites(), tls.InsecureCipherSuites()...) {

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -16,7 +17,7 @@ type BrokerTLSOptions struct {
 	TrustCertsFile string // PEM CA bundle; "" = the system's roots
 	CertFile       string // the proxy's client certificate; "" = none
 	KeyFile        string
-	MinVersion     string // "1.2" or "1.3"
+	MinVersion     uint16 // tls.VersionTLS12 or tls.VersionTLS13; 0 = TLS 1.2
 	// SkipHostnameVerification accepts a certificate whose names do not include the
 	// dialled host; its chain is still verified.
 	SkipHostnameVerification bool
@@ -26,11 +27,7 @@ type BrokerTLSOptions struct {
 // ServerName per broker. A client certificate follows its files on disk, as the
 // listener's certificate does.
 func NewBrokerTLSConfig(o BrokerTLSOptions, log zerolog.Logger) (*tls.Config, error) {
-	minV, ok := versions[o.MinVersion]
-	if !ok || minV < tls.VersionTLS12 {
-		return nil, fmt.Errorf("broker.tls.minVersion: %q is not one of 1.2, 1.3", o.MinVersion)
-	}
-	cfg := &tls.Config{MinVersion: minV}
+	cfg := &tls.Config{MinVersion: cmp.Or(o.MinVersion, tls.VersionTLS12)}
 	if o.TrustCertsFile != "" {
 		pem, err := os.ReadFile(o.TrustCertsFile)
 		if err != nil {
