@@ -81,7 +81,7 @@ func brokerDialer(cfg *config.Config, log zerolog.Logger) (*upstream.Dialer, err
 	if !bt.BrokerTLSEnabled {
 		return d, nil
 	}
-	tc, err := listener.NewBrokerTLSConfig(listener.BrokerTLSOptions{
+	tc, err := upstream.NewTLSConfig(upstream.TLSOptions{
 		TrustCertsFile:           bt.BrokerTrustCertsFile,
 		CertFile:                 bt.BrokerCertFile,
 		KeyFile:                  bt.BrokerKeyFile,

@@ -11,11 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/internal/certfile"
 )
 
 // TLSOptions configures the client-facing TLS listener.
@@ -53,14 +54,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // NewTLSConfig loads the certificate (failing if it cannot) and returns a server config
 // whose certificate follows the files on disk.
 func NewTLSConfig(o TLSOptions, m *Metrics, log zerolog.Logger) (*tls.Config, error) {
-	r := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, every: o.checkEvery, metrics: m, log: log, now: time.Now}
-	if r.every <= 0 {
-		r.every = time.Second
-	}
-	if err := r.load(); err != nil {
+	r, err := certfile.New(certfile.Options{CertFile: o.CertFile, KeyFile: o.KeyFile, Every: o.checkEvery, Log: log,
+		OnLoad: func(c *x509.Certificate) {
+			if m != nil {
+				m.expiry.Set(float64(c.NotAfter.Unix()))
+			}
+		}})
+	if err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{MinVersion: cmp.Or(o.MinVersion, tls.VersionTLS12), GetCertificate: r.getCertificate}
+	cfg := &tls.Config{MinVersion: cmp.Or(o.MinVersion, tls.VersionTLS12), GetCertificate: r.GetCertificate}
 	if len(o.CipherSuites) > 0 {
 		byName := map[string]uint16{}
 		for _, cs := range append(tls.CipherSuites(), tls.InsecureCipherSuites()...) {
@@ -99,86 +102,4 @@ func NewTLSConfig(o TLSOptions, m *Metrics, log zerolog.Logger) (*tls.Config, er
 		cfg.ClientCAs = pool
 	}
 	return cfg, nil
-}
-
-// certReloader serves the certificate in certFile/keyFile, re-reading them when their
-// mtimes change (looked at no more than once per every), so that a renewed certificate is
-// served without a restart. A renewal that fails to load keeps the old certificate.
-type certReloader struct {
-	certFile, keyFile string
-	every             time.Duration
-	metrics           *Metrics
-	log               zerolog.Logger
-	now               func() time.Time
-
-	mu           sync.Mutex
-	cert         *tls.Certificate
-	certMod      time.Time
-	keyMod       time.Time
-	checked      time.Time
-	failedSample string // mtimes of the last failed load, logged once
-}
-
-func (r *certReloader) mtimes() (time.Time, time.Time, error) {
-	c, err := os.Stat(r.certFile)
-	if err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	k, err := os.Stat(r.keyFile)
-	if err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	return c.ModTime(), k.ModTime(), nil
-}
-
-// load reads both files; callers other than NewTLSConfig hold mu.
-func (r *certReloader) load() error {
-	cm, km, err := r.mtimes()
-	if err != nil {
-		return fmt.Errorf("tls certificate: %w", err)
-	}
-	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
-	if err != nil {
-		return fmt.Errorf("tls certificate: %w", err)
-	}
-	r.cert, r.certMod, r.keyMod = &cert, cm, km
-	if cert.Leaf != nil && r.metrics != nil {
-		r.metrics.expiry.Set(float64(cert.Leaf.NotAfter.Unix()))
-	}
-	return nil
-}
-
-func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	return r.current()
-}
-
-func (r *certReloader) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	return r.current()
-}
-
-// current is the certificate to present now, reloaded first if the files changed.
-func (r *certReloader) current() (*tls.Certificate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	if now.Sub(r.checked) < r.every {
-		return r.cert, nil
-	}
-	r.checked = now
-	cm, km, err := r.mtimes()
-	if err != nil || (cm.Equal(r.certMod) && km.Equal(r.keyMod)) {
-		return r.cert, nil // a file briefly missing mid-rotation: keep serving the old one
-	}
-	sample := cm.String() + "|" + km.String()
-	if err := r.load(); err != nil {
-		// cert-manager may write the two files a moment apart: the pair may not match yet.
-		if sample != r.failedSample {
-			r.log.Warn().Err(err).Msg("renewed TLS certificate does not load; still serving the previous one")
-			r.failedSample = sample
-		}
-		return r.cert, nil
-	}
-	r.failedSample = ""
-	r.log.Info().Str("cert", r.certFile).Time("not_after", r.cert.Leaf.NotAfter).Msg("TLS certificate reloaded")
-	return r.cert, nil
 }
