@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 )
@@ -223,7 +223,7 @@ func TestParsePolicyRefusesMistakes(t *testing.T) {
 func TestPolicyStoreReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	os.WriteFile(path, []byte(testPolicy), 0o600)
-	reg := prometheus.NewRegistry()
+	reg := testmetrics.New()
 	s, err := NewPolicyStore(path, NewMetrics(reg), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestPolicyStoreReload(t *testing.T) {
 	if s.Policy().Allowed("alice", ActionProduce, "t") || !s.Policy().Allowed("bob", ActionProduce, "t") {
 		t.Fatal("new policy not in force")
 	}
-	if got := metricValue(t, reg, "pulsar_proxy_policy_reloads_total", "result", "error"); got != 1 {
+	if got := reg.Value(t, "pulsar_proxy_policy_reloads_total", "result", "error"); got != 1 {
 		t.Fatalf("error reloads %v", got)
 	}
 	if _, err := NewPolicyStore(filepath.Join(t.TempDir(), "missing"), nil, zerolog.Nop()); err == nil {
@@ -257,10 +257,10 @@ func TestPolicyStoreReload(t *testing.T) {
 }
 
 func TestMetricsBoundMethodLabel(t *testing.T) {
-	reg := prometheus.NewRegistry()
+	reg := testmetrics.New()
 	m := NewMetrics(reg)
 	m.AuthFailure("made-up-by-client", ReasonUnknownMethod)
-	if got := metricValue(t, reg, "pulsar_proxy_authentication_failures_total", "method", "other", "reason", string(ReasonUnknownMethod)); got != 1 {
+	if got := reg.Value(t, "pulsar_proxy_authentication_failures_total", "method", "other", "reason", string(ReasonUnknownMethod)); got != 1 {
 		t.Fatalf("got %v", got)
 	}
 }

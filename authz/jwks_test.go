@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +21,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -90,9 +90,9 @@ func (c *fakeClock) advance(d time.Duration) {
 }
 
 // newTestJWKS is a key set fetched from url, and the registry of its metrics.
-func newTestJWKS(t *testing.T, url string, minRefetch time.Duration) (*JWKS, *prometheus.Registry) {
+func newTestJWKS(t *testing.T, url string, minRefetch time.Duration) (*JWKS, *testmetrics.Registry) {
 	t.Helper()
-	reg := prometheus.NewRegistry()
+	reg := testmetrics.New()
 	s, err := NewJWKS(JWKSConfig{URL: url, RefreshInterval: time.Hour, MinRefetchInterval: minRefetch, Timeout: 5 * time.Second}, NewJWKSMetrics(reg), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +243,7 @@ func TestJWKSKeyRotation(t *testing.T) {
 	if _, err := authenticate(p, oldToken); ReasonOf(err) != ReasonUnknownKey {
 		t.Fatalf("token of the removed kid: %v, want unknown_key", err)
 	}
-	if got := metricValue(t, reg, "pulsar_proxy_jwks_keys"); got != 1 {
+	if got := reg.Value(t, "pulsar_proxy_jwks_keys"); got != 1 {
 		t.Fatalf("keys gauge %v, want 1", got)
 	}
 }
@@ -280,7 +280,7 @@ func TestJWKSUnknownKidRefetchIsRateLimited(t *testing.T) {
 	if got := srv.fetches.Load(); got != 2 {
 		t.Fatalf("%d fetches after a flood one interval later, want 2", got)
 	}
-	if got := metricValue(t, reg, "pulsar_proxy_jwks_fetches_total", "result", "ok"); got != 2 {
+	if got := reg.Value(t, "pulsar_proxy_jwks_fetches_total", "result", "ok"); got != 2 {
 		t.Fatalf("ok fetches %v, want 2", got)
 	}
 }
@@ -299,28 +299,28 @@ func TestJWKSProviderDownAtStart(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	token := signKid(t, jwt.SigningMethodES256, key, "k1", jwt.MapClaims{"sub": "alice"})
-	waitFor(t, func() bool { return metricValue(t, reg, "pulsar_proxy_jwks_fetches_total", "result", "error") >= 2 })
+	waitFor(t, func() bool { return reg.Value(t, "pulsar_proxy_jwks_fetches_total", "result", "error") >= 2 })
 	_, err := authenticate(p, token)
 	if ReasonOf(err) != ReasonUnknownKey || !strings.Contains(err.Error(), "not available yet") {
 		t.Fatalf("while the provider is down: %v", err)
 	}
-	if got := metricValue(t, reg, "pulsar_proxy_jwks_last_success_timestamp_seconds"); got != 0 {
+	if got := reg.Value(t, "pulsar_proxy_jwks_last_success_timestamp_seconds"); got != 0 {
 		t.Fatalf("last success %v before any", got)
 	}
 
 	srv.down.Store(false)
 	waitFor(t, func() bool { _, err := authenticate(p, token); return err == nil })
-	if got := metricValue(t, reg, "pulsar_proxy_jwks_last_success_timestamp_seconds"); got < float64(time.Now().Add(-time.Minute).Unix()) {
+	if got := reg.Value(t, "pulsar_proxy_jwks_last_success_timestamp_seconds"); got < float64(time.Now().Add(-time.Minute).Unix()) {
 		t.Fatalf("last success %v", got)
 	}
 
 	srv.down.Store(true)
-	errs := metricValue(t, reg, "pulsar_proxy_jwks_fetches_total", "result", "error")
+	errs := reg.Value(t, "pulsar_proxy_jwks_fetches_total", "result", "error")
 	if err := s.refresh(ctx, "test"); err == nil {
 		t.Fatal("refresh from a provider that is down succeeded")
 	}
 	// Run may be failing beside this refresh (it retries fast until its own first success).
-	if metricValue(t, reg, "pulsar_proxy_jwks_fetches_total", "result", "error") < errs+1 {
+	if reg.Value(t, "pulsar_proxy_jwks_fetches_total", "result", "error") < errs+1 {
 		t.Fatal("failed fetch not counted")
 	}
 	if _, err := authenticate(p, token); err != nil {

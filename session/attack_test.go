@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
@@ -108,7 +108,7 @@ func encodeCommand(t *testing.T, cmd *pb.BaseCommand) []byte {
 }
 
 // attackSession opens a direct session as alice through a proxy with the attack policy.
-func attackSession(t *testing.T, answer func([]byte) *pb.BaseCommand) (*peer, <-chan []byte, *prometheus.Registry, *Metrics) {
+func attackSession(t *testing.T, answer func([]byte) *pb.BaseCommand) (*peer, <-chan []byte, *testmetrics.Registry, *Metrics) {
 	t.Helper()
 	b, got := recordingBroker(t, answer)
 	sec, am := testSecurity(t, "", attackPolicy)
@@ -349,7 +349,7 @@ func TestAttackExpiredClientThatStopsReading(t *testing.T) {
 		defer close(stop)
 		go keepSending(p.c, stop) // and never reads
 		waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-		waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
+		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
 	})
 	t.Run("lookup", func(t *testing.T) {
 		huge := make([]string, 0, 40_000)
@@ -373,7 +373,7 @@ func TestAttackExpiredClientThatStopsReading(t *testing.T) {
 		defer close(stop)
 		go keepSending(p.c, stop)
 		waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-		waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
+		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
 	})
 }
 

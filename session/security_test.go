@@ -11,6 +11,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
@@ -32,13 +33,13 @@ type staticPolicy struct{ p *authz.Policy }
 
 func (s staticPolicy) Policy() *authz.Policy { return s.p }
 
-func testSecurity(t testing.TB, anonymous string, policy string) (Security, *prometheus.Registry) {
+func testSecurity(t testing.TB, anonymous string, policy string) (Security, *testmetrics.Registry) {
 	t.Helper()
 	tp, err := authz.NewTokenProvider(authz.TokenConfig{SecretKey: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
+	reg := testmetrics.New()
 	m := authz.NewMetrics(reg)
 	sec := Security{
 		Authenticator:            authz.NewAuthenticator(anonymous, tp),
@@ -99,7 +100,7 @@ func TestConnectIsAuthenticated(t *testing.T) {
 				t.Fatalf("got %v, want AuthenticationError", got)
 			}
 			p.expectClosed()
-			waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", tc.method, "reason", string(tc.reason))
+			am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", tc.method, "reason", string(tc.reason))
 		})
 	}
 	waitCounter(t, m.handshakeFailures.WithLabelValues(string(ReasonAuthFailed)), 5)
@@ -175,7 +176,7 @@ rules:
 		got.GetTopicsHash() != "e65e1da3" { // Pulsar's TopicList.calculateHash of the kept two
 		t.Fatalf("filtered topics: %v", got)
 	}
-	waitMetric(t, am, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionLookup))
+	am.Wait(t, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionLookup))
 }
 
 func TestDirectModeIdentityAndPolicy(t *testing.T) {
@@ -221,15 +222,15 @@ rules:
 	if got := p.recv(); got.GetType() != pb.BaseCommand_AUTH_RESPONSE {
 		t.Fatalf("AUTH_RESPONSE for the broker: %v", got)
 	}
-	waitMetric(t, am, "pulsar_proxy_credential_refreshes_total", 1, "result", "relayed")
+	am.Wait(t, "pulsar_proxy_credential_refreshes_total", 1, "result", "relayed")
 	// The session is still usable after the refusals.
 	p.send(producer("persistent://public/default/u", 4))
 	if got := p.recv(); got.GetType() != pb.BaseCommand_PRODUCER {
 		t.Fatalf("session after denials: %v", got)
 	}
-	waitMetric(t, am, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionProduce))
-	waitMetric(t, am, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionConsume))
-	waitMetric(t, am, "pulsar_proxy_authorized_commands_total", 2, "action", string(authz.ActionProduce))
+	am.Wait(t, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionProduce))
+	am.Wait(t, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionConsume))
+	am.Wait(t, "pulsar_proxy_authorized_commands_total", 2, "action", string(authz.ActionProduce))
 }
 
 // challenged reads until an AUTH_CHALLENGE arrives (an echoing broker may send frames first).
@@ -274,7 +275,7 @@ func TestExpiringCredentialsAreRefreshed(t *testing.T) {
 			}
 			p.expectClosed()
 			waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-			waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonNoRole))
+			am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonNoRole))
 		})
 	}
 }
@@ -293,7 +294,7 @@ func TestClientThatCannotRefreshIsClosedAtExpiry(t *testing.T) {
 		t.Fatalf("want AuthenticationError, got %v", got)
 	}
 	p.expectClosed()
-	waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonExpired))
+	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonExpired))
 
 	// A client that stays silent when challenged is closed after RefreshTimeout.
 	p2 := dialPeer(t, addr)
@@ -304,7 +305,7 @@ func TestClientThatCannotRefreshIsClosedAtExpiry(t *testing.T) {
 		t.Fatalf("silent client: %v", got)
 	}
 	p2.expectClosed()
-	waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
+	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
 }
 
 // recvSkipPings reads the next command that is not a keep-alive probe.

@@ -290,58 +290,6 @@ func TestBadBytesCloseOnlyThatConnection(t *testing.T) {
 	}
 }
 
-// waitMetric waits until the counter name with the label pairs labelsAndValues (name,
-// value, …) reaches want in what reg gathers: tests read the metrics as a scrape does.
-func waitMetric(t *testing.T, reg prometheus.Gatherer, name string, want float64, labelsAndValues ...string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := metricValue(t, reg, name, labelsAndValues...)
-		if got >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s%v = %v, want %v", name, labelsAndValues, got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// metricValue is what reg reports for the counter or gauge name with exactly the label
-// pairs labelsAndValues; a series not there yet is 0.
-func metricValue(t testing.TB, reg prometheus.Gatherer, name string, labelsAndValues ...string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{}
-	for i := 0; i+1 < len(labelsAndValues); i += 2 {
-		want[labelsAndValues[i]] = labelsAndValues[i+1]
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) != len(want) {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if want[l.GetName()] != l.GetValue() {
-					continue series
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
-}
-
 func waitCounter(t *testing.T, c prometheus.Collector, want float64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

@@ -21,6 +21,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 )
 
 // logBuffer collects log lines from several goroutines.
@@ -163,7 +164,7 @@ func TestMutualTLSRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	am := prometheus.NewRegistry()
+	am := testmetrics.New()
 	sec := &Security{Authenticator: authz.NewAuthenticator("", tp, authz.TLSProvider{}), Metrics: authz.NewMetrics(am)}
 	addr, _, logs := startWrappedProxy(t, sec, listener.Options{TLS: tc, Metrics: lm})
 
@@ -210,7 +211,7 @@ func TestMutualTLSRole(t *testing.T) {
 	if got := p2.recv(); got.GetError().GetError() != pb.ServerError_AuthenticationError {
 		t.Fatalf("no certificate: got %v, want AuthenticationError", got)
 	}
-	waitMetric(t, am, "pulsar_proxy_authentication_failures_total", 1, "method", "tls", "reason", string(authz.ReasonNoCertificate))
+	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "tls", "reason", string(authz.ReasonNoCertificate))
 }
 
 // A session on a PROXY-protocol conn forwards on the bare socket (splice), since nothing
