@@ -111,11 +111,6 @@ func (a *Authenticator) Authenticate(c Credentials) (Identity, error) {
 	return p.Authenticate(c)
 }
 
-// SupportsRefresh reports whether a method's credentials can be renewed with a challenge.
-func (a *Authenticator) SupportsRefresh(method string) bool {
-	return method == MethodToken
-}
-
 // CertificateRoleFunc names the role of a verified client certificate.
 type CertificateRoleFunc func(*x509.Certificate) (string, error)
 

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -17,8 +18,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 )
@@ -70,7 +69,7 @@ func TestTokenProvider(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			id, err := c.p.Authenticate(Credentials{Method: MethodToken, Data: c.token})
+			id, err := c.p.Authenticate(Credentials{Method: methodToken, Data: c.token})
 			if got := ReasonOf(err); got != c.reason {
 				t.Fatalf("reason %q, want %q (err %v)", got, c.reason, err)
 			}
@@ -84,7 +83,7 @@ func TestTokenProvider(t *testing.T) {
 func TestTokenExpiryIsKept(t *testing.T) {
 	p, _ := NewTokenProvider(TokenConfig{SecretKey: secret, Leeway: time.Second})
 	exp := time.Now().Add(time.Hour).Truncate(time.Second)
-	id, err := p.Authenticate(Credentials{Method: MethodToken, Data: sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "a", "exp": exp.Unix()})})
+	id, err := p.Authenticate(Credentials{Method: methodToken, Data: sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "a", "exp": exp.Unix()})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,33 +223,32 @@ func TestParsePolicyRefusesMistakes(t *testing.T) {
 func TestPolicyStoreReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	os.WriteFile(path, []byte(testPolicy), 0o600)
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	s, err := NewPolicyStore(path, m, zerolog.Nop())
+	reg := testmetrics.New()
+	s, err := NewPolicyStore(path, NewMetrics(reg), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !s.Policy().Allowed("alice", ActionProduce, "t") {
 		t.Fatal("initial policy not in force")
 	}
-	if changed, err := s.Reload(); changed || err != nil {
+	if changed, err := s.reload(); changed || err != nil {
 		t.Fatalf("unchanged file reloaded: %v %v", changed, err)
 	}
 	os.WriteFile(path, []byte("rules: ["), 0o600)
-	if _, err := s.Reload(); err == nil {
+	if _, err := s.reload(); err == nil {
 		t.Fatal("broken policy accepted")
 	}
 	if !s.Policy().Allowed("alice", ActionProduce, "t") {
 		t.Fatal("broken policy replaced the one in force")
 	}
 	os.WriteFile(path, []byte("superUserRoles: [bob]\n"), 0o600)
-	if changed, err := s.Reload(); !changed || err != nil {
+	if changed, err := s.reload(); !changed || err != nil {
 		t.Fatalf("new policy: %v %v", changed, err)
 	}
 	if s.Policy().Allowed("alice", ActionProduce, "t") || !s.Policy().Allowed("bob", ActionProduce, "t") {
 		t.Fatal("new policy not in force")
 	}
-	if got := testutil.ToFloat64(m.policyReloads.WithLabelValues("error")); got != 1 {
+	if got := reg.Value(t, "pulsar_proxy_policy_reloads_total", "result", "error"); got != 1 {
 		t.Fatalf("error reloads %v", got)
 	}
 	if _, err := NewPolicyStore(filepath.Join(t.TempDir(), "missing"), nil, zerolog.Nop()); err == nil {
@@ -259,10 +257,10 @@ func TestPolicyStoreReload(t *testing.T) {
 }
 
 func TestMetricsBoundMethodLabel(t *testing.T) {
-	reg := prometheus.NewRegistry()
+	reg := testmetrics.New()
 	m := NewMetrics(reg)
 	m.AuthFailure("made-up-by-client", ReasonUnknownMethod)
-	if got := testutil.ToFloat64(m.authFailures.WithLabelValues("other", string(ReasonUnknownMethod))); got != 1 {
+	if got := reg.Value(t, "pulsar_proxy_authentication_failures_total", "method", "other", "reason", string(ReasonUnknownMethod)); got != 1 {
 		t.Fatalf("got %v", got)
 	}
 }

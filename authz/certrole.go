@@ -8,23 +8,23 @@ import (
 
 // Where a client certificate's role comes from (config auth.tls.roleFrom).
 const (
-	RoleFromCN     = "cn"      // the subject common name
-	RoleFromSANDNS = "san-dns" // the one DNS subject alternative name
-	RoleFromSANURI = "san-uri" // the one URI SAN, e.g. a SPIFFE ID
+	sourceCN     = "cn"      // the subject common name
+	sourceSANDNS = "san-dns" // the one DNS subject alternative name
+	sourceSANURI = "san-uri" // the one URI SAN, e.g. a SPIFFE ID
 )
 
 // CertificateRole returns the function that names a certificate's role as from says.
 // uriPrefix applies to san-uri only: a URI SAN must start with it, and the rest is the role.
 func CertificateRole(from, uriPrefix string) (CertificateRoleFunc, error) {
 	switch from {
-	case RoleFromCN, "":
+	case sourceCN, "":
 		return roleFromCN, nil
-	case RoleFromSANDNS:
+	case sourceSANDNS:
 		return roleFromDNSName, nil
-	case RoleFromSANURI:
+	case sourceSANURI:
 		return func(c *x509.Certificate) (string, error) { return roleFromURI(c, uriPrefix) }, nil
 	}
-	return nil, fmt.Errorf("unknown certificate role source %q (want %s, %s or %s)", from, RoleFromCN, RoleFromSANDNS, RoleFromSANURI)
+	return nil, fmt.Errorf("unknown certificate role source %q (want %s, %s or %s)", from, sourceCN, sourceSANDNS, sourceSANURI)
 }
 
 func roleFromCN(c *x509.Certificate) (string, error) {

@@ -92,9 +92,9 @@ func (s *JWKS) Run(ctx context.Context) {
 	}
 }
 
-// Key returns the key of kid, fetching the set again when kid is unknown and the last fetch
+// keyFor returns the key of kid, fetching the set again when kid is unknown and the last fetch
 // is at least MinRefetchInterval old. Its errors are *Error for the client.
-func (s *JWKS) Key(kid string) (verifyKey, error) {
+func (s *JWKS) keyFor(kid string) (verifyKey, error) {
 	if k, ok := s.keys.Load().lookup(kid); ok {
 		return k, nil
 	}
@@ -114,7 +114,7 @@ func (s *JWKS) Key(kid string) (verifyKey, error) {
 }
 
 func (s *JWKS) unknownKey(kid string) *Error {
-	e := &Error{Method: MethodToken, Reason: ReasonUnknownKey}
+	e := &Error{Method: methodToken, Reason: ReasonUnknownKey}
 	switch {
 	case s.keys.Load() == nil:
 		e.Detail = "the identity provider's keys are not available yet"

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -20,8 +21,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 )
 
@@ -90,15 +89,16 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func newTestJWKS(t *testing.T, url string, minRefetch time.Duration) (*JWKS, *JWKSMetrics) {
+// newTestJWKS is a key set fetched from url, and the registry of its metrics.
+func newTestJWKS(t *testing.T, url string, minRefetch time.Duration) (*JWKS, *testmetrics.Registry) {
 	t.Helper()
-	m := NewJWKSMetrics(prometheus.NewRegistry())
-	s, err := NewJWKS(JWKSConfig{URL: url, RefreshInterval: time.Hour, MinRefetchInterval: minRefetch, Timeout: 5 * time.Second}, m, zerolog.Nop())
+	reg := testmetrics.New()
+	s, err := NewJWKS(JWKSConfig{URL: url, RefreshInterval: time.Hour, MinRefetchInterval: minRefetch, Timeout: 5 * time.Second}, NewJWKSMetrics(reg), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.client.CloseIdleConnections)
-	return s, m
+	return s, reg
 }
 
 func jwksProvider(t *testing.T, s *JWKS) *TokenProvider {
@@ -133,7 +133,7 @@ func signKid(t *testing.T, m jwt.SigningMethod, key any, kid string, claims jwt.
 }
 
 func authenticate(p *TokenProvider, token []byte) (Identity, error) {
-	return p.Authenticate(Credentials{Method: MethodToken, Data: token})
+	return p.Authenticate(Credentials{Method: methodToken, Data: token})
 }
 
 func TestJWKSTokens(t *testing.T) {
@@ -219,7 +219,7 @@ func TestJWKSKeyRotation(t *testing.T) {
 	oldKey, _ := rsa.GenerateKey(rand.Reader, 2048)
 	newKey, _ := rsa.GenerateKey(rand.Reader, 2048)
 	srv := newIDP(t, publicJWK("2026-01", oldKey))
-	s, m := newTestJWKS(t, srv.URL, time.Minute)
+	s, reg := newTestJWKS(t, srv.URL, time.Minute)
 	clock := &fakeClock{t: time.Now()}
 	s.now = clock.now
 	p := jwksProvider(t, s)
@@ -243,7 +243,7 @@ func TestJWKSKeyRotation(t *testing.T) {
 	if _, err := authenticate(p, oldToken); ReasonOf(err) != ReasonUnknownKey {
 		t.Fatalf("token of the removed kid: %v, want unknown_key", err)
 	}
-	if got := testutil.ToFloat64(m.keys); got != 1 {
+	if got := reg.Value(t, "pulsar_proxy_jwks_keys"); got != 1 {
 		t.Fatalf("keys gauge %v, want 1", got)
 	}
 }
@@ -252,7 +252,7 @@ func TestJWKSKeyRotation(t *testing.T) {
 func TestJWKSUnknownKidRefetchIsRateLimited(t *testing.T) {
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
 	srv := newIDP(t, publicJWK("real", key))
-	s, m := newTestJWKS(t, srv.URL, 10*time.Second)
+	s, reg := newTestJWKS(t, srv.URL, 10*time.Second)
 	clock := &fakeClock{t: time.Now()}
 	s.now = clock.now
 	p := jwksProvider(t, s)
@@ -280,7 +280,7 @@ func TestJWKSUnknownKidRefetchIsRateLimited(t *testing.T) {
 	if got := srv.fetches.Load(); got != 2 {
 		t.Fatalf("%d fetches after a flood one interval later, want 2", got)
 	}
-	if got := testutil.ToFloat64(m.FetchCounter("ok")); got != 2 {
+	if got := reg.Value(t, "pulsar_proxy_jwks_fetches_total", "result", "ok"); got != 2 {
 		t.Fatalf("ok fetches %v, want 2", got)
 	}
 }
@@ -291,7 +291,7 @@ func TestJWKSProviderDownAtStart(t *testing.T) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	srv := newIDP(t, publicJWK("k1", key))
 	srv.down.Store(true)
-	s, m := newTestJWKS(t, srv.URL, 20*time.Millisecond)
+	s, reg := newTestJWKS(t, srv.URL, 20*time.Millisecond)
 	p := jwksProvider(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -299,28 +299,28 @@ func TestJWKSProviderDownAtStart(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	token := signKid(t, jwt.SigningMethodES256, key, "k1", jwt.MapClaims{"sub": "alice"})
-	waitFor(t, func() bool { return testutil.ToFloat64(m.FetchCounter("error")) >= 2 })
+	waitFor(t, func() bool { return reg.Value(t, "pulsar_proxy_jwks_fetches_total", "result", "error") >= 2 })
 	_, err := authenticate(p, token)
 	if ReasonOf(err) != ReasonUnknownKey || !strings.Contains(err.Error(), "not available yet") {
 		t.Fatalf("while the provider is down: %v", err)
 	}
-	if got := testutil.ToFloat64(m.lastSuccess); got != 0 {
+	if got := reg.Value(t, "pulsar_proxy_jwks_last_success_timestamp_seconds"); got != 0 {
 		t.Fatalf("last success %v before any", got)
 	}
 
 	srv.down.Store(false)
 	waitFor(t, func() bool { _, err := authenticate(p, token); return err == nil })
-	if got := testutil.ToFloat64(m.lastSuccess); got < float64(time.Now().Add(-time.Minute).Unix()) {
+	if got := reg.Value(t, "pulsar_proxy_jwks_last_success_timestamp_seconds"); got < float64(time.Now().Add(-time.Minute).Unix()) {
 		t.Fatalf("last success %v", got)
 	}
 
 	srv.down.Store(true)
-	errs := testutil.ToFloat64(m.FetchCounter("error"))
+	errs := reg.Value(t, "pulsar_proxy_jwks_fetches_total", "result", "error")
 	if err := s.refresh(ctx, "test"); err == nil {
 		t.Fatal("refresh from a provider that is down succeeded")
 	}
 	// Run may be failing beside this refresh (it retries fast until its own first success).
-	if testutil.ToFloat64(m.FetchCounter("error")) < errs+1 {
+	if reg.Value(t, "pulsar_proxy_jwks_fetches_total", "result", "error") < errs+1 {
 		t.Fatal("failed fetch not counted")
 	}
 	if _, err := authenticate(p, token); err != nil {

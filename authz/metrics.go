@@ -45,7 +45,7 @@ func (m *Metrics) AuthFailure(method string, reason Reason) {
 		return
 	}
 	switch method { // a client-chosen string: keep the label set bounded
-	case MethodToken, "tls", "none", "anonymous":
+	case methodToken, "tls", "none", "anonymous":
 	default:
 		method = "other"
 	}
@@ -69,19 +69,6 @@ func (m *Metrics) Forwarded(a Action) {
 	m.forwarded.WithLabelValues(string(a)).Inc()
 }
 
-// FailureCounter, DenialCounter and ForwardedCounter expose single series for tests.
-func (m *Metrics) FailureCounter(method string, r Reason) prometheus.Counter {
-	return m.authFailures.WithLabelValues(method, string(r))
-}
-
-func (m *Metrics) DenialCounter(a Action) prometheus.Counter {
-	return m.denials.WithLabelValues(string(a))
-}
-
-func (m *Metrics) ForwardedCounter(a Action) prometheus.Counter {
-	return m.forwarded.WithLabelValues(string(a))
-}
-
 // RelayedAuthResponse counts a client's AUTH_RESPONSE to a broker's challenge, passed on.
 func (m *Metrics) RelayedAuthResponse() {
 	if m == nil {
@@ -100,11 +87,6 @@ func (m *Metrics) Refreshed(ok bool) {
 		result = "failed"
 	}
 	m.refreshes.WithLabelValues(result).Inc()
-}
-
-// RefreshCounter exposes one series of the refresh counter for tests.
-func (m *Metrics) RefreshCounter(result string) prometheus.Counter {
-	return m.refreshes.WithLabelValues(result)
 }
 
 // JWKSMetrics describes the identity provider's key set: fetches, keys and freshness.
@@ -145,9 +127,4 @@ func (m *JWKSMetrics) fetched(ok bool, set *keySet) {
 	m.fetches.WithLabelValues("ok").Inc()
 	m.keys.Set(float64(len(set.byKID)))
 	m.lastSuccess.SetToCurrentTime()
-}
-
-// FetchCounter exposes one series of the fetch counter for tests.
-func (m *JWKSMetrics) FetchCounter(result string) prometheus.Counter {
-	return m.fetches.WithLabelValues(result)
 }

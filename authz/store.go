@@ -27,7 +27,7 @@ type PolicyStore struct {
 // start, where the operator sees it.
 func NewPolicyStore(path string, m *Metrics, log zerolog.Logger) (*PolicyStore, error) {
 	s := &PolicyStore{path: path, log: log, metrics: m}
-	if _, err := s.Reload(); err != nil {
+	if _, err := s.reload(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -36,9 +36,9 @@ func NewPolicyStore(path string, m *Metrics, log zerolog.Logger) (*PolicyStore, 
 // Policy returns the policy in force.
 func (s *PolicyStore) Policy() *Policy { return s.cur.Load() }
 
-// Reload reads the file again. A file that fails to read or parse is reported and the
+// reload reads the file again. A file that fails to read or parse is reported and the
 // policy in force is kept. It reports whether the policy changed.
-func (s *PolicyStore) Reload() (bool, error) {
+func (s *PolicyStore) reload() (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, err := os.ReadFile(s.path)
@@ -75,7 +75,7 @@ func (s *PolicyStore) Watch(ctx context.Context, interval time.Duration, hup <-c
 		case <-t.C:
 		case <-hup:
 		}
-		changed, err := s.Reload()
+		changed, err := s.reload()
 		switch {
 		case err != nil:
 			s.log.Error().Err(err).Str("file", s.path).Msg("authorization policy not reloaded; keeping the one in force")

@@ -16,8 +16,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// MethodToken is the auth_method_name of JWT tokens in Pulsar clients.
-const MethodToken = "token"
+// methodToken is the auth_method_name of JWT tokens in Pulsar clients.
+const methodToken = "token"
 
 // TokenConfig configures JWT validation.
 type TokenConfig struct {
@@ -82,7 +82,7 @@ func (p *TokenProvider) withJWKS() (*TokenProvider, error) {
 }
 
 // Method is "token".
-func (*TokenProvider) Method() string { return MethodToken }
+func (*TokenProvider) Method() string { return methodToken }
 
 // Authenticate validates the token in c.Data and names its role.
 func (p *TokenProvider) Authenticate(c Credentials) (Identity, error) {
@@ -93,7 +93,7 @@ func (p *TokenProvider) validate(raw string, now time.Time) (Identity, error) {
 	// Pulsar clients may send the token with its "token:" prefix or as the raw JWT.
 	raw = strings.TrimSpace(strings.TrimPrefix(raw, "token:"))
 	if raw == "" {
-		return Identity{}, &Error{Method: MethodToken, Reason: ReasonNoCredentials, Detail: "empty token"}
+		return Identity{}, &Error{Method: methodToken, Reason: ReasonNoCredentials, Detail: "empty token"}
 	}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(p.methods),
@@ -119,9 +119,9 @@ func (p *TokenProvider) validate(raw string, now time.Time) (Identity, error) {
 	}
 	role, _ := claims[p.cfg.RoleClaim].(string)
 	if role == "" {
-		return Identity{}, &Error{Method: MethodToken, Reason: ReasonNoRole, Detail: fmt.Sprintf("token has no %q claim", p.cfg.RoleClaim)}
+		return Identity{}, &Error{Method: methodToken, Reason: ReasonNoRole, Detail: fmt.Sprintf("token has no %q claim", p.cfg.RoleClaim)}
 	}
-	id := Identity{Role: role, Method: MethodToken}
+	id := Identity{Role: role, Method: methodToken}
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
 		id.Expires = exp.Add(p.cfg.Leeway)
 	}
@@ -146,12 +146,12 @@ func (p *TokenProvider) key(t *jwt.Token) (any, error) {
 // (the parser has already refused "none" and HS*).
 func (p *TokenProvider) jwksKey(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
-	k, err := p.cfg.JWKS.Key(kid)
+	k, err := p.cfg.JWKS.keyFor(kid)
 	if err != nil {
 		return nil, err
 	}
 	if alg := t.Method.Alg(); !k.allows(alg) {
-		return nil, &Error{Method: MethodToken, Reason: ReasonBadSignature, Detail: fmt.Sprintf("alg %s does not fit key %q", alg, kid)}
+		return nil, &Error{Method: methodToken, Reason: ReasonBadSignature, Detail: fmt.Sprintf("alg %s does not fit key %q", alg, kid)}
 	}
 	return k.key, nil
 }
@@ -164,7 +164,7 @@ func (p *TokenProvider) checkIssuer(claims jwt.MapClaims) error {
 	if slices.Contains(p.cfg.Issuers, iss) {
 		return nil
 	}
-	return &Error{Method: MethodToken, Reason: ReasonBadIssuer, Detail: fmt.Sprintf("token issuer %q is not trusted", iss)}
+	return &Error{Method: methodToken, Reason: ReasonBadIssuer, Detail: fmt.Sprintf("token issuer %q is not trusted", iss)}
 }
 
 func tokenError(err error) *Error {
@@ -172,7 +172,7 @@ func tokenError(err error) *Error {
 	if errors.As(err, &own) { // from a key function: it knows best
 		return own
 	}
-	e := &Error{Method: MethodToken, Detail: err.Error()}
+	e := &Error{Method: methodToken, Detail: err.Error()}
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		e.Reason, e.Detail = ReasonExpired, "token is expired"

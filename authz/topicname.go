@@ -32,14 +32,14 @@ func (t TopicName) String() string {
 
 // Errors of ParseTopic. Each refusal wraps one of them.
 var (
-	// ErrInvalidTopic: Pulsar's TopicName refuses the name too.
-	ErrInvalidTopic = errors.New("not a valid Pulsar topic name")
-	// ErrLegacyTopic: a valid legacy name (tenant/cluster/namespace/topic). It names a v1
+	// errInvalidTopic: Pulsar's TopicName refuses the name too.
+	errInvalidTopic = errors.New("not a valid Pulsar topic name")
+	// errLegacyTopic: a valid legacy name (tenant/cluster/namespace/topic). It names a v1
 	// namespace tenant/cluster/namespace that no tenant/namespace/topic rule can describe.
-	ErrLegacyTopic = errors.New("legacy topic names (tenant/cluster/namespace/topic) are refused")
-	// ErrTopicNotUTF8: the broker decodes invalid bytes to U+FFFD, so it would not read the
+	errLegacyTopic = errors.New("legacy topic names (tenant/cluster/namespace/topic) are refused")
+	// errTopicNotUTF8: the broker decodes invalid bytes to U+FFFD, so it would not read the
 	// name the proxy reads.
-	ErrTopicNotUTF8 = errors.New("topic name is not valid UTF-8")
+	errTopicNotUTF8 = errors.New("topic name is not valid UTF-8")
 )
 
 // Pulsar's TopicDomain values.
@@ -51,12 +51,12 @@ const (
 const partitionSuffix = "-partition-"
 
 // ParseTopic reads name as Pulsar's TopicName does and returns its parts, or an error for a
-// name Pulsar refuses, a legacy four-part name (ErrLegacyTopic) and a name that is not
-// valid UTF-8 (ErrTopicNotUTF8). Short names are expanded as the broker expands them: "t" and
+// name Pulsar refuses, a legacy four-part name (errLegacyTopic) and a name that is not
+// valid UTF-8 (errTopicNotUTF8). Short names are expanded as the broker expands them: "t" and
 // "/t/" are persistent://public/default/t, "a/b/c" is persistent://a/b/c.
 func ParseTopic(name string) (TopicName, error) {
 	if !utf8.ValidString(name) {
-		return TopicName{}, fmt.Errorf("%q: %w", name, ErrTopicNotUTF8)
+		return TopicName{}, fmt.Errorf("%q: %w", name, errTopicNotUTF8)
 	}
 	complete := name
 	if !strings.Contains(name, "://") {
@@ -91,7 +91,7 @@ func ParseTopic(name string) (TopicName, error) {
 		return TopicName{}, invalidTopic(name, "blank local name")
 	}
 	if len(parts) == 4 {
-		return TopicName{}, fmt.Errorf("%q: %w", name, ErrLegacyTopic)
+		return TopicName{}, fmt.Errorf("%q: %w", name, errLegacyTopic)
 	}
 	// Pulsar takes the index from the complete name; a "-partition-" before the local name
 	// would leave a '/' in what follows it, which is no number, so the local name decides.
@@ -104,7 +104,7 @@ func ParseTopic(name string) (TopicName, error) {
 }
 
 func invalidTopic(name, why string) error {
-	return fmt.Errorf("%q: %w: %s", name, ErrInvalidTopic, why)
+	return fmt.Errorf("%q: %w: %s", name, errInvalidTopic, why)
 }
 
 // splitNonEmpty splits s at sep and drops empty tokens, as StringUtils.split(s, sep).

@@ -68,16 +68,16 @@ func TestParseTopicMatchesPulsar(t *testing.T) {
 		got, err := ParseTopic(in)
 		switch {
 		case !utf8.ValidString(in):
-			if !errors.Is(err, ErrTopicNotUTF8) {
-				t.Errorf("%q: %+v %v, want ErrTopicNotUTF8", in, got, err)
+			if !errors.Is(err, errTopicNotUTF8) {
+				t.Errorf("%q: %+v %v, want errTopicNotUTF8", in, got, err)
 			}
 		case !a.Valid:
-			if !errors.Is(err, ErrInvalidTopic) {
-				t.Errorf("%q: %+v %v, want ErrInvalidTopic (Pulsar: %s)", in, got, err, a.Error)
+			if !errors.Is(err, errInvalidTopic) {
+				t.Errorf("%q: %+v %v, want errInvalidTopic (Pulsar: %s)", in, got, err, a.Error)
 			}
 		case a.Cluster != "":
-			if !errors.Is(err, ErrLegacyTopic) {
-				t.Errorf("%q: %+v %v, want ErrLegacyTopic (Pulsar: cluster %q)", in, got, err, a.Cluster)
+			if !errors.Is(err, errLegacyTopic) {
+				t.Errorf("%q: %+v %v, want errLegacyTopic (Pulsar: cluster %q)", in, got, err, a.Cluster)
 			}
 		case err != nil:
 			t.Errorf("%q: %v, Pulsar reads %s", in, err, a.Complete)
@@ -178,17 +178,17 @@ func FuzzParseTopic(f *testing.F) {
 		ref, refErr := refTopicName(in)
 		switch {
 		case !utf8.ValidString(in):
-			if !errors.Is(err, ErrTopicNotUTF8) {
-				t.Fatalf("%q: %+v %v, want ErrTopicNotUTF8", in, got, err)
+			if !errors.Is(err, errTopicNotUTF8) {
+				t.Fatalf("%q: %+v %v, want errTopicNotUTF8", in, got, err)
 			}
 			return
 		case refErr != nil:
-			if !errors.Is(err, ErrInvalidTopic) {
+			if !errors.Is(err, errInvalidTopic) {
 				t.Fatalf("%q: %+v %v; Pulsar's steps refuse it: %v", in, got, err, refErr)
 			}
 			return
 		case ref.cluster != nil:
-			if !errors.Is(err, ErrLegacyTopic) {
+			if !errors.Is(err, errLegacyTopic) {
 				t.Fatalf("%q: %+v %v; Pulsar's steps read the legacy name %s", in, got, err, ref.complete)
 			}
 			return

@@ -15,9 +15,7 @@
 package frame
 
 import (
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
 )
 
@@ -45,33 +43,6 @@ const (
 	magicCRC32C              = 0x0e01
 	magicBrokerEntryMetadata = 0x0e02
 )
-
-// ParseHeader validates the 8-byte frame header against maxFrameSize (the
-// largest acceptable totalSize; <= 0 means DefaultMaxFrameSize) before
-// anything is allocated. It returns totalSize (the bytes that follow the
-// first 4) and commandSize.
-//
-// Errors: hdr shorter than HeaderSize or totalSize < 5 (a command size and
-// at least one command byte) → ErrFrameTooSmall; totalSize > maxFrameSize →
-// ErrFrameTooLarge; commandSize 0 or larger than totalSize-4 →
-// ErrBadCommandSize.
-func ParseHeader(hdr []byte, maxFrameSize int) (totalSize, commandSize uint32, err error) {
-	if len(hdr) < HeaderSize {
-		return 0, 0, fmt.Errorf("%w: header is %d bytes, need %d", ErrFrameTooSmall, len(hdr), HeaderSize)
-	}
-	totalSize = binary.BigEndian.Uint32(hdr)
-	commandSize = binary.BigEndian.Uint32(hdr[4:])
-	if uint64(totalSize) > uint64(effectiveMax(maxFrameSize)) {
-		return 0, 0, fmt.Errorf("%w: total size %d exceeds limit %d", ErrFrameTooLarge, totalSize, effectiveMax(maxFrameSize))
-	}
-	if totalSize < 4+1 {
-		return 0, 0, fmt.Errorf("%w: total size %d", ErrFrameTooSmall, totalSize)
-	}
-	if commandSize == 0 || commandSize > totalSize-4 {
-		return 0, 0, fmt.Errorf("%w: command size %d in a frame of total size %d", ErrBadCommandSize, commandSize, totalSize)
-	}
-	return totalSize, commandSize, nil
-}
 
 // effectiveMax maps maxFrameSize <= 0 to the default and clamps the limit to
 // what the u32 totalSize field can express.

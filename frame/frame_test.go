@@ -838,3 +838,116 @@ func errClass(err error) string {
 	}
 	return "other: " + err.Error()
 }
+
+func TestScan(t *testing.T) {
+	client := ClientLimits(1 << 20)
+	for _, tt := range []struct {
+		name     string
+		buf      []byte
+		limits   Limits
+		span     Span
+		complete bool
+		err      error
+	}{
+		{"empty", nil, client, Span{}, false, nil},
+		{"partial header", header(20, 10)[:7], client, Span{}, false, nil},
+		{"header only", header(20, 10), client, Span{Size: 24, CommandSize: 10}, true, nil},
+		{"frame too large", header(1<<20+1, 10), client, Span{}, false, ErrFrameTooLarge},
+		{"command over the client cap", header(100<<10, 65<<10), client, Span{}, false, ErrCommandTooLarge},
+		{"broker commands are not capped", header(100<<10, 65<<10), Limits{MaxFrame: 1 << 20}, Span{Size: 4 + 100<<10, CommandSize: 65 << 10}, true, nil},
+		{"command larger than frame", header(20, 17), client, Span{}, false, ErrBadCommandSize},
+		{"too small", header(4, 0), client, Span{}, false, ErrFrameTooSmall},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			span, complete, err := tt.limits.Scan(tt.buf)
+			if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) || span != tt.span || complete != tt.complete {
+				t.Fatalf("Scan = %+v, %v, %v; want %+v, %v, %v", span, complete, err, tt.span, tt.complete, tt.err)
+			}
+		})
+	}
+}
+
+// ReadCommand reads past a payload without buffering it: a reader of client commands holds
+// no more than its largest command, whatever the frames carry.
+func TestReadCommandSkipsPayloads(t *testing.T) {
+	var stream []byte
+	for i := range 3 {
+		b, err := AppendPayloadCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
+			ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(uint64(i))}}, nil,
+			&pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(uint64(i)), PublishTime: proto.Uint64(1)}, make([]byte, 1<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream = append(stream, b...)
+	}
+	ping, _ := AppendCommand(nil, Ping())
+	stream = append(stream, ping...)
+	r := ClientLimits(2 << 20).Reader(iotest.OneByteReader(bytes.NewReader(stream)))
+	for i := range 3 {
+		cmd, err := r.ReadCommand()
+		if err != nil || cmd.GetSend().GetSequenceId() != uint64(i) {
+			t.Fatalf("command %d: %v, %v", i, cmd, err)
+		}
+	}
+	if cmd, err := r.ReadCommand(); err != nil || cmd.GetType() != pb.BaseCommand_PING {
+		t.Fatalf("after the payloads: %v, %v", cmd, err)
+	}
+	if _, err := r.ReadCommand(); err != io.EOF {
+		t.Fatalf("at the end: %v, want io.EOF", err)
+	}
+	if len(r.buf) > initialBufSize {
+		t.Fatalf("the reader grew to %d bytes for commands of a few bytes", len(r.buf))
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string { return "i/o timeout" }
+func (timeoutErr) Timeout() bool { return true }
+
+// timingOut gives its data in the given pieces with a time-out between them.
+type timingOut struct{ pieces [][]byte }
+
+func (t *timingOut) Read(b []byte) (int, error) {
+	if len(t.pieces) == 0 {
+		return 0, io.EOF
+	}
+	p := t.pieces[0]
+	if p == nil {
+		t.pieces = t.pieces[1:]
+		return 0, timeoutErr{}
+	}
+	n := copy(b, p)
+	if t.pieces[0] = p[n:]; len(t.pieces[0]) == 0 {
+		t.pieces = t.pieces[1:]
+	}
+	return n, nil
+}
+
+// A keep-alive's read deadline is not the end of the stream: after a time-out, even in the
+// middle of a frame or of a payload being skipped, the reader goes on where it stopped.
+func TestReaderGoesOnAfterTimeouts(t *testing.T) {
+	send, err := AppendPayloadCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
+		ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(1)}}, nil,
+		&pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1)}, make([]byte, 10000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ping, _ := AppendCommand(nil, Ping())
+	stream := append(append(ping, send...), ping...)
+	r := ClientLimits(1 << 20).Reader(&timingOut{pieces: [][]byte{nil, stream[:5], nil, stream[5:40], nil, stream[40:9000], nil, stream[9000:]}})
+	var got []pb.BaseCommand_Type
+	for len(got) < 3 {
+		cmd, err := r.ReadCommand()
+		if isTimeout(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		got = append(got, cmd.GetType())
+	}
+	if got[0] != pb.BaseCommand_PING || got[1] != pb.BaseCommand_SEND || got[2] != pb.BaseCommand_PING {
+		t.Fatalf("read %v", got)
+	}
+}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"testing/iotest"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // fuzzMaxFrameSize keeps the fuzzer's buffers small while still letting it
@@ -40,6 +43,7 @@ func FuzzReadFrame(f *testing.F) {
 		for _, fr := range want.frames {
 			checkFrame(t, fr)
 		}
+		checkReadCommand(t, data, want)
 		for _, i := range splitPoints(data) {
 			in := io.MultiReader(bytes.NewReader(data[:i]), bytes.NewReader(data[i:]))
 			got := readAllFrames(NewReader(in, fuzzMaxFrameSize))
@@ -110,4 +114,29 @@ func splitPoints(data []byte) []int {
 		points = append(points, min(n, i+int(data[i])%step))
 	}
 	return points
+}
+
+// checkReadCommand reads the same stream with ReadCommand, split into one-byte reads: it
+// must give each frame's decoded command until the first that does not decode, then fail.
+func checkReadCommand(t *testing.T, data []byte, want readResult) {
+	t.Helper()
+	r := Limits{MaxFrame: fuzzMaxFrameSize}.Reader(iotest.OneByteReader(bytes.NewReader(data)))
+	for _, fr := range want.frames {
+		wantCmd, decErr := Decode(fr.command)
+		got, err := r.ReadCommand()
+		if decErr != nil {
+			if err == nil {
+				t.Fatalf("ReadCommand decoded %v; Decode says %v", got, decErr)
+			}
+			return
+		}
+		if err != nil || !proto.Equal(got, wantCmd) {
+			t.Fatalf("ReadCommand = %v, %v; want %v", got, err, wantCmd)
+		}
+	}
+	// A truncated last frame whose command is there but does not decode is ErrMalformed to
+	// ReadCommand, which decodes before it has the payload.
+	if _, err := r.ReadCommand(); errClass(err) != errClass(want.err) && !errors.Is(err, ErrMalformed) {
+		t.Fatalf("ReadCommand ends with %v, ReadFrame with %v", err, want.err)
+	}
 }

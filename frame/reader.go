@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
 // Frame is one frame read from the wire. Command and Payload alias the
@@ -18,8 +20,9 @@ type Frame struct {
 
 const (
 	// initialBufSize is the buffer a Reader starts with; it also bounds how
-	// much the Reader asks the underlying reader for at a time early on.
-	initialBufSize = 16 << 10
+	// much the Reader asks the underlying reader for at a time early on. Every
+	// client connection has a Reader until it forwards, so it is small.
+	initialBufSize = 4 << 10
 	// maxEmptyReads is how many (0, nil) reads in a row count as no progress.
 	maxEmptyReads = 100
 )
@@ -36,19 +39,28 @@ const (
 //
 // A Reader is not safe for concurrent use. Errors are sticky: once
 // ReadFrame has failed, the stream is out of step and every later call
-// returns the same error.
+// returns the same error. A time-out of the underlying reader (a deadline a
+// keep-alive sets) is not: what was read stays buffered and the next call
+// goes on where the last one stopped.
 type Reader struct {
-	rd    io.Reader
-	limit int    // largest acceptable totalSize
-	buf   []byte // unread data is buf[r:w]
-	r, w  int
-	err   error
+	rd       io.Reader
+	limits   Limits
+	limit    int    // largest acceptable totalSize
+	buf      []byte // unread data is buf[r:w]
+	r, w     int
+	skipping int // bytes of a payload still to read past
+	err      error
 }
 
 // NewReader returns a Reader of frames from r whose totalSize is at most
-// maxFrameSize (<= 0 means DefaultMaxFrameSize).
+// maxFrameSize (<= 0 means DefaultMaxFrameSize), commands not capped below it.
 func NewReader(r io.Reader, maxFrameSize int) *Reader {
-	return &Reader{rd: r, limit: int(effectiveMax(maxFrameSize))}
+	return Limits{MaxFrame: maxFrameSize}.Reader(r)
+}
+
+// Reader returns a Reader of frames from r within l.
+func (l Limits) Reader(r io.Reader) *Reader {
+	return &Reader{rd: r, limits: l, limit: int(effectiveMax(l.MaxFrame))}
 }
 
 // Buffered returns the bytes the Reader has read from the stream but not yet
@@ -68,14 +80,44 @@ func (r *Reader) ReadFrame() (Frame, error) {
 		return Frame{}, r.err
 	}
 	f, err := r.readFrame()
-	if err != nil {
-		r.err = err
-		r.r, r.w = 0, 0
-	}
+	r.fail(err)
 	return f, err
 }
 
+// fail makes err sticky, unless it is nil or a time-out.
+func (r *Reader) fail(err error) {
+	if err == nil || isTimeout(err) {
+		return
+	}
+	r.err = err
+	r.r, r.w, r.skipping = 0, 0, 0
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
 func (r *Reader) readFrame() (Frame, error) {
+	span, err := r.header()
+	if err != nil {
+		return Frame{}, err
+	}
+	n := span.Size
+	if err := r.fill(n); err != nil {
+		return Frame{}, err
+	}
+	f := r.buf[r.r : r.r+n : r.r+n]
+	r.r += n
+	fr := Frame{Command: span.Command(f)}
+	if span.CommandEnd() < n {
+		fr.Payload = f[span.CommandEnd():]
+	}
+	return fr, nil
+}
+
+// header reads and checks the next frame's header, leaving it unread.
+func (r *Reader) header() (Span, error) {
 	if r.r == r.w {
 		// Nothing buffered: start at the front so reads get the whole buffer.
 		r.r, r.w = 0, 0
@@ -84,24 +126,77 @@ func (r *Reader) readFrame() (Frame, error) {
 		if err == io.ErrUnexpectedEOF && r.r == r.w {
 			err = io.EOF // clean end between frames
 		}
-		return Frame{}, err
+		return Span{}, err
 	}
-	totalSize, commandSize, err := ParseHeader(r.buf[r.r:r.r+HeaderSize], r.limit)
+	span, _, err := r.limits.Scan(r.buf[r.r:r.w])
+	return span, err
+}
+
+// ReadCommand reads the next frame and decodes its command; a payload section is read past
+// without being buffered, so a Reader of commands never holds more than its largest
+// command. Errors as ReadFrame's, and Decode's.
+func (r *Reader) ReadCommand() (*pb.BaseCommand, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	cmd, err := r.readCommand()
+	r.fail(err)
+	return cmd, err
+}
+
+// readCommand decodes the next command. A time-out while it reads past the payload does not
+// hold the command back: the rest is skipped on the next call.
+func (r *Reader) readCommand() (*pb.BaseCommand, error) {
+	if r.skipping > 0 {
+		if err := r.skip(r.skipping); err != nil {
+			return nil, err
+		}
+	}
+	span, err := r.header()
 	if err != nil {
-		return Frame{}, err
+		return nil, err
 	}
-	n := 4 + int(totalSize)
-	if err := r.fill(n); err != nil {
-		return Frame{}, err
+	if err := r.fill(span.CommandEnd()); err != nil {
+		return nil, err
 	}
-	f := r.buf[r.r : r.r+n : r.r+n]
-	r.r += n
-	cmdEnd := HeaderSize + int(commandSize)
-	fr := Frame{Command: f[HeaderSize:cmdEnd:cmdEnd]}
-	if cmdEnd < n {
-		fr.Payload = f[cmdEnd:]
+	cmd, err := Decode(span.Command(r.buf[r.r:]))
+	if err != nil {
+		return nil, err
 	}
-	return fr, nil
+	if err := r.skip(span.Size); err != nil && !isTimeout(err) {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// skip consumes n bytes: what is buffered, then the rest read through the buffer. What is
+// left to skip is kept in skipping until it is done.
+func (r *Reader) skip(n int) error {
+	k := min(n, r.w-r.r)
+	r.r += k
+	n -= k
+	r.skipping = n
+	for empty := 0; n > 0; {
+		r.r, r.w = 0, 0
+		if len(r.buf) == 0 {
+			r.grow(1)
+		}
+		m, err := r.rd.Read(r.buf[:min(n, len(r.buf))])
+		n -= m
+		r.skipping = n
+		switch {
+		case n == 0:
+		case err == io.EOF:
+			return io.ErrUnexpectedEOF
+		case err != nil:
+			return err
+		case m == 0:
+			if empty++; empty >= maxEmptyReads {
+				return io.ErrNoProgress
+			}
+		}
+	}
+	return nil
 }
 
 // fill makes sure that at least n bytes are buffered at buf[r:]. It returns

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 )
 
 const (

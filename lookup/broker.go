@@ -22,11 +22,11 @@ type Broker struct {
 // Addr is the host:port to dial.
 func (b Broker) Addr() string { return net.JoinHostPort(b.Host, b.Port) }
 
-// ParseBrokerURL parses a discovery or lookup-answer URL of the form pulsar://host:port
+// parseBrokerURL parses a discovery or lookup-answer URL of the form pulsar://host:port
 // (or pulsar+ssl://). Paths, users and queries are refused: they have no meaning for a
 // broker endpoint and would only widen what a target check has to reason about. The host
 // must be a DNS name or an IP literal and the port plain decimal (see brokerhost).
-func ParseBrokerURL(raw string) (Broker, error) {
+func parseBrokerURL(raw string) (Broker, error) {
 	tls, host, port, err := brokerhost.ParseURL(raw)
 	if err != nil {
 		return Broker{}, fmt.Errorf("broker URL %q: %v", raw, err)
@@ -36,10 +36,10 @@ func ParseBrokerURL(raw string) (Broker, error) {
 
 // ParseTarget parses a client's proxy_to_broker_url. Clients send "host:port" (the Java and
 // Go clients both do); a pulsar:// URL is accepted too. Host and port are checked as in
-// ParseBrokerURL, so a target can only name what a broker URL could.
+// parseBrokerURL, so a target can only name what a broker URL could.
 func ParseTarget(raw string) (host, port string, err error) {
 	if strings.Contains(raw, "://") {
-		b, err := ParseBrokerURL(raw)
+		b, err := parseBrokerURL(raw)
 		if err != nil {
 			return "", "", err
 		}

@@ -22,13 +22,13 @@ type ConsulConfig struct {
 	Token      string // ACL token; "" uses CONSUL_HTTP_TOKEN
 	// WaitTime is how long one blocking query may wait for a change (Consul caps it at 10m).
 	WaitTime time.Duration
-	// RetryMin and RetryMax bound the backoff after a failed query.
-	RetryMin, RetryMax time.Duration
+	// retryMin and retryMax bound the backoff after a failed query.
+	retryMin, retryMax time.Duration
 }
 
-// PulsarPortMeta is the service-meta key that, when set, gives the broker's binary-protocol
+// pulsarPortMeta is the service-meta key that, when set, gives the broker's binary-protocol
 // port instead of the service port (for services registered on the broker's HTTP port).
-const PulsarPortMeta = "pulsar_port"
+const pulsarPortMeta = "pulsar_port"
 
 // Consul lists the passing instances of a Consul service as brokers. It follows the catalog
 // with blocking queries, so a change is seen within one round trip and an idle cluster costs
@@ -52,11 +52,11 @@ func NewConsul(cfg ConsulConfig, log zerolog.Logger, m *Metrics) (*Consul, error
 	if cfg.WaitTime <= 0 {
 		cfg.WaitTime = 5 * time.Minute
 	}
-	if cfg.RetryMin <= 0 {
-		cfg.RetryMin = 500 * time.Millisecond
+	if cfg.retryMin <= 0 {
+		cfg.retryMin = 500 * time.Millisecond
 	}
-	if cfg.RetryMax < cfg.RetryMin {
-		cfg.RetryMax = max(10*time.Second, cfg.RetryMin)
+	if cfg.retryMax < cfg.retryMin {
+		cfg.retryMax = max(10*time.Second, cfg.retryMin)
 	}
 	cc := consul.DefaultConfig() // reads CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, CONSUL_CACERT, ...
 	if cfg.Address != "" {
@@ -86,7 +86,7 @@ func NewConsul(cfg ConsulConfig, log zerolog.Logger, m *Metrics) (*Consul, error
 // Run follows the service until ctx ends.
 func (c *Consul) Run(ctx context.Context) {
 	var index uint64
-	retry := backoff{min: c.cfg.RetryMin, max: c.cfg.RetryMax}
+	retry := backoff{min: c.cfg.retryMin, max: c.cfg.retryMax}
 	for ctx.Err() == nil {
 		opts := (&consul.QueryOptions{WaitIndex: index, WaitTime: c.cfg.WaitTime}).WithContext(ctx)
 		entries, meta, err := c.health.Service(c.cfg.Service, c.cfg.Tag, true, opts)
@@ -143,10 +143,10 @@ func consulBroker(e *consul.ServiceEntry) (Broker, error) {
 		host = e.Node.Address
 	}
 	port := e.Service.Port
-	if p, ok := e.Service.Meta[PulsarPortMeta]; ok {
+	if p, ok := e.Service.Meta[pulsarPortMeta]; ok {
 		n, err := strconv.Atoi(p)
 		if err != nil {
-			return Broker{}, fmt.Errorf("instance %s: meta %s=%q is not a port", id, PulsarPortMeta, p)
+			return Broker{}, fmt.Errorf("instance %s: meta %s=%q is not a port", id, pulsarPortMeta, p)
 		}
 		port = n
 	}
@@ -156,7 +156,7 @@ func consulBroker(e *consul.ServiceEntry) (Broker, error) {
 	if err := brokerhost.CheckHost(host); err != nil {
 		return Broker{}, fmt.Errorf("instance %s: address is not a host name or IP: %v", id, err)
 	}
-	b, err := ParseBrokerURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(port)))
+	b, err := parseBrokerURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return Broker{}, fmt.Errorf("instance %s: %w", id, err)
 	}

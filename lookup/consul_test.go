@@ -118,17 +118,17 @@ func TestConsulFollowsServiceWithBlockingQueries(t *testing.T) {
 	fc := newFakeConsul()
 	fc.set(
 		instance("b1", "127.0.0.1", 6650, nil),
-		instance("b2", "", 8080, map[string]string{PulsarPortMeta: "6651"}), // node address, meta port
+		instance("b2", "", 8080, map[string]string{pulsarPortMeta: "6651"}), // node address, meta port
 		instance("bad1", "not a host!", 6650, nil),
 		instance("bad2", "127.0.0.1", 0, nil),
-		instance("bad3", "127.0.0.1", 6650, map[string]string{PulsarPortMeta: "x"}),
+		instance("bad3", "127.0.0.1", 6650, map[string]string{pulsarPortMeta: "x"}),
 		instance("bad4", "evil:1/x?", 6650, nil),
 	)
 	srv := httptest.NewServer(fc)
 	defer srv.Close()
 	m := NewMetrics(nil)
 	c, err := NewConsul(ConsulConfig{Service: "brokers", Address: srv.Listener.Addr().String(), WaitTime: time.Minute,
-		RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond}, zerolog.Nop(), m)
+		retryMin: 10 * time.Millisecond, retryMax: 50 * time.Millisecond}, zerolog.Nop(), m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func NewStatic(urls []string) (*Static, error) {
 	}
 	s := &Static{}
 	for _, raw := range urls {
-		b, err := ParseBrokerURL(raw)
+		b, err := parseBrokerURL(raw)
 		if err != nil {
 			return nil, err
 		}
@@ -79,12 +79,12 @@ func (u Union) Brokers() []Broker {
 	return out
 }
 
-// Problem joins what the providers report as wrong, for /readyz when no broker is known.
-func (u Union) Problem() string {
+// problem joins what the providers report as wrong, for /readyz when no broker is known.
+func (u Union) problem() string {
 	var ps []string
 	for _, d := range u {
 		if p, ok := d.(problemReporter); ok {
-			if msg := p.Problem(); msg != "" {
+			if msg := p.problem(); msg != "" {
 				ps = append(ps, msg)
 			}
 		}
@@ -130,8 +130,8 @@ func (s *source) Brokers() []Broker {
 // Name is the provider's label.
 func (s *source) Name() string { return s.name }
 
-// Problem says why the list is stale, or "".
-func (s *source) Problem() string {
+// problem says why the list is stale, or "".
+func (s *source) problem() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err == nil {

@@ -28,8 +28,8 @@ type DNSConfig struct {
 	// Server is the DNS server (host:port); "" uses the first nameserver of /etc/resolv.conf.
 	Server string
 	// Interval is the longest time between refreshes; a record TTL that is shorter wins,
-	// but never below MinInterval.
-	Interval, MinInterval time.Duration
+	// but never below minInterval.
+	Interval, minInterval time.Duration
 	Timeout               time.Duration // one query
 }
 
@@ -60,8 +60,8 @@ func NewDNS(cfg DNSConfig, log zerolog.Logger, m *Metrics) (*DNS, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 10 * time.Second
 	}
-	if cfg.MinInterval <= 0 {
-		cfg.MinInterval = time.Second
+	if cfg.minInterval <= 0 {
+		cfg.minInterval = time.Second
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
@@ -87,7 +87,7 @@ func (d *DNS) Run(ctx context.Context) {
 			if len(brokers) == 0 {
 				wait = retry.next()
 			} else if ttl > 0 && ttl < wait {
-				wait = max(ttl, d.cfg.MinInterval)
+				wait = max(ttl, d.cfg.minInterval)
 			}
 		}
 		if !sleep(ctx, wait) {
@@ -116,7 +116,7 @@ func (d *DNS) resolve(ctx context.Context) ([]Broker, time.Duration, error) {
 				d.log.Warn().Str("target", srv.Target).Uint16("port", srv.Port).Msg("skipping an SRV record that does not name a usable broker")
 				continue
 			}
-			b, err := ParseBrokerURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(int(srv.Port))))
+			b, err := parseBrokerURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(int(srv.Port))))
 			if err != nil {
 				d.log.Warn().Err(err).Msg("skipping an SRV record")
 				continue

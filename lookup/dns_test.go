@@ -86,7 +86,7 @@ func TestDNSARecordsFollowTTL(t *testing.T) {
 	m := NewMetrics(nil)
 	// The interval is an hour: only the 1 s TTL can make it see the change.
 	d, err := NewDNS(DNSConfig{Name: "Broker.pulsar.svc.cluster.local", Port: 6650, Server: srv.addr,
-		Interval: time.Hour, MinInterval: 10 * time.Millisecond}, zerolog.Nop(), m)
+		Interval: time.Hour, minInterval: 10 * time.Millisecond}, zerolog.Nop(), m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +102,8 @@ func TestDNSARecordsFollowTTL(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	waitBrokers(t, d, "pulsar://127.0.0.3:6650")
-	if !d.isStale() || !strings.Contains(d.Problem(), "NXDOMAIN") {
-		t.Fatalf("problem %q", d.Problem())
+	if !d.isStale() || !strings.Contains(d.problem(), "NXDOMAIN") {
+		t.Fatalf("problem %q", d.problem())
 	}
 	srv.set(dns.TypeA, "broker.pulsar.svc.cluster.local. 1 IN A 127.0.0.4")
 	waitBrokers(t, d, "pulsar://127.0.0.4:6650")
@@ -119,7 +119,7 @@ func TestDNSSRVRecords(t *testing.T) {
 		name+" 1 IN SRV 0 50 6650 broker-0.broker.pulsar.svc.cluster.local.",
 		name+" 1 IN SRV 0 50 6651 broker-1.broker.pulsar.svc.cluster.local.",
 		name+" 1 IN SRV 0 50 0 broker-2.broker.pulsar.svc.cluster.local.") // port 0: skipped
-	d, err := NewDNS(DNSConfig{Name: name, SRV: true, Server: srv.addr, Interval: time.Hour, MinInterval: 10 * time.Millisecond}, zerolog.Nop(), NewMetrics(nil))
+	d, err := NewDNS(DNSConfig{Name: name, SRV: true, Server: srv.addr, Interval: time.Hour, minInterval: 10 * time.Millisecond}, zerolog.Nop(), NewMetrics(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestDNSEmptyAnswerKeepsList(t *testing.T) {
 	srv.set(dns.TypeA, "b.example. 1 IN A 127.0.0.1")
 	m := NewMetrics(nil)
 	d, err := NewDNS(DNSConfig{Name: "b.example", Port: 6650, Server: srv.addr, Interval: 20 * time.Millisecond,
-		MinInterval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond}, zerolog.Nop(), m)
+		minInterval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond}, zerolog.Nop(), m)
 	if err != nil {
 		t.Fatal(err)
 	}

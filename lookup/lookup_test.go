@@ -15,6 +15,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,7 +35,7 @@ func TestParseBrokerURL(t *testing.T) {
 		{in: "pulsar://127.0.0.1:6650/admin", wantErr: "only scheme://host:port"},
 		{in: "pulsar://u:p@127.0.0.1:6650", wantErr: "only scheme://host:port"},
 	} {
-		b, err := ParseBrokerURL(tc.in)
+		b, err := parseBrokerURL(tc.in)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%s: err = %v, want %q", tc.in, err, tc.wantErr)
@@ -167,13 +168,14 @@ func fakeBroker(t *testing.T, answer func(*pb.CommandLookupTopic, string) *pb.Co
 			}()
 		}
 	}()
-	b, _ := ParseBrokerURL(self)
+	b, _ := parseBrokerURL(self)
 	return b, &lookups
 }
 
-func testPool() *Pool {
-	return NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, Dialer: &Dialer{Timeout: time.Second},
-		ConnectTimeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize, MaxPending: 10, Logger: zerolog.Nop()})
+func testPool() *upstream.Pool {
+	return upstream.NewPool(upstream.PoolConfig{Connector: &upstream.Connector{Dialer: &upstream.Dialer{Timeout: time.Second},
+		Version: "test", ProtocolVersion: 21, Timeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize},
+		MaxPending: 10, Logger: zerolog.Nop()})
 }
 
 func TestResolverFollowsRedirects(t *testing.T) {
@@ -242,13 +244,13 @@ func TestResolverSkipsDeadBroker(t *testing.T) {
 			t.Fatalf("lookup %d: %v %v", i, resp, err)
 		}
 	}
-	set.ProbeAll(context.Background(), pool.Ping, time.Second)
+	set.probeAll(context.Background(), pool.Ping, time.Second)
 	if ok, reason := set.Ready(); !ok {
 		t.Fatalf("set not ready with one live broker: %s", reason)
 	}
 	only, _ := NewStatic([]string{deadURL})
 	deadSet := NewBrokerSet(only, SetOptions{})
-	deadSet.ProbeAll(context.Background(), pool.Ping, time.Second)
+	deadSet.probeAll(context.Background(), pool.Ping, time.Second)
 	if ok, reason := deadSet.Ready(); ok || !strings.Contains(reason, deadURL) {
 		t.Fatalf("dead-only set ready=%v reason=%q", ok, reason)
 	}

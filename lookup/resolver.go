@@ -13,12 +13,13 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // Resolver answers a lookup-mode client's requests by asking brokers through the pool.
 type Resolver struct {
 	set          *BrokerSet
-	pool         *Pool
+	pool         RoundTripper
 	timeout      time.Duration
 	maxRedirects int
 	brokerTLS    bool // brokers are dialled over TLS: answers name their TLS endpoints
@@ -28,16 +29,23 @@ type Resolver struct {
 
 // NewResolver ties the live set to the pool; brokerTLS says the pool and the sessions dial
 // brokers over TLS. m may be nil (unregistered metrics).
-func NewResolver(set *BrokerSet, pool *Pool, timeout time.Duration, maxRedirects int, brokerTLS bool, m *Metrics) *Resolver {
+func NewResolver(set *BrokerSet, pool RoundTripper, timeout time.Duration, maxRedirects int, brokerTLS bool, m *Metrics) *Resolver {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
 	return &Resolver{set: set, pool: pool, timeout: timeout, maxRedirects: maxRedirects, brokerTLS: brokerTLS, metrics: m}
 }
 
+// RoundTripper sends one request to the broker at addr and returns its answer: the
+// proxy's pooled broker connections (upstream.Pool), which make it as the client that ctx
+// names (upstream.WithPrincipal).
+type RoundTripper interface {
+	RoundTrip(ctx context.Context, addr string, cmd *pb.BaseCommand) (*pb.BaseCommand, error)
+}
+
 // principalOf is part of the coalescing key, so clients with different rights never share
 // an answer ("" for clients without a role).
-func principalOf(ctx context.Context) string { return clientFrom(ctx).Principal }
+func principalOf(ctx context.Context) string { return upstream.ClientOf(ctx).Principal }
 
 // coalesceKey identifies requests whose answers are interchangeable: LOOKUP and
 // PARTITIONED_METADATA requests equal in every field but the request id (topic,
@@ -117,7 +125,7 @@ func (r *Resolver) resolve(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCo
 // anyBroker asks the first broker that answers; a broker that cannot be reached is skipped
 // so one dead broker never fails a client's request while another is up.
 func (r *Resolver) anyBroker(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	brokers, err := r.set.Pick()
+	brokers, err := r.set.pick()
 	if err != nil {
 		return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: err.Error()}
 	}
@@ -128,7 +136,7 @@ func (r *Resolver) anyBroker(ctx context.Context, cmd *pb.BaseCommand) (*pb.Base
 			return resp, nil
 		}
 		errs = append(errs, err)
-		if ctx.Err() != nil || errors.Is(err, ErrPoolClosed) {
+		if ctx.Err() != nil || errors.Is(err, upstream.ErrPoolClosed) {
 			break
 		}
 	}
@@ -150,8 +158,8 @@ func (r *Resolver) lookup(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCom
 		if perr != nil {
 			return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s: %v", topic, perr)}
 		}
-		// A broker named it; a client may be sent there (see BrokerSet.Learn).
-		r.set.Learn(next.URL)
+		// A broker named it; a client may be sent there (see BrokerSet.learn).
+		r.set.learn(next.URL)
 		if lr.GetResponse() != pb.CommandLookupTopicResponse_Redirect {
 			pinEndpoint(lr, next)
 			return resp, nil
@@ -182,7 +190,7 @@ func (r *Resolver) endpoint(lr *pb.CommandLookupTopicResponse) (Broker, error) {
 	if raw == "" {
 		return Broker{}, fmt.Errorf("the broker's answer has no %s (with broker.tls.enabled the brokers need brokerServicePortTls)", which)
 	}
-	return ParseBrokerURL(raw)
+	return parseBrokerURL(raw)
 }
 
 // pinEndpoint makes both URLs of an answer name the endpoint the proxy dials. A client

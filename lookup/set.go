@@ -20,11 +20,12 @@ import (
 // ErrTargetNotAllowed is returned for a direct-mode target that discovery does not know.
 var ErrTargetNotAllowed = errors.New("target broker not allowed")
 
-// ErrNoBroker is returned when discovery knows no broker at all.
-var ErrNoBroker = errors.New("no broker available")
+// errNoBroker is returned when discovery knows no broker at all.
+var errNoBroker = errors.New("no broker available")
 
-// Prober checks that one broker answers. The pool's Ping is the production prober.
-type Prober func(ctx context.Context, b Broker) error
+// Prober checks that the broker at addr (host:port) answers. The pool's Ping is the
+// production prober.
+type Prober func(ctx context.Context, addr string) error
 
 // maxLearned bounds the learned-target table. Entries come only from brokers' lookup answers
 // (a handful of broker URLs), so the bound is never reached in a sane cluster.
@@ -200,14 +201,14 @@ func (s *BrokerSet) Allow(target string) (Broker, error) {
 	return Broker{}, fmt.Errorf("%w: %s is not a known broker", ErrTargetNotAllowed, target)
 }
 
-// Learn records a broker URL that a broker the proxy asked named in a LOOKUP answer, so a
+// learn records a broker URL that a broker the proxy asked named in a LOOKUP answer, so a
 // client told to connect there may (see the rule on BrokerSet). Discovery's own brokers and
 // URLs on other ports are not recorded.
-func (s *BrokerSet) Learn(rawURL string) {
+func (s *BrokerSet) learn(rawURL string) {
 	if s.opts.LearnedTTL <= 0 || rawURL == "" {
 		return
 	}
-	b, err := ParseBrokerURL(rawURL)
+	b, err := parseBrokerURL(rawURL)
 	if err != nil || !s.portAllowed(b.Port) {
 		return
 	}
@@ -243,9 +244,9 @@ func (s *BrokerSet) Changed() <-chan struct{} {
 	return s.changeCh
 }
 
-// Pick returns the brokers to try for a lookup, healthy ones first, rotated so load spreads
+// pick returns the brokers to try for a lookup, healthy ones first, rotated so load spreads
 // (round robin within each group).
-func (s *BrokerSet) Pick() ([]Broker, error) {
+func (s *BrokerSet) pick() ([]Broker, error) {
 	all := s.live()
 	if len(all) == 0 {
 		return nil, s.noBroker()
@@ -266,15 +267,15 @@ func (s *BrokerSet) Pick() ([]Broker, error) {
 }
 
 // problemReporter is a discovery provider that can say why it has no brokers.
-type problemReporter interface{ Problem() string }
+type problemReporter interface{ problem() string }
 
 func (s *BrokerSet) noBroker() error {
 	if p, ok := s.discovery.(problemReporter); ok {
-		if msg := p.Problem(); msg != "" {
-			return fmt.Errorf("%w: discovery lists no broker (%s)", ErrNoBroker, msg)
+		if msg := p.problem(); msg != "" {
+			return fmt.Errorf("%w: discovery lists no broker (%s)", errNoBroker, msg)
 		}
 	}
-	return fmt.Errorf("%w: discovery lists no broker", ErrNoBroker)
+	return fmt.Errorf("%w: discovery lists no broker", errNoBroker)
 }
 
 // Ready reports whether at least one broker passed its last probe, with a reason when not.
@@ -299,8 +300,8 @@ func (s *BrokerSet) Ready() (bool, string) {
 	return false, fmt.Sprintf("no broker reachable (%s)", strings.Join(reasons, "; "))
 }
 
-// ProbeAll probes every live broker once, concurrently, and records the results.
-func (s *BrokerSet) ProbeAll(ctx context.Context, probe Prober, timeout time.Duration) {
+// probeAll probes every live broker once, concurrently, and records the results.
+func (s *BrokerSet) probeAll(ctx context.Context, probe Prober, timeout time.Duration) {
 	var wg sync.WaitGroup
 	for _, b := range s.live() {
 		wg.Add(1)
@@ -308,7 +309,7 @@ func (s *BrokerSet) ProbeAll(ctx context.Context, probe Prober, timeout time.Dur
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			err := probe(pctx, b)
+			err := probe(pctx, b.Addr())
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if !slices.ContainsFunc(s.last, func(l Broker) bool { return l.key() == b.key() }) {
@@ -332,7 +333,7 @@ func (s *BrokerSet) RunHealthChecks(ctx context.Context, probe Prober, interval,
 	defer t.Stop()
 	for {
 		changed := s.Changed()
-		s.ProbeAll(ctx, probe, timeout)
+		s.probeAll(ctx, probe, timeout)
 		select {
 		case <-ctx.Done():
 			return

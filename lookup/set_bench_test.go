@@ -24,7 +24,7 @@ func BenchmarkBrokerSet(b *testing.B) {
 	b.Run("Pick", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := set.Pick(); err != nil {
+			if _, err := set.pick(); err != nil {
 				b.Fatal(err)
 			}
 		}

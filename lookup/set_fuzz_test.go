@@ -15,7 +15,7 @@ import (
 // to itself. Seeds: testdata/fuzz/FuzzAllowTarget.
 func FuzzAllowTarget(f *testing.F) {
 	const listed = "b0.pulsar.svc"
-	b0, err := ParseBrokerURL("pulsar://" + listed + ":6650")
+	b0, err := parseBrokerURL("pulsar://" + listed + ":6650")
 	if err != nil {
 		f.Fatal(err)
 	}

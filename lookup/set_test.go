@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // listDiscovery is a discovery whose list the test changes.
@@ -27,7 +28,7 @@ func (d *listDiscovery) set(t *testing.T, urls ...string) {
 	t.Helper()
 	var bs []Broker
 	for _, u := range urls {
-		b, err := ParseBrokerURL(u)
+		b, err := parseBrokerURL(u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestAllowedPortsApplyToDiscoveryAndTargets(t *testing.T) {
 			t.Errorf("Allow(%s) = %v, want %v", target, !want, want)
 		}
 	}
-	picked, err := set.Pick()
+	picked, err := set.pick()
 	if err != nil || len(picked) != 2 {
 		t.Fatalf("Pick = %v %v", picked, err)
 	}
@@ -90,8 +91,8 @@ func TestLearnedTargetsExpireAndDiscoveryRemovalWins(t *testing.T) {
 	if allowed(set, "broker-0.broker.pulsar.svc:6650") {
 		t.Fatal("unknown name allowed before any lookup named it")
 	}
-	set.Learn("pulsar://broker-0.broker.pulsar.svc:6650")
-	set.Learn("pulsar://broker-0.broker.pulsar.svc:8080") // port not allowed: never learned
+	set.learn("pulsar://broker-0.broker.pulsar.svc:6650")
+	set.learn("pulsar://broker-0.broker.pulsar.svc:8080") // port not allowed: never learned
 	if !allowed(set, "broker-0.broker.pulsar.svc:6650") {
 		t.Fatal("name from a lookup answer not allowed")
 	}
@@ -99,7 +100,7 @@ func TestLearnedTargetsExpireAndDiscoveryRemovalWins(t *testing.T) {
 		t.Fatal("learned a URL on a port that is not allowed")
 	}
 	clock.add(59 * time.Second)
-	set.Learn("pulsar://broker-0.broker.pulsar.svc:6650") // a new answer renews it
+	set.learn("pulsar://broker-0.broker.pulsar.svc:6650") // a new answer renews it
 	clock.add(59 * time.Second)
 	if !allowed(set, "broker-0.broker.pulsar.svc:6650") {
 		t.Fatal("renewed entry expired early")
@@ -116,12 +117,12 @@ func TestLearnedTargetsExpireAndDiscoveryRemovalWins(t *testing.T) {
 	if allowed(set, "10.0.0.2:6650") {
 		t.Fatal("broker dropped by discovery still allowed")
 	}
-	set.Learn("pulsar://10.0.0.2:6650")
+	set.learn("pulsar://10.0.0.2:6650")
 	if allowed(set, "10.0.0.2:6650") {
 		t.Fatal("a lookup answer re-admitted a broker discovery just dropped")
 	}
 	clock.add(61 * time.Second)
-	set.Learn("pulsar://10.0.0.2:6650")
+	set.learn("pulsar://10.0.0.2:6650")
 	if !allowed(set, "10.0.0.2:6650") {
 		t.Fatal("after the TTL a lookup answer should be trusted again")
 	}
@@ -137,7 +138,7 @@ func TestLearnedTableIsBounded(t *testing.T) {
 	d.set(t, "pulsar://b0:6650")
 	set := NewBrokerSet(d, SetOptions{LearnedTTL: time.Hour, Logger: zerolog.Nop()})
 	for i := range maxLearned + 100 {
-		set.Learn(fmt.Sprintf("pulsar://h%d:6650", i))
+		set.learn(fmt.Sprintf("pulsar://h%d:6650", i))
 	}
 	set.mu.Lock()
 	n := len(set.learned)
@@ -202,21 +203,21 @@ func TestUnionMergesAndReportsProblems(t *testing.T) {
 	m := NewMetrics(nil)
 	src := newSource("consul", zerolog.Nop(), m)
 	src.fail(errors.New("connection refused"))
-	b, _ := ParseBrokerURL("pulsar://b1:6650")
+	b, _ := parseBrokerURL("pulsar://b1:6650")
 	u := Union{a, src}
 	src.succeed([]Broker{b})
 	if got := u.Brokers(); len(got) != 2 {
 		t.Fatalf("union %v, want b0 and b1 once", got)
 	}
 	src.fail(errors.New("connection refused"))
-	if p := u.Problem(); !strings.Contains(p, "consul: connection refused") {
+	if p := u.problem(); !strings.Contains(p, "consul: connection refused") {
 		t.Fatalf("problem %q", p)
 	}
 	empty := NewBrokerSet(Union{newSource("dns", zerolog.Nop(), m)}, SetOptions{})
 	if ok, reason := empty.Ready(); ok || !strings.Contains(reason, "dns: no answer yet") {
 		t.Fatalf("ready=%v reason=%q", ok, reason)
 	}
-	if _, err := empty.Pick(); !errors.Is(err, ErrNoBroker) {
+	if _, err := empty.pick(); !errors.Is(err, errNoBroker) {
 		t.Fatalf("Pick on empty set: %v", err)
 	}
 }
@@ -227,7 +228,7 @@ func TestSourceKeepsLastGoodListOnErrorsAndEmptyAnswers(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	src := newSource("consul", zerolog.Nop(), m)
 	src.now = clock.Now
-	b0, _ := ParseBrokerURL("pulsar://b0:6650")
+	b0, _ := parseBrokerURL("pulsar://b0:6650")
 	src.succeed([]Broker{b0})
 	if src.isStale() || testutil.ToFloat64(m.discoveryStale.WithLabelValues("consul")) != 0 {
 		t.Fatal("fresh source reported stale")
@@ -356,8 +357,8 @@ func TestResolverCoalescesIdenticalLookups(t *testing.T) {
 
 func TestCoalesceKeySeparatesPrincipals(t *testing.T) {
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{Topic: proto.String("t"), RequestId: proto.Uint64(1)}}
-	a, _ := coalesceKey(WithPrincipal(context.Background(), "alice"), cmd)
-	b, _ := coalesceKey(WithPrincipal(context.Background(), "bob"), cmd)
+	a, _ := coalesceKey(upstream.WithPrincipal(context.Background(), "alice"), cmd)
+	b, _ := coalesceKey(upstream.WithPrincipal(context.Background(), "bob"), cmd)
 	if a == b {
 		t.Fatal("two principals share a coalescing key")
 	}
@@ -401,7 +402,7 @@ func TestResolverLearnsOwnersFromLookupAnswers(t *testing.T) {
 // Finding 6: a waiting caller must never get an answer computed for another caller's flags
 // (a reader's do-not-create request must not share a creating one's answer).
 func TestCoalesceKeyCoversEveryRequestField(t *testing.T) {
-	ctx := WithPrincipal(context.Background(), "alice")
+	ctx := upstream.WithPrincipal(context.Background(), "alice")
 	pm := func(create bool) *pb.BaseCommand {
 		return &pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA.Enum(), PartitionMetadata: &pb.CommandPartitionedTopicMetadata{
 			Topic: proto.String("t"), RequestId: proto.Uint64(1), MetadataAutoCreationEnabled: proto.Bool(create)}}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
@@ -74,19 +76,19 @@ func recordingBroker(t *testing.T, answer func(cmd []byte) *pb.BaseCommand) (loo
 // readRawFrame reads one frame by its header alone and returns the command's bytes, however
 // they are encoded.
 func readRawFrame(r io.Reader) ([]byte, error) {
-	var hdr [8]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	hdr := make([]byte, frame.HeaderSize)
+	if _, err := io.ReadFull(r, hdr); err != nil {
 		return nil, err
 	}
-	total, size := binary.BigEndian.Uint32(hdr[:]), binary.BigEndian.Uint32(hdr[4:])
-	if total < 5 || total > 16<<20 || size > total-4 {
-		return nil, io.ErrUnexpectedEOF
-	}
-	rest := make([]byte, total-4)
-	if _, err := io.ReadFull(r, rest); err != nil {
+	span, _, err := frame.Limits{MaxFrame: 16 << 20}.Scan(hdr)
+	if err != nil {
 		return nil, err
 	}
-	return rest[:size], nil
+	whole := append(hdr, make([]byte, span.Size-frame.HeaderSize)...)
+	if _, err := io.ReadFull(r, whole[frame.HeaderSize:]); err != nil {
+		return nil, err
+	}
+	return span.Command(whole), nil
 }
 
 // rawFrame frames command bytes as they are.
@@ -106,7 +108,7 @@ func encodeCommand(t *testing.T, cmd *pb.BaseCommand) []byte {
 }
 
 // attackSession opens a direct session as alice through a proxy with the attack policy.
-func attackSession(t *testing.T, answer func([]byte) *pb.BaseCommand) (*peer, <-chan []byte, *authz.Metrics, *Metrics) {
+func attackSession(t *testing.T, answer func([]byte) *pb.BaseCommand) (*peer, <-chan []byte, *testmetrics.Registry, *Metrics) {
 	t.Helper()
 	b, got := recordingBroker(t, answer)
 	sec, am := testSecurity(t, "", attackPolicy)
@@ -246,21 +248,29 @@ func TestAttackProxyOnlyCommandsOnDirectConnection(t *testing.T) {
 }
 
 // Finding 3: the topics of a namespace list reach a direct client only where it may look
-// them up.
+// them up, also when the list is longer than a read buffer (a large namespace).
 func TestAttackTopicListOnDirectConnection(t *testing.T) {
-	p, _, _, _ := attackSession(t, func(cmd []byte) *pb.BaseCommand {
-		c, err := frame.Decode(cmd)
-		if err != nil || c.GetType() != pb.BaseCommand_GET_TOPICS_OF_NAMESPACE {
-			return nil
+	for _, hidden := range []int{1, 5000} {
+		listed := []string{allowedTopic}
+		for i := range hidden {
+			listed = append(listed, forbiddenTopic+"-"+strconv.Itoa(i))
 		}
-		return &pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(), GetTopicsOfNamespaceResponse: &pb.CommandGetTopicsOfNamespaceResponse{
-			RequestId: c.GetGetTopicsOfNamespace().RequestId, Topics: []string{allowedTopic, forbiddenTopic}}}
-	})
-	p.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.Enum(), GetTopicsOfNamespace: &pb.CommandGetTopicsOfNamespace{
-		RequestId: proto.Uint64(4), Namespace: proto.String("acme/ns")}})
-	r := p.recv().GetGetTopicsOfNamespaceResponse()
-	if r.GetRequestId() != 4 || len(r.Topics) != 1 || r.Topics[0] != allowedTopic {
-		t.Fatalf("topic list: %v, want only %s", r, allowedTopic)
+		p, _, _, _ := attackSession(t, func(cmd []byte) *pb.BaseCommand {
+			c, err := frame.Decode(cmd)
+			if err != nil || c.GetType() != pb.BaseCommand_GET_TOPICS_OF_NAMESPACE {
+				return nil
+			}
+			return &pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(), GetTopicsOfNamespaceResponse: &pb.CommandGetTopicsOfNamespaceResponse{
+				RequestId: c.GetGetTopicsOfNamespace().RequestId, Topics: listed}}
+		})
+		for id := range uint64(2) { // twice: the session goes on after a filtered list
+			p.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.Enum(), GetTopicsOfNamespace: &pb.CommandGetTopicsOfNamespace{
+				RequestId: proto.Uint64(id), Namespace: proto.String("acme/ns")}})
+			r := p.recv().GetGetTopicsOfNamespaceResponse()
+			if r.GetRequestId() != id || len(r.Topics) != 1 || r.Topics[0] != allowedTopic {
+				t.Fatalf("topic list of %d: %d topics, want only %s", len(listed), len(r.Topics), allowedTopic)
+			}
+		}
 	}
 }
 
@@ -339,7 +349,7 @@ func TestAttackExpiredClientThatStopsReading(t *testing.T) {
 		defer close(stop)
 		go keepSending(p.c, stop) // and never reads
 		waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-		waitCounter(t, am.FailureCounter("token", authz.ReasonRefreshTimeout), 1)
+		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
 	})
 	t.Run("lookup", func(t *testing.T) {
 		huge := make([]string, 0, 40_000)
@@ -363,7 +373,7 @@ func TestAttackExpiredClientThatStopsReading(t *testing.T) {
 		defer close(stop)
 		go keepSending(p.c, stop)
 		waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-		waitCounter(t, am.FailureCounter("token", authz.ReasonRefreshTimeout), 1)
+		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
 	})
 }
 

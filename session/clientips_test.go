@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/listener"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 )
 
 func tcpAddr(s string) net.Addr { return net.TCPAddrFromAddrPort(netip.MustParseAddrPort(s)) }

@@ -63,13 +63,12 @@ func (c *recordConn) frames(t testing.TB) [][]byte {
 	var out [][]byte
 	b := c.out.Bytes()
 	for len(b) > 0 {
-		cmd, err := readRawFrame(bytes.NewReader(b))
-		if err != nil {
+		span, _, err := frame.Limits{}.Scan(b)
+		if err != nil || len(b) < span.Size {
 			t.Fatalf("the proxy wrote a broken frame: %v", err)
 		}
-		total := 4 + int(uint32(b[0])<<24|uint32(b[1])<<16|uint32(b[2])<<8|uint32(b[3]))
-		out = append(out, cmd)
-		b = b[total:]
+		out = append(out, bytes.Clone(span.Command(b)))
+		b = b[span.Size:]
 	}
 	c.out.Reset()
 	return out
@@ -318,7 +317,7 @@ func FuzzDirectPipe(f *testing.F) {
 		h := newFilterHarness(t)
 		toBroker := newSink(dstConn)
 		lists := newTopicLists(h.s.mayLookUp)
-		p := &pipe{src: newWire(srcConn, frame.DefaultMaxFrameSize), dst: toBroker, buffers: newBufferPools(),
+		p := &pipe{src: newWire(srcConn, frame.ClientLimits(frame.DefaultMaxFrameSize)), dst: toBroker, limits: frame.ClientLimits(frame.DefaultMaxFrameSize), buffers: newBufferPools(),
 			frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"}),
 			filter: h.s.upstreamFilter(toBroker, newSink(h.toClient), nil, lists), watch: watchedByFilter}
 		done := make(chan struct{})
@@ -371,8 +370,8 @@ func referenceForwarding(t *testing.T, frames [][]byte) []byte {
 	h := newFilterHarness(t)
 	var want []byte
 	for _, fr := range frames {
-		cmdSize := int(uint32(fr[4])<<24 | uint32(fr[5])<<16 | uint32(fr[6])<<8 | uint32(fr[7]))
-		command := fr[8 : 8+cmdSize]
+		span, _, _ := frame.Limits{}.Scan(fr)
+		command := span.Command(fr)
 		typ, err := frame.PeekType(command)
 		if err != nil {
 			break

@@ -216,7 +216,7 @@ func TestSlowClientSlowsBroker(t *testing.T) {
 
 // A CONNECT larger than the small command buffer (a big token) grows the reader once; the
 // frames the client sent right behind it still reach the broker intact. One larger than
-// maxCommandSize is refused.
+// frame.DefaultMaxCommandSize is refused.
 func TestLargeConnectThenPipelinedFrames(t *testing.T) {
 	b, connects, _ := fakeBroker(t)
 	addr, _ := startProxy(t, testConfig(), nil, oneTarget{b})
@@ -248,7 +248,7 @@ func TestLargeConnectThenPipelinedFrames(t *testing.T) {
 	}
 
 	q := dialPeer(t, addr)
-	q.send(connectCmd(func(c *pb.CommandConnect) { c.AuthData = bytes.Repeat([]byte{'t'}, maxCommandSize) }))
+	q.send(connectCmd(func(c *pb.CommandConnect) { c.AuthData = bytes.Repeat([]byte{'t'}, frame.DefaultMaxCommandSize) }))
 	if got := q.recv(); got.GetType() != pb.BaseCommand_ERROR {
 		t.Fatalf("oversized CONNECT: got %v, want ERROR", got)
 	}

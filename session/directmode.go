@@ -7,16 +7,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // directMode serves a client whose CONNECT names its broker: check the target, connect to
 // it on the client's behalf, then forward frames both ways untouched.
 func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
-	cfg := s.srv.cfg
 	target := connect.GetProxyToBrokerUrl()
 	b, err := s.srv.targets.Allow(target)
 	if err != nil {
@@ -27,147 +25,79 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 	s.log = s.log.With().Str("broker", b.Addr()).Logger() // in every later line, and the summary
 
 	began := time.Now()
-	from := &lookup.Origin{Client: s.conn.RemoteAddr(), Proxy: s.conn.LocalAddr()} // s.conn: a PROXY header's address
-	bc, err := cfg.Dialer.Dial(s.ctx, b.Addr(), from)
-	if err != nil {
-		if lookup.CertificateRefused(err) {
+	bc, reason := s.openBroker(b.Addr(), connect)
+	if bc == nil {
+		return reason
+	}
+	defer bc.Close()
+	s.srv.metrics.brokerDialSeconds.Observe(time.Since(began).Seconds())
+	connected := &pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: bc.Connected}
+	if err := s.client.writeCommand(connected, s.srv.cfg.HandshakeTimeout); err != nil {
+		return ReasonIOError
+	}
+	s.enter(modeDirect)
+	s.srv.metrics.brokerSessions.WithLabelValues(b.Addr()).Inc()
+	return s.forward(&wire{conn: bc.Conn, r: bc.Reader}, connect.GetFeatureFlags().GetSupportsAuthRefresh())
+}
+
+// openBroker connects to the broker on the client's behalf (see upstream.Connector). When it
+// cannot, the client has been told why: the broker's own refusal, relayed, or ServiceNotReady
+// (the client retries with a fresh lookup).
+func (s *session) openBroker(addr string, c *pb.CommandConnect) (*upstream.Conn, CloseReason) {
+	from := &upstream.Origin{Client: s.conn.RemoteAddr(), Proxy: s.conn.LocalAddr()} // s.conn: a PROXY header's address
+	hello := &upstream.Hello{ClientVersion: c.GetClientVersion(), ProtocolVersion: c.GetProtocolVersion(), FeatureFlags: c.FeatureFlags}
+	bc, err := s.srv.cfg.Upstream.Open(s.ctx, addr, from, hello, s.brokerClient())
+	var dialErr *upstream.DialError
+	var refused *upstream.BrokerError
+	switch {
+	case err == nil:
+		return bc, ""
+	case errors.As(err, &refused):
+		s.sendError(0, refused.Code, refused.Message)
+		return nil, ReasonBrokerRefused
+	case errors.As(err, &dialErr):
+		if upstream.CertificateRefused(err) {
 			s.log.Warn().Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")
 		}
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker: "+err.Error())
-		return ReasonBrokerUnreachable
-	}
-	defer bc.Close()
-	broker := newWire(bc, cfg.MaxFrameSize)
-
-	resp, reason := s.connectBroker(broker, connect)
-	if resp == nil {
-		return reason
-	}
-	s.srv.metrics.brokerDialSeconds.Observe(time.Since(began).Seconds())
-	if err := s.client.writeCommand(resp, cfg.HandshakeTimeout); err != nil {
-		return ReasonIOError
-	}
-	if resp.GetType() != pb.BaseCommand_CONNECTED {
-		return ReasonBrokerRefused
-	}
-	s.setMode("direct")
-	s.srv.metrics.brokerSessions.WithLabelValues(b.Addr()).Inc()
-	return s.forward(broker, connect.GetFeatureFlags().GetSupportsAuthRefresh())
-}
-
-// connectBroker sends the broker a CONNECT on the client's behalf and returns its answer
-// (CONNECTED, or the broker's ERROR to relay). A nil answer means the session is over.
-func (s *session) connectBroker(broker *wire, c *pb.CommandConnect) (*pb.BaseCommand, CloseReason) {
-	cfg := s.srv.cfg
-	req := &pb.CommandConnect{
-		ClientVersion:   c.ClientVersion,
-		ProtocolVersion: c.ProtocolVersion,
-		FeatureFlags:    c.FeatureFlags,
-		ProxyVersion:    proto.String(cfg.ServerVersion),
-	}
-	sec := s.srv.sec
-	if sec.ProxyCredentials != nil {
-		method, data, err := sec.ProxyCredentials()
-		if err != nil {
-			s.log.Error().Err(err).Msg("proxy credentials for broker")
-			s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: the proxy has no credentials for the broker")
-			return nil, ReasonBrokerUnreachable
-		}
-		req.AuthMethodName, req.AuthData = proto.String(method), data
-	}
-	s.mu.Lock()
-	switch {
-	case s.identity.Role != "":
-		req.OriginalPrincipal = proto.String(s.identity.Role)
-	case sec.DefaultPrincipal != "" && sec.ProxyCredentials != nil: // only a proxy role needs one
-		req.OriginalPrincipal = proto.String(sec.DefaultPrincipal)
-	}
-	if sec.ForwardClientCredentials && s.clientCreds.Method != "" {
-		req.OriginalAuthMethod = proto.String(s.clientCreds.Method)
-		req.OriginalAuthData = proto.String(string(s.clientCreds.Data))
-	}
-	s.mu.Unlock()
-	cmd := &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: req}
-	deadline := time.Now().Add(cfg.ConnectTimeout)
-	broker.conn.SetDeadline(deadline)
-	defer broker.conn.SetDeadline(time.Time{})
-	if err := broker.writeCommand(cmd, cfg.ConnectTimeout); err != nil {
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker connection failed: "+err.Error())
-		return nil, ReasonBrokerUnreachable
-	}
-	resp, err := broker.readCommand()
-	if err != nil {
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker did not complete CONNECT: "+err.Error())
-		return nil, ReasonBrokerUnreachable
-	}
-	switch resp.GetType() {
-	case pb.BaseCommand_CONNECTED, pb.BaseCommand_ERROR:
-		return resp, ""
 	default:
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker answered CONNECT with "+resp.GetType().String())
-		return nil, ReasonBrokerRefused
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker did not complete CONNECT: "+err.Error())
 	}
+	return nil, ReasonBrokerUnreachable
 }
 
-// forward runs one pipe per direction until both ends are done. A clean end on one side is
-// passed on as a half-close, so answers already on their way still arrive; any other
-// failure closes both sockets at once.
+// forward runs one pipe per direction until both ends are done (see firstEnd).
 func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
-	m := s.srv.metrics
+	m, maxFrame := s.srv.metrics, s.srv.cfg.MaxFrameSize
 	toBrokerSink, toClientSink := newSink(broker.conn), newSink(s.client.conn)
-	up := &pipe{src: s.client, dst: toBrokerSink, frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker),
+	up := &pipe{src: s.client, dst: toBrokerSink, limits: frame.ClientLimits(maxFrame),
+		frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker),
 		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
-	down := &pipe{src: broker, dst: toClientSink, frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient),
+	down := &pipe{src: broker, dst: toClientSink, limits: frame.Limits{MaxFrame: maxFrame},
+		frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient),
 		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
-
 	ref, stopRefresh := s.startRefresher(toClientSink, broker, supportsRefresh)
 	defer stopRefresh()
 	s.setFilters(up, down, toBrokerSink, toClientSink, ref)
 
-	type result struct {
-		up  bool
-		err error
-	}
-	results := make(chan result, 2)
-	go func() { results <- result{true, up.run()} }()
-	go func() { results <- result{false, down.run()} }()
+	results := make(chan pipeResult, 2)
+	go func() { results <- pipeResult{true, up.run()} }()
+	go func() { results <- pipeResult{false, down.run()} }()
 	forwarding := make(chan struct{})
 	watching := make(chan struct{})
 	go func() { s.stopReadingOnDrain(forwarding); close(watching) }()
 	defer func() { close(forwarding); <-watching }()
 
-	first := <-results
-	var reason CloseReason
-	switch {
-	case first.up && s.draining() && isTimeout(first.err):
-		// Nothing more goes to the broker; what it is still sending (receipts of what it
-		// got) reaches the client before both ends close.
-		reason = ReasonDrained
-		settle(&down.totalBytes)
-		s.client.conn.Close()
-		broker.conn.Close()
-	case first.up && errors.Is(first.err, io.EOF):
-		reason = ReasonClientClosed
-		closeWrite(broker.conn)
-	case !first.up && errors.Is(first.err, io.EOF):
-		reason = ReasonBrokerClosed
-		closeWrite(s.client.conn)
-	default:
-		reason = s.pipeFailure(first.up, first.err)
-		s.client.conn.Close()
-		broker.conn.Close()
-	}
+	reason := s.firstEnd(<-results, broker, down)
 	// After a half-close the other side normally finishes at once; do not wait forever on
 	// a peer that never closes.
 	select {
 	case <-results:
 	case <-time.After(s.srv.cfg.KeepAliveInterval):
-		s.client.conn.Close()
-		broker.conn.Close()
+		s.closeBoth(broker)
 		<-results
 	case <-s.ctx.Done():
-		s.client.conn.Close()
-		broker.conn.Close()
+		s.closeBoth(broker)
 		<-results
 	}
 	s.mu.Lock()
@@ -175,6 +105,40 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	s.bytesOut, s.framesOut = down.totalBytes.Load(), down.totalFrames
 	s.mu.Unlock()
 	return reason
+}
+
+// pipeResult is how one direction of a direct session ended.
+type pipeResult struct {
+	up  bool // the client's direction
+	err error
+}
+
+// firstEnd acts on the first direction to end: a clean end is passed on as a half-close, so
+// answers already on their way still arrive; a drain lets the broker's side settle; any
+// other failure closes both sockets at once.
+func (s *session) firstEnd(first pipeResult, broker *wire, down *pipe) CloseReason {
+	switch {
+	case first.up && s.draining() && isTimeout(first.err):
+		// Nothing more goes to the broker; what it is still sending (receipts of what it
+		// got) reaches the client before both ends close.
+		settle(&down.totalBytes)
+		s.closeBoth(broker)
+		return ReasonDrained
+	case first.up && errors.Is(first.err, io.EOF):
+		closeWrite(broker.conn)
+		return ReasonClientClosed
+	case !first.up && errors.Is(first.err, io.EOF):
+		closeWrite(s.client.conn)
+		return ReasonBrokerClosed
+	}
+	reason := s.pipeFailure(first.up, first.err)
+	s.closeBoth(broker)
+	return reason
+}
+
+func (s *session) closeBoth(broker *wire) {
+	s.client.conn.Close()
+	broker.conn.Close()
 }
 
 // startRefresher renews expiring client credentials (see refresher) while the session
@@ -241,7 +205,7 @@ func (s *session) pipeFailure(fromClient bool, err error) CloseReason {
 	if errors.Is(err, errCommandRefused) {
 		return ReasonCommandRefused
 	}
-	if isFrameError(err) {
+	if frame.IsFrameError(err) {
 		// No error frame here: the other pipe may be mid-frame on the same socket.
 		s.log.Debug().Bool("from_client", fromClient).Err(err).Msg("bad frame in direct session")
 		return ReasonBadFrame

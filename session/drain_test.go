@@ -54,7 +54,9 @@ func TestDrainAnswersLookupsInFlightThenCloses(t *testing.T) {
 	p.send(lookupCmd("persistent://public/default/t", 7))
 	<-asked
 	stopped := shutdownIn(srv)
-	time.Sleep(100 * time.Millisecond)
+	for !srv.Draining() { // the drain has begun before the answer is let go
+		time.Sleep(time.Millisecond)
+	}
 	close(release)
 	if got := p.recv(); got.GetLookupTopicResponse().GetRequestId() != 7 {
 		t.Fatalf("got %v, want the answer to the lookup in flight", got)

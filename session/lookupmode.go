@@ -17,85 +17,109 @@ import (
 // broker for discovery requests, answering from the pooled broker connections.
 func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 	cfg := s.srv.cfg
-	s.setMode("lookup")
+	s.enter(modeLookup)
 	connected := frame.Connected(cfg.ServerVersion, s.negotiatedVersion(connect), cfg.MaxMessageSize)
 	if err := s.client.writeCommand(connected, cfg.HandshakeTimeout); err != nil {
 		return ReasonIOError
 	}
-
-	slots := make(chan struct{}, cfg.MaxPendingLookups)
-	var inFlight, answering sync.WaitGroup // the refresher and answers; answers alone
-	ref := s.newRefresher(func(c *pb.BaseCommand) error { return s.client.writeCommand(c, cfg.KeepAliveInterval) })
-	inFlight.Add(1)
-	go func() {
-		defer inFlight.Done()
-		if ref.run(s.ctx, connect.GetFeatureFlags().GetSupportsAuthRefresh()) != nil {
+	l := &lookupSession{s: s, slots: make(chan struct{}, cfg.MaxPendingLookups)}
+	l.ref = s.newRefresher(func(c *pb.BaseCommand) error { return s.client.writeCommand(c, cfg.KeepAliveInterval) })
+	l.background(func() {
+		if l.ref.run(s.ctx, connect.GetFeatureFlags().GetSupportsAuthRefresh()) != nil {
 			s.expireCredentials()
 		}
-	}()
-	inFlight.Add(1)
-	go func() { defer inFlight.Done(); s.stopReadingOnDrain(s.ctx.Done()) }()
+	})
+	l.background(func() { s.stopReadingOnDrain(s.ctx.Done()) })
 	defer func() {
 		s.cancel() // abandons broker round trips of a client that is gone
-		inFlight.Wait()
+		l.inFlight.Wait()
 	}()
-	// Loop invariant on drain: the read below fails at once; answers in flight still go out.
-	drained := func() CloseReason {
-		answering.Wait() // bounded by broker.lookupTimeout
-		return ReasonDrained
-	}
+	return l.serve()
+}
+
+// lookupSession is a lookup-mode session's state: its answers in flight and the refresher.
+type lookupSession struct {
+	s                   *session
+	ref                 *refresher
+	slots               chan struct{}  // one per lookup in flight, at most MaxPendingLookups
+	inFlight, answering sync.WaitGroup // the background goroutines and answers; answers alone
+}
+
+func (l *lookupSession) background(f func()) {
+	l.inFlight.Add(1)
+	go func() { defer l.inFlight.Done(); f() }()
+}
+
+// serve reads the client's commands until it goes away, keeping an idle client alive: it is
+// pinged after one keep-alive interval and dropped after a second one.
+func (l *lookupSession) serve() CloseReason {
+	s, cfg := l.s, l.s.srv.cfg
 	pinged := false
 	for {
-		// An idle client is pinged after one interval and dropped after a second one.
 		s.setReadDeadline(time.Now().Add(cfg.KeepAliveInterval))
 		cmd, err := s.client.readCommand()
-		if err != nil {
-			if isTimeout(err) && s.draining() {
-				return drained()
+		switch {
+		case err == nil:
+			pinged = false
+			if reason := l.handle(cmd); reason != "" {
+				return reason
 			}
-			if isTimeout(err) && !pinged && s.ctx.Err() == nil {
-				pinged = true
-				if s.client.writeCommand(frame.Ping(), cfg.KeepAliveInterval) != nil {
-					return ReasonIOError
-				}
-				continue
-			}
-			return s.readFailure(err)
-		}
-		pinged = false
-		switch t := cmd.GetType(); t {
-		case pb.BaseCommand_PING:
-			if s.client.writeCommand(frame.Pong(), cfg.KeepAliveInterval) != nil {
+		case isTimeout(err) && s.draining():
+			// Nothing more is read; the answers in flight still go out.
+			l.answering.Wait() // bounded by broker.lookupTimeout
+			return ReasonDrained
+		case isTimeout(err) && !pinged && s.ctx.Err() == nil:
+			pinged = true
+			if s.client.writeCommand(frame.Ping(), cfg.KeepAliveInterval) != nil {
 				return ReasonIOError
 			}
-		case pb.BaseCommand_PONG:
-		case pb.BaseCommand_AUTH_RESPONSE:
-			ref.offer(cmd.GetAuthResponse()) // unasked-for answers are dropped: there is no broker here
-		case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA,
-			pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, pb.BaseCommand_GET_SCHEMA:
-			cmd := lookupRequest(cmd)
-			if action, topic := lookupTarget(cmd); topic != "" && !s.allowed(action, topic) {
-				s.srv.metrics.lookups.WithLabelValues(t.String(), "denied").Inc()
-				s.writeFailure(cmd, pb.ServerError_AuthorizationError, denyMessage(s.role(), action, topic))
-				continue
-			}
-			select {
-			case slots <- struct{}{}:
-				inFlight.Add(1)
-				answering.Add(1)
-				go func() {
-					defer func() { <-slots; answering.Done(); inFlight.Done() }()
-					s.answer(cmd)
-				}()
-			default:
-				s.srv.metrics.lookups.WithLabelValues(t.String(), "rejected").Inc()
-				s.writeFailure(cmd, pb.ServerError_TooManyRequests, "pulsar-proxy: too many lookups in flight on this connection")
-			}
 		default:
-			id, _ := frame.RequestID(cmd)
-			s.sendError(id, pb.ServerError_NotAllowedError,
-				"pulsar-proxy: "+t.String()+" is not served on a lookup connection; connect with proxy_to_broker_url set to the owning broker")
+			return s.readFailure(err)
 		}
+	}
+}
+
+// handle serves one command; a reason ends the session.
+func (l *lookupSession) handle(cmd *pb.BaseCommand) CloseReason {
+	s := l.s
+	switch t := cmd.GetType(); t {
+	case pb.BaseCommand_PING:
+		if s.client.writeCommand(frame.Pong(), s.srv.cfg.KeepAliveInterval) != nil {
+			return ReasonIOError
+		}
+	case pb.BaseCommand_PONG:
+	case pb.BaseCommand_AUTH_RESPONSE:
+		l.ref.offer(cmd.GetAuthResponse()) // unasked-for answers are dropped: there is no broker here
+	case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA,
+		pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, pb.BaseCommand_GET_SCHEMA:
+		l.lookup(lookupRequest(cmd))
+	default:
+		id, _ := frame.RequestID(cmd)
+		s.sendError(id, pb.ServerError_NotAllowedError,
+			"pulsar-proxy: "+t.String()+" is not served on a lookup connection; connect with proxy_to_broker_url set to the owning broker")
+	}
+	return ""
+}
+
+// lookup checks a discovery request against the policy and answers it in the background,
+// within the connection's bound on lookups in flight.
+func (l *lookupSession) lookup(cmd *pb.BaseCommand) {
+	s, t := l.s, cmd.GetType().String()
+	if action, topic := lookupTarget(cmd); topic != "" && !s.allowed(action, topic) {
+		s.srv.metrics.lookups.WithLabelValues(t, "denied").Inc()
+		s.writeFailure(cmd, pb.ServerError_AuthorizationError, denyMessage(s.role(), action, topic))
+		return
+	}
+	select {
+	case l.slots <- struct{}{}:
+		l.answering.Add(1)
+		l.background(func() {
+			defer func() { <-l.slots; l.answering.Done() }()
+			s.answer(cmd)
+		})
+	default:
+		s.srv.metrics.lookups.WithLabelValues(t, "rejected").Inc()
+		s.writeFailure(cmd, pb.ServerError_TooManyRequests, "pulsar-proxy: too many lookups in flight on this connection")
 	}
 }
 

@@ -118,20 +118,14 @@ func (sc *splicer) drain(fd uintptr) bool {
 
 // forwardReadAhead writes the bytes the handshake read past CONNECT (or CONNECTED) first.
 func (p *pipe) forwardReadAhead(dst net.Conn) error {
-	r := p.src.r
-	if r == nil {
+	head := p.src.takeReadAhead()
+	if len(head) == 0 {
 		return nil
 	}
-	p.src.r = nil
-	k := r.Buffered()
-	if k == 0 {
-		return nil
-	}
-	head, _ := r.Peek(k)
 	if _, err := dst.Write(head); err != nil {
 		return err
 	}
-	p.count(0, k)
+	p.count(0, len(head))
 	return nil
 }
 

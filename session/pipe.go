@@ -69,18 +69,19 @@ type filterFunc func(t pb.BaseCommand_Type, command []byte) verdict
 const defaultSpliceAbove = largeBufferSize
 
 // pipe forwards whole frames from src to dst until src ends. It returns io.EOF when src
-// ended cleanly on a frame boundary. Frames are checked (header and size limit) before a
-// byte of them is written, never decoded: the header gives the length, and only a filter
-// looks at the command. Every complete frame a read brought in goes out in one write,
-// straight from the read buffer (frames in the buffer are contiguous, so one write is the
-// batch and no byte is copied). A frame too big for the buffer, or with a long remainder,
-// has its buffered head written and its rest copied socket to socket.
+// ended cleanly on a frame boundary. Frames are checked (header and size limits, by
+// frame.Limits.Scan) before a byte of them is written, never decoded: the header gives the
+// length, and only a filter looks at the command. Every complete frame a read brought in goes
+// out in one write, straight from the read buffer (frames in the buffer are contiguous, so
+// one write is the batch and no byte is copied). A frame too big for the buffer, or with a
+// long remainder, has its buffered head written and its rest copied socket to socket.
 //
 // Memory is one pooled read buffer at most, none while src is idle (see readRaw). A slow dst
 // blocks this loop, which stops reading src, so backpressure reaches the sender.
 type pipe struct {
 	src         *wire
 	dst         *sink
+	limits      frame.Limits                   // of src's frames
 	filter      filterFunc                     // nil: forward everything without looking
 	watch       func(pb.BaseCommand_Type) bool // the types filter acts on; nil: all
 	frames      prometheus.Counter
@@ -96,19 +97,20 @@ type pipe struct {
 	totalFrames uint64
 	totalBytes  atomic.Uint64
 
-	buf        buffer
-	start, end int             // unconsumed bytes: buf.bytes()[start:end]
-	batch      uint64          // complete frames in buf[start:...] not yet written
-	approved   bool            // the frame at start already passed the filter
-	wantLarge  bool            // reads fill the small buffer: take a large one next
-	shortReads int             // consecutive reads much shorter than a small buffer
-	raw        syscall.RawConn // src's, for reads that hold no buffer while waiting
-	readFn     func(fd uintptr) bool
-	readN      int
-	readErr    error
-	rest       io.LimitedReader // the unbuffered part of a streamed frame
-	srcTCP     *net.TCPConn
-	dstTCP     *net.TCPConn
+	// The buffer: buf[start:scan] are complete frames cleared for the next write (batch of
+	// them), buf[scan:end] is what is still to be looked at.
+	buf              buffer
+	start, scan, end int
+	batch            uint64
+	approved         bool            // the frame at scan already passed the filter
+	wantLarge        bool            // reads fill the small buffer: take a large one next
+	shortReads       int             // consecutive reads much shorter than a small buffer
+	raw              syscall.RawConn // src's, for reads that hold no buffer while waiting
+	readFn           func(fd uintptr) bool
+	readN            int
+	readErr          error
+	rest             io.LimitedReader // the unbuffered part of a streamed frame
+	srcTCP, dstTCP   *net.TCPConn
 }
 
 func (p *pipe) init() {
@@ -120,14 +122,11 @@ func (p *pipe) init() {
 	p.useRawReads()
 	// Bytes the handshake read ahead are the first bytes to forward. The handshake's reader
 	// is not used again; dropping it gives its buffer back to the heap.
-	if r := p.src.r; r != nil {
-		if k := r.Buffered(); k > 0 {
-			p.wantLarge = k > smallBufferSize
-			p.buffers.get(&p.buf, p.wantLarge)
-			head, _ := r.Peek(k)
-			p.end = copy(p.buf.bytes(), head)
-		}
-		p.src.r = nil
+	if head := p.src.takeReadAhead(); len(head) > 0 {
+		p.wantLarge = len(head) > smallBufferSize
+		p.buffers.get(&p.buf, p.wantLarge)
+		// The handshake's reader never holds more than its largest command, which fits.
+		p.end = copy(p.buf.bytes(), head)
 	}
 }
 
@@ -142,80 +141,22 @@ func (p *pipe) run() error {
 	p.init()
 	defer p.buffers.put(&p.buf)
 	for {
-		b := p.buf.bytes()
-		pos := p.start
-		approvedAt := -1
-		if p.approved {
-			approvedAt = p.start
+		next, err := p.walk()
+		if werr := p.writeOut(); werr != nil {
+			return werr
 		}
-		p.approved = false
-		n, need := 0, frame.HeaderSize // the frame at pos: its length, and the bytes it needs first
-		for p.end-pos >= frame.HeaderSize {
-			total, cmdSize, err := frame.ParseHeader(b[pos:pos+frame.HeaderSize], p.src.maxFrame)
-			if err != nil {
-				return p.writeThen(pos, err)
-			}
-			n = 4 + int(total)
-			if p.filter != nil && pos != approvedAt {
-				cmdEnd := frame.HeaderSize + int(cmdSize)
-				if cmdEnd > largeBufferSize {
-					return p.writeThen(pos, errCommandTooLarge)
-				}
-				if p.end-pos < cmdEnd {
-					need = cmdEnd
-					break
-				}
-				cmd := b[pos+frame.HeaderSize : pos+cmdEnd]
-				t, err := frame.PeekType(cmd)
-				if err != nil {
-					return p.writeThen(pos, err)
-				}
-				// A command the filter does not act on stays in the batch. For the others, the
-				// frames before go first, so whatever the filter injects follows them.
-				if p.watch == nil || p.watch(t) {
-					if err := p.writeOut(pos); err != nil {
-						return err
-					}
-					switch p.filter(t, cmd) {
-					case endSession:
-						return errCommandRefused
-					case dropFrame:
-						if p.end-pos >= n {
-							pos += n
-							p.start = pos
-							n, need = 0, frame.HeaderSize
-							continue
-						}
-						if err := p.discard(n - (p.end - pos)); err != nil {
-							return err
-						}
-						pos, n, need = p.start, 0, frame.HeaderSize
-						b = p.buf.bytes()
-						continue
-					}
-				}
-			}
-			if p.end-pos < n {
-				need = n
-				p.approved = p.filter != nil
-				break
-			}
-			pos += n
-			p.batch++
-			n, need = 0, frame.HeaderSize
-		}
-		if err := p.writeOut(pos); err != nil {
+		if err != nil {
 			return err
 		}
-		if n > 0 && need == n {
-			if have := p.end - p.start; n > largeBufferSize || n-have > p.spliceAbove {
-				if err := p.stream(n); err != nil {
+		if next.size > 0 && next.need == next.size {
+			if have := p.end - p.start; next.size > largeBufferSize || next.size-have > p.spliceAbove {
+				if err := p.stream(next.size); err != nil {
 					return err
 				}
 				continue
 			}
 		}
-		if err := p.makeRoom(need); err != nil {
+		if err := p.makeRoom(next.need); err != nil {
 			return err
 		}
 		if err := p.read(); err != nil {
@@ -227,30 +168,144 @@ func (p *pipe) run() error {
 	}
 }
 
-// writeOut writes the complete frames buf[start:pos] in one write and counts them.
-func (p *pipe) writeOut(pos int) error {
-	if pos == p.start {
+// next is what the frame at scan needs before the pipe can go on: its header (size 0), its
+// command (for the filter), or all of it.
+type next struct {
+	size int // the whole frame, once its header is read
+	need int // the bytes of it the buffer must hold
+}
+
+// walk moves scan over the frames in the buffer: each complete frame joins the batch, after
+// the filter (if any) has seen its command. It stops at the first frame the buffer does not
+// hold as far as needed, and says what that frame needs.
+func (p *pipe) walk() (next, error) {
+	for {
+		b := p.buf.bytes()[p.scan:p.end]
+		span, ok, err := p.limits.Scan(b)
+		if err != nil {
+			return next{}, err
+		}
+		if !ok {
+			return next{need: frame.HeaderSize}, nil
+		}
+		if p.filter != nil && !p.approved {
+			if span.CommandEnd() > largeBufferSize {
+				if err := p.filterOutsideBuffer(span); err != nil {
+					return next{}, err
+				}
+				continue
+			}
+			if len(b) < span.CommandEnd() {
+				return next{size: span.Size, need: span.CommandEnd()}, nil
+			}
+			passed, err := p.check(span, b)
+			if err != nil || !passed {
+				if err != nil {
+					return next{}, err
+				}
+				continue
+			}
+		}
+		if len(b) < span.Size {
+			p.approved = p.filter != nil
+			return next{size: span.Size, need: span.Size}, nil
+		}
+		p.scan += span.Size
+		p.batch++
+		p.approved = false
+	}
+}
+
+// check runs the filter on the frame at scan, whose command is buffered. It reports whether
+// the frame goes on; a dropped frame is consumed (from the socket too, where its rest is
+// still unread).
+func (p *pipe) check(span frame.Span, b []byte) (bool, error) {
+	cmd := span.Command(b)
+	t, err := frame.PeekType(cmd)
+	if err != nil {
+		return false, err
+	}
+	// A command the filter does not act on stays in the batch. For the others, the frames
+	// before go first, so whatever the filter injects follows them.
+	if p.watch != nil && !p.watch(t) {
+		return true, nil
+	}
+	if err := p.writeOut(); err != nil {
+		return false, err
+	}
+	switch p.filter(t, cmd) {
+	case endSession:
+		return false, errCommandRefused
+	case dropFrame:
+		return false, p.drop(span.Size)
+	}
+	return true, nil
+}
+
+// drop consumes the frame at scan, which the filter refused.
+func (p *pipe) drop(size int) error {
+	if p.end-p.scan >= size {
+		p.scan += size
+		p.start = p.scan
 		return nil
 	}
-	out := p.buf.bytes()[p.start:pos]
-	p.dst.mu.Lock()
-	_, err := p.dst.conn.Write(out)
-	p.dst.mu.Unlock()
-	p.start = pos
+	return p.discard(size - (p.end - p.scan))
+}
+
+// filterOutsideBuffer handles a frame whose command does not fit a read buffer (a broker's
+// topic list of a large namespace): it is read whole into memory of its own (within the
+// frame limit), filtered, and written or dropped.
+func (p *pipe) filterOutsideBuffer(span frame.Span) error {
+	if err := p.writeOut(); err != nil {
+		return err
+	}
+	whole := make([]byte, span.Size)
+	k := copy(whole, p.buf.bytes()[p.scan:p.end])
+	p.reset()
+	if _, err := io.ReadFull(p.src.conn, whole[k:]); err != nil {
+		return eofIsUnexpected(err)
+	}
+	cmd := span.Command(whole)
+	t, err := frame.PeekType(cmd)
+	if err != nil {
+		return err
+	}
+	if p.watch == nil || p.watch(t) {
+		switch p.filter(t, cmd) {
+		case endSession:
+			return errCommandRefused
+		case dropFrame:
+			return nil
+		}
+	}
+	if err := p.dst.write(whole); err != nil {
+		return err
+	}
+	p.count(1, len(whole))
+	return nil
+}
+
+// reset empties the buffer.
+func (p *pipe) reset() {
+	p.start, p.scan, p.end = 0, 0, 0
+	p.approved = false
+}
+
+// writeOut writes the batch, the complete frames buf[start:scan], in one write and counts
+// them.
+func (p *pipe) writeOut() error {
+	if p.scan == p.start {
+		return nil
+	}
+	out := p.buf.bytes()[p.start:p.scan]
+	err := p.dst.write(out)
+	p.start = p.scan
 	if err != nil {
 		return err
 	}
 	p.count(p.batch, len(out))
 	p.batch = 0
 	return nil
-}
-
-// writeThen forwards the good frames before a bad one, then reports the bad one.
-func (p *pipe) writeThen(pos int, err error) error {
-	if werr := p.writeOut(pos); werr != nil {
-		return werr
-	}
-	return err
 }
 
 // count adds forwarded frames to the metrics: once per write, not per frame, and as
@@ -267,6 +322,7 @@ func (p *pipe) count(frames uint64, bytes int) {
 // partial frame moves to the front, a frame bigger than a small buffer moves to a large one.
 func (p *pipe) makeRoom(need int) error {
 	b := p.buf.bytes()
+	defer func() { p.scan = p.start }() // the batch was written: nothing lies before scan
 	if p.start == p.end {
 		p.start, p.end = 0, 0
 		if p.wantLarge && p.buf.large == nil && b != nil {
@@ -280,7 +336,7 @@ func (p *pipe) makeRoom(need int) error {
 	}
 	if need > len(b) {
 		if need > largeBufferSize {
-			return errCommandTooLarge
+			return frame.ErrCommandTooLarge // bigger needs are streamed or read aside
 		}
 		var bigger buffer
 		p.buffers.get(&bigger, true)
@@ -344,8 +400,7 @@ func (p *pipe) stream(n int) error {
 	if _, err := p.dst.conn.Write(head); err != nil {
 		return err
 	}
-	p.start, p.end = 0, 0
-	p.approved = false
+	p.reset()
 	if p.srcTCP != nil && p.dstTCP != nil && rest > int64(p.spliceAbove) {
 		p.rest = io.LimitedReader{R: p.srcTCP, N: rest}
 		copied, err := p.dstTCP.ReadFrom(&p.rest)
@@ -384,16 +439,16 @@ func (p *pipe) copyThroughBuffer(rest int64) error {
 
 // discard drops the unread rest of a frame the filter refused.
 func (p *pipe) discard(rest int) error {
-	p.start, p.end = 0, 0
+	p.reset()
 	for rest > 0 {
 		if err := p.read(); err != nil {
 			return eofIsUnexpected(err)
 		}
 		k := min(rest, p.end)
 		rest -= k
-		p.start = k
+		p.start, p.scan = k, k
 		if p.start == p.end {
-			p.start, p.end = 0, 0
+			p.reset()
 		}
 	}
 	return nil

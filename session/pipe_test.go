@@ -46,7 +46,7 @@ func runPipe(t *testing.T, pools *bufferPools, filter func(p *pipe) filterFunc) 
 	t.Helper()
 	in, srcConn := tcpPair(t)
 	dstConn, out := tcpPair(t)
-	p = &pipe{src: newWire(srcConn, frame.DefaultMaxFrameSize), dst: newSink(dstConn), buffers: pools,
+	p = &pipe{src: newWire(srcConn, frame.ClientLimits(frame.DefaultMaxFrameSize)), dst: newSink(dstConn), limits: frame.ClientLimits(frame.DefaultMaxFrameSize), buffers: pools,
 		frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"})}
 	if filter != nil {
 		p.filter = filter(p)
@@ -249,29 +249,51 @@ func TestPipeBackpressureBoundsMemory(t *testing.T) {
 	for len(stream) < total {
 		stream = append(stream, f...)
 	}
-	written := make(chan int, 1)
-	go func() {
-		n, _ := in.Write(stream)
-		written <- n
-		in.(*net.TCPConn).CloseWrite()
-	}()
-	time.Sleep(300 * time.Millisecond) // nobody reads out meanwhile
-	select {
-	case n := <-written:
-		t.Fatalf("the sender wrote all %d bytes with nobody reading: no backpressure", n)
-	default:
-	}
+	// Nobody reads out: the sender must end up blocked, with the pipe holding one buffer.
+	sent := writeUntilBlocked(t, in, stream)
 	if held := pools.held.Load(); held > largeBufferSize {
 		t.Fatalf("pipe holds %d buffer bytes while its receiver is stalled, want at most one buffer", held)
 	}
-	got, err := io.ReadAll(out)
+	got, err := readWhileWriting(t, in, out, stream[sent:])
 	if err != nil || !bytes.Equal(got, stream) {
 		t.Fatalf("after the stall: %d bytes of %d, err %v", len(got), len(stream), err)
-	}
-	if n := <-written; n != len(stream) {
-		t.Fatalf("sender wrote %d of %d", n, len(stream))
 	}
 	if err := <-done; !errors.Is(err, io.EOF) {
 		t.Fatalf("pipe ended with %v", err)
 	}
+}
+
+// writeUntilBlocked writes stream to c until a write makes no progress for a second (the
+// blocked state backpressure must lead to; a slow machine cannot fake it), and returns how
+// much was written. Writing it all means nothing pushed back: the test fails.
+func writeUntilBlocked(t *testing.T, c net.Conn, stream []byte) int {
+	t.Helper()
+	sent := 0
+	for sent < len(stream) {
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		n, err := c.Write(stream[sent:min(len(stream), sent+256<<10)])
+		sent += n
+		if isTimeout(err) {
+			c.SetWriteDeadline(time.Time{})
+			t.Logf("sender blocked after %d KiB", sent>>10)
+			return sent
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("the sender wrote all %d bytes with nobody reading: no backpressure", len(stream))
+	return sent
+}
+
+// readWhileWriting writes rest to in, half-closes it, and returns all that comes out.
+func readWhileWriting(t *testing.T, in, out net.Conn, rest []byte) ([]byte, error) {
+	t.Helper()
+	go func() {
+		if _, err := in.Write(rest); err != nil {
+			t.Error(err)
+		}
+		in.(*net.TCPConn).CloseWrite()
+	}()
+	return io.ReadAll(out)
 }

@@ -36,7 +36,7 @@ func (p *pipe) readRaw(fd uintptr) bool {
 		case err == syscall.EAGAIN:
 			if p.start == p.end {
 				p.buffers.put(&p.buf)
-				p.start, p.end = 0, 0
+				p.reset()
 			}
 			return false
 		case err != nil:

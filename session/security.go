@@ -9,7 +9,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // Authenticator decides who a client is from the credentials it presents.
@@ -30,11 +30,6 @@ type Security struct {
 	Policy        PolicySource  // nil: the proxy authorizes nothing itself
 	Metrics       *authz.Metrics
 
-	// ProxyCredentials are the proxy's own, sent in every broker CONNECT.
-	ProxyCredentials func() (method string, data []byte, err error)
-	// DefaultPrincipal is the original_principal for a client without a role (authentication
-	// off), since brokers refuse a proxy role without one.
-	DefaultPrincipal string
 	// ForwardClientCredentials also sends original_auth_method/original_auth_data, for
 	// brokers that authenticate them (authenticateOriginalAuthData=true).
 	ForwardClientCredentials bool
@@ -96,18 +91,25 @@ func (s *session) authFailed(method string, err error) {
 	s.sendError(0, pb.ServerError_AuthenticationError, "pulsar-proxy: "+err.Error())
 }
 
-// lookupContext says whom lookups are made for at the brokers.
-func (s *session) lookupContext() context.Context {
+// brokerClient is whom the proxy speaks for at brokers, for this client: its role, and its
+// own credentials where the proxy forwards them (forwardClientCredentials).
+func (s *session) brokerClient() upstream.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.identity.Role == "" {
+	c := upstream.Client{Principal: s.identity.Role}
+	if s.srv.sec.ForwardClientCredentials && s.clientCreds.Method != "" {
+		c.AuthMethod, c.AuthData, c.Expires = s.clientCreds.Method, s.clientCreds.Data, s.identity.Expires
+	}
+	return c
+}
+
+// lookupContext says whom lookups are made for at the brokers.
+func (s *session) lookupContext() context.Context {
+	c := s.brokerClient()
+	if c.Principal == "" {
 		return s.ctx
 	}
-	if s.srv.sec.ForwardClientCredentials && s.clientCreds.Method != "" {
-		return lookup.WithClient(s.ctx, lookup.ClientIdentity{Principal: s.identity.Role,
-			AuthMethod: s.clientCreds.Method, AuthData: s.clientCreds.Data, Expires: s.identity.Expires})
-	}
-	return lookup.WithPrincipal(s.ctx, s.identity.Role)
+	return upstream.WithClient(s.ctx, c)
 }
 
 // allowed asks the policy in force; without a policy everything is allowed.
@@ -172,9 +174,4 @@ func (s *session) role() string {
 }
 
 // expireCredentials ends a session whose client did not renew its credentials.
-func (s *session) expireCredentials() {
-	s.mu.Lock()
-	s.authExpired = true
-	s.mu.Unlock()
-	s.conn.Close()
-}
+func (s *session) expireCredentials() { s.close(ReasonAuthExpired) }

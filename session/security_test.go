@@ -11,6 +11,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
@@ -32,17 +33,17 @@ type staticPolicy struct{ p *authz.Policy }
 
 func (s staticPolicy) Policy() *authz.Policy { return s.p }
 
-func testSecurity(t testing.TB, anonymous string, policy string) (Security, *authz.Metrics) {
+func testSecurity(t testing.TB, anonymous string, policy string) (Security, *testmetrics.Registry) {
 	t.Helper()
 	tp, err := authz.NewTokenProvider(authz.TokenConfig{SecretKey: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := authz.NewMetrics(prometheus.NewRegistry())
+	reg := testmetrics.New()
+	m := authz.NewMetrics(reg)
 	sec := Security{
 		Authenticator:            authz.NewAuthenticator(anonymous, tp),
 		Metrics:                  m,
-		ProxyCredentials:         func() (string, []byte, error) { return "token", []byte("proxy-token"), nil },
 		ForwardClientCredentials: true,
 		RefreshTimeout:           2 * time.Second,
 	}
@@ -53,14 +54,16 @@ func testSecurity(t testing.TB, anonymous string, policy string) (Security, *aut
 		}
 		sec.Policy = staticPolicy{p}
 	}
-	return sec, m
+	return sec, reg
 }
 
 // startSecureProxy is startProxy with Security set.
 func startSecureProxy(t *testing.T, sec Security, r Resolver, targets Targets) (string, *Metrics) {
 	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
-	srv := NewServer(testConfig(), r, targets, m, zerolog.Nop())
+	cfg := testConfig()
+	cfg.Upstream.Credentials = func() (string, []byte, error) { return "token", []byte("proxy-token"), nil }
+	srv := NewServer(cfg, r, targets, m, zerolog.Nop())
 	srv.SetSecurity(sec)
 	return serveOn(t, srv, nil), m
 }
@@ -97,7 +100,7 @@ func TestConnectIsAuthenticated(t *testing.T) {
 				t.Fatalf("got %v, want AuthenticationError", got)
 			}
 			p.expectClosed()
-			waitCounter(t, am.FailureCounter(tc.method, tc.reason), 1)
+			am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", tc.method, "reason", string(tc.reason))
 		})
 	}
 	waitCounter(t, m.handshakeFailures.WithLabelValues(string(ReasonAuthFailed)), 5)
@@ -173,7 +176,7 @@ rules:
 		got.GetTopicsHash() != "e65e1da3" { // Pulsar's TopicList.calculateHash of the kept two
 		t.Fatalf("filtered topics: %v", got)
 	}
-	waitCounter(t, am.DenialCounter(authz.ActionLookup), 1)
+	am.Wait(t, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionLookup))
 }
 
 func TestDirectModeIdentityAndPolicy(t *testing.T) {
@@ -219,15 +222,15 @@ rules:
 	if got := p.recv(); got.GetType() != pb.BaseCommand_AUTH_RESPONSE {
 		t.Fatalf("AUTH_RESPONSE for the broker: %v", got)
 	}
-	waitCounter(t, am.RefreshCounter("relayed"), 1)
+	am.Wait(t, "pulsar_proxy_credential_refreshes_total", 1, "result", "relayed")
 	// The session is still usable after the refusals.
 	p.send(producer("persistent://public/default/u", 4))
 	if got := p.recv(); got.GetType() != pb.BaseCommand_PRODUCER {
 		t.Fatalf("session after denials: %v", got)
 	}
-	waitCounter(t, am.DenialCounter(authz.ActionProduce), 1)
-	waitCounter(t, am.DenialCounter(authz.ActionConsume), 1)
-	waitCounter(t, am.ForwardedCounter(authz.ActionProduce), 2)
+	am.Wait(t, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionProduce))
+	am.Wait(t, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionConsume))
+	am.Wait(t, "pulsar_proxy_authorized_commands_total", 2, "action", string(authz.ActionProduce))
 }
 
 // challenged reads until an AUTH_CHALLENGE arrives (an echoing broker may send frames first).
@@ -272,7 +275,7 @@ func TestExpiringCredentialsAreRefreshed(t *testing.T) {
 			}
 			p.expectClosed()
 			waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-			waitCounter(t, am.FailureCounter("token", authz.ReasonNoRole), 1)
+			am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonNoRole))
 		})
 	}
 }
@@ -291,7 +294,7 @@ func TestClientThatCannotRefreshIsClosedAtExpiry(t *testing.T) {
 		t.Fatalf("want AuthenticationError, got %v", got)
 	}
 	p.expectClosed()
-	waitCounter(t, am.FailureCounter("token", authz.ReasonExpired), 1)
+	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonExpired))
 
 	// A client that stays silent when challenged is closed after RefreshTimeout.
 	p2 := dialPeer(t, addr)
@@ -302,7 +305,7 @@ func TestClientThatCannotRefreshIsClosedAtExpiry(t *testing.T) {
 		t.Fatalf("silent client: %v", got)
 	}
 	p2.expectClosed()
-	waitCounter(t, am.FailureCounter("token", authz.ReasonRefreshTimeout), 1)
+	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
 }
 
 // recvSkipPings reads the next command that is not a keep-alive probe.

@@ -15,6 +15,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // Config holds what sessions need from the process configuration.
@@ -26,10 +27,11 @@ type Config struct {
 	HandshakeTimeout  time.Duration
 	KeepAliveInterval time.Duration
 	MaxPendingLookups int
-	MaxConnections    int            // 0 = unlimited
-	Dialer            *lookup.Dialer // how direct sessions reach brokers (TCP, TLS, PROXY header)
-	ConnectTimeout    time.Duration
-	SummaryLevel      zerolog.Level // level of the one line logged per ended session; Disabled = none
+	MaxConnections    int // 0 = unlimited
+	// Upstream is how direct sessions reach brokers (dial, TLS, PROXY header) and introduce
+	// the proxy and the client there (the broker CONNECT).
+	Upstream     *upstream.Connector
+	SummaryLevel zerolog.Level // level of the one line logged per ended session; Disabled = none
 	// Passthrough lets a direct session without authentication or authorization forward
 	// socket to socket without reading frames (see pipe.passthrough).
 	Passthrough bool

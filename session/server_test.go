@@ -20,8 +20,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/listener"
-	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 )
 
 // readCounter counts the bytes a client receives.
@@ -52,7 +52,7 @@ func closedAtOnce(t *testing.T, c net.Conn) {
 func TestMaxConnectionsRefusedBeforeHandshake(t *testing.T) {
 	ca := testcerts.NewCA(t, t.TempDir(), "ca")
 	server := ca.Server(t, "proxy", time.Now().Add(time.Hour))
-	tc, err := listener.NewTLSConfig(listener.TLSOptions{CertFile: server.CertFile, KeyFile: server.KeyFile, MinVersion: "1.2"},
+	tc, err := listener.NewTLSConfig(listener.TLSOptions{CertFile: server.CertFile, KeyFile: server.KeyFile, MinVersion: tls.VersionTLS12},
 		nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

@@ -33,14 +33,12 @@ type session struct {
 	ctx    context.Context // cancelled when the session ends or the server shuts down
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	mode     string // "handshake", "lookup" or "direct"; a metric label
-	lastMode string // the mode the session reached, for the summary
+	mu     sync.Mutex
+	mode   mode        // where the session is: a metric label, and the summary's mode
+	closed CloseReason // why it was closed from outside its own goroutine (see close); "" until then
 
 	identity    authz.Identity    // who the client is (Role "" without authentication), renewed on refresh
 	clientCreds authz.Credentials // what it presented, for forwardClientCredentials
-	authExpired bool              // ended because its credentials were not renewed
-	shutdownC   bool              // closed by Server.Shutdown at the drain deadline
 	drainC      chan struct{}     // closed when the server starts draining
 	drainOnce   sync.Once
 
@@ -54,12 +52,12 @@ func newSession(srv *Server, c net.Conn, id uint64) *session {
 		srv:    srv,
 		id:     id,
 		conn:   c,
-		client: newWire(c, srv.cfg.MaxFrameSize),
+		client: newWire(c, frame.ClientLimits(srv.cfg.MaxFrameSize)),
 		log:    srv.log.With().Uint64("conn", id).Str("remote", c.RemoteAddr().String()).Logger(),
 		start:  time.Now(),
 		ctx:    ctx,
 		cancel: cancel,
-		mode:   "handshake",
+		mode:   modeHandshake,
 		drainC: make(chan struct{}),
 	}
 }
@@ -105,20 +103,19 @@ func (s *session) setReadDeadline(t time.Time) {
 
 func (s *session) run() {
 	m := s.srv.metrics
-	m.activeSessions.WithLabelValues("handshake").Inc()
+	m.activeSessions.WithLabelValues(modeHandshake.String()).Inc()
 	defer s.cancel()
 	defer s.conn.Close()
 
 	reason := s.open()
-	if s.isShutdown() {
-		reason = ReasonShutdown
-	}
 	s.mu.Lock()
-	if s.authExpired {
-		reason = ReasonAuthExpired
+	if s.closed != "" {
+		// Closed from outside: what the session's own goroutine then saw (a read error) is
+		// the consequence, not the reason.
+		reason = s.closed
 	}
 	s.mu.Unlock()
-	s.setMode("") // leaves the active gauge
+	m.activeSessions.WithLabelValues(s.currentMode().String()).Dec()
 	if reason.beforeSession() {
 		m.handshakeFailures.WithLabelValues(string(reason)).Inc()
 	}
@@ -148,31 +145,57 @@ func (s *session) open() CloseReason {
 	return s.handshake()
 }
 
-// setMode moves the session between the active-session gauges.
-func (s *session) setMode(mode string) {
+// mode is where a session is in its life:
+//
+//	handshake ──▶ lookup
+//	    └───────▶ direct
+type mode uint8
+
+const (
+	modeHandshake mode = iota
+	modeLookup
+	modeDirect
+)
+
+// String is the mode as a metric label and log field.
+func (m mode) String() string {
+	switch m {
+	case modeLookup:
+		return "lookup"
+	case modeDirect:
+		return "direct"
+	}
+	return "handshake"
+}
+
+// enter moves the session from the handshake to a mode, and between the active-session
+// gauges.
+func (s *session) enter(m mode) {
 	s.mu.Lock()
 	old := s.mode
-	s.mode = mode
-	if mode != "" {
-		s.lastMode = mode
+	s.mode = m
+	s.mu.Unlock()
+	s.srv.metrics.activeSessions.WithLabelValues(old.String()).Dec()
+	s.srv.metrics.activeSessions.WithLabelValues(m.String()).Inc()
+	s.srv.metrics.sessions.WithLabelValues(m.String()).Inc()
+}
+
+// close ends the session from any goroutine: the client's socket is closed, so its
+// goroutines see their reads and writes fail and unwind. The first reason given is the one
+// the session ends with.
+func (s *session) close(r CloseReason) {
+	s.mu.Lock()
+	if s.closed == "" {
+		s.closed = r
 	}
 	s.mu.Unlock()
-	if old != "" {
-		s.srv.metrics.activeSessions.WithLabelValues(old).Dec()
-	}
-	if mode != "" {
-		s.srv.metrics.activeSessions.WithLabelValues(mode).Inc()
-		s.srv.metrics.sessions.WithLabelValues(mode).Inc()
-	}
+	s.conn.Close()
 }
 
 // shutdown ends the session from outside (server drain deadline).
 func (s *session) shutdown() {
-	s.mu.Lock()
-	s.shutdownC = true
-	s.mu.Unlock()
+	s.close(ReasonShutdown)
 	s.cancel()
-	s.conn.Close()
 }
 
 // transport is a client connection that must finish a handshake of its own (TLS, PROXY
@@ -212,7 +235,7 @@ func (s *session) prepare() error {
 			c = tc
 		}
 	}
-	s.client = newWire(c, s.srv.cfg.MaxFrameSize)
+	s.client = newWire(c, frame.ClientLimits(s.srv.cfg.MaxFrameSize))
 	return nil
 }
 
@@ -227,12 +250,6 @@ func (s *session) peerCertificates() []*x509.Certificate {
 		return nil
 	}
 	return st.PeerCertificates
-}
-
-func (s *session) isShutdown() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.shutdownC
 }
 
 // handshake reads the client's CONNECT and hands over to the mode it asks for.
@@ -285,28 +302,18 @@ func (s *session) readFailure(err error) CloseReason {
 	case errors.Is(err, io.EOF):
 		return ReasonClientClosed
 	case isTimeout(err):
-		if s.currentMode() == "handshake" {
+		if s.currentMode() == modeHandshake {
 			return ReasonHandshakeTimeout
 		}
 		return ReasonKeepAliveTimeout
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
 		return ReasonIOError
-	case isFrameError(err):
+	case frame.IsFrameError(err):
 		s.sendError(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error())
 		return ReasonBadFrame
 	default:
 		return ReasonIOError
 	}
-}
-
-func isFrameError(err error) bool {
-	for _, e := range []error{frame.ErrFrameTooLarge, frame.ErrFrameTooSmall, frame.ErrBadCommandSize,
-		frame.ErrMalformed, errCommandTooLarge} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // sendError tells the client why before a close; failures to send are moot.
@@ -329,7 +336,7 @@ func (s *session) summary(reason CloseReason) {
 	defer s.mu.Unlock()
 	s.log.WithLevel(lvl).
 		Str("principal", s.identity.Role).
-		Str("mode", s.lastMode).
+		Stringer("mode", s.mode).
 		Uint64("bytes_in", s.bytesIn).Uint64("bytes_out", s.bytesOut).
 		Uint64("frames_in", s.framesIn).Uint64("frames_out", s.framesOut).
 		Dur("duration", time.Since(s.start)).
@@ -337,7 +344,7 @@ func (s *session) summary(reason CloseReason) {
 		Msg("session ended")
 }
 
-func (s *session) currentMode() string {
+func (s *session) currentMode() mode {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mode

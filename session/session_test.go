@@ -19,6 +19,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,7 +35,8 @@ func testConfig() Config {
 	return Config{
 		ServerVersion: "pulsar-proxy/test", ProtocolVersion: 21, MaxFrameSize: frame.DefaultMaxFrameSize,
 		MaxMessageSize: 5 << 20, HandshakeTimeout: 2 * time.Second, KeepAliveInterval: 2 * time.Second,
-		MaxPendingLookups: 4, Dialer: &lookup.Dialer{Timeout: time.Second}, ConnectTimeout: 2 * time.Second,
+		MaxPendingLookups: 4, Upstream: &upstream.Connector{Dialer: &upstream.Dialer{Timeout: time.Second},
+			Version: "pulsar-proxy/test", ProtocolVersion: 21, Timeout: 2 * time.Second, MaxFrameSize: frame.DefaultMaxFrameSize},
 		SummaryLevel: zerolog.Disabled,
 	}
 }

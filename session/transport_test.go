@@ -19,8 +19,9 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/listener"
-	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 )
 
 // logBuffer collects log lines from several goroutines.
@@ -155,7 +156,7 @@ func TestMutualTLSRole(t *testing.T) {
 	alice := ca.Client(t, "alice")
 	lm := listener.NewMetrics(prometheus.NewRegistry())
 	tc, err := listener.NewTLSConfig(listener.TLSOptions{CertFile: server.CertFile, KeyFile: server.KeyFile,
-		MinVersion: "1.2", ClientCAFile: ca.CertFile, ClientAuth: "request"}, lm, zerolog.Nop())
+		MinVersion: tls.VersionTLS12, ClientCAFile: ca.CertFile, ClientAuth: "request"}, lm, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +164,8 @@ func TestMutualTLSRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	am := authz.NewMetrics(prometheus.NewRegistry())
-	sec := &Security{Authenticator: authz.NewAuthenticator("", tp, authz.TLSProvider{}), Metrics: am}
+	am := testmetrics.New()
+	sec := &Security{Authenticator: authz.NewAuthenticator("", tp, authz.TLSProvider{}), Metrics: authz.NewMetrics(am)}
 	addr, _, logs := startWrappedProxy(t, sec, listener.Options{TLS: tc, Metrics: lm})
 
 	pool := x509.NewCertPool()
@@ -210,7 +211,7 @@ func TestMutualTLSRole(t *testing.T) {
 	if got := p2.recv(); got.GetError().GetError() != pb.ServerError_AuthenticationError {
 		t.Fatalf("no certificate: got %v, want AuthenticationError", got)
 	}
-	waitCounter(t, am.FailureCounter("tls", authz.ReasonNoCertificate), 1)
+	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "tls", "reason", string(authz.ReasonNoCertificate))
 }
 
 // A session on a PROXY-protocol conn forwards on the bare socket (splice), since nothing

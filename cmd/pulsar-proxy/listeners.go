@@ -3,30 +3,45 @@ package main
 import (
 	"fmt"
 	"net"
-	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/config"
-	"github.com/pulsar-proxy/pulsar-proxy/listener"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
+
+// listeners are the proxy's sockets; pulsarTLS is nil without listen.pulsarTLS.
+type listeners struct {
+	pulsar, pulsarTLS, http net.Listener
+}
+
+// openListeners opens the client listeners and listen.http, or none of them.
+func openListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (listeners, error) {
+	var l listeners
+	var err error
+	if l.pulsar, l.pulsarTLS, err = clientListeners(cfg, reg, log); err != nil {
+		return l, err
+	}
+	if l.http, err = net.Listen("tcp", cfg.Listen.HTTP); err != nil {
+		l.pulsar.Close()
+		if l.pulsarTLS != nil {
+			l.pulsarTLS.Close()
+		}
+		return l, fmt.Errorf("listen.http: %w", err)
+	}
+	return l, nil
+}
 
 // clientListeners opens listen.pulsar and, when set, listen.pulsarTLS, wrapped for TLS and
 // the PROXY protocol as configured. tlsLn is nil without a TLS listener.
 func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (plain, tlsLn net.Listener, err error) {
 	pp := listener.ProxyOptions{
 		Enabled:       cfg.ProxyProtocol.ProxyProtocolEnabled,
+		TrustedCIDRs:  cfg.ProxyProtocol.TrustedCIDRs,
 		RequireHeader: cfg.ProxyProtocol.RequireHeader,
 		HeaderTimeout: cfg.ProxyProtocol.HeaderTimeout,
-	}
-	for _, c := range cfg.ProxyProtocol.TrustedCIDRs {
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			return nil, nil, fmt.Errorf("proxyProtocol.trustedCIDRs: %w", err)
-		}
-		pp.TrustedCIDRs = append(pp.TrustedCIDRs, p)
 	}
 	opts := listener.Options{Proxy: pp}
 	if cfg.Listen.PulsarTLS != "" {
@@ -34,7 +49,7 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 		tc, err := listener.NewTLSConfig(listener.TLSOptions{
 			CertFile:     cfg.TLS.CertFile,
 			KeyFile:      cfg.TLS.KeyFile,
-			MinVersion:   cfg.TLS.MinVersion,
+			MinVersion:   uint16(cfg.TLS.MinVersion),
 			CipherSuites: cfg.TLS.CipherSuites,
 			ClientCAFile: cfg.TLS.ClientCAFile,
 			ClientAuth:   cfg.TLS.ClientAuth,
@@ -60,23 +75,17 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 
 // brokerDialer is how the pool and the sessions reach brokers: broker.tls and
 // broker.proxyProtocol.
-func brokerDialer(cfg *config.Config, log zerolog.Logger) (*lookup.Dialer, error) {
-	d := &lookup.Dialer{Timeout: cfg.Broker.DialTimeout}
-	switch cfg.Broker.BrokerProxyProtocol {
-	case "v1":
-		d.ProxyHeader = 1
-	case "v2":
-		d.ProxyHeader = 2
-	}
+func brokerDialer(cfg *config.Config, log zerolog.Logger) (*upstream.Dialer, error) {
+	d := &upstream.Dialer{Timeout: cfg.Broker.DialTimeout, ProxyHeader: cfg.Broker.ProxyHeaderVersion()}
 	bt := cfg.Broker.TLS
 	if !bt.BrokerTLSEnabled {
 		return d, nil
 	}
-	tc, err := listener.NewBrokerTLSConfig(listener.BrokerTLSOptions{
+	tc, err := upstream.NewTLSConfig(upstream.TLSOptions{
 		TrustCertsFile:           bt.BrokerTrustCertsFile,
 		CertFile:                 bt.BrokerCertFile,
 		KeyFile:                  bt.BrokerKeyFile,
-		MinVersion:               bt.BrokerMinVersion,
+		MinVersion:               uint16(bt.BrokerMinVersion),
 		SkipHostnameVerification: bt.BrokerSkipHostnameVerification,
 	}, log)
 	if err != nil {

@@ -2,14 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
-	"github.com/pulsar-proxy/pulsar-proxy/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 )
 
@@ -35,24 +33,8 @@ func newAuthentication(cfg *config.Config, reg prometheus.Registerer, log zerolo
 	m := authz.NewMetrics(reg)
 	sec := session.Security{
 		Metrics:                  m,
-		DefaultPrincipal:         cfg.Auth.BrokerClient.OwnPrincipal,
 		ForwardClientCredentials: cfg.Auth.ForwardClientCredentials,
 		RefreshTimeout:           cfg.Auth.RefreshTimeout,
-	}
-	if bc := cfg.Auth.BrokerClient; bc.Token != "" || bc.TokenFile != "" {
-		sec.ProxyCredentials = func() (string, []byte, error) {
-			if bc.TokenFile == "" {
-				return authz.MethodToken, []byte(bc.Token), nil
-			}
-			b, err := os.ReadFile(bc.TokenFile)
-			if err != nil {
-				return "", nil, fmt.Errorf("auth.brokerClient.tokenFile: %w", err)
-			}
-			return authz.MethodToken, []byte(strings.TrimSpace(string(b))), nil
-		}
-		if _, _, err := sec.ProxyCredentials(); err != nil {
-			return sec, nil, err
-		}
 	}
 	if !cfg.Auth.Enabled {
 		return sec, nil, nil
@@ -106,4 +88,18 @@ func tokenConfig(t config.AuthToken, reg prometheus.Registerer, log zerolog.Logg
 		}
 	}
 	return tc, nil, nil
+}
+
+// proxyCredentials are the proxy's own credentials for brokers (auth.brokerClient), read on
+// every use so a rotated token file is picked up; nil without any.
+func proxyCredentials(cfg *config.Config) (func() (string, []byte, error), error) {
+	bc := cfg.Auth.BrokerClient
+	if bc.Token == "" && bc.TokenFile == "" {
+		return nil, nil
+	}
+	creds := authz.TokenCredentials(bc.Token, bc.TokenFile)
+	if _, _, err := creds(); err != nil {
+		return nil, fmt.Errorf("auth.brokerClient.tokenFile: %w", err)
+	}
+	return creds, nil
 }

@@ -39,7 +39,7 @@ func ParseURL(raw string) (tls bool, host, port string, err error) {
 }
 
 // SplitHostPort splits host:port, or [IPv6]:port, checking both halves (see CheckHost and
-// CheckPort). The host comes back lower-cased and without brackets.
+// checkPort). The host comes back lower-cased and without brackets.
 func SplitHostPort(hp string) (host, port string, err error) {
 	if strings.HasPrefix(hp, "[") {
 		end := strings.IndexByte(hp, ']')
@@ -63,15 +63,15 @@ func SplitHostPort(hp string) (host, port string, err error) {
 	if err := CheckHost(host); err != nil {
 		return "", "", err
 	}
-	if err := CheckPort(port); err != nil {
+	if err := checkPort(port); err != nil {
 		return "", "", err
 	}
 	return strings.ToLower(host), port, nil
 }
 
-// CheckPort accepts a decimal port from 1 to 65535 without sign or leading zeros, so that
+// checkPort accepts a decimal port from 1 to 65535 without sign or leading zeros, so that
 // one port has one spelling.
-func CheckPort(p string) error {
+func checkPort(p string) error {
 	n := 0
 	for i := 0; i < len(p); i++ {
 		if p[i] < '0' || p[i] > '9' || i > 4 {

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 )
 
 // brokerTLSURLs are the rig brokers' TLS endpoints (pulsar+ssl://127.0.0.1:port).

@@ -11,7 +11,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 

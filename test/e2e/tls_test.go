@@ -13,7 +13,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 )
 
 // TestTLSProduceConsumeThroughProxy: pulsar-client-go over pulsar+ssl:// to the proxy

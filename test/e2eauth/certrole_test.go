@@ -14,7 +14,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
-	"github.com/pulsar-proxy/pulsar-proxy/listener"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 )

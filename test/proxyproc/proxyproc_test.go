@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 )
 
 func TestStartedLine(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
-	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -107,8 +107,8 @@ func newTLSFixture(t *testing.T, clientAuth string) *tlsFixture {
 	f.metrics = NewMetrics(prometheus.NewRegistry())
 	var err error
 	f.cfg, err = NewTLSConfig(TLSOptions{
-		CertFile: f.server.CertFile, KeyFile: f.server.KeyFile, MinVersion: "1.2",
-		ClientCAFile: f.ca.CertFile, ClientAuth: clientAuth, CheckEvery: time.Millisecond,
+		CertFile: f.server.CertFile, KeyFile: f.server.KeyFile, MinVersion: tls.VersionTLS12,
+		ClientCAFile: f.ca.CertFile, ClientAuth: clientAuth, checkEvery: time.Millisecond,
 	}, f.metrics, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -337,11 +337,10 @@ func TestTLSClientCertificateReachesConn(t *testing.T) {
 func TestTLSConfigErrors(t *testing.T) {
 	f := newTLSFixture(t, "none")
 	for name, o := range map[string]TLSOptions{
-		"version":       {MinVersion: "1.4"},
-		"cipher":        {MinVersion: "1.2", CipherSuites: []string{"TLS_NOPE"}},
-		"clientAuth":    {MinVersion: "1.2", ClientAuth: "maybe"},
-		"no CA":         {MinVersion: "1.2", ClientAuth: "require"},
-		"missing files": {MinVersion: "1.2", CertFile: "/nonexistent", KeyFile: "/nonexistent"},
+		"cipher":        {MinVersion: tls.VersionTLS12, CipherSuites: []string{"TLS_NOPE"}},
+		"clientAuth":    {MinVersion: tls.VersionTLS12, ClientAuth: "maybe"},
+		"no CA":         {MinVersion: tls.VersionTLS12, ClientAuth: "require"},
+		"missing files": {MinVersion: tls.VersionTLS12, CertFile: "/nonexistent", KeyFile: "/nonexistent"},
 	} {
 		if o.CertFile == "" {
 			o.CertFile, o.KeyFile = f.server.CertFile, f.server.KeyFile
@@ -350,7 +349,7 @@ func TestTLSConfigErrors(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	cfg, err := NewTLSConfig(TLSOptions{CertFile: f.server.CertFile, KeyFile: f.server.KeyFile, MinVersion: "1.3",
+	cfg, err := NewTLSConfig(TLSOptions{CertFile: f.server.CertFile, KeyFile: f.server.KeyFile, MinVersion: tls.VersionTLS13,
 		CipherSuites: []string{"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}}, f.metrics, zerolog.Nop())
 	if err != nil || cfg.MinVersion != tls.VersionTLS13 || len(cfg.CipherSuites) != 1 {
 		t.Fatalf("cfg %+v, err %v", cfg, err)
@@ -416,8 +415,8 @@ func TestProxyHeader(t *testing.T) {
 		addr, results := serve(t, proxyOpts("10.0.0.0/8", false, 5*time.Second))
 		c := dialRaw(t, addr)
 		c.Write(v2Header(t, "203.0.113.7:41000"))
-		if a := result(t, results); !errors.Is(a.err, ErrUntrustedHeader) {
-			t.Fatalf("err %v, want ErrUntrustedHeader", a.err)
+		if a := result(t, results); !errors.Is(a.err, errUntrustedHeader) {
+			t.Fatalf("err %v, want errUntrustedHeader", a.err)
 		}
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if _, err := c.Read(make([]byte, 1)); err == nil {
@@ -431,7 +430,7 @@ func TestProxyHeader(t *testing.T) {
 			c.Write([]byte{0, 0, 0, 9, 'p', 'u', 'l', 's', 'a', 'r', '!', '!', '!'})
 			a := result(t, results)
 			if require {
-				if !errors.Is(a.err, ErrMissingHeader) {
+				if !errors.Is(a.err, errMissingHeader) {
 					t.Fatalf("required header: err %v", a.err)
 				}
 				continue
@@ -454,8 +453,8 @@ func TestProxyHeader(t *testing.T) {
 		addr, results := serve(t, proxyOpts("127.0.0.0/8", false, 100*time.Millisecond))
 		c := dialRaw(t, addr)
 		c.Write(v2Header(t, "203.0.113.7:41000")[:14])
-		if a := result(t, results); !errors.Is(a.err, ErrHeaderTimeout) {
-			t.Fatalf("err %v, want ErrHeaderTimeout", a.err)
+		if a := result(t, results); !errors.Is(a.err, errHeaderTimeout) {
+			t.Fatalf("err %v, want errHeaderTimeout", a.err)
 		}
 	})
 	t.Run("PROXY header then TLS", func(t *testing.T) {

@@ -7,6 +7,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,13 +21,13 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// EnvPrefix starts every environment variable the proxy reads, so its
+// envPrefix starts every environment variable the proxy reads, so its
 // settings cannot collide with anything else in a container's environment.
-const EnvPrefix = "PULSAR_PROXY_"
+const envPrefix = "PULSAR_PROXY_"
 
 // Config is the complete proxy configuration. yaml tags give the file
 // spelling (and the key paths used in error messages); env tags give the
-// environment variable name below EnvPrefix.
+// environment variable name below envPrefix.
 type Config struct {
 	Listen    Listen    `yaml:"listen" envPrefix:"LISTEN_"`
 	Discovery Discovery `yaml:"discovery" envPrefix:"DISCOVERY_"`
@@ -42,18 +43,18 @@ type Config struct {
 
 // TLS is the certificate and policy of the client-facing TLS listener (listen.pulsarTLS).
 type TLS struct {
-	CertFile     string   `yaml:"certFile" env:"CERT_FILE"` // PEM; re-read when it changes on disk
-	KeyFile      string   `yaml:"keyFile" env:"KEY_FILE"`
-	MinVersion   string   `yaml:"minVersion" env:"MIN_VERSION"`     // 1.0, 1.1, 1.2 or 1.3
-	CipherSuites []string `yaml:"cipherSuites" env:"CIPHER_SUITES"` // Go names; empty = Go's defaults
-	ClientCAFile string   `yaml:"clientCAFile" env:"CLIENT_CA_FILE"`
-	ClientAuth   string   `yaml:"clientAuth" env:"CLIENT_AUTH"` // none, request, require
+	CertFile     string     `yaml:"certFile" env:"CERT_FILE"` // PEM; re-read when it changes on disk
+	KeyFile      string     `yaml:"keyFile" env:"KEY_FILE"`
+	MinVersion   TLSVersion `yaml:"minVersion" env:"MIN_VERSION"`     // 1.0, 1.1, 1.2 or 1.3
+	CipherSuites []string   `yaml:"cipherSuites" env:"CIPHER_SUITES"` // Go names; empty = Go's defaults
+	ClientCAFile string     `yaml:"clientCAFile" env:"CLIENT_CA_FILE"`
+	ClientAuth   string     `yaml:"clientAuth" env:"CLIENT_AUTH"` // none, request, require
 }
 
 // ProxyProtocol is the PROXY protocol (v1/v2) on the client listeners.
 type ProxyProtocol struct {
 	ProxyProtocolEnabled bool          `yaml:"enabled" env:"ENABLED"`
-	TrustedCIDRs         []string      `yaml:"trustedCIDRs" env:"TRUSTED_CIDRS"`
+	TrustedCIDRs         Prefixes      `yaml:"trustedCIDRs" env:"TRUSTED_CIDRS"`
 	RequireHeader        bool          `yaml:"requireHeader" env:"REQUIRE_HEADER"`
 	HeaderTimeout        time.Duration `yaml:"headerTimeout" env:"HEADER_TIMEOUT"`
 }
@@ -177,12 +178,12 @@ type Broker struct {
 // BrokerTLS is how the proxy reaches brokers over TLS. When enabled, every broker is dialled
 // over TLS (discovery names the brokers' TLS ports), whatever the client used.
 type BrokerTLS struct {
-	BrokerTLSEnabled               bool   `yaml:"enabled" env:"ENABLED"`
-	BrokerTrustCertsFile           string `yaml:"trustCertsFile" env:"TRUST_CERTS_FILE"` // PEM bundle; empty = the system's roots
-	BrokerCertFile                 string `yaml:"certFile" env:"CERT_FILE"`              // the proxy's client certificate, PEM; re-read when it changes
-	BrokerKeyFile                  string `yaml:"keyFile" env:"KEY_FILE"`
-	BrokerMinVersion               string `yaml:"minVersion" env:"MIN_VERSION"`
-	BrokerSkipHostnameVerification bool   `yaml:"skipHostnameVerification" env:"SKIP_HOSTNAME_VERIFICATION"`
+	BrokerTLSEnabled               bool       `yaml:"enabled" env:"ENABLED"`
+	BrokerTrustCertsFile           string     `yaml:"trustCertsFile" env:"TRUST_CERTS_FILE"` // PEM bundle; empty = the system's roots
+	BrokerCertFile                 string     `yaml:"certFile" env:"CERT_FILE"`              // the proxy's client certificate, PEM; re-read when it changes
+	BrokerKeyFile                  string     `yaml:"keyFile" env:"KEY_FILE"`
+	BrokerMinVersion               TLSVersion `yaml:"minVersion" env:"MIN_VERSION"` // 1.2 or 1.3
+	BrokerSkipHostnameVerification bool       `yaml:"skipHostnameVerification" env:"SKIP_HOSTNAME_VERIFICATION"`
 }
 
 // Session bounds what a single client connection may cost the proxy.
@@ -213,17 +214,17 @@ type Log struct {
 	SessionSummary string `yaml:"sessionSummary" env:"SESSION_SUMMARY"` // debug|info|off
 }
 
-// Default returns the configuration used for every setting that neither the
+// defaults returns the configuration used for every setting that neither the
 // file nor the environment sets. It has no discovery provider, so it does
 // not validate on its own: a proxy must be told where its brokers are.
-func Default() *Config {
+func defaults() *Config {
 	return &Config{
 		Listen: Listen{
 			Pulsar: "0.0.0.0:6650",
 			HTTP:   "0.0.0.0:8080",
 		},
-		TLS:           TLS{MinVersion: "1.2", ClientAuth: "none", CipherSuites: []string{}},
-		ProxyProtocol: ProxyProtocol{HeaderTimeout: 5 * time.Second, TrustedCIDRs: []string{}},
+		TLS:           TLS{MinVersion: tls.VersionTLS12, ClientAuth: "none", CipherSuites: []string{}},
+		ProxyProtocol: ProxyProtocol{HeaderTimeout: 5 * time.Second, TrustedCIDRs: Prefixes{}},
 		Discovery: Discovery{
 			Consul: ConsulDiscovery{
 				ConsulWaitTime: 5 * time.Minute,
@@ -243,7 +244,7 @@ func Default() *Config {
 			LookupConnectionsPerBroker: 1,
 			AllowedPorts:               []int{6650, 6651},
 			LearnedTargetLifetime:      10 * time.Minute,
-			TLS:                        BrokerTLS{BrokerMinVersion: "1.2"},
+			TLS:                        BrokerTLS{BrokerMinVersion: tls.VersionTLS12},
 			BrokerProxyProtocol:        "off",
 		},
 		Session: Session{
@@ -281,7 +282,7 @@ func Default() *Config {
 // own so they never depend on or modify the process environment), then
 // validates it.
 func Load(path string, environ []string) (*Config, error) {
-	cfg := Default()
+	cfg := defaults()
 	if path != "" {
 		if err := cfg.loadFile(path); err != nil {
 			return nil, err
@@ -290,7 +291,7 @@ func Load(path string, environ []string) (*Config, error) {
 	if err := cfg.loadEnv(environ); err != nil {
 		return nil, err
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	return cfg, nil
@@ -358,7 +359,7 @@ func yamlError(path string, err error) error {
 func (c *Config) loadEnv(environ []string) error {
 	err := env.ParseWithOptions(c, env.Options{
 		Environment: env.ToMap(environ),
-		Prefix:      EnvPrefix,
+		Prefix:      envPrefix,
 	})
 	if err == nil {
 		return nil
@@ -409,5 +410,5 @@ func walk(visit func(setting)) {
 			visit(setting{path: p, env: envPrefix + f.Tag.Get("env"), field: f})
 		}
 	}
-	rec(reflect.TypeFor[Config](), "", EnvPrefix)
+	rec(reflect.TypeFor[Config](), "", envPrefix)
 }

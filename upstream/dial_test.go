@@ -1,4 +1,4 @@
-package lookup
+package upstream
 
 import (
 	"bufio"
@@ -14,8 +14,7 @@ import (
 	"github.com/pires/go-proxyproto"
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/listener"
-	"github.com/pulsar-proxy/pulsar-proxy/listener/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 )
 
 // tlsBroker is a TLS listener presenting cert; for each connection it hands seen the PROXY
@@ -63,12 +62,9 @@ func tlsBrokerSNI(t *testing.T, cert testcerts.Pair, seen chan<- *proxyproto.Hea
 	return ln.Addr().String()
 }
 
-func brokerTLS(t *testing.T, o listener.BrokerTLSOptions) *tls.Config {
+func brokerTLS(t *testing.T, o TLSOptions) *tls.Config {
 	t.Helper()
-	if o.MinVersion == "" {
-		o.MinVersion = "1.2"
-	}
-	c, err := listener.NewBrokerTLSConfig(o, zerolog.Nop())
+	c, err := NewTLSConfig(o, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +80,7 @@ func TestDialerVerifiesBrokerCertificate(t *testing.T) {
 	sni := make(chan string, 4)
 	addr := tlsBrokerSNI(t, ca.ServerFor(t, "broker", time.Now().Add(time.Hour), "127.0.0.1"), nil, sni)
 	_, port, _ := net.SplitHostPort(addr)
-	verifying := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, listener.BrokerTLSOptions{TrustCertsFile: ca.CertFile})}
+	verifying := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, TLSOptions{TrustCertsFile: ca.CertFile})}
 
 	c, err := verifying.Dial(context.Background(), addr, nil)
 	if err != nil {
@@ -103,7 +99,7 @@ func TestDialerVerifiesBrokerCertificate(t *testing.T) {
 		t.Fatalf("SNI %q, want the dialled host name", name)
 	}
 
-	lax := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, listener.BrokerTLSOptions{TrustCertsFile: ca.CertFile, SkipHostnameVerification: true})}
+	lax := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, TLSOptions{TrustCertsFile: ca.CertFile, SkipHostnameVerification: true})}
 	c, err = lax.Dial(context.Background(), "localhost:"+port, nil)
 	if err != nil {
 		t.Fatalf("hostname verification off: %v", err)
@@ -127,7 +123,7 @@ func TestDialerSendsProxyHeaderInsideTLS(t *testing.T) {
 	ca := testcerts.NewCA(t, dir, "ca")
 	seen := make(chan *proxyproto.Header, 2)
 	addr := tlsBroker(t, ca.Server(t, "broker", time.Now().Add(time.Hour)), seen)
-	d := &Dialer{Timeout: 5 * time.Second, ProxyHeader: 2, TLS: brokerTLS(t, listener.BrokerTLSOptions{TrustCertsFile: ca.CertFile})}
+	d := &Dialer{Timeout: 5 * time.Second, ProxyHeader: 2, TLS: brokerTLS(t, TLSOptions{TrustCertsFile: ca.CertFile})}
 	client := net.TCPAddrFromAddrPort(netip.MustParseAddrPort("203.0.113.7:41000"))
 	proxy := net.TCPAddrFromAddrPort(netip.MustParseAddrPort("[::1]:6650")) // another family: adjusted
 
@@ -189,7 +185,7 @@ func TestDialerPresentsClientCertificate(t *testing.T) {
 	}()
 
 	proxyCert := ca.Client(t, "proxy")
-	with := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, listener.BrokerTLSOptions{
+	with := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, TLSOptions{
 		TrustCertsFile: ca.CertFile, CertFile: proxyCert.CertFile, KeyFile: proxyCert.KeyFile})}
 	c, err := with.Dial(context.Background(), ln.Addr().String(), nil)
 	if err != nil {
@@ -200,7 +196,7 @@ func TestDialerPresentsClientCertificate(t *testing.T) {
 		t.Fatalf("broker saw client certificate %q, want the proxy's", cn)
 	}
 
-	without := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, listener.BrokerTLSOptions{TrustCertsFile: ca.CertFile})}
+	without := &Dialer{Timeout: 5 * time.Second, TLS: brokerTLS(t, TLSOptions{TrustCertsFile: ca.CertFile})}
 	if c, err := without.Dial(context.Background(), ln.Addr().String(), nil); err == nil {
 		// TLS 1.3: the refusal arrives after the client's side of the handshake.
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))

@@ -1,4 +1,4 @@
-package lookup
+package upstream
 
 import (
 	"context"
@@ -109,10 +109,10 @@ func (b *recordingBroker) principals() (connects []string, authResponses int, op
 
 func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 	b := newRecordingBroker(t)
-	pool := NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, Dialer: &Dialer{Timeout: time.Second},
-		ConnectTimeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize, MaxPending: 10, Logger: zerolog.Nop(),
-		Credentials:  func() (string, []byte, error) { return "token", []byte("proxy-secret"), nil },
-		OwnPrincipal: "proxy-health", MaxPrincipals: 2})
+	c := testConnector()
+	c.Credentials = func() (string, []byte, error) { return "token", []byte("proxy-secret"), nil }
+	c.OwnPrincipal = "proxy-health"
+	pool := NewPool(PoolConfig{Connector: c, MaxPending: 10, Logger: zerolog.Nop(), MaxPrincipals: 2})
 	defer pool.Close()
 	lookupAs := func(principal string) {
 		t.Helper()
@@ -126,8 +126,7 @@ func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 	lookupAs("alice")
 	lookupAs("alice") // reuses alice's connection
 	lookupAs("bob")
-	broker, _ := ParseBrokerURL("pulsar://" + b.addr)
-	if err := pool.Ping(context.Background(), broker); err != nil {
+	if err := pool.Ping(context.Background(), b.addr); err != nil {
 		t.Fatal(err)
 	}
 	connects, _, _ := b.principals()
@@ -159,13 +158,13 @@ func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 
 func TestPoolForwardsClientCredentialsUntilTheyExpire(t *testing.T) {
 	b := newRecordingBroker(t)
-	pool := NewPool(PoolConfig{ClientVersion: "test", ProtocolVersion: 21, Dialer: &Dialer{Timeout: time.Second},
-		ConnectTimeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize, MaxPending: 10, Logger: zerolog.Nop(),
-		Credentials: func() (string, []byte, error) { return "token", []byte("proxy-secret"), nil }})
+	c := testConnector()
+	c.Credentials = func() (string, []byte, error) { return "token", []byte("proxy-secret"), nil }
+	pool := NewPool(PoolConfig{Connector: c, MaxPending: 10, Logger: zerolog.Nop()})
 	defer pool.Close()
 	lookupWith := func(tok string, expires time.Time) {
 		t.Helper()
-		ctx := WithClient(context.Background(), ClientIdentity{Principal: "alice", AuthMethod: "token", AuthData: []byte(tok), Expires: expires})
+		ctx := WithClient(context.Background(), Client{Principal: "alice", AuthMethod: "token", AuthData: []byte(tok), Expires: expires})
 		if _, err := pool.RoundTrip(ctx, b.addr, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String("t"), RequestId: proto.Uint64(1)}}); err != nil {
 			t.Fatal(err)
@@ -215,18 +214,23 @@ func TestPingCountsARefusingBrokerAsUp(t *testing.T) {
 			}()
 		}
 	}()
-	pool := testPool()
+	pool := NewPool(PoolConfig{Connector: testConnector(), MaxPending: 10, Logger: zerolog.Nop()})
 	defer pool.Close()
-	refusing, _ := ParseBrokerURL("pulsar://" + ln.Addr().String())
+	refusing := ln.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := pool.Ping(ctx, refusing); err != nil {
 		t.Fatalf("a broker answering CONNECT with an error: %v, want up", err)
 	}
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadBroker, _ := ParseBrokerURL("pulsar://" + dead.Addr().String())
+	deadBroker := dead.Addr().String()
 	dead.Close()
 	if err := pool.Ping(ctx, deadBroker); err == nil {
 		t.Fatal("a closed port counted as up")
 	}
+}
+
+func testConnector() *Connector {
+	return &Connector{Dialer: &Dialer{Timeout: time.Second}, Version: "test", ProtocolVersion: 21,
+		Timeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize}
 }

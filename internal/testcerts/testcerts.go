@@ -1,6 +1,9 @@
 // Package testcerts makes certificates for tests: a CA, server certificates for loopback
-// (or for given hosts) and client certificates, written as PEM files. The Make functions
-// return errors, for callers without a testing.TB (a TestMain); the others fail the test.
+// (or for given hosts) and client certificates, written as PEM files.
+//
+// The Make functions return their errors. The others take a test (a TB: *testing.T and
+// *testing.B are ones) and fail it instead; the package does not import testing, so the
+// product never links it.
 package testcerts
 
 import (
@@ -15,9 +18,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 )
+
+// TB is the part of testing.TB these helpers use to fail a test.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
 
 // CA signs certificates.
 type CA struct {
@@ -30,7 +38,7 @@ type CA struct {
 }
 
 // NewCA makes a CA whose files live in dir.
-func NewCA(t testing.TB, dir, name string) *CA {
+func NewCA(t TB, dir, name string) *CA {
 	t.Helper()
 	ca, err := MakeCA(dir, name)
 	if err != nil {
@@ -70,13 +78,13 @@ type Pair struct {
 var loopback = []string{"127.0.0.1", "::1", "localhost"}
 
 // Server issues a certificate for 127.0.0.1, ::1 and localhost.
-func (ca *CA) Server(t testing.TB, name string, notAfter time.Time) Pair {
+func (ca *CA) Server(t TB, name string, notAfter time.Time) Pair {
 	t.Helper()
 	return must(t)(ca.MakeServer(name, notAfter))
 }
 
 // ServerFor issues a server certificate naming only hosts (IP literals or DNS names).
-func (ca *CA) ServerFor(t testing.TB, name string, notAfter time.Time, hosts ...string) Pair {
+func (ca *CA) ServerFor(t TB, name string, notAfter time.Time, hosts ...string) Pair {
 	t.Helper()
 	return must(t)(ca.MakeServer(name, notAfter, hosts...))
 }
@@ -99,7 +107,7 @@ func (ca *CA) MakeServer(name string, notAfter time.Time, hosts ...string) (Pair
 }
 
 // Client issues a client certificate whose subject CN is cn.
-func (ca *CA) Client(t testing.TB, cn string) Pair {
+func (ca *CA) Client(t TB, cn string) Pair {
 	t.Helper()
 	return must(t)(ca.MakeClient(cn))
 }
@@ -118,18 +126,23 @@ type ClientSpec struct {
 }
 
 // ClientWith issues a client certificate as spec describes.
-func (ca *CA) ClientWith(t testing.TB, spec ClientSpec) Pair {
+func (ca *CA) ClientWith(t TB, spec ClientSpec) Pair {
 	t.Helper()
+	return must(t)(ca.MakeClientWith(spec))
+}
+
+// MakeClientWith is ClientWith returning its error.
+func (ca *CA) MakeClientWith(spec ClientSpec) (Pair, error) {
 	tmpl := ca.template(spec.CommonName, time.Now().Add(23*time.Hour), x509.ExtKeyUsageClientAuth)
 	tmpl.DNSNames = spec.DNSNames
 	for _, s := range spec.URIs {
 		u, err := url.Parse(s)
 		if err != nil {
-			t.Fatal(err)
+			return Pair{}, err
 		}
 		tmpl.URIs = append(tmpl.URIs, u)
 	}
-	return must(t)(ca.sign(spec.Name, tmpl))
+	return ca.sign(spec.Name, tmpl)
 }
 
 func (ca *CA) template(cn string, notAfter time.Time, usage x509.ExtKeyUsage) *x509.Certificate {
@@ -163,7 +176,7 @@ func (ca *CA) sign(name string, tmpl *x509.Certificate) (Pair, error) {
 	return p, writePEM(p.KeyFile, "PRIVATE KEY", keyDER)
 }
 
-func must(t testing.TB) func(Pair, error) Pair {
+func must(t TB) func(Pair, error) Pair {
 	return func(p Pair, err error) Pair {
 		t.Helper()
 		if err != nil {

@@ -57,9 +57,9 @@ func (w *wrapped) Accept() (net.Conn, error) {
 
 // Errors of HandshakeContext; the session logs them.
 var (
-	ErrUntrustedHeader = errors.New("PROXY protocol header from an untrusted address")
-	ErrMissingHeader   = errors.New("no PROXY protocol header from a trusted address that must send one")
-	ErrHeaderTimeout   = errors.New("PROXY protocol header not complete in time")
+	errUntrustedHeader = errors.New("PROXY protocol header from an untrusted address")
+	errMissingHeader   = errors.New("no PROXY protocol header from a trusted address that must send one")
+	errHeaderTimeout   = errors.New("PROXY protocol header not complete in time")
 )
 
 // Conn is a client connection that needs HandshakeContext before use. Before that, it
@@ -163,16 +163,16 @@ func (c *Conn) readProxyHeader() error {
 	switch {
 	case errors.As(err, &ne) && ne.Timeout(), err != nil && !time.Now().Before(deadline):
 		// The parser does not always wrap the read error, hence the deadline check.
-		return ErrHeaderTimeout
+		return errHeaderTimeout
 	case errors.Is(err, proxyproto.ErrNoProxyProtocol):
 		if c.o.Proxy.RequireHeader && c.trusted() {
-			return ErrMissingHeader
+			return errMissingHeader
 		}
 	case err != nil:
 		return fmt.Errorf("PROXY protocol header: %w", err)
 	default:
 		if !c.trusted() {
-			return ErrUntrustedHeader
+			return errUntrustedHeader
 		}
 		if h.Command.IsProxy() && h.SourceAddr != nil {
 			c.remote = h.SourceAddr

@@ -1,4 +1,4 @@
-package lookup
+package upstream
 
 import (
 	"context"
@@ -19,24 +19,12 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
-// PoolConfig says how the proxy talks to brokers on its own behalf.
+// PoolConfig says how the proxy keeps its own connections to brokers.
 type PoolConfig struct {
-	ClientVersion   string // sent as client_version, e.g. "pulsar-proxy/1.0.0"
-	ProtocolVersion int32
-	Dialer          *Dialer // TCP, TLS and PROXY header towards brokers
-	ConnectTimeout  time.Duration
-	MaxFrameSize    int
-	MaxPending      int // requests in flight per broker connection
-	ConnsPerBroker  int // pooled connections per broker, used in turn
-	Logger          zerolog.Logger
-
-	// Credentials returns the proxy's own credentials for broker CONNECTs (and answers to
-	// broker AUTH_CHALLENGEs); nil sends none. Read on every dial, so a rotated token file is
-	// picked up.
-	Credentials func() (method string, data []byte, err error)
-	// OwnPrincipal is the original_principal of connections made for no client (health
-	// pings, lookups of clients without a role). Brokers refuse a proxy role without one.
-	OwnPrincipal string
+	Connector      *Connector
+	MaxPending     int // requests in flight per broker connection
+	ConnsPerBroker int // pooled connections per broker, used in turn
+	Logger         zerolog.Logger
 	// MaxPrincipals bounds the per-principal lookup connections (per broker and principal
 	// one); the least recently used is closed beyond it. 0: 1000.
 	MaxPrincipals int
@@ -46,30 +34,21 @@ type PoolConfig struct {
 // whose CONNECT carries that role as original_principal, so the broker authorizes the
 // lookup as the client, never as the proxy.
 func WithPrincipal(ctx context.Context, principal string) context.Context {
-	return context.WithValue(ctx, clientKey{}, ClientIdentity{Principal: principal})
+	return context.WithValue(ctx, clientKey{}, Client{Principal: principal})
 }
 
-// ClientIdentity is whom a lookup is made for.
-type ClientIdentity struct {
-	Principal string
-	// AuthMethod and AuthData, when set, go in the pooled CONNECT as original_auth_method and
-	// original_auth_data, for brokers that authenticate them (authenticateOriginalAuthData):
-	// such connections are per credentials, and closed when Expires passes.
-	AuthMethod string
-	AuthData   []byte
-	Expires    time.Time
-}
-
-// WithClient is WithPrincipal with the client's credentials forwarded.
-func WithClient(ctx context.Context, id ClientIdentity) context.Context {
-	return context.WithValue(ctx, clientKey{}, id)
+// WithClient is WithPrincipal with the client's credentials forwarded: such connections are
+// per credentials, and closed when they expire.
+func WithClient(ctx context.Context, c Client) context.Context {
+	return context.WithValue(ctx, clientKey{}, c)
 }
 
 type clientKey struct{}
 
-func clientFrom(ctx context.Context) ClientIdentity {
-	id, _ := ctx.Value(clientKey{}).(ClientIdentity)
-	return id
+// ClientOf is whom ctx's requests are made for.
+func ClientOf(ctx context.Context) Client {
+	c, _ := ctx.Value(clientKey{}).(Client)
+	return c
 }
 
 // Pool keeps one long-lived connection per broker for the proxy's own requests (lookups,
@@ -107,17 +86,17 @@ func (p *Pool) RoundTrip(ctx context.Context, addr string, cmd *pb.BaseCommand) 
 	return c.roundTrip(ctx, cmd)
 }
 
-// Ping checks that the broker's pooled connection is up and answers a PING. A broker that
-// answers the proxy's CONNECT with an error is up too: it refuses the proxy's own identity,
-// not clients, whose connections carry their own (brokers that authenticate
+// Ping checks that the pooled connection to the broker at addr is up and answers a PING. A
+// broker that answers the proxy's CONNECT with an error is up too: it refuses the proxy's
+// own identity, not clients, whose connections carry their own (brokers that authenticate
 // original_auth_data refuse an ownPrincipal that comes without credentials). The refusal is
 // logged when it first appears or changes.
-func (p *Pool) Ping(ctx context.Context, b Broker) error {
-	c, err := p.conn(ctx, b.Addr())
+func (p *Pool) Ping(ctx context.Context, addr string) error {
+	c, err := p.conn(ctx, addr)
 	var refused *BrokerError
 	if errors.As(err, &refused) {
-		if prev, _ := p.refusals.Swap(b.Addr(), refused.Error()); prev != refused.Error() {
-			p.cfg.Logger.Warn().Str("broker", b.Addr()).Err(refused).
+		if prev, _ := p.refusals.Swap(addr, refused.Error()); prev != refused.Error() {
+			p.cfg.Logger.Warn().Str("broker", addr).Err(refused).
 				Msg("broker refuses the proxy's own connection; it answers, so it counts as up (clients connect with their own credentials)")
 		}
 		return nil
@@ -125,7 +104,7 @@ func (p *Pool) Ping(ctx context.Context, b Broker) error {
 	if err != nil {
 		return err
 	}
-	p.refusals.Delete(b.Addr())
+	p.refusals.Delete(addr)
 	return c.ping(ctx)
 }
 
@@ -142,7 +121,7 @@ func (p *Pool) Close() {
 }
 
 func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
-	client := clientFrom(ctx)
+	client := ClientOf(ctx)
 	principal := client.Principal
 	var key string
 	switch {
@@ -221,33 +200,31 @@ func (p *Pool) evictLocked() {
 	}
 }
 
-func (p *Pool) dial(addr string, client ClientIdentity) (*brokerConn, error) {
-	nc, err := p.cfg.Dialer.Dial(context.Background(), addr, nil)
+func (p *Pool) dial(addr string, client Client) (*brokerConn, error) {
+	bc, err := p.cfg.Connector.Open(context.Background(), addr, nil, nil, client)
 	if err != nil {
 		if CertificateRefused(err) {
 			p.cfg.Logger.Warn().Err(err).Str("broker", addr).Msg("broker certificate refused; check broker.tls and the broker's certificate")
 		}
-		return nil, err
+		var refused *BrokerError
+		if errors.As(err, &refused) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("connect to broker %s: %w", addr, err)
 	}
 	c := &brokerConn{
 		addr:    addr,
-		nc:      nc,
+		nc:      bc.Conn,
 		pending: map[uint64]chan *pb.BaseCommand{},
 		max:     p.cfg.MaxPending,
 		done:    make(chan struct{}),
 		pongs:   make(chan struct{}, 1),
 		log:     p.cfg.Logger.With().Str("broker", addr).Logger(),
-
-		client: client,
-		creds:  p.cfg.Credentials,
+		client:  client,
+		creds:   p.cfg.Connector.Credentials,
 	}
 	c.lastUsed.Store(time.Now().UnixNano())
-	r := frame.NewReader(nc, p.cfg.MaxFrameSize)
-	if err := c.handshake(r, p.cfg); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("connect to broker %s: %w", addr, err)
-	}
-	go c.readLoop(r)
+	go c.readLoop(bc.Reader)
 	if !client.Expires.IsZero() && client.AuthData != nil {
 		// The broker would challenge for credentials the pool cannot renew: retire the
 		// connection first; the client's next lookup brings its fresh credentials.
@@ -276,56 +253,10 @@ type brokerConn struct {
 	pingMu sync.Mutex // one ping in flight
 	pongs  chan struct{}
 
-	client   ClientIdentity // whom it looks up for; an empty Principal is the proxy itself
-	retire   *time.Timer    // closes a connection carrying client credentials at their expiry
+	client   Client      // whom it looks up for; an empty Principal is the proxy itself
+	retire   *time.Timer // closes a connection carrying client credentials at their expiry
 	creds    func() (string, []byte, error)
 	lastUsed atomic.Int64 // unix nanoseconds, for eviction
-}
-
-func (c *brokerConn) handshake(r *frame.Reader, cfg PoolConfig) error {
-	c.nc.SetDeadline(time.Now().Add(cfg.ConnectTimeout))
-	defer c.nc.SetDeadline(time.Time{})
-	req := &pb.CommandConnect{
-		ClientVersion:   proto.String(cfg.ClientVersion),
-		ProtocolVersion: proto.Int32(cfg.ProtocolVersion),
-	}
-	if c.creds != nil {
-		method, data, err := c.creds()
-		if err != nil {
-			return fmt.Errorf("proxy credentials: %w", err)
-		}
-		req.AuthMethodName, req.AuthData = proto.String(method), data
-		// A broker takes a proxy role's lookups as made by original_principal.
-		if principal := c.client.Principal; principal != "" {
-			req.OriginalPrincipal = proto.String(principal)
-			if c.client.AuthData != nil {
-				req.OriginalAuthMethod = proto.String(c.client.AuthMethod)
-				req.OriginalAuthData = proto.String(string(c.client.AuthData))
-			}
-		} else if cfg.OwnPrincipal != "" {
-			req.OriginalPrincipal = proto.String(cfg.OwnPrincipal)
-		}
-	}
-	connect := &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: req}
-	if err := frame.WriteCommand(c.nc, connect); err != nil {
-		return err
-	}
-	f, err := r.ReadFrame()
-	if err != nil {
-		return err
-	}
-	resp, err := frame.Decode(f.Command)
-	if err != nil {
-		return err
-	}
-	switch resp.GetType() {
-	case pb.BaseCommand_CONNECTED:
-		return nil
-	case pb.BaseCommand_ERROR:
-		return &BrokerError{Code: resp.GetError().GetError(), Message: resp.GetError().GetMessage()}
-	default:
-		return fmt.Errorf("unexpected %v in answer to CONNECT", resp.GetType())
-	}
 }
 
 func (c *brokerConn) roundTrip(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
@@ -487,11 +418,3 @@ func (c *brokerConn) isClosed() bool {
 		return false
 	}
 }
-
-// BrokerError is a broker's own refusal, kept so the client sees the broker's code and text.
-type BrokerError struct {
-	Code    pb.ServerError
-	Message string
-}
-
-func (e *BrokerError) Error() string { return fmt.Sprintf("broker error %v: %s", e.Code, e.Message) }

@@ -1,36 +1,34 @@
-package listener
+package upstream
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/internal/certfile"
 )
 
-// BrokerTLSOptions configures TLS on the proxy's connections to brokers.
-type BrokerTLSOptions struct {
+// TLSOptions configures TLS on the proxy's connections to brokers.
+type TLSOptions struct {
 	TrustCertsFile string // PEM CA bundle; "" = the system's roots
 	CertFile       string // the proxy's client certificate; "" = none
 	KeyFile        string
-	MinVersion     string // "1.2" or "1.3"
+	MinVersion     uint16 // tls.VersionTLS12 or tls.VersionTLS13; 0 = TLS 1.2
 	// SkipHostnameVerification accepts a certificate whose names do not include the
 	// dialled host; its chain is still verified.
 	SkipHostnameVerification bool
 }
 
-// NewBrokerTLSConfig returns the client config for broker connections; the dialer sets
+// NewTLSConfig returns the client config for broker connections; the dialer sets
 // ServerName per broker. A client certificate follows its files on disk, as the
 // listener's certificate does.
-func NewBrokerTLSConfig(o BrokerTLSOptions, log zerolog.Logger) (*tls.Config, error) {
-	minV, ok := versions[o.MinVersion]
-	if !ok || minV < tls.VersionTLS12 {
-		return nil, fmt.Errorf("broker.tls.minVersion: %q is not one of 1.2, 1.3", o.MinVersion)
-	}
-	cfg := &tls.Config{MinVersion: minV}
+func NewTLSConfig(o TLSOptions, log zerolog.Logger) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: cmp.Or(o.MinVersion, tls.VersionTLS12)}
 	if o.TrustCertsFile != "" {
 		pem, err := os.ReadFile(o.TrustCertsFile)
 		if err != nil {
@@ -42,11 +40,11 @@ func NewBrokerTLSConfig(o BrokerTLSOptions, log zerolog.Logger) (*tls.Config, er
 		}
 	}
 	if o.CertFile != "" {
-		r := &certReloader{certFile: o.CertFile, keyFile: o.KeyFile, every: time.Second, log: log, now: time.Now}
-		if err := r.load(); err != nil {
+		r, err := certfile.New(certfile.Options{CertFile: o.CertFile, KeyFile: o.KeyFile, Log: log})
+		if err != nil {
 			return nil, fmt.Errorf("broker.tls.certFile: %w", err)
 		}
-		cfg.GetClientCertificate = r.getClientCertificate
+		cfg.GetClientCertificate = r.GetClientCertificate
 	}
 	if o.SkipHostnameVerification {
 		// Go verifies chain and name together; to keep the chain check alone, turn the

@@ -1,11 +1,14 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +17,13 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-const examplePath = "../config.example.yaml"
+const examplePath = "../../config.example.yaml"
 
 // brokersEnv supplies the one setting that has no default.
 var brokersEnv = []string{"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://b0:6650"}
 
 func withBrokers(brokers ...string) *Config {
-	c := Default()
+	c := defaults()
 	c.Discovery.Static.Brokers = brokers
 	return c
 }
@@ -133,7 +136,7 @@ log: {level: warn, sessionSummary: info}
 			"PULSAR_PROXY_BROKER_ALLOWED_HOSTS=*.broker.pulsar.svc.cluster.local",
 		},
 		want: func() *Config {
-			c := Default()
+			c := defaults()
 			c.Discovery.Consul.ConsulService = "pulsar"
 			c.Discovery.Consul.ConsulToken = "secret"
 			c.Discovery.DNS.DNSName = "_pulsar._tcp.broker.pulsar.svc.cluster.local"
@@ -213,10 +216,27 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "bad TLS and PROXY protocol settings",
 			yaml: "discovery: {static: {brokers: [pulsar://b:6650]}}\nlisten: {pulsarTLS: \":6651\"}\n" +
-				"tls: {minVersion: \"1.4\", clientAuth: require}\nproxyProtocol: {enabled: true, headerTimeout: 0s}",
-			want: []string{"tls.certFile: listen.pulsarTLS needs tls.certFile and tls.keyFile", `tls.minVersion: "1.4" is not one of`,
+				"tls: {clientAuth: require}\nproxyProtocol: {enabled: true, headerTimeout: 0s}",
+			want: []string{"tls.certFile: listen.pulsarTLS needs tls.certFile and tls.keyFile",
 				"tls.clientCAFile: tls.clientAuth require needs a client CA file", "proxyProtocol.trustedCIDRs: proxyProtocol.enabled needs",
 				"proxyProtocol.headerTimeout: must be positive"},
+		},
+		{
+			// Typed values are refused as the file is read, with their line.
+			name: "TLS version that does not exist",
+			yaml: "discovery: {static: {brokers: [pulsar://b:6650]}}\ntls:\n  minVersion: \"1.4\"\nbroker: {tls: {minVersion: [1.2]}}",
+			want: []string{`config.yaml: line 3: "1.4" is not a TLS version: want 1.0, 1.1, 1.2 or 1.3`,
+				`config.yaml: line 4: want a TLS version such as "1.2"`},
+		},
+		{
+			name: "CIDR list left empty",
+			yaml: "discovery: {static: {brokers: [pulsar://b:6650]}}\nproxyProtocol: {enabled: true, trustedCIDRs: }",
+			want: []string{"proxyProtocol.trustedCIDRs: proxyProtocol.enabled needs at least one"},
+		},
+		{
+			name: "TLS version from the environment",
+			env:  append([]string{"PULSAR_PROXY_TLS_MIN_VERSION=TLSv1.2"}, brokersEnv...),
+			want: []string{`environment: PULSAR_PROXY_TLS_MIN_VERSION: "TLSv1.2" is not a TLS version`},
 		},
 		{
 			name: "bad broker TLS and PROXY settings",
@@ -233,8 +253,13 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name: "bad trusted CIDR",
-			yaml: "discovery: {static: {brokers: [pulsar://b:6650]}}\nproxyProtocol: {enabled: true, trustedCIDRs: [10.0.0.0/33]}",
-			want: []string{`proxyProtocol.trustedCIDRs[0]: "10.0.0.0/33"`},
+			yaml: "discovery: {static: {brokers: [pulsar://b:6650]}}\nproxyProtocol:\n  enabled: true\n  trustedCIDRs: [10.0.0.0/8, 10.0.0.0/33, 10.0.0.1]",
+			want: []string{`config.yaml: line 4: [1]: "10.0.0.0/33" is not a CIDR`, `config.yaml: line 4: [2]: "10.0.0.1" is not a CIDR`},
+		},
+		{
+			name: "bad trusted CIDR from the environment",
+			env:  append([]string{"PULSAR_PROXY_PROXY_PROTOCOL_TRUSTED_CIDRS=10.0.0.0/8,fd00::/129"}, brokersEnv...),
+			want: []string{`environment: PULSAR_PROXY_PROXY_PROTOCOL_TRUSTED_CIDRS: `, "fd00::/129"},
 		},
 		{
 			name: "bad connection rate",
@@ -383,7 +408,7 @@ func TestExampleMatchesDefaults(t *testing.T) {
 	}
 	want := withBrokers(got.Discovery.Static.Brokers...)
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("example differs from Default():\ngot  %+v\nwant %+v", got, want)
+		t.Errorf("example differs from defaults():\ngot  %+v\nwant %+v", got, want)
 	}
 }
 
@@ -417,7 +442,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	}
 	collect(doc.Content[0], "")
 
-	defaults := reflect.ValueOf(Default()).Elem()
+	defaults := reflect.ValueOf(defaults()).Elem()
 	walk(func(s setting) {
 		e, ok := entries[s.path]
 		if !ok {
@@ -466,7 +491,7 @@ func TestEnvNames(t *testing.T) {
 			return
 		}
 		var want strings.Builder
-		want.WriteString(EnvPrefix)
+		want.WriteString(envPrefix)
 		path := []rune(s.path)
 		for i, r := range path {
 			// An acronym (pulsarTLS, clientCAFile) is one word: PULSAR_TLS, CLIENT_CA_FILE.
@@ -549,7 +574,7 @@ func TestIPv6PrefixLength(t *testing.T) {
 	if err != nil || cfg.Session.IPv6PrefixLength != 56 {
 		t.Fatalf("yaml: %v, %v", cfg, err)
 	}
-	if Default().Session.IPv6PrefixLength != 64 {
+	if defaults().Session.IPv6PrefixLength != 64 {
 		t.Fatal("the default is not 64")
 	}
 }
@@ -616,5 +641,48 @@ func TestCertRoleValidation(t *testing.T) {
 	cfg, err := Load(writeFile(t, "auth:\n  tls:\n    roleFrom: san-uri\n    uriPrefix: spiffe://td/\n"), brokersEnv)
 	if err != nil || cfg.Auth.ClientCert != (AuthTLS{RoleFrom: "san-uri", URIPrefix: "spiffe://td/"}) {
 		t.Fatalf("yaml: %+v, %v", cfg, err)
+	}
+}
+
+// TLS versions and CIDRs are parsed once, as the file or the environment is read: the
+// configuration hands on crypto/tls's version numbers and netip prefixes.
+func TestTypedValues(t *testing.T) {
+	yamlCfg, err := Load(writeFile(t, `
+tls: {minVersion: 1.3}
+broker: {tls: {minVersion: "1.3"}}
+proxyProtocol: {enabled: true, trustedCIDRs: [10.0.0.0/8, "fd00::/8"]}
+`), brokersEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envCfg, err := Load("", append([]string{
+		"PULSAR_PROXY_TLS_MIN_VERSION=1.3",
+		"PULSAR_PROXY_BROKER_TLS_MIN_VERSION=1.3",
+		"PULSAR_PROXY_PROXY_PROTOCOL_ENABLED=true",
+		"PULSAR_PROXY_PROXY_PROTOCOL_TRUSTED_CIDRS=10.0.0.0/8,fd00::/8",
+	}, brokersEnv...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+	for name, cfg := range map[string]*Config{"yaml": yamlCfg, "env": envCfg} {
+		if cfg.TLS.MinVersion != tls.VersionTLS13 || cfg.Broker.TLS.BrokerMinVersion != tls.VersionTLS13 {
+			t.Errorf("%s: minVersion %v, broker %v", name, cfg.TLS.MinVersion, cfg.Broker.TLS.BrokerMinVersion)
+		}
+		if !slices.Equal(cfg.ProxyProtocol.TrustedCIDRs, want) {
+			t.Errorf("%s: trustedCIDRs %v, want %v", name, cfg.ProxyProtocol.TrustedCIDRs, want)
+		}
+	}
+	if d := defaults(); d.TLS.MinVersion != tls.VersionTLS12 || d.TLS.MinVersion.String() != "1.2" {
+		t.Errorf("default tls.minVersion %v", d.TLS.MinVersion)
+	}
+	// A version built by hand (not read) outside the four is refused by validate.
+	c := withBrokers("pulsar://b:6650")
+	c.TLS.MinVersion = 0
+	c.Broker.TLS.BrokerMinVersion = tls.VersionTLS11
+	err = c.validate()
+	if err == nil || !strings.Contains(err.Error(), `tls.minVersion: "" is not one of`) ||
+		!strings.Contains(err.Error(), `broker.tls.minVersion: "1.1" is not one of 1.2|1.3`) {
+		t.Errorf("validate: %v", err)
 	}
 }

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/session"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
+)
+
+// proxy is the parts of one running proxy, as build makes them from the configuration.
+type proxy struct {
+	cfg       *config.Config
+	log       zerolog.Logger
+	reg       *prometheus.Registry
+	providers []lookup.Provider
+	brokers   *lookup.BrokerSet
+	pool      *upstream.Pool
+	sessions  *session.Server
+	sec       session.Security
+	policy    *authz.PolicyStore // nil without authz.enabled
+	jwks      *authz.JWKS        // nil without auth.token.jwksURL
+	brokerTLS bool
+	listening atomic.Bool // the Pulsar listeners are serving (for /readyz)
+}
+
+// build makes every part of the proxy; nothing runs or listens yet. The caller closes pool.
+func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (*proxy, error) {
+	p := &proxy{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	lookupMetrics := lookup.NewMetrics(p.reg)
+	var err error
+	if p.providers, err = discoveryProviders(cfg.Discovery, log, lookupMetrics); err != nil {
+		return nil, err
+	}
+	p.brokers = newBrokerSet(cfg.Broker, p.providers, log)
+	p.brokers.RegisterMetrics(p.reg)
+	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log); err != nil {
+		return nil, err
+	}
+	dialer, err := brokerDialer(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	p.brokerTLS = dialer.TLS != nil
+	creds, err := proxyCredentials(cfg)
+	if err != nil {
+		return nil, err
+	}
+	connector := &upstream.Connector{
+		Dialer:          dialer,
+		Version:         serverVersion(),
+		ProtocolVersion: protocolVersion,
+		Credentials:     creds,
+		OwnPrincipal:    cfg.Auth.BrokerClient.OwnPrincipal,
+		Timeout:         cfg.Broker.ConnectTimeout,
+		MaxFrameSize:    cfg.Session.MaxFrameSize,
+	}
+	p.pool = upstream.NewPool(upstream.PoolConfig{
+		Connector:      connector,
+		MaxPending:     maxPendingPerBrokerConn,
+		ConnsPerBroker: cfg.Broker.LookupConnectionsPerBroker,
+		Logger:         log,
+	})
+	resolver := lookup.NewResolver(p.brokers, p.pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
+	p.sessions = session.NewServer(sessionConfig(cfg, connector, summaryLevel), resolver, p.brokers, session.NewMetrics(p.reg), log)
+	p.sessions.SetSecurity(p.sec)
+	return p, nil
+}
+
+func serverVersion() string { return "pulsar-proxy/" + version }
+
+func sessionConfig(cfg *config.Config, connector *upstream.Connector, summaryLevel zerolog.Level) session.Config {
+	s := cfg.Session
+	return session.Config{
+		ServerVersion:        serverVersion(),
+		ProtocolVersion:      protocolVersion,
+		MaxFrameSize:         s.MaxFrameSize,
+		MaxMessageSize:       s.MaxMessageSize(),
+		HandshakeTimeout:     s.HandshakeTimeout,
+		KeepAliveInterval:    s.KeepAliveInterval,
+		MaxPendingLookups:    s.MaxPendingLookups,
+		MaxConnections:       s.MaxConnections,
+		Upstream:             connector,
+		SummaryLevel:         summaryLevel,
+		MaxConnectionsPerIP:  s.MaxConnectionsPerIP,
+		Passthrough:          s.Passthrough,
+		ConnectionRatePerIP:  s.ConnectionRatePerIP,
+		ConnectionBurstPerIP: s.ConnectionBurstPerIP,
+		IPv6PrefixLength:     s.IPv6PrefixLength,
+	}
+}
+
+// newBrokerSet is the live broker set over the union of the providers, with the
+// direct-mode target rule of broker.*.
+func newBrokerSet(b config.Broker, providers []lookup.Provider, log zerolog.Logger) *lookup.BrokerSet {
+	var union lookup.Union
+	for _, p := range providers {
+		union = append(union, p)
+	}
+	allowedPorts := make([]string, len(b.AllowedPorts))
+	for i, port := range b.AllowedPorts {
+		allowedPorts[i] = strconv.Itoa(port)
+	}
+	return lookup.NewBrokerSet(union, lookup.SetOptions{
+		AllowedPorts: allowedPorts,
+		AllowedHosts: b.AllowedHosts,
+		LearnedTTL:   b.LearnedTargetLifetime,
+		Logger:       log,
+	})
+}
+
+// discoveryProviders builds every configured provider; config validation has already made
+// sure there is at least one.
+func discoveryProviders(c config.Discovery, log zerolog.Logger, m *lookup.Metrics) ([]lookup.Provider, error) {
+	var ps []lookup.Provider
+	if len(c.Static.Brokers) > 0 {
+		s, err := lookup.NewStatic(c.Static.Brokers)
+		if err != nil {
+			return nil, fmt.Errorf("discovery.static.brokers: %w", err)
+		}
+		ps = append(ps, s)
+	}
+	if c.Consul.ConsulService != "" {
+		cp, err := lookup.NewConsul(lookup.ConsulConfig{
+			Service:    c.Consul.ConsulService,
+			Tag:        c.Consul.ConsulTag,
+			Datacenter: c.Consul.ConsulDatacenter,
+			Address:    c.Consul.ConsulAddress,
+			Token:      c.Consul.ConsulToken,
+			WaitTime:   c.Consul.ConsulWaitTime,
+		}, log, m)
+		if err != nil {
+			return nil, fmt.Errorf("discovery.consul: %w", err)
+		}
+		ps = append(ps, cp)
+	}
+	if c.DNS.DNSName != "" {
+		dp, err := lookup.NewDNS(lookup.DNSConfig{
+			Name:     c.DNS.DNSName,
+			SRV:      c.DNS.DNSRecord == "SRV",
+			Port:     c.DNS.DNSPort,
+			Server:   c.DNS.DNSServer,
+			Interval: c.DNS.DNSRefreshInterval,
+		}, log, m)
+		if err != nil {
+			return nil, fmt.Errorf("discovery.dns: %w", err)
+		}
+		ps = append(ps, dp)
+	}
+	return ps, nil
+}
