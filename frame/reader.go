@@ -22,7 +22,7 @@ const (
 	// initialBufSize is the buffer a Reader starts with; it also bounds how
 	// much the Reader asks the underlying reader for at a time early on. Every
 	// client connection has a Reader until it forwards, so it is small.
-	initialBufSize = 4 << 10
+	initialBufSize = 512
 	// maxEmptyReads is how many (0, nil) reads in a row count as no progress.
 	maxEmptyReads = 100
 )

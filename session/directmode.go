@@ -1,9 +1,9 @@
 package session
 
 import (
-	"context"
 	"errors"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,25 +80,35 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	defer stopRefresh()
 	s.setFilters(up, down, toBrokerSink, toClientSink, ref)
 
-	results := make(chan pipeResult, 2)
-	go func() { results <- pipeResult{true, up.run()} }()
-	go func() { results <- pipeResult{false, down.run()} }()
-	forwarding := make(chan struct{})
-	watching := make(chan struct{})
-	go func() { s.stopReadingOnDrain(forwarding); close(watching) }()
-	defer func() { close(forwarding); <-watching }()
-
-	reason := s.firstEnd(<-results, broker, down)
-	// After a half-close the other side normally finishes at once; do not wait forever on
-	// a peer that never closes.
+	// The client's direction runs on the session's own goroutine, the broker's on one more:
+	// an idle direct session is two goroutines. The first to end decides (firstEnd).
+	var first sync.Once
+	var reason CloseReason
+	var stuck *time.Timer
+	end := func(r pipeResult) {
+		first.Do(func() {
+			reason = s.firstEnd(r, broker, down)
+			if !r.up {
+				// After a half-close the client normally finishes at once; do not wait forever
+				// on one that never closes.
+				stuck = time.AfterFunc(s.srv.cfg.KeepAliveInterval, func() { s.closeBoth(broker) })
+			}
+		})
+	}
+	downDone := make(chan struct{})
+	go func() { defer close(downDone); end(pipeResult{false, down.run()}) }()
+	end(pipeResult{true, up.run()})
 	select {
-	case <-results:
-	case <-time.After(s.srv.cfg.KeepAliveInterval):
+	case <-downDone:
+	case <-time.After(s.srv.cfg.KeepAliveInterval): // the broker's side, likewise
 		s.closeBoth(broker)
-		<-results
+		<-downDone
 	case <-s.ctx.Done():
 		s.closeBoth(broker)
-		<-results
+		<-downDone
+	}
+	if stuck != nil {
+		stuck.Stop()
 	}
 	s.mu.Lock()
 	s.bytesIn, s.framesIn = up.totalBytes.Load(), up.totalFrames
@@ -149,16 +159,11 @@ func (s *session) startRefresher(toClient *sink, broker *wire, supportsRefresh b
 		return nil, func() {}
 	}
 	ref := s.newRefresher(toClient.inject)
-	ctx, cancel := context.WithCancel(s.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if ref.run(ctx, supportsRefresh) != nil {
-			s.expireCredentials()
-			broker.conn.Close()
-		}
-	}()
-	return ref, func() { cancel(); <-done }
+	stop := ref.start(s.ctx, supportsRefresh, func() {
+		s.expireCredentials()
+		broker.conn.Close()
+	})
+	return ref, stop
 }
 
 // setFilters decides how each direction is forwarded: inspected (authentication or

@@ -24,14 +24,10 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 	}
 	l := &lookupSession{s: s, slots: make(chan struct{}, cfg.MaxPendingLookups)}
 	l.ref = s.newRefresher(func(c *pb.BaseCommand) error { return s.client.writeCommand(c, cfg.KeepAliveInterval) })
-	l.background(func() {
-		if l.ref.run(s.ctx, connect.GetFeatureFlags().GetSupportsAuthRefresh()) != nil {
-			s.expireCredentials()
-		}
-	})
-	l.background(func() { s.stopReadingOnDrain(s.ctx.Done()) })
+	stopRefresh := l.ref.start(s.ctx, connect.GetFeatureFlags().GetSupportsAuthRefresh(), s.expireCredentials)
 	defer func() {
 		s.cancel() // abandons broker round trips of a client that is gone
+		stopRefresh()
 		l.inFlight.Wait()
 	}()
 	return l.serve()

@@ -29,6 +29,11 @@ type refresher struct {
 
 	mu      sync.Mutex
 	pending bool
+
+	armMu   sync.Mutex
+	timer   *time.Timer    // fires at the next expiry; no goroutine waits for it
+	rounds  sync.WaitGroup // the armed timer and the challenge in progress
+	stopped bool
 }
 
 func (s *session) newRefresher(send func(*pb.BaseCommand) error) *refresher {
@@ -60,35 +65,71 @@ func (r *refresher) setPending(p bool) {
 // errRefreshFailed ends a session whose credentials expired and were not renewed.
 var errRefreshFailed = errors.New("credentials expired and not renewed")
 
-// run waits for each expiry and challenges the client, until ctx ends (nil) or the client
-// fails to renew (the client has been sent AuthenticationError, where it still reads).
-func (r *refresher) run(ctx context.Context, supportsRefresh bool) error {
-	s := r.s
-	for {
-		s.mu.Lock()
-		id := s.identity
-		s.mu.Unlock()
-		if id.Expires.IsZero() {
-			return nil
+// start arms the refresher: at each expiry it challenges the client, in a goroutine of
+// its own while the challenge lasts (none waits between expiries: an idle session costs no
+// goroutine for it). onFail is called when the client does not renew (it has been sent
+// AuthenticationError, where it still reads). stop disarms it and waits for a challenge in
+// progress.
+func (r *refresher) start(ctx context.Context, supportsRefresh bool, onFail func()) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	r.arm(ctx, supportsRefresh, onFail)
+	return func() {
+		cancel()
+		r.armMu.Lock()
+		r.stopped = true
+		if r.timer != nil && r.timer.Stop() {
+			r.rounds.Done() // the timer will not run
 		}
-		timer := time.NewTimer(time.Until(id.Expires))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil
-		case <-timer.C:
-		}
-		if !supportsRefresh || s.srv.sec.Authenticator == nil {
-			return r.fail(id.Method, &authz.Error{Method: id.Method, Reason: authz.ReasonExpired, Detail: "credentials expired and this client cannot refresh them"})
-		}
-		resp, err := r.challenge(ctx, id)
-		if err != nil || resp == nil {
-			return err
-		}
-		if err := r.renew(id, resp); err != nil {
-			return err
-		}
+		r.armMu.Unlock()
+		r.rounds.Wait()
 	}
+}
+
+// arm sets the timer for the current credentials' expiry; credentials that never expire
+// need none.
+func (r *refresher) arm(ctx context.Context, supportsRefresh bool, onFail func()) {
+	r.s.mu.Lock()
+	expires := r.s.identity.Expires
+	r.s.mu.Unlock()
+	if expires.IsZero() {
+		return
+	}
+	r.armMu.Lock()
+	defer r.armMu.Unlock()
+	if r.stopped {
+		return
+	}
+	r.rounds.Add(1)
+	r.timer = time.AfterFunc(time.Until(expires), func() {
+		defer r.rounds.Done()
+		if ctx.Err() != nil {
+			return
+		}
+		if err := r.round(ctx, supportsRefresh); err != nil {
+			onFail()
+			return
+		}
+		if ctx.Err() == nil {
+			r.arm(ctx, supportsRefresh, onFail) // renewed: the next expiry
+		}
+	})
+}
+
+// round renews the credentials that just expired; nil when renewed or when the session
+// ended meanwhile.
+func (r *refresher) round(ctx context.Context, supportsRefresh bool) error {
+	s := r.s
+	s.mu.Lock()
+	id := s.identity
+	s.mu.Unlock()
+	if !supportsRefresh || s.srv.sec.Authenticator == nil {
+		return r.fail(id.Method, &authz.Error{Method: id.Method, Reason: authz.ReasonExpired, Detail: "credentials expired and this client cannot refresh them"})
+	}
+	resp, err := r.challenge(ctx, id)
+	if err != nil || resp == nil {
+		return err
+	}
+	return r.renew(id, resp)
 }
 
 // challenge asks for fresh credentials and waits for the answer until the expiry plus the

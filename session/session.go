@@ -65,21 +65,21 @@ func newSession(srv *Server, c net.Conn, id uint64) *session {
 // drain asks the session to hand its client over to another proxy: take no new request,
 // let the answers already on their way arrive, then close, so the client reconnects (through
 // the service address, to a proxy that is not draining) and loses nothing it sent: a
-// request the broker never answered is sent again by the client. Each mode acts on it in its
-// own goroutines (see stopReadingOnDrain); a session still in its handshake finishes it.
+// request the broker never answered is sent again by the client. The client's read fails at
+// once (a deadline in the past wakes it), and each mode winds down from that failure; a
+// session still in its handshake finishes it and stops reading as its mode begins (enter).
+// No goroutine waits for a drain: an idle session costs one goroutine less.
 func (s *session) drain() {
 	s.drainOnce.Do(func() { close(s.drainC) })
-}
-
-// stopReadingOnDrain makes the client's next read fail once draining begins (waking one that
-// waits), until done is closed. It returns when it is done.
-func (s *session) stopReadingOnDrain(done <-chan struct{}) {
-	select {
-	case <-s.drainC:
-		s.setReadDeadline(time.Now())
-	case <-done:
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mode != modeHandshake {
+		s.client.conn.SetReadDeadline(drainDeadline)
 	}
 }
+
+// drainDeadline is a read deadline long past.
+var drainDeadline = time.Unix(1, 0)
 
 func (s *session) draining() bool {
 	select {
@@ -96,7 +96,7 @@ func (s *session) setReadDeadline(t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.draining() {
-		t = time.Unix(1, 0)
+		t = drainDeadline
 	}
 	s.client.conn.SetReadDeadline(t)
 }
@@ -174,6 +174,9 @@ func (s *session) enter(m mode) {
 	s.mu.Lock()
 	old := s.mode
 	s.mode = m
+	if s.draining() {
+		s.client.conn.SetReadDeadline(drainDeadline) // drained during the handshake
+	}
 	s.mu.Unlock()
 	s.srv.metrics.activeSessions.WithLabelValues(old.String()).Dec()
 	s.srv.metrics.activeSessions.WithLabelValues(m.String()).Inc()

@@ -1,0 +1,249 @@
+// Command idlemem measures what an idle client connection costs the proxy, as an operator
+// sees it when clients reconnect to a new replica: a fresh proxy process, n connections that
+// CONNECT and stay (lookup mode, or direct mode to a broker that answers CONNECT and then
+// idles), and the process's RSS growth and live heap (after a GC) per connection.
+//
+//	go run -C bench ./idlemem -n 1000,10000
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
+)
+
+func main() {
+	counts := flag.String("n", "1000,10000", "connection counts, comma-separated")
+	binary := flag.String("binary", "", "the proxy binary (default: build it)")
+	flag.Parse()
+	if err := run(*counts, *binary); err != nil {
+		fmt.Fprintln(os.Stderr, "idlemem:", err)
+		os.Exit(1)
+	}
+}
+
+func run(counts, binary string) error {
+	raiseFileLimit()
+	dir, err := os.MkdirTemp("", "idlemem")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if binary == "" {
+		if binary, err = proxyproc.Build(dir); err != nil {
+			return err
+		}
+	}
+	broker, err := idleBroker()
+	if err != nil {
+		return err
+	}
+	fmt.Println("| mode | connections | RSS growth KiB/conn | live heap KiB/conn | stacks KiB/conn | goroutines/conn |")
+	fmt.Println("|---|--:|--:|--:|--:|--:|")
+	for _, f := range strings.Split(counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return err
+		}
+		for _, direct := range []bool{false, true} {
+			if direct && 2*n+200 > fileLimit() {
+				// A direct session is two sockets in the proxy (and two here).
+				fmt.Printf("| direct | %d | (skipped: needs %d descriptors, the limit is %d) | | | |\n", n, 2*n+200, fileLimit())
+				continue
+			}
+			m, err := measure(binary, filepath.Join(dir, fmt.Sprint(n, direct)), broker, n, direct)
+			if err != nil {
+				return err
+			}
+			mode := map[bool]string{false: "lookup", true: "direct"}[direct]
+			per := func(v float64) float64 { return v / 1024 / float64(n) }
+			fmt.Printf("| %s | %d | %.1f | %.1f | %.1f | %.2f |\n", mode, n, per(m.rss), per(m.heap), per(m.stack), m.goroutines/float64(n))
+		}
+	}
+	return nil
+}
+
+type cost struct{ rss, heap, stack, goroutines float64 }
+
+// measure starts a fresh proxy, reads its footprint, opens n idle connections, reads it again.
+func measure(binary, dir, broker string, n int, direct bool) (cost, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return cost{}, err
+	}
+	pprof, err := freeAddr()
+	if err != nil {
+		return cost{}, err
+	}
+	os.Setenv("PULSAR_PROXY_LISTEN_PPROF", pprof)
+	p, err := proxyproc.Start(binary, dir, []string{"pulsar://" + broker},
+		"session:\n  keepAliveInterval: 10m\nlog:\n  level: info\n  sessionSummary: \"off\"\n")
+	if err != nil {
+		return cost{}, err
+	}
+	defer p.Stop()
+	before, err := footprint(p, pprof)
+	if err != nil {
+		return cost{}, err
+	}
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		c, err := connect(p.Addr, broker, direct)
+		if err != nil {
+			return cost{}, fmt.Errorf("connection %d: %w\n%s", i, err, p.LogTail(10))
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(2 * time.Second) // let the last sessions settle
+	after, err := footprint(p, pprof)
+	if err != nil {
+		return cost{}, err
+	}
+	return cost{after.rss - before.rss, after.heap - before.heap, after.stack - before.stack, after.goroutines - before.goroutines}, nil
+}
+
+// footprint is the process's RSS, and its live heap and goroutines after a forced GC.
+func footprint(p *proxyproc.Proc, pprof string) (cost, error) {
+	// A few GCs first: the live heap, and goroutine stacks shrunk to what an idle session
+	// uses (a GC halves a stack that uses less than a quarter of it), as after minutes of
+	// running.
+	for range 3 {
+		resp, err := http.Get("http://" + pprof + "/debug/pprof/heap?gc=1")
+		if err != nil {
+			return cost{}, err
+		}
+		resp.Body.Close()
+	}
+	var c cost
+	c.heap, _ = scrape(p.HTTPURL, "go_memstats_heap_alloc_bytes")
+	c.goroutines, _ = scrape(p.HTTPURL, "go_goroutines")
+	c.stack, _ = scrape(p.HTTPURL, "go_memstats_stack_inuse_bytes")
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID()))
+	if err != nil {
+		return c, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			c.rss = kb * 1024
+		}
+	}
+	return c, nil
+}
+
+func scrape(base, name string) (float64, error) {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	s := bufio.NewScanner(resp.Body)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), name+" "); ok {
+			return strconv.ParseFloat(rest, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s not in the scrape", name)
+}
+
+// connect opens one session that CONNECTs (to broker through the proxy when direct) and
+// gets CONNECTED.
+func connect(proxy, broker string, direct bool) (net.Conn, error) {
+	c, err := net.Dial("tcp", proxy)
+	if err != nil {
+		return nil, err
+	}
+	cc := &pb.CommandConnect{ClientVersion: proto.String("idlemem"), ProtocolVersion: proto.Int32(21)}
+	if direct {
+		cc.ProxyToBrokerUrl = proto.String(broker)
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if err := frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: cc}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	cmd, err := frame.NewReader(c, 0).ReadCommand()
+	if err != nil || cmd.GetType() != pb.BaseCommand_CONNECTED {
+		c.Close()
+		return nil, fmt.Errorf("CONNECT answered %v, %v", cmd, err)
+	}
+	return c, nil
+}
+
+// idleBroker answers each CONNECT with CONNECTED, then reads until the connection ends.
+func idleBroker() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := frame.NewReader(c, 0).ReadCommand(); err != nil {
+					return
+				}
+				frame.WriteCommand(c, frame.Connected("idle-broker", 21, 5<<20))
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+// raiseFileLimit lifts the descriptor limit (the proxy inherits it): 10,000 direct sessions
+// are 20,000 sockets in each process. Root may raise the hard limit too.
+func raiseFileLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil {
+		return
+	}
+	want := syscall.Rlimit{Cur: 1 << 18, Max: max(l.Max, 1<<18)}
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want) != nil {
+		l.Cur = l.Max
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}
+
+func fileLimit() int {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil {
+		return 1024
+	}
+	return int(l.Cur)
+}
+
+// freeAddr is a loopback address free a moment ago, for the pprof listener (a measuring
+// tool may take that race; the startup line does not name the pprof address).
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
