@@ -301,3 +301,35 @@ func TestExamplePolicyParses(t *testing.T) {
 		t.Fatal("the example does not mean what its comments say")
 	}
 }
+
+func TestPolicyLimits(t *testing.T) {
+	p, err := ParsePolicy([]byte(`
+rules: [{roles: ["*"], resources: ["*/*/*"], actions: [lookup]}]
+limits:
+  - {roles: [carol], maxConnections: 2, lookupsPerSecond: 1}
+  - {roles: ["team-*", carol], publishBytesPerSecond: 1000}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := p.LimitFor("carol"); l.MaxConnections != 2 || l.LookupsPerSecond != 1 || l.PublishBytesPerSecond != 0 {
+		t.Fatalf("carol: %+v (the first matching limit applies)", l)
+	}
+	if l := p.LimitFor("team-a"); l.PublishBytesPerSecond != 1000 || l.MaxConnections != 0 {
+		t.Fatalf("team-a: %+v", l)
+	}
+	if l := p.LimitFor("alice"); l.Limited() {
+		t.Fatalf("alice: %+v, want no limit", l)
+	}
+	for _, bad := range []string{
+		"limits: [{maxConnections: 1}]",
+		"limits: [{roles: [a]}]",
+		"limits: [{roles: [a], maxConnections: -1}]",
+		"limits: [{roles: [\"[\"], maxConnections: 1}]",
+		"limits: [{roles: [a], connections: 1}]",
+	} {
+		if _, err := ParsePolicy([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+}

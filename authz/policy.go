@@ -23,6 +23,7 @@ const (
 type Policy struct {
 	SuperUserRoles []string `yaml:"superUserRoles"`
 	Rules          []Rule   `yaml:"rules"`
+	Limits         []Limit  `yaml:"limits"` // what each role may use (see Limit)
 }
 
 // Rule grants actions on resources to roles. Roles and resources are globs ("*" within a
@@ -70,6 +71,9 @@ func ParsePolicy(b []byte) (*Policy, error) {
 				return nil, fmt.Errorf("policy: rules[%d]: unknown action %q (lookup, produce, consume)", i, a)
 			}
 		}
+	}
+	if err := validateLimits(p.Limits); err != nil {
+		return nil, err
 	}
 	return &p, nil
 }

@@ -179,6 +179,9 @@ func (s *session) setFilters(up, down *pipe, toBroker, toClient *sink, ref *refr
 			down.filter, down.watch = s.downstreamFilter(toClient, lists), watchedTopicLists
 		}
 		up.filter, up.watch = s.upstreamFilter(toBroker, toClient, ref, lists), watchedByFilter
+		if sec.Policy != nil {
+			up.pace = s.pacePublishing // a role's publish rate (policy limits)
+		}
 	case s.srv.cfg.Passthrough:
 		// Nothing reads or injects frames: both directions may go socket to socket untouched.
 		up.unframed, down.unframed = true, true

@@ -106,17 +106,37 @@ func (l *lookupSession) lookup(cmd *pb.BaseCommand) {
 		s.writeFailure(cmd, pb.ServerError_AuthorizationError, denyMessage(s.role(), action, topic))
 		return
 	}
+	if !s.lookupAllowed() {
+		l.tooMany(cmd, limitRoleLookupRate, "pulsar-proxy: role "+quoteRole(s.role())+" is over its lookup rate, retry later")
+		return
+	}
 	select {
 	case l.slots <- struct{}{}:
-		l.answering.Add(1)
-		l.background(func() {
-			defer func() { <-l.slots; l.answering.Done() }()
-			s.answer(cmd)
-		})
 	default:
-		s.srv.metrics.lookups.WithLabelValues(t, "rejected").Inc()
-		s.writeFailure(cmd, pb.ServerError_TooManyRequests, "pulsar-proxy: too many lookups in flight on this connection")
+		l.tooMany(cmd, "", "pulsar-proxy: too many lookups in flight on this connection")
+		return
 	}
+	if !s.srv.takeLookup() {
+		<-l.slots
+		l.tooMany(cmd, limitLookupsInFlight, "pulsar-proxy: the proxy has too many lookups in flight, retry later")
+		return
+	}
+	l.answering.Add(1)
+	l.background(func() {
+		defer func() { s.srv.giveLookup(); <-l.slots; l.answering.Done() }()
+		s.answer(cmd)
+	})
+}
+
+// tooMany answers TooManyRequests, which clients retry after a while; limit names the
+// limit for its metric ("" for the connection's own bound).
+func (l *lookupSession) tooMany(cmd *pb.BaseCommand, limit, msg string) {
+	s := l.s
+	s.srv.metrics.lookups.WithLabelValues(cmd.GetType().String(), "rejected").Inc()
+	if limit != "" {
+		s.srv.metrics.limited.WithLabelValues(limit).Inc()
+	}
+	s.writeFailure(cmd, pb.ServerError_TooManyRequests, msg)
 }
 
 // answer resolves one request and writes the answer under the client's request id.

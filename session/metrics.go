@@ -17,6 +17,9 @@ type Metrics struct {
 	brokerDialSeconds prometheus.Histogram
 	clientIPs         prometheus.Gauge       // distinct client IPs (IPv6: prefixes) with a live connection; never an IP label
 	refusedCommands   *prometheus.CounterVec // reason
+	limited           *prometheus.CounterVec // limit
+	lookupsInFlight   prometheus.Gauge
+	publishPaused     prometheus.Counter
 }
 
 // Directions as metric label values.
@@ -63,11 +66,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		clientIPs: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pulsar_proxy_client_ips_active", Help: "Distinct client IPs with a live connection (the PROXY header's address where one was accepted; an IPv6 client counted by its session.ipv6PrefixLength prefix).",
 		}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_limited_total", Help: "Client requests and connections refused by a limit: a role's connections or lookup rate (policy limits), the lookups in flight (broker.maxLookupsInFlight), by limit.",
+		}, []string{"limit"}),
+		lookupsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pulsar_proxy_lookups_in_flight", Help: "Lookup-mode requests being answered now, all clients together (bounded by broker.maxLookupsInFlight).",
+		}),
+		publishPaused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pulsar_proxy_publish_paused_seconds_total", Help: "Time direct sessions stopped reading from their clients to hold a role to its publish rate (policy limits), summed over sessions.",
+		}),
 		refusedCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_refused_commands_total", Help: "Client commands in direct sessions that ended the session: a type no client may send to a broker, one that cannot be decoded, or proxy-only fields, by reason.",
 		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.refusedCommands, m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
+	reg.MustRegister(m.limited, m.lookupsInFlight, m.publishPaused, m.refusedCommands, m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
 		m.frames, m.bytes, m.handshakeFailures, m.closes, m.brokerDialSeconds, m.clientIPs)
 	return m
 }

@@ -84,6 +84,7 @@ type pipe struct {
 	limits      frame.Limits                   // of src's frames
 	filter      filterFunc                     // nil: forward everything without looking
 	watch       func(pb.BaseCommand_Type) bool // the types filter acts on; nil: all
+	pace        func(n int)                    // called after n bytes went out; may wait (a publish rate)
 	frames      prometheus.Counter
 	bytes       prometheus.Counter
 	buffers     *bufferPools
@@ -309,12 +310,16 @@ func (p *pipe) writeOut() error {
 }
 
 // count adds forwarded frames to the metrics: once per write, not per frame, and as
-// integers, which a Prometheus counter adds with one atomic instruction.
+// integers, which a Prometheus counter adds with one atomic instruction. Then it paces the
+// pipe where a rate applies: while it waits, nothing is read from src.
 func (p *pipe) count(frames uint64, bytes int) {
 	p.frames.Add(float64(frames))
 	p.bytes.Add(float64(bytes))
 	p.totalFrames += frames
 	p.totalBytes.Add(uint64(bytes))
+	if p.pace != nil {
+		p.pace(bytes)
+	}
 }
 
 // makeRoom arranges for need bytes of the frame at start to fit in the buffer after a read:

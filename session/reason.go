@@ -19,6 +19,7 @@ const (
 	ReasonTooManyConnections CloseReason = "too_many_connections"
 	ReasonTooManyFromIP      CloseReason = "too_many_connections_per_ip"
 	ReasonConnectRate        CloseReason = "connection_rate_per_ip"
+	ReasonTooManyForRole     CloseReason = "too_many_connections_per_role"
 	ReasonShutdown           CloseReason = "shutdown" // still open at the drain deadline
 	ReasonDrained            CloseReason = "drained"  // handed over on drain (see session.drain)
 	ReasonAuthFailed         CloseReason = "authentication_failed"
@@ -32,7 +33,7 @@ const (
 func (r CloseReason) beforeSession() bool {
 	switch r {
 	case ReasonHandshakeTimeout, ReasonExpectedConnect, ReasonForgedProxyFields, ReasonAuthFailed,
-		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerRefused, ReasonTooManyConnections, ReasonTooManyFromIP, ReasonConnectRate, ReasonTransportSetup:
+		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerRefused, ReasonTooManyConnections, ReasonTooManyFromIP, ReasonConnectRate, ReasonTooManyForRole, ReasonTransportSetup:
 		return true
 	}
 	return false

@@ -175,3 +175,48 @@ func (s *session) role() string {
 
 // expireCredentials ends a session whose client did not renew its credentials.
 func (s *session) expireCredentials() { s.close(ReasonAuthExpired) }
+
+// The limits the policy sets and the proxy's own bounds, as metric labels.
+const (
+	limitRoleConnections = "role_connections"
+	limitRoleLookupRate  = "role_lookup_rate"
+	limitLookupsInFlight = "lookups_in_flight"
+)
+
+// policy is the authorization policy in force; nil without one.
+func (s *session) policy() *authz.Policy {
+	if s.srv.sec.Policy == nil {
+		return nil
+	}
+	return s.srv.sec.Policy.Policy()
+}
+
+// acquireRole counts the session against its role's connection limit (see authz.Limit).
+func (s *session) acquireRole() (release func(), ok bool) {
+	role, p := s.role(), s.policy()
+	if role == "" || p == nil {
+		return func() {}, true
+	}
+	return s.srv.roles.acquire(role, p)
+}
+
+// lookupAllowed takes a token of the role's lookup rate.
+func (s *session) lookupAllowed() bool {
+	role, p := s.role(), s.policy()
+	if role == "" || p == nil {
+		return true
+	}
+	return s.srv.roles.allowLookup(role, p)
+}
+
+// pacePublishing waits, after the client sent n bytes to its broker, as long as its role's
+// publish rate asks: meanwhile nothing is read from the client, whose sends slow down.
+func (s *session) pacePublishing(n int) {
+	role, p := s.role(), s.policy()
+	if role == "" || p == nil {
+		return
+	}
+	if l := s.srv.roles.pacer(role, p); l != nil {
+		s.srv.metrics.publishPaused.Add(pace(s.ctx, l, n).Seconds())
+	}
+}

@@ -27,6 +27,10 @@ type Config struct {
 	HandshakeTimeout  time.Duration
 	KeepAliveInterval time.Duration
 	MaxPendingLookups int
+	// MaxLookupsInFlight bounds the lookups being answered at once, all clients together: one
+	// is counted from the client's request until the broker's answer (not its sending). Over
+	// it a client gets TooManyRequests, which clients retry. 0 = unbounded.
+	MaxLookupsInFlight int
 	MaxConnections    int // 0 = unlimited
 	// Upstream is how direct sessions reach brokers (dial, TLS, PROXY header) and introduce
 	// the proxy and the client there (the broker CONNECT).
@@ -71,6 +75,8 @@ type Server struct {
 	spliceAbove int          // see defaultSpliceAbove; benchmarks vary it
 	clientIPs   *clientIPs   // live connections per client IP, for MaxConnectionsPerIP
 	connectRate *connectRate // new connections per client IP; nil = unlimited
+	roles       *roleLimits  // per-role use against the policy's limits
+	lookups     chan struct{} // one per lookup being answered, at most MaxLookupsInFlight; nil = unbounded
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -84,14 +90,20 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 	if cfg.IPv6PrefixLength == 0 {
 		cfg.IPv6PrefixLength = DefaultIPv6PrefixLength
 	}
-	return &Server{
+	srv := &Server{
 		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
 		buffers: newBufferPools(), spliceAbove: defaultSpliceAbove,
 		clientIPs:   newClientIPs(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
 		connectRate: newConnectRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
+		roles:       newRoleLimits(),
 		listeners:   map[net.Listener]struct{}{},
 		sessions:    map[*session]struct{}{},
 	}
+	if cfg.MaxLookupsInFlight > 0 {
+		srv.lookups = make(chan struct{}, cfg.MaxLookupsInFlight)
+	}
+	m.lookupsInFlight.Set(0)
+	return srv
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -235,4 +247,25 @@ func (s *Server) Draining() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.draining
+}
+
+// takeLookup counts a lookup in flight; false when MaxLookupsInFlight are. The lookup is
+// given back with giveLookup once answered.
+func (s *Server) takeLookup() bool {
+	if s.lookups != nil {
+		select {
+		case s.lookups <- struct{}{}:
+		default:
+			return false
+		}
+	}
+	s.metrics.lookupsInFlight.Inc()
+	return true
+}
+
+func (s *Server) giveLookup() {
+	s.metrics.lookupsInFlight.Dec()
+	if s.lookups != nil {
+		<-s.lookups
+	}
 }

@@ -275,6 +275,13 @@ func (s *session) handshake() CloseReason {
 	if !s.authenticate(connect) {
 		return ReasonAuthFailed
 	}
+	release, ok := s.acquireRole()
+	if !ok {
+		s.srv.metrics.limited.WithLabelValues(limitRoleConnections).Inc()
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: role "+quoteRole(s.role())+" has as many connections as its limit allows, retry later")
+		return ReasonTooManyForRole
+	}
+	defer release()
 	s.client.conn.SetReadDeadline(time.Time{})
 	if connect.GetProxyToBrokerUrl() == "" {
 		return s.lookupMode(connect)

@@ -88,6 +88,7 @@ func sessionConfig(cfg *config.Config, connector *upstream.Connector, summaryLev
 		HandshakeTimeout:     s.HandshakeTimeout,
 		KeepAliveInterval:    s.KeepAliveInterval,
 		MaxPendingLookups:    s.MaxPendingLookups,
+		MaxLookupsInFlight:   s.MaxLookupsInFlight,
 		MaxConnections:       s.MaxConnections,
 		Upstream:             connector,
 		SummaryLevel:         summaryLevel,

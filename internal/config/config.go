@@ -192,8 +192,10 @@ type Session struct {
 	KeepAliveInterval time.Duration `yaml:"keepAliveInterval" env:"KEEP_ALIVE_INTERVAL"`
 	MaxFrameSize      int           `yaml:"maxFrameSize" env:"MAX_FRAME_SIZE"`           // bytes
 	MaxPendingLookups int           `yaml:"maxPendingLookups" env:"MAX_PENDING_LOOKUPS"` // per connection
-	MaxConnections    int           `yaml:"maxConnections" env:"MAX_CONNECTIONS"`        // 0 = unlimited
-	DrainTimeout      time.Duration `yaml:"drainTimeout" env:"DRAIN_TIMEOUT"`
+	// Lookups being answered at once, all clients together; 0 = unbounded.
+	MaxLookupsInFlight int           `yaml:"maxLookupsInFlight" env:"MAX_LOOKUPS_IN_FLIGHT"`
+	MaxConnections     int           `yaml:"maxConnections" env:"MAX_CONNECTIONS"` // 0 = unlimited
+	DrainTimeout       time.Duration `yaml:"drainTimeout" env:"DRAIN_TIMEOUT"`
 	// Per client IP: the PROXY header's where one was accepted; 0 = unlimited.
 	MaxConnectionsPerIP int `yaml:"maxConnectionsPerIP" env:"MAX_CONNECTIONS_PER_IP"`
 	// Passthrough forwards direct sessions without auth/authz socket to socket, unframed.
@@ -254,6 +256,7 @@ func defaults() *Config {
 			// leaves room for the frame's command and metadata around it.
 			MaxFrameSize:         5*1024*1024 + 10*1024,
 			MaxPendingLookups:    1000,
+			MaxLookupsInFlight:   50000,
 			MaxConnections:       0,
 			DrainTimeout:         30 * time.Second,
 			MaxConnectionsPerIP:  0,

@@ -215,6 +215,7 @@ func (c *Config) validateSession(p *problems) {
 		p.bad("session.maxPendingLookups", "must be greater than 0, got %d", s.MaxPendingLookups)
 	}
 	p.atLeastZero("session.maxConnections", s.MaxConnections, "unlimited")
+	p.atLeastZero("session.maxLookupsInFlight", s.MaxLookupsInFlight, "unbounded")
 	p.atLeastZero("session.maxConnectionsPerIP", s.MaxConnectionsPerIP, "unlimited")
 	p.positive("session.drainTimeout", s.DrainTimeout)
 	if s.ConnectionRatePerIP < 0 {

@@ -1,0 +1,146 @@
+package session
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
+)
+
+// maxTrackedRoles bounds the per-role table. Roles come only from credentials the proxy
+// accepted, so a sane cluster has far fewer; past the bound a new role goes unlimited rather
+// than refused (refusing would let a flood of valid roles lock everyone out).
+const maxTrackedRoles = 10_000
+
+// roleLimits counts, per role, what the policy's limits bound (authz.Limit): the role's live
+// connections, and a lookup rate and a publish rate shared by all of its sessions. A role is
+// in the table while it has a session.
+type roleLimits struct {
+	mu    sync.Mutex
+	roles map[string]*roleUse
+}
+
+// roleUse is one role's use; its limiters follow the policy in force (a reload that changes
+// the role's limit retunes them).
+type roleUse struct {
+	sessions int
+	policy   *authz.Policy // the policy the limit was read from
+	limit    authz.Limit
+	lookups  *rate.Limiter // nil: not limited
+	publish  *rate.Limiter
+}
+
+func newRoleLimits() *roleLimits { return &roleLimits{roles: map[string]*roleUse{}} }
+
+// acquire counts a new session of role under policy p. It reports false, counting nothing,
+// when the role is at its connection limit; otherwise release must be called at the end.
+func (r *roleLimits) acquire(role string, p *authz.Policy) (release func(), ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u := r.roles[role]
+	if u == nil {
+		if len(r.roles) >= maxTrackedRoles {
+			return func() {}, true
+		}
+		u = &roleUse{}
+		r.roles[role] = u
+	}
+	u.follow(role, p)
+	if u.limit.MaxConnections > 0 && u.sessions >= u.limit.MaxConnections {
+		if u.sessions == 0 {
+			delete(r.roles, role)
+		}
+		return nil, false
+	}
+	u.sessions++
+	return func() { r.release(role) }, true
+}
+
+func (r *roleLimits) release(role string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u := r.roles[role]; u != nil {
+		if u.sessions--; u.sessions <= 0 {
+			delete(r.roles, role)
+		}
+	}
+}
+
+// use is the role's entry, retuned to policy p; nil when the role is not tracked.
+func (r *roleLimits) use(role string, p *authz.Policy) *roleUse {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u := r.roles[role]
+	if u != nil {
+		u.follow(role, p)
+	}
+	return u
+}
+
+// follow reads the role's limit from p when p is not the policy it was read from.
+func (u *roleUse) follow(role string, p *authz.Policy) {
+	if p == nil || p == u.policy {
+		return
+	}
+	u.policy = p
+	l := p.LimitFor(role)
+	if l.LookupsPerSecond != u.limit.LookupsPerSecond || l.LookupBurst != u.limit.LookupBurst {
+		u.lookups = nil
+		if l.LookupsPerSecond > 0 {
+			u.lookups = rate.NewLimiter(rate.Limit(l.LookupsPerSecond), max(l.LookupBurst, int(l.LookupsPerSecond), 1))
+		}
+	}
+	if l.PublishBytesPerSecond != u.limit.PublishBytesPerSecond {
+		u.publish = nil
+		if l.PublishBytesPerSecond > 0 {
+			// A second's worth at once, and never less than a chunk of a large frame.
+			u.publish = rate.NewLimiter(rate.Limit(l.PublishBytesPerSecond), max(int(l.PublishBytesPerSecond), publishChunk))
+		}
+	}
+	u.limit = l
+}
+
+// publishChunk is the most one wait of the publish pacing asks for; larger writes wait in
+// chunks.
+const publishChunk = 64 << 10
+
+// allowLookup takes a token of the role's lookup rate; false means over it.
+func (r *roleLimits) allowLookup(role string, p *authz.Policy) bool {
+	u := r.use(role, p)
+	if u == nil {
+		return true
+	}
+	r.mu.Lock()
+	l := u.lookups
+	r.mu.Unlock()
+	return l == nil || l.Allow()
+}
+
+// pacer returns the wait the role's publish rate imposes after n bytes were sent, or nil
+// when the role's publishing is not limited.
+func (r *roleLimits) pacer(role string, p *authz.Policy) *rate.Limiter {
+	u := r.use(role, p)
+	if u == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return u.publish
+}
+
+// pace waits until l allows n more bytes, in chunks within its burst; it returns how long
+// it waited, or early when ctx ends.
+func pace(ctx context.Context, l *rate.Limiter, n int) time.Duration {
+	began := time.Now()
+	for n > 0 {
+		k := min(n, l.Burst())
+		if l.WaitN(ctx, k) != nil {
+			break
+		}
+		n -= k
+	}
+	return time.Since(began)
+}
