@@ -31,7 +31,7 @@ type Config struct {
 	// is counted from the client's request until the broker's answer (not its sending). Over
 	// it a client gets TooManyRequests, which clients retry. 0 = unbounded.
 	MaxLookupsInFlight int
-	MaxConnections    int // 0 = unlimited
+	MaxConnections     int // 0 = unlimited
 	// Upstream is how direct sessions reach brokers (dial, TLS, PROXY header) and introduce
 	// the proxy and the client there (the broker CONNECT).
 	Upstream     *upstream.Connector
@@ -71,11 +71,11 @@ type Server struct {
 	log      zerolog.Logger
 	nextID   atomic.Uint64
 
-	buffers     *bufferPools // read buffers of direct-mode pipes, shared by all sessions
-	spliceAbove int          // see defaultSpliceAbove; benchmarks vary it
-	clientIPs   *clientIPs   // live connections per client IP, for MaxConnectionsPerIP
-	connectRate *connectRate // new connections per client IP; nil = unlimited
-	roles       *roleLimits  // per-role use against the policy's limits
+	buffers     *bufferPools  // read buffers of direct-mode pipes, shared by all sessions
+	spliceAbove int           // see defaultSpliceAbove; benchmarks vary it
+	clientIPs   *clientIPs    // live connections per client IP, for MaxConnectionsPerIP
+	connectRate *connectRate  // new connections per client IP; nil = unlimited
+	roles       *roleLimits   // per-role use against the policy's limits
 	lookups     chan struct{} // one per lookup being answered, at most MaxLookupsInFlight; nil = unbounded
 
 	mu        sync.Mutex
