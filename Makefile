@@ -57,7 +57,9 @@ check-files:
 # (a campaign: run it on an idle machine and record executions and crashes in the README).
 # A crasher is written to the package's testdata/fuzz and becomes a seed once committed.
 FUZZ_TARGETS = ./frame:FuzzReadFrame ./session:FuzzClientRules ./session:FuzzDirectPipe \
-	./session:FuzzHandshake ./authz:FuzzParseTopic ./lookup:FuzzAllowTarget
+	./session:FuzzHandshake ./authz:FuzzParseTopic ./lookup:FuzzAllowTarget \
+	./authz:FuzzTokenAuthenticate ./lookup:FuzzLookupAnswer ./internal/config:FuzzLoad \
+	./internal/listener:FuzzProxyHeader
 FUZZTIME ?= 4s
 FUZZ_LONG ?= 10m
 
@@ -66,7 +68,7 @@ fuzz-short:
 	@out=$$(mktemp); trap 'rm -f $$out' EXIT; \
 	for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 	  if $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg >$$out 2>&1; then \
-	    grep 'execs:' $$out | tail -1 | sed "s|^|$$name: |"; \
+	    grep -E 'execs:|coverage' $$out | tail -1 | sed "s|^|$$name: |"; \
 	  else grep -v '^fuzz: elapsed' $$out | sed "s|^|$$name: |"; exit 1; fi; done
 
 fuzz:

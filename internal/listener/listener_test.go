@@ -361,7 +361,7 @@ func proxyOpts(trusted string, require bool, timeout time.Duration) Options {
 		RequireHeader: require, HeaderTimeout: timeout}}
 }
 
-func v2Header(t *testing.T, src string) []byte {
+func v2Header(t testing.TB, src string) []byte {
 	h := proxyproto.HeaderProxyFromAddrs(2, net.TCPAddrFromAddrPort(netip.MustParseAddrPort(src)),
 		net.TCPAddrFromAddrPort(netip.MustParseAddrPort("192.0.2.1:6650")))
 	b, err := h.Format()
