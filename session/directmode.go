@@ -76,6 +76,12 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	down := &pipe{src: broker, dst: toClientSink, limits: frame.Limits{MaxFrame: maxFrame},
 		frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient),
 		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
+	if s.srv.cfg.StallTimeout > 0 {
+		up.partial, down.partial = &s.stalls.clientPartial, &s.stalls.brokerPartial
+		toClientSink.notRead, toBrokerSink.notRead = &s.stalls.clientNotRead, &s.stalls.brokerNotRead
+		s.stalls.broker.Store(broker)
+		s.stalls.watched.Store(true)
+	}
 	ref, stopRefresh := s.startRefresher(toClientSink, broker, supportsRefresh)
 	defer stopRefresh()
 	s.setFilters(up, down, toBrokerSink, toClientSink, ref)

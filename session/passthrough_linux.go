@@ -43,7 +43,14 @@ func (p *pipe) passthrough(src, dst *net.TCPConn) error {
 		}
 		if sc.moved > 0 {
 			sc.pending = sc.moved
-			if err := wc.Write(drain); err != nil || sc.outErr != nil {
+			if m := p.dst.notRead; m != nil {
+				m.begin()
+			}
+			err := wc.Write(drain)
+			if m := p.dst.notRead; m != nil {
+				m.end()
+			}
+			if err != nil || sc.outErr != nil {
 				discardSplicePipe(sc.sp) // may hold bytes that will never be written
 				return cmp.Or(err, sc.outErr)
 			}

@@ -19,8 +19,9 @@ import (
 // under mu, so they never interleave mid-frame. It has no buffer of its own: a pipe writes
 // straight out of its read buffer.
 type sink struct {
-	mu   sync.Mutex
-	conn net.Conn
+	mu      sync.Mutex
+	conn    net.Conn
+	notRead *stallMark // set while a write has not returned; nil: not watched
 }
 
 func newSink(c net.Conn) *sink {
@@ -40,6 +41,15 @@ func (s *sink) inject(cmd *pb.BaseCommand) error {
 func (s *sink) write(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.writeLocked(b)
+}
+
+// writeLocked writes b, the caller holding mu, marking the write for the stall watchdog.
+func (s *sink) writeLocked(b []byte) error {
+	if s.notRead != nil {
+		s.notRead.begin()
+		defer s.notRead.end()
+	}
 	_, err := s.conn.Write(b)
 	return err
 }
@@ -85,6 +95,7 @@ type pipe struct {
 	filter      filterFunc                     // nil: forward everything without looking
 	watch       func(pb.BaseCommand_Type) bool // the types filter acts on; nil: all
 	pace        func(n int)                    // called after n bytes went out; may wait (a publish rate)
+	partial     *stallMark                     // while a frame from src is incomplete; nil: not watched
 	frames      prometheus.Counter
 	bytes       prometheus.Counter
 	buffers     *bufferPools
@@ -160,6 +171,7 @@ func (p *pipe) run() error {
 		if err := p.makeRoom(next.need); err != nil {
 			return err
 		}
+		p.markPartial()
 		if err := p.read(); err != nil {
 			if errors.Is(err, io.EOF) && p.start != p.end {
 				return io.ErrUnexpectedEOF
@@ -286,6 +298,18 @@ func (p *pipe) filterOutsideBuffer(span frame.Span) error {
 	return nil
 }
 
+// markPartial tells the stall watchdog whether the pipe waits for the rest of a frame (and
+// since when bytes last came), or for a new one.
+func (p *pipe) markPartial() {
+	switch {
+	case p.partial == nil:
+	case p.start != p.end:
+		p.partial.progress()
+	default:
+		p.partial.end()
+	}
+}
+
 // reset empties the buffer.
 func (p *pipe) reset() {
 	p.start, p.scan, p.end = 0, 0, 0
@@ -402,10 +426,14 @@ func (p *pipe) stream(n int) error {
 	rest := int64(n - len(head))
 	p.dst.mu.Lock()
 	defer p.dst.mu.Unlock()
-	if _, err := p.dst.conn.Write(head); err != nil {
+	if err := p.dst.writeLocked(head); err != nil {
 		return err
 	}
 	p.reset()
+	if p.partial != nil {
+		p.partial.progress() // the rest of the frame is due
+		defer p.partial.end()
+	}
 	if p.srcTCP != nil && p.dstTCP != nil && rest > int64(p.spliceAbove) {
 		p.rest = io.LimitedReader{R: p.srcTCP, N: rest}
 		copied, err := p.dstTCP.ReadFrom(&p.rest)
@@ -430,7 +458,7 @@ func (p *pipe) copyThroughBuffer(rest int64) error {
 	for rest > 0 {
 		k, err := p.src.conn.Read(b[:min(int64(len(b)), rest)])
 		if k > 0 {
-			if _, werr := p.dst.conn.Write(b[:k]); werr != nil {
+			if werr := p.dst.writeLocked(b[:k]); werr != nil {
 				return werr
 			}
 			rest -= int64(k)

@@ -27,6 +27,9 @@ type Config struct {
 	HandshakeTimeout  time.Duration
 	KeepAliveInterval time.Duration
 	MaxPendingLookups int
+	// StallTimeout closes a direct session whose client (or broker) sent part of a frame and
+	// then nothing, or has not taken what was written to it, for this long. 0 = never.
+	StallTimeout time.Duration
 	// MaxLookupsInFlight bounds the lookups being answered at once, all clients together: one
 	// is counted from the client's request until the broker's answer (not its sending). Over
 	// it a client gets TooManyRequests, which clients retry. 0 = unbounded.
@@ -78,6 +81,9 @@ type Server struct {
 	roles       *roleLimits   // per-role use against the policy's limits
 	lookups     chan struct{} // one per lookup being answered, at most MaxLookupsInFlight; nil = unbounded
 
+	watchdog  sync.Once     // the stall watchdog, started by the first Serve
+	stopWatch chan struct{} // closed by Shutdown
+
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[*session]struct{}
@@ -102,6 +108,7 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 	if cfg.MaxLookupsInFlight > 0 {
 		srv.lookups = make(chan struct{}, cfg.MaxLookupsInFlight)
 	}
+	srv.stopWatch = make(chan struct{})
 	m.lookupsInFlight.Set(0)
 	return srv
 }
@@ -121,6 +128,12 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.listeners[ln] = struct{}{}
+	if s.cfg.StallTimeout > 0 {
+		s.watchdog.Do(func() {
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); s.watchStalls(s.stopWatch) }()
+		})
+	}
 	s.mu.Unlock()
 
 	var backoff time.Duration
@@ -223,6 +236,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	for sess := range s.sessions {
 		sess.drain()
+	}
+	s.watchdog.Do(func() {}) // none may start after this
+	select {
+	case <-s.stopWatch:
+	default:
+		close(s.stopWatch)
 	}
 	s.mu.Unlock()
 

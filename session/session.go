@@ -42,6 +42,8 @@ type session struct {
 	drainC      chan struct{}     // closed when the server starts draining
 	drainOnce   sync.Once
 
+	stalls stalls // direct mode: what the stall watchdog looks at
+
 	bytesIn, bytesOut   uint64 // direct mode, for the summary line
 	framesIn, framesOut uint64
 }

@@ -89,6 +89,7 @@ func sessionConfig(cfg *config.Config, connector *upstream.Connector, summaryLev
 		KeepAliveInterval:    s.KeepAliveInterval,
 		MaxPendingLookups:    s.MaxPendingLookups,
 		MaxLookupsInFlight:   s.MaxLookupsInFlight,
+		StallTimeout:         s.StallTimeout,
 		MaxConnections:       s.MaxConnections,
 		Upstream:             connector,
 		SummaryLevel:         summaryLevel,

@@ -193,9 +193,12 @@ type Session struct {
 	MaxFrameSize      int           `yaml:"maxFrameSize" env:"MAX_FRAME_SIZE"`           // bytes
 	MaxPendingLookups int           `yaml:"maxPendingLookups" env:"MAX_PENDING_LOOKUPS"` // per connection
 	// Lookups being answered at once, all clients together; 0 = unbounded.
-	MaxLookupsInFlight int           `yaml:"maxLookupsInFlight" env:"MAX_LOOKUPS_IN_FLIGHT"`
-	MaxConnections     int           `yaml:"maxConnections" env:"MAX_CONNECTIONS"` // 0 = unlimited
-	DrainTimeout       time.Duration `yaml:"drainTimeout" env:"DRAIN_TIMEOUT"`
+	MaxLookupsInFlight int `yaml:"maxLookupsInFlight" env:"MAX_LOOKUPS_IN_FLIGHT"`
+	// A direct session stuck this long on a peer (part of a frame then nothing, or nothing
+	// read of what was written to it) is closed; 0 = never.
+	StallTimeout   time.Duration `yaml:"stallTimeout" env:"STALL_TIMEOUT"`
+	MaxConnections int           `yaml:"maxConnections" env:"MAX_CONNECTIONS"` // 0 = unlimited
+	DrainTimeout   time.Duration `yaml:"drainTimeout" env:"DRAIN_TIMEOUT"`
 	// Per client IP: the PROXY header's where one was accepted; 0 = unlimited.
 	MaxConnectionsPerIP int `yaml:"maxConnectionsPerIP" env:"MAX_CONNECTIONS_PER_IP"`
 	// Passthrough forwards direct sessions without auth/authz socket to socket, unframed.
@@ -257,6 +260,7 @@ func defaults() *Config {
 			MaxFrameSize:         5*1024*1024 + 10*1024,
 			MaxPendingLookups:    1000,
 			MaxLookupsInFlight:   50000,
+			StallTimeout:         60 * time.Second,
 			MaxConnections:       0,
 			DrainTimeout:         30 * time.Second,
 			MaxConnectionsPerIP:  0,

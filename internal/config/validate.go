@@ -216,6 +216,9 @@ func (c *Config) validateSession(p *problems) {
 	}
 	p.atLeastZero("session.maxConnections", s.MaxConnections, "unlimited")
 	p.atLeastZero("session.maxLookupsInFlight", s.MaxLookupsInFlight, "unbounded")
+	if s.StallTimeout < 0 {
+		p.bad("session.stallTimeout", "must be 0 (never) or greater, got %v", s.StallTimeout)
+	}
 	p.atLeastZero("session.maxConnectionsPerIP", s.MaxConnectionsPerIP, "unlimited")
 	p.positive("session.drainTimeout", s.DrainTimeout)
 	if s.ConnectionRatePerIP < 0 {

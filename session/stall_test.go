@@ -1,0 +1,73 @@
+package session
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+)
+
+func stallConfig() Config {
+	cfg := testConfig()
+	cfg.StallTimeout = 300 * time.Millisecond
+	return cfg
+}
+
+func directPeer(t *testing.T, addr, broker string) *peer {
+	t.Helper()
+	p := dialPeer(t, addr)
+	p.send(connectCmd(func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(broker) }))
+	if got := p.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("CONNECT: %v", got)
+	}
+	return p
+}
+
+// A client that sends part of a frame and then nothing is closed after the stall timeout;
+// one that is merely idle between frames is not.
+func TestStalledClientIsClosed(t *testing.T) {
+	b, _, _ := fakeBroker(t)
+	other, _, _ := fakeBroker(t)
+	addr, m := startProxy(t, stallConfig(), nil, targets{b, other})
+	idle := directPeer(t, addr, other.Addr())
+	p := directPeer(t, addr, b.Addr())
+	frame := sendFrame(t, 1000, 1)
+	p.c.Write(frame[:100])
+	p.expectClosed()
+	waitCounter(t, m.stalled.WithLabelValues(string(ReasonClientStalled)), 1)
+	waitCounter(t, m.closes.WithLabelValues(string(ReasonClientStalled)), 1)
+	// The idle session outlived several timeouts and still forwards.
+	idle.c.Write(frame)
+	if got := idle.recv(); got.GetSend().GetSequenceId() != 1 {
+		t.Fatalf("idle session after the stall checks: %v", got)
+	}
+}
+
+// A client that takes nothing while its broker sends is closed after the stall timeout,
+// freeing the broker's side too.
+func TestClientNotReadingIsClosed(t *testing.T) {
+	b := floodingBroker(t)
+	addr, m := startProxy(t, stallConfig(), nil, oneTarget{b})
+	p := dialPeer(t, addr)
+	p.c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	p.send(connectCmd(func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(b.Addr()) }))
+	// It never reads: not even its CONNECTED.
+	waitCounter(t, m.stalled.WithLabelValues(string(ReasonClientNotReading)), 1)
+	waitCounter(t, m.closes.WithLabelValues(string(ReasonClientNotReading)), 1)
+}
+
+// targets allows the brokers listed.
+type targets []lookup.Broker
+
+func (ts targets) Allow(target string) (lookup.Broker, error) {
+	for _, b := range ts {
+		if _, err := (oneTarget{b}).Allow(target); err == nil {
+			return b, nil
+		}
+	}
+	return lookup.Broker{}, lookup.ErrTargetNotAllowed
+}
