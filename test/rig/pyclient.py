@@ -22,12 +22,16 @@ import time
 import pulsar
 
 
+SIZE = None  # --size: every payload padded to this many bytes
+
+
 def payload(prefix, i):
-    """Message i: "<prefix>-<i, 8 digits>-" then i % 700 filler bytes derived from the header,
-    so sizes vary and every payload is distinct and checkable without shared state."""
+    """Message i: "<prefix>-<i, 8 digits>-" then i % 700 filler bytes derived from the header
+    (or as many as make SIZE bytes), so sizes vary and every payload is distinct and checkable
+    without shared state."""
     head = "%s-%08d-" % (prefix, i)
     filler = hashlib.sha256(head.encode()).hexdigest().encode()
-    n = i % 700
+    n = i % 700 if SIZE is None else max(SIZE - len(head), 0)
     return head.encode() + (filler * (n // len(filler) + 1))[:n]
 
 
@@ -57,6 +61,9 @@ def parse_args():
     p.add_argument("--log-file", default="/dev/stderr", help="where the client logs (default stderr)")
     p.add_argument("--token-file", help="file holding a token for AuthenticationToken (not argv: "
                                         "a token on the command line shows in process lists)")
+    p.add_argument("--size", type=int, help="pad every payload to this many bytes")
+    p.add_argument("--chunking", action="store_true",
+                   help="produce with chunking (batching off): messages over the broker's limit are split")
     return p.parse_args()
 
 
@@ -86,7 +93,10 @@ def subscribe(client, args):
 def produce(client, args):
     """Sends COUNT messages asynchronously, then waits for every receipt. Returns the number
     the broker confirmed and the first error, if any."""
-    producer = client.create_producer(args.topic, block_if_queue_full=True)
+    opts = {"block_if_queue_full": True}
+    if args.chunking:
+        opts.update(chunking_enabled=True, batching_enabled=False, send_timeout_millis=120000)
+    producer = client.create_producer(args.topic, **opts)
     done = {"ok": 0, "err": None}
 
     def receipt(res, _msg_id):
@@ -168,7 +178,9 @@ def run(args, summary):
 
 
 def main():
+    global SIZE
     args = parse_args()
+    SIZE = args.size
     summary = {"mode": args.mode, "topic": args.topic, "count": args.count, "client": pulsar.__version__}
     began = time.monotonic()
     try:

@@ -280,6 +280,9 @@ write_confs() {
     cat <<EOF
 # The bookie reads this same file as its ServerConfiguration.
 ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage
+# An entry can be a whole 5 MiB message (a chunk of a chunked one) plus its headers: as
+# Pulsar's own bookkeeper.conf, 5 MiB + 10 KiB (BookKeeper's default is 5 MiB).
+nettyMaxFrameSizeBytes=5253120
 journalSyncData=false
 journalMaxGroupWaitMSec=1
 allowLoopback=true
