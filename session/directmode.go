@@ -84,7 +84,9 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	}
 	ref, stopRefresh := s.startRefresher(toClientSink, broker, supportsRefresh)
 	defer stopRefresh()
-	s.setFilters(up, down, toBrokerSink, toClientSink, ref)
+	if lists := s.setFilters(up, down, toBrokerSink, toClientSink, ref); lists != nil {
+		defer lists.close()
+	}
 
 	// The client's direction runs on the session's own goroutine, the broker's on one more:
 	// an idle direct session is two goroutines. The first to end decides (firstEnd).
@@ -175,13 +177,12 @@ func (s *session) startRefresher(toClient *sink, broker *wire, supportsRefresh b
 // setFilters decides how each direction is forwarded: inspected (authentication or
 // authorization on: the client rules upstream, topic lists filtered downstream), or, with
 // nothing to inspect, unframed where passthrough is on.
-func (s *session) setFilters(up, down *pipe, toBroker, toClient *sink, ref *refresher) {
+func (s *session) setFilters(up, down *pipe, toBroker, toClient *sink, ref *refresher) (lists *topicLists) {
 	sec := s.srv.sec
 	switch {
 	case sec.InspectsFrames():
-		var lists *topicLists
 		if sec.Policy != nil {
-			lists = newTopicLists(s.mayLookUp)
+			lists = newTopicLists(s.mayLookUp).counted(s.srv.metrics.watchers)
 			down.filter, down.watch = s.downstreamFilter(toClient, lists), watchedTopicLists
 		}
 		up.filter, up.watch = s.upstreamFilter(toBroker, toClient, ref, lists), watchedByFilter
@@ -192,6 +193,7 @@ func (s *session) setFilters(up, down *pipe, toBroker, toClient *sink, ref *refr
 		// Nothing reads or injects frames: both directions may go socket to socket untouched.
 		up.unframed, down.unframed = true, true
 	}
+	return lists
 }
 
 // Draining sessions wait for the broker's side to settle: until it has sent nothing for

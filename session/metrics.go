@@ -21,6 +21,7 @@ type Metrics struct {
 	lookupsInFlight   prometheus.Gauge
 	publishPaused     prometheus.Counter
 	stalled           *prometheus.CounterVec // reason
+	watchers          prometheus.Gauge
 }
 
 // Directions as metric label values.
@@ -73,6 +74,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lookupsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pulsar_proxy_lookups_in_flight", Help: "Lookup-mode requests being answered now, all clients together (bounded by broker.maxLookupsInFlight).",
 		}),
+		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pulsar_proxy_topic_list_watchers", Help: "Topic-list watchers (WATCH_TOPIC_LIST) open in inspected direct sessions, whose updates the proxy filters by the policy.",
+		}),
 		stalled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_stalled_sessions_total", Help: "Direct sessions closed by the stall watchdog (session.stallTimeout), by reason: client_stalled (part of a frame, then nothing), client_not_reading, broker_stalled.",
 		}, []string{"reason"}),
@@ -83,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pulsar_proxy_refused_commands_total", Help: "Client commands in direct sessions that ended the session: a type no client may send to a broker, one that cannot be decoded, or proxy-only fields, by reason.",
 		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.stalled, m.limited, m.lookupsInFlight, m.publishPaused, m.refusedCommands, m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
+	reg.MustRegister(m.watchers, m.stalled, m.limited, m.lookupsInFlight, m.publishPaused, m.refusedCommands, m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
 		m.frames, m.bytes, m.handshakeFailures, m.closes, m.brokerDialSeconds, m.clientIPs)
 	return m
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -30,6 +31,7 @@ var errTooManyWatchedTopics = errors.New("topic-list watchers of this connection
 // list is kept to hash the list the client really holds.
 type topicLists struct {
 	visible func(topic string) bool
+	active  prometheus.Gauge // watchers open, all sessions together; nil: not counted
 
 	mu       sync.Mutex
 	watchers map[uint64]map[string]struct{} // by watcher id; nil set: opened, no answer yet
@@ -40,15 +42,25 @@ func newTopicLists(visible func(string) bool) *topicLists {
 	return &topicLists{visible: visible, watchers: map[uint64]map[string]struct{}{}}
 }
 
+// counted makes the lists count their watchers in g.
+func (l *topicLists) counted(g prometheus.Gauge) *topicLists {
+	l.active = g
+	return l
+}
+
 // watch registers a watcher the client opens; false when the session has too many.
 func (l *topicLists) watch(id uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.watchers[id]; !ok && len(l.watchers) >= maxWatchersPerSession {
+	_, known := l.watchers[id]
+	if !known && len(l.watchers) >= maxWatchersPerSession {
 		return false
 	}
 	l.forgetLocked(id)
 	l.watchers[id] = nil
+	if !known && l.active != nil {
+		l.active.Inc()
+	}
 	return true
 }
 
@@ -56,8 +68,22 @@ func (l *topicLists) watch(id uint64) bool {
 func (l *topicLists) forget(id uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, known := l.watchers[id]; known && l.active != nil {
+		l.active.Dec()
+	}
 	l.forgetLocked(id)
 	delete(l.watchers, id)
+}
+
+// close drops every watcher: the session ended, and the broker with it.
+func (l *topicLists) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.active != nil {
+		l.active.Sub(float64(len(l.watchers)))
+	}
+	clear(l.watchers)
+	l.topics = 0
 }
 
 func (l *topicLists) forgetLocked(id uint64) {

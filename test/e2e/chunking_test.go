@@ -5,8 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -108,21 +106,11 @@ func TestGatewayChunkedMessagesJavaClient(t *testing.T) {
 // with args, returning its standard output.
 func runJavaProbe(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	cp, err := rig.JavaClasspath()
-	rig.Need(t, "the Pulsar jars", err)
-	for _, tool := range []string{"java", "javac"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			rig.Need(t, "the Java client", &rig.PrereqError{Reason: tool + " is not on PATH"})
-		}
-	}
-	classes := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	javac := exec.CommandContext(ctx, "javac", "-encoding", "UTF-8", "-cp", cp, "-d", classes, filepath.Join("testdata", name+".java"))
-	if out, err := javac.CombinedOutput(); err != nil {
-		t.Fatalf("javac %s.java: %v\n%s", name, err, out)
-	}
-	java := exec.CommandContext(ctx, "java", append([]string{"-Xmx512m", "-cp", classes + string(os.PathListSeparator) + cp, name}, args...)...)
+	prog, err := rig.CompileJava(ctx, filepath.Join("testdata", name+".java"), t.TempDir())
+	rig.Need(t, "the Java client", err)
+	java := prog.Command(ctx, args...)
 	var stderr bytes.Buffer
 	java.Stderr = &stderr
 	out, err := java.Output()

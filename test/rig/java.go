@@ -94,3 +94,34 @@ func PerfCommand(ctx context.Context, logDir, clientConf string, args ...string)
 	}
 	return JavaCommand(ctx, "1g", logDir, "perf", PerfMainClass, append([]string{conf}, args...)...)
 }
+
+// JavaProgram is a small Java client program of a test, compiled against the rig's Pulsar
+// classpath.
+type JavaProgram struct {
+	Main    string // its class
+	Classes string // where javac put it
+	CP      string // the Pulsar classpath
+}
+
+// CompileJava compiles the source file src (a class of the default package) into dir. A
+// missing java or javac, or jars not cached, is a *PrereqError (see Need).
+func CompileJava(ctx context.Context, src, dir string) (*JavaProgram, error) {
+	for _, tool := range []string{"java", "javac"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, &PrereqError{Reason: tool + " is not on PATH"}
+		}
+	}
+	cp, err := JavaClasspath()
+	if err != nil {
+		return nil, &PrereqError{Reason: err.Error()}
+	}
+	if out, err := exec.CommandContext(ctx, "javac", "-encoding", "UTF-8", "-cp", cp, "-d", dir, src).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("javac %s: %w\n%s", src, err, out)
+	}
+	return &JavaProgram{Main: strings.TrimSuffix(filepath.Base(src), ".java"), Classes: dir, CP: cp}, nil
+}
+
+// Command runs the program with args and a small heap.
+func (p *JavaProgram) Command(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "java", append([]string{"-Xmx512m", "-cp", p.Classes + string(os.PathListSeparator) + p.CP, p.Main}, args...)...)
+}
