@@ -27,6 +27,15 @@ const (
 	ReasonCommandRefused     CloseReason = "command_refused"        // a direct-mode command the client rules refuse
 )
 
+// closeReasons is every CloseReason, for the metrics made at start (see Metrics.initSeries).
+var closeReasons = []CloseReason{
+	ReasonClientClosed, ReasonBrokerClosed, ReasonIOError, ReasonHandshakeTimeout, ReasonExpectedConnect,
+	ReasonBadFrame, ReasonForgedProxyFields, ReasonTargetNotAllowed, ReasonBrokerUnreachable,
+	ReasonBrokerRefused, ReasonKeepAliveTimeout, ReasonTooManyConnections, ReasonTooManyFromIP,
+	ReasonConnectRate, ReasonShutdown, ReasonDrained, ReasonAuthFailed, ReasonAuthExpired,
+	ReasonTransportSetup, ReasonCommandRefused,
+}
+
 // beforeSession reports whether the reason ended the connection before it was usable, which
 // is what handshake-failure metrics count.
 func (r CloseReason) beforeSession() bool {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -73,6 +74,7 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 	resolver := lookup.NewResolver(p.brokers, p.pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
 	p.sessions = session.NewServer(sessionConfig(cfg, connector, summaryLevel), resolver, p.brokers, session.NewMetrics(p.reg), log)
 	p.sessions.SetSecurity(p.sec)
+	httpapi.RegisterStatus(p.reg, version, p.ready, p.sessions.Draining)
 	return p, nil
 }
 
