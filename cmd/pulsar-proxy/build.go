@@ -47,24 +47,11 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log); err != nil {
 		return nil, err
 	}
-	dialer, err := brokerDialer(cfg, log)
+	connector, err := newConnector(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	p.brokerTLS = dialer.TLS != nil
-	creds, err := proxyCredentials(cfg)
-	if err != nil {
-		return nil, err
-	}
-	connector := &upstream.Connector{
-		Dialer:          dialer,
-		Version:         serverVersion(),
-		ProtocolVersion: protocolVersion,
-		Credentials:     creds,
-		OwnPrincipal:    cfg.Auth.BrokerClient.OwnPrincipal,
-		Timeout:         cfg.Broker.ConnectTimeout,
-		MaxFrameSize:    cfg.Session.MaxFrameSize,
-	}
+	p.brokerTLS = connector.Dialer.TLS != nil
 	p.pool = upstream.NewPool(upstream.PoolConfig{
 		Connector:      connector,
 		MaxPending:     maxPendingPerBrokerConn,
@@ -79,6 +66,28 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 }
 
 func serverVersion() string { return "pulsar-proxy/" + version }
+
+// newConnector is how the proxy opens a broker connection and sends its CONNECT: broker.tls,
+// broker.proxyProtocol, the proxy's credentials and own principal (also check-config --connect).
+func newConnector(cfg *config.Config, log zerolog.Logger) (*upstream.Connector, error) {
+	dialer, err := brokerDialer(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := proxyCredentials(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &upstream.Connector{
+		Dialer:          dialer,
+		Version:         serverVersion(),
+		ProtocolVersion: protocolVersion,
+		Credentials:     creds,
+		OwnPrincipal:    cfg.Auth.BrokerClient.OwnPrincipal,
+		Timeout:         cfg.Broker.ConnectTimeout,
+		MaxFrameSize:    cfg.Session.MaxFrameSize,
+	}, nil
+}
 
 func sessionConfig(cfg *config.Config, connector *upstream.Connector, summaryLevel zerolog.Level) session.Config {
 	s := cfg.Session
