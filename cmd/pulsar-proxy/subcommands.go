@@ -10,6 +10,8 @@ func subcommand(args []string) (code int, ok bool) {
 	switch args[0] {
 	case "check-config":
 		return checkConfig(args[1:]), true
+	case "convert-config":
+		return convertConfig(args[1:]), true
 	}
 	return 0, false
 }
