@@ -87,7 +87,7 @@ var (
 // initSeries makes every series whose label values are known in advance, at 0, so that a
 // scrape shows them from the start: a rate() or a ratio in an alert then counts the first
 // event too (a series that appears at 1 has no earlier sample to rise from), and a dashboard
-// shows 0 rather than no data. Broker labels and refusal reasons are made as they occur.
+// shows 0 rather than no data. Broker labels are made as they occur.
 func (m *Metrics) initSeries() {
 	for _, mode := range []mode{modeHandshake, modeLookup, modeDirect} {
 		m.activeSessions.WithLabelValues(mode.String())
@@ -104,6 +104,9 @@ func (m *Metrics) initSeries() {
 		if r.beforeSession() {
 			m.handshakeFailures.WithLabelValues(string(r))
 		}
+	}
+	for _, r := range []string{refusedType, refusedUndecodable, refusedForgedFields} {
+		m.refusedCommands.WithLabelValues(r)
 	}
 	for _, t := range lookupTypes {
 		for _, r := range lookupResults {
