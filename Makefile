@@ -16,9 +16,10 @@ GO ?= go
 RIG := test/rig/rig.sh
 E2E_TIMEOUT ?= 40m
 
-# Four Go modules, so that the product's go.mod holds only what the binary and its unit tests
+# Five Go modules, so that the product's go.mod holds only what the binary and its unit tests
 # import: the product (.); test/ (the rig, the end-to-end tests, the demo: pulsar-client-go);
-# bench/ (the benchmark: golang.org/x/image for its chart); tools/image (the image builder).
+# bench/ (the benchmark: golang.org/x/image for its chart); tools/image (the image builder);
+# tools/observability (the dashboard and alert checks: Prometheus's parser and engine).
 # test/ and bench/ take the product (and bench the rig) from this checkout by replace
 # directives; a module's packages are vetted and tested from its own directory (go -C DIR).
 
