@@ -15,7 +15,8 @@ import (
 // Parts are what --connect exercises, built from the configuration by the same code the proxy
 // runs (cmd/pulsar-proxy): the discovery providers, the live broker set over them (with the
 // broker.* target rule), and the CONNECT the proxy sends a broker for its own connections
-// (broker TLS, PROXY header, the proxy's credentials and own principal).
+// (broker TLS and client certificate, the proxy's credentials and own principal; no PROXY
+// header, as on the proxy's own lookup connections).
 type Parts struct {
 	Providers []lookup.Provider
 	Brokers   *lookup.BrokerSet

@@ -20,7 +20,7 @@ token have not expired; within 14 days is a warning), then prints the effective 
 with secrets redacted on standard output. The findings go to standard error.
 
   --connect   also run discovery and complete a CONNECT with every broker it names (at most
-              16), as the proxy's own connections do (broker TLS, PROXY header, credentials)
+              16), as the proxy's own connections do (broker TLS, credentials)
   --quiet     do not print the effective configuration
 
 exit codes:
