@@ -16,9 +16,10 @@ GO ?= go
 RIG := test/rig/rig.sh
 E2E_TIMEOUT ?= 40m
 
-# Four Go modules, so that the product's go.mod holds only what the binary and its unit tests
+# Five Go modules, so that the product's go.mod holds only what the binary and its unit tests
 # import: the product (.); test/ (the rig, the end-to-end tests, the demo: pulsar-client-go);
-# bench/ (the benchmark: golang.org/x/image for its chart); tools/image (the image builder).
+# bench/ (the benchmark: golang.org/x/image for its chart); tools/image (the image builder);
+# tools/observability (the dashboard and alert checks: Prometheus's parser and engine).
 # test/ and bench/ take the product (and bench the rig) from this checkout by replace
 # directives; a module's packages are vetted and tested from its own directory (go -C DIR).
 
@@ -45,6 +46,8 @@ test-unit:
 	$(GO) test -C bench -race ./...
 	$(call timed,fuzz targets ($(FUZZTIME) each),$(MAKE) --no-print-directory fuzz-short)
 	$(call timed,image test (tools/image),$(MAKE) --no-print-directory image-test)
+	$(call timed,promtool (pinned; built once into .cache),$(MAKE) --no-print-directory promtool-prepare)
+	$(call timed,alert rules and dashboard checks (tools/observability),$(MAKE) --no-print-directory observability-test)
 
 # Fails when git tracks an executable (ELF, Mach-O, PE), or a file with NUL bytes or larger
 # than 1 MiB that .ci/large-files.allow does not name (tools/trackedfiles; its tests run with
@@ -168,6 +171,32 @@ helm-prepare:
 # helm lint and the rendered chart's checks (also part of test-unit).
 chart-test: helm
 	$(GO) test -count=1 -v ./helm
+
+# --- dashboards and alerts (tools/observability, its own module: Prometheus's libraries) ----
+
+.PHONY: promtool promtool-prepare observability-test dashboard-screenshot
+
+# The pinned promtool in .cache (built once from the module proxy, like helm).
+promtool:
+	test/rig/build-promtool.sh
+
+# As promtool, but outside CI a failed build is left for the alert tests to report as a skip.
+promtool-prepare:
+	@if ! test/rig/build-promtool.sh >/dev/null; then \
+	  if [[ -n "$$CI" && "$$CI" != false ]]; then exit 1; fi; \
+	  echo "promtool not built; the alert rule tests will say why they skip"; \
+	fi
+
+# promtool check rules and promtool test rules of the alerts; the query checker's own tests.
+# (The dashboard and the alerts against a running proxy's /metrics: test/e2e,
+# TestDashboardAndAlertsMatchTheProxy, in make test-e2e.)
+observability-test:
+	cd tools/observability && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+# Re-renders docs/dashboard.png from a real run: the e2e test's recording of /metrics, drawn
+# with the dashboard's own queries (needs the rig; one test, about two minutes).
+dashboard-screenshot:
+	PULSAR_PROXY_DASHBOARD_PNG=$(CURDIR)/docs/dashboard.png $(GO) test -C test -count=1 -v -run 'TestDashboardAndAlertsMatchTheProxy' ./e2e
 
 # Regenerates frame/pb/pulsar_api.pb.go (needs Debian's protobuf-compiler).
 proto:

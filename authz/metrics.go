@@ -36,6 +36,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.authFailures, m.denials, m.policyReloads, m.forwarded, m.refreshes)
+	// The series whose label values are known in advance exist from the start, at 0, so a
+	// rate() in an alert counts the first event too. Authentication failures are made as they
+	// occur (methods times reasons would be many series that mostly never move).
+	for _, a := range []Action{ActionLookup, ActionProduce, ActionConsume} {
+		m.denials.WithLabelValues(string(a))
+	}
+	for _, a := range []Action{ActionProduce, ActionConsume} {
+		m.forwarded.WithLabelValues(string(a))
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.policyReloads.WithLabelValues(r)
+	}
+	for _, r := range []string{"ok", "failed", "relayed"} {
+		m.refreshes.WithLabelValues(r)
+	}
 	return m
 }
 
@@ -113,6 +128,8 @@ func NewJWKSMetrics(reg prometheus.Registerer) *JWKSMetrics {
 		}),
 	}
 	reg.MustRegister(m.fetches, m.keys, m.lastSuccess)
+	m.fetches.WithLabelValues("ok") // both results exist from the start, at 0
+	m.fetches.WithLabelValues("error")
 	return m
 }
 

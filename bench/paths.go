@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"io"
 	"net"
@@ -78,9 +79,14 @@ func pulsarProxyPath(dir, brokerURL, broker, name string, passthrough bool) (*pa
 		pprof: "http://" + pprofAddr, stop: func() { p.Stop() }}, nil
 }
 
-// javaProxyPath runs Apache Pulsar's proxy from the rig's jars with its defaults, static
-// broker URLs (no metadata store), zero-copy mode on, and direct connections allowed to the
-// rig's broker port (its default allows only 6650 and 6651).
+// javaProxyConf is the configuration the Java proxy runs with, ${...} to be filled in.
+//
+//go:embed java-proxy.conf
+var javaProxyConf string
+
+// javaProxyPath runs Apache Pulsar's proxy from the rig's jars with java-proxy.conf: its
+// defaults, static broker URLs (no metadata store), zero-copy mode on, and direct connections
+// allowed to the rig's broker port (its default allows only 6650 and 6651).
 func javaProxyPath(ctx context.Context, dir string, r *rig.Rig) (*path, error) {
 	port, err := freePort()
 	if err != nil {
@@ -90,18 +96,11 @@ func javaProxyPath(ctx context.Context, dir string, r *rig.Rig) (*path, error) {
 	if err != nil {
 		return nil, err
 	}
-	conf := fmt.Sprintf(`clusterName=%s
-brokerServiceURL=%s
-brokerWebServiceURL=%s
-servicePort=%d
-webServicePort=%d
-proxyZeroCopyModeEnabled=true
-brokerProxyAllowedTargetPorts=*
-brokerProxyAllowedHostNames=*
-brokerProxyAllowedIPAddresses=*
-maxConcurrentInboundConnections=100000
-maxConcurrentLookupRequests=50000
-`, r.Cluster, r.BrokerURL(1), r.BrokerHTTP(1), port, webPort)
+	values := map[string]string{
+		"clusterName": r.Cluster, "brokerServiceURL": r.BrokerURL(1), "brokerWebServiceURL": r.BrokerHTTP(1),
+		"servicePort": fmt.Sprint(port), "webServicePort": fmt.Sprint(webPort),
+	}
+	conf := os.Expand(javaProxyConf, func(k string) string { return values[k] })
 	confPath := filepath.Join(dir, "java-proxy.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
 // Metrics are the lookup layer's Prometheus series: discovery health and lookup coalescing.
@@ -46,6 +48,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.discoveryBrokers, m.discoveryErrors, m.discoveryStale, m.brokerRequests, m.coalesced, stalenessCollector{m})
+	}
+	// The commands that are coalesced (see Resolver) have their series from the start, at 0.
+	for _, t := range []pb.BaseCommand_Type{pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA} {
+		m.coalesced.WithLabelValues(t.String())
 	}
 	return m
 }

@@ -1,6 +1,10 @@
 package session
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
 
 // Metrics are the session layer's Prometheus series. Labels stay low-cardinality: modes,
 // command types, results, reasons and broker addresses (a handful), never topics.
@@ -89,5 +93,44 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.watchers, m.stalled, m.limited, m.lookupsInFlight, m.publishPaused, m.refusedCommands, m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
 		m.frames, m.bytes, m.handshakeFailures, m.closes, m.brokerDialSeconds, m.clientIPs)
+	m.initSeries()
 	return m
+}
+
+// lookupTypes and lookupResults are the label values of pulsar_proxy_lookups_total.
+var (
+	lookupTypes = []string{pb.BaseCommand_LOOKUP.String(), pb.BaseCommand_PARTITIONED_METADATA.String(),
+		pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.String(), pb.BaseCommand_GET_SCHEMA.String()}
+	lookupResults = []string{"ok", "failed", "denied", "rejected", "error"}
+)
+
+// initSeries makes every series whose label values are known in advance, at 0, so that a
+// scrape shows them from the start: a rate() or a ratio in an alert then counts the first
+// event too (a series that appears at 1 has no earlier sample to rise from), and a dashboard
+// shows 0 rather than no data. Broker labels are made as they occur.
+func (m *Metrics) initSeries() {
+	for _, mode := range []mode{modeHandshake, modeLookup, modeDirect} {
+		m.activeSessions.WithLabelValues(mode.String())
+		if mode != modeHandshake {
+			m.sessions.WithLabelValues(mode.String())
+		}
+	}
+	for _, d := range []string{toBroker, toClient} {
+		m.frames.WithLabelValues(d)
+		m.bytes.WithLabelValues(d)
+	}
+	for _, r := range closeReasons {
+		m.closes.WithLabelValues(string(r))
+		if r.beforeSession() {
+			m.handshakeFailures.WithLabelValues(string(r))
+		}
+	}
+	for _, r := range []string{refusedType, refusedUndecodable, refusedForgedFields} {
+		m.refusedCommands.WithLabelValues(r)
+	}
+	for _, t := range lookupTypes {
+		for _, r := range lookupResults {
+			m.lookups.WithLabelValues(t, r)
+		}
+	}
 }

@@ -31,6 +31,15 @@ const (
 	ReasonBrokerStalled      CloseReason = "broker_stalled"         // the broker, likewise
 )
 
+// closeReasons is every CloseReason, for the metrics made at start (see Metrics.initSeries).
+var closeReasons = []CloseReason{
+	ReasonClientClosed, ReasonBrokerClosed, ReasonIOError, ReasonHandshakeTimeout, ReasonExpectedConnect,
+	ReasonBadFrame, ReasonForgedProxyFields, ReasonTargetNotAllowed, ReasonBrokerUnreachable,
+	ReasonBrokerRefused, ReasonKeepAliveTimeout, ReasonTooManyConnections, ReasonTooManyFromIP,
+	ReasonConnectRate, ReasonShutdown, ReasonDrained, ReasonAuthFailed, ReasonAuthExpired,
+	ReasonTransportSetup, ReasonCommandRefused,
+}
+
 // beforeSession reports whether the reason ended the connection before it was usable, which
 // is what handshake-failure metrics count.
 func (r CloseReason) beforeSession() bool {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -46,24 +47,11 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log); err != nil {
 		return nil, err
 	}
-	dialer, err := brokerDialer(cfg, log)
+	connector, err := newConnector(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	p.brokerTLS = dialer.TLS != nil
-	creds, err := proxyCredentials(cfg)
-	if err != nil {
-		return nil, err
-	}
-	connector := &upstream.Connector{
-		Dialer:          dialer,
-		Version:         serverVersion(),
-		ProtocolVersion: protocolVersion,
-		Credentials:     creds,
-		OwnPrincipal:    cfg.Auth.BrokerClient.OwnPrincipal,
-		Timeout:         cfg.Broker.ConnectTimeout,
-		MaxFrameSize:    cfg.Session.MaxFrameSize,
-	}
+	p.brokerTLS = connector.Dialer.TLS != nil
 	p.pool = upstream.NewPool(upstream.PoolConfig{
 		Connector:      connector,
 		MaxPending:     maxPendingPerBrokerConn,
@@ -73,10 +61,33 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 	resolver := lookup.NewResolver(p.brokers, p.pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
 	p.sessions = session.NewServer(sessionConfig(cfg, connector, summaryLevel), resolver, p.brokers, session.NewMetrics(p.reg), log)
 	p.sessions.SetSecurity(p.sec)
+	httpapi.RegisterStatus(p.reg, version, p.ready, p.sessions.Draining)
 	return p, nil
 }
 
 func serverVersion() string { return "pulsar-proxy/" + version }
+
+// newConnector is how the proxy opens a broker connection and sends its CONNECT: broker.tls,
+// broker.proxyProtocol, the proxy's credentials and own principal (also check-config --connect).
+func newConnector(cfg *config.Config, log zerolog.Logger) (*upstream.Connector, error) {
+	dialer, err := brokerDialer(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := proxyCredentials(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &upstream.Connector{
+		Dialer:          dialer,
+		Version:         serverVersion(),
+		ProtocolVersion: protocolVersion,
+		Credentials:     creds,
+		OwnPrincipal:    cfg.Auth.BrokerClient.OwnPrincipal,
+		Timeout:         cfg.Broker.ConnectTimeout,
+		MaxFrameSize:    cfg.Session.MaxFrameSize,
+	}, nil
+}
 
 func sessionConfig(cfg *config.Config, connector *upstream.Connector, summaryLevel zerolog.Level) session.Config {
 	s := cfg.Session

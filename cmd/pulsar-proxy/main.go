@@ -27,6 +27,9 @@ const protocolVersion = 21
 const maxPendingPerBrokerConn = 10000
 
 func main() {
+	if code, ok := subcommand(os.Args[1:]); ok {
+		os.Exit(code)
+	}
 	configPath := flag.String("config", "", "YAML configuration file (environment variables PULSAR_PROXY_* override it)")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()

@@ -48,6 +48,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.handshakes, m.expiry)
+	for _, r := range []string{"ok", "error", "timeout"} { // from the start, at 0
+		m.handshakes.WithLabelValues(r)
+	}
 	return m
 }
 

@@ -85,16 +85,29 @@ func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error
 	if err := os.WriteFile(cfgPath, []byte(b.String()), 0o644); err != nil {
 		return nil, err
 	}
+	var env []string
+	if len(ports) > 0 && !strings.Contains(extraYAML, "allowedPorts") {
+		env = append(env, "PULSAR_PROXY_BROKER_ALLOWED_PORTS="+strings.Join(ports, ","))
+	}
+	return start(binary, dir, cfgPath, env, withTLS)
+}
+
+// StartConfig runs binary with the configuration file cfgPath as it is (plus env, added to
+// this process's environment), logging to dir/proxy.log, and returns once it has logged its
+// addresses and /healthz answers. The file must bind its listeners to port 0 or free ports,
+// and log JSON at level info or lower (the defaults).
+func StartConfig(binary, dir, cfgPath string, env []string) (*Proc, error) {
+	return start(binary, dir, cfgPath, env, false)
+}
+
+func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, error) {
 	p := &Proc{LogPath: filepath.Join(dir, "proxy.log"), exited: make(chan struct{})}
 	logFile, err := os.Create(p.LogPath)
 	if err != nil {
 		return nil, err
 	}
 	p.cmd = exec.Command(binary, "--config", cfgPath)
-	p.cmd.Env = os.Environ()
-	if len(ports) > 0 && !strings.Contains(extraYAML, "allowedPorts") {
-		p.cmd.Env = append(p.cmd.Env, "PULSAR_PROXY_BROKER_ALLOWED_PORTS="+strings.Join(ports, ","))
-	}
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		logFile.Close()

@@ -1,0 +1,217 @@
+package convert
+
+// apacheKey is one setting of Apache Pulsar's proxy (4.0.8): its default as proxy.conf spells
+// it, and, for a setting pulsar-proxy has no counterpart for, why it is not carried over.
+// Mapped settings have no reason here; convert.go maps them (see mappedKeys).
+type apacheKey struct {
+	def    string // Apache's default ("" = unset)
+	varies bool   // the default depends on the machine (thread counts, temp directory)
+	reason string // why it is not carried over ("" = mapped)
+	// harmless: not carrying it over changes nothing a client or operator sees (thread
+	// counts, a cluster name the proxy never uses), so it is never flagged for review.
+	harmless bool
+}
+
+// Reasons shared by several keys.
+const (
+	reasonMetadataStore = "discovery from Pulsar's metadata store is not part of this version of pulsar-proxy: name the brokers with discovery.static, discovery.dns (a Kubernetes headless Service) or discovery.consul"
+	reasonHTTPPlane     = "the HTTP plane of Apache's proxy (admin REST and Functions proxying, its HTTP server's tuning) has no counterpart in this version: listen.http serves /healthz, /readyz and /metrics only"
+	reasonThreads       = "Go's runtime schedules the work (GOMAXPROCS); there are no thread pools to size"
+	reasonJavaTLS       = "pulsar-proxy uses Go's crypto/tls: there is no JSSE or OpenSSL provider, nor a TLS factory plugin, to choose"
+	reasonKeyStore      = "pulsar-proxy reads PEM files only: export the KeyStore to PEM (keytool -importkeystore -deststoretype PKCS12, then openssl pkcs12 -nodes) and set the PEM paths"
+	reasonSASL          = "Kerberos (SASL) authentication is not supported"
+	reasonPlugins       = "pulsar-proxy loads no extensions, servlets or NAR packages"
+	reasonWebSocket     = "the WebSocket API is not served by pulsar-proxy"
+	reasonMetrics       = "/metrics is served on listen.http without authentication or time-out settings; restrict who reaches that port (the chart's Service, a NetworkPolicy)"
+	reasonAuthz         = "Apache's proxy authorizes against the namespace permissions in the metadata store; pulsar-proxy leaves that to the brokers, which authorize the original_principal it sends, or applies its own policy file (authz.enabled, authz.policyFile; super-user roles go in that file's superUserRoles)"
+	reasonWebTLS        = "listen.http has no TLS; /metrics and the probes are plain HTTP"
+	reasonPropertyKnown = "a Pulsar client or provider property with no counterpart in pulsar-proxy"
+)
+
+// apacheKeys are the settings of ProxyConfiguration in Pulsar 4.0.8 (its fields, checked
+// against the jar by the end-to-end tests), plus the provider properties proxy.conf documents
+// (the token provider's, OpenID Connect's, basic authentication's).
+var apacheKeys = map[string]apacheKey{
+	// Broker discovery.
+	"metadataStoreUrl":                     {reason: reasonMetadataStore},
+	"configurationMetadataStoreUrl":        {reason: reasonMetadataStore},
+	"zookeeperServers":                     {reason: reasonMetadataStore},
+	"configurationStoreServers":            {reason: reasonMetadataStore},
+	"globalZookeeperServers":               {reason: reasonMetadataStore},
+	"metadataStoreSessionTimeoutMillis":    {def: "30000", reason: reasonMetadataStore},
+	"metadataStoreCacheExpirySeconds":      {def: "300", reason: reasonMetadataStore},
+	"metadataStoreAllowReadOnlyOperations": {def: "false", reason: reasonMetadataStore},
+	"zookeeperSessionTimeoutMs":            {def: "-1", reason: reasonMetadataStore},
+	"zooKeeperCacheExpirySeconds":          {def: "-1", reason: reasonMetadataStore},
+	"zooKeeperAllowReadOnlyOperations":     {def: "false", reason: reasonMetadataStore},
+	"brokerServiceURL":                     {},
+	"brokerServiceURLTLS":                  {},
+	"brokerWebServiceURL":                  {reason: reasonHTTPPlane},
+	"brokerWebServiceURLTLS":               {reason: reasonHTTPPlane},
+	"functionWorkerWebServiceURL":          {reason: reasonHTTPPlane},
+	"functionWorkerWebServiceURLTLS":       {reason: reasonHTTPPlane},
+	"checkActiveBrokers":                   {def: "false"},
+
+	// Connections to brokers and the target rule.
+	"brokerProxyConnectTimeoutMs":   {def: "10000"},
+	"brokerProxyReadTimeoutMs":      {def: "75000", reason: "direct sessions have no idle read time-out in pulsar-proxy; the keep-alive between client and broker closes dead connections"},
+	"brokerProxyAllowedHostNames":   {def: "*"},
+	"brokerProxyAllowedIPAddresses": {def: "*"},
+	"brokerProxyAllowedTargetPorts": {def: "6650,6651"},
+
+	// Server.
+	"bindAddress":                      {def: "0.0.0.0"},
+	"advertisedAddress":                {reason: "pulsar-proxy advertises no address of its own: lookup answers send clients back through the address they connected to (proxy_through_service_url)"},
+	"keepAliveIntervalSeconds":         {def: "30"},
+	"haProxyProtocolEnabled":           {def: "false"},
+	"webServiceHaProxyProtocolEnabled": {def: "false", reason: reasonHTTPPlane},
+	"webServiceTrustXForwardedFor":     {def: "false", reason: reasonHTTPPlane},
+	"webServiceLogDetailedAddresses":   {reason: reasonHTTPPlane},
+	"proxyZeroCopyModeEnabled":         {def: "true"},
+	"servicePort":                      {def: "6650"},
+	"servicePortTls":                   {},
+	"webServicePort":                   {def: "8080"},
+	"webServicePortTls":                {reason: reasonWebTLS},
+	"webServiceTlsProvider":            {def: "Conscrypt", reason: reasonJavaTLS, harmless: true},
+	"webServiceTlsProtocols":           {reason: reasonWebTLS},
+	"webServiceTlsCiphers":             {reason: reasonWebTLS},
+	"narExtractionDirectory":           {varies: true, reason: reasonPlugins, harmless: true},
+	"proxyLogLevel":                    {def: "0"},
+	"statusFilePath":                   {reason: "use /readyz instead: it answers 503 while no broker answers and from SIGTERM on, while the proxy drains its sessions"},
+	"maxMessageSize":                   {def: "5242880"},
+	"clusterName":                      {reason: "not needed: pulsar-proxy does not use the cluster name", harmless: true},
+	"numIOThreads":                     {varies: true, reason: reasonThreads, harmless: true},
+	"numAcceptorThreads":               {def: "1", reason: reasonThreads, harmless: true},
+
+	// Authentication and authorization.
+	"superUserRoles":                  {reason: reasonAuthz},
+	"authenticationEnabled":           {def: "false"},
+	"authenticationProviders":         {},
+	"authorizationEnabled":            {def: "false", reason: reasonAuthz},
+	"authorizationProvider":           {def: "org.apache.pulsar.broker.authorization.PulsarAuthorizationProvider", reason: reasonAuthz},
+	"forwardAuthorizationCredentials": {def: "false"},
+	"authenticationRefreshCheckSeconds": {def: "60",
+		reason: "pulsar-proxy checks credentials when they expire (an AUTH_CHALLENGE, answered within auth.refreshTimeout), not on a timer", harmless: true},
+	"anonymousUserRole":                       {},
+	"enableProxyStatsEndpoints":               {def: "true", reason: reasonMetrics},
+	"authenticateMetricsEndpoint":             {def: "true", reason: reasonMetrics},
+	"metricsServletTimeoutMs":                 {def: "30000", reason: reasonMetrics, harmless: true},
+	"saslJaasClientAllowedIds":                {def: ".*pulsar.*", reason: reasonSASL, harmless: true},
+	"saslJaasServerSectionName":               {def: "PulsarProxy", reason: reasonSASL, harmless: true},
+	"saslJaasServerRoleTokenSignerSecretPath": {reason: reasonSASL},
+	"kinitCommand":                            {def: "/usr/bin/kinit", reason: reasonSASL, harmless: true},
+
+	// Limits.
+	"maxConcurrentInboundConnections":      {def: "10000"},
+	"maxConcurrentInboundConnectionsPerIp": {def: "0"},
+	"maxConcurrentLookupRequests": {def: "50000",
+		reason: "pulsar-proxy bounds lookups per client connection (session.maxPendingLookups, default 1000) rather than in total", harmless: true},
+
+	// The proxy as a client of the brokers.
+	"brokerClientAuthenticationPlugin":     {},
+	"brokerClientAuthenticationParameters": {},
+	"brokerClientTrustCertsFilePath":       {},
+	"brokerClientKeyFilePath":              {},
+	"brokerClientCertificateFilePath":      {},
+	"tlsEnabledWithBroker":                 {def: "false"},
+	"tlsHostnameVerificationEnabled":       {def: "false"},
+	"brokerClientTlsEnabledWithKeyStore":   {def: "false", reason: reasonKeyStore},
+	"brokerClientSslProvider":              {reason: reasonJavaTLS, harmless: true},
+	"brokerClientTlsKeyStoreType":          {def: "JKS", reason: reasonKeyStore},
+	"brokerClientTlsKeyStore":              {reason: reasonKeyStore},
+	"brokerClientTlsKeyStorePassword":      {reason: reasonKeyStore},
+	"brokerClientTlsTrustStoreType":        {def: "JKS", reason: reasonKeyStore},
+	"brokerClientTlsTrustStore":            {reason: reasonKeyStore},
+	"brokerClientTlsTrustStorePassword":    {reason: reasonKeyStore},
+	"brokerClientTlsCiphers":               {reason: "pulsar-proxy offers brokers Go's default cipher suites; only the lowest TLS version is set (broker.tls.minVersion)"},
+	"brokerClientTlsProtocols":             {},
+	"brokerClientSslFactoryPlugin":         {def: "org.apache.pulsar.common.util.DefaultPulsarSslFactory", reason: reasonJavaTLS, harmless: true},
+	"brokerClientSslFactoryPluginParams":   {reason: reasonJavaTLS},
+
+	// TLS for clients.
+	"tlsEnabledInProxy":              {def: "false", reason: "deprecated in Pulsar: servicePortTls opens the TLS listener", harmless: true},
+	"tlsCertRefreshCheckDurationSec": {def: "300", reason: "certificates are re-read when their files change (looked at, at most once a second, on a TLS handshake)", harmless: true},
+	"tlsCertificateFilePath":         {},
+	"tlsKeyFilePath":                 {},
+	"tlsTrustCertsFilePath":          {},
+	"tlsAllowInsecureConnection": {def: "false",
+		reason: "pulsar-proxy never accepts a client certificate it cannot verify: a client whose certificate does not chain to tls.clientCAFile is refused"},
+	"tlsProtocols":                         {},
+	"tlsCiphers":                           {},
+	"tlsRequireTrustedClientCertOnConnect": {def: "false"},
+	"tlsEnabledWithKeyStore":               {def: "false", reason: reasonKeyStore},
+	"tlsProvider":                          {reason: reasonJavaTLS, harmless: true},
+	"tlsKeyStoreType":                      {def: "JKS", reason: reasonKeyStore},
+	"tlsKeyStore":                          {reason: reasonKeyStore},
+	"tlsKeyStorePassword":                  {reason: reasonKeyStore},
+	"tlsTrustStoreType":                    {def: "JKS", reason: reasonKeyStore},
+	"tlsTrustStore":                        {reason: reasonKeyStore},
+	"tlsTrustStorePassword":                {reason: reasonKeyStore},
+	"sslFactoryPlugin":                     {def: "org.apache.pulsar.common.util.DefaultPulsarSslFactory", reason: reasonJavaTLS, harmless: true},
+	"sslFactoryPluginParams":               {reason: reasonJavaTLS},
+
+	// HTTP.
+	"httpReverseProxyConfigs":                 {reason: reasonHTTPPlane},
+	"httpOutputBufferSize":                    {def: "32768", reason: reasonHTTPPlane},
+	"httpMaxRequestHeaderSize":                {def: "8192", reason: reasonHTTPPlane},
+	"httpInputMaxReplayBufferSize":            {def: "5242880", reason: reasonHTTPPlane},
+	"httpProxyTimeout":                        {def: "300000", reason: reasonHTTPPlane},
+	"httpNumThreads":                          {varies: true, reason: reasonThreads, harmless: true},
+	"maxConcurrentHttpRequests":               {def: "1024", reason: reasonHTTPPlane},
+	"httpServerThreadPoolQueueSize":           {def: "8192", reason: reasonHTTPPlane},
+	"httpServerAcceptQueueSize":               {def: "8192", reason: reasonHTTPPlane},
+	"maxHttpServerConnections":                {def: "2048", reason: reasonHTTPPlane},
+	"httpRequestsLimitEnabled":                {def: "false", reason: reasonHTTPPlane},
+	"httpRequestsMaxPerSecond":                {def: "100.0", reason: reasonHTTPPlane},
+	"proxyAdditionalServletDirectory":         {def: "./proxyAdditionalServlet", reason: reasonPlugins},
+	"additionalServletDirectory":              {def: "./proxyAdditionalServlet", reason: reasonPlugins},
+	"proxyAdditionalServlets":                 {reason: reasonPlugins},
+	"additionalServlets":                      {reason: reasonPlugins},
+	"proxyExtensionsDirectory":                {def: "./proxyextensions", reason: reasonPlugins},
+	"proxyExtensions":                         {reason: reasonPlugins},
+	"useSeparateThreadPoolForProxyExtensions": {def: "true", reason: reasonPlugins, harmless: true},
+	"webSocketServiceEnabled":                 {def: "false", reason: reasonWebSocket},
+	"webSocketPingDurationSeconds":            {def: "-1", reason: reasonWebSocket},
+
+	// Properties read by the authentication providers (proxy.conf documents them).
+	"tokenSecretKey":     {},
+	"tokenPublicKey":     {},
+	"tokenAuthClaim":     {},
+	"tokenAudienceClaim": {},
+	"tokenAudience":      {},
+	"tokenPublicAlg":     {def: "RS256"},
+	"tokenSettingPrefix": {reason: "pulsar-proxy has one token provider; its settings are auth.token.*"},
+	"basicAuthConf":      {reason: "basic authentication is not supported; clients authenticate with tokens or certificates"},
+	// OpenID Connect (AuthenticationProviderOpenID).
+	"openIDAllowedTokenIssuers":           {},
+	"openIDAllowedAudiences":              {},
+	"openIDRoleClaim":                     {def: "sub"},
+	"openIDAcceptedTimeLeewaySeconds":     {def: "0"},
+	"openIDRequireIssuersUseHttps":        {def: "true", reason: "pulsar-proxy fetches the key set over https always (plain http to a loopback address only)"},
+	"openIDTokenIssuerTrustCertsFilePath": {},
+	"openIDKeyIdCacheMissRefreshSeconds":  {def: "300"},
+	"openIDFallbackDiscoveryMode":         {def: "DISABLED", reason: "pulsar-proxy reads no discovery document and no Kubernetes API: auth.token.jwksURL names the key set"},
+	"openIDCacheSize":                     {def: "5", reason: "pulsar-proxy keeps one key set", harmless: true},
+	"openIDCacheRefreshAfterWriteSeconds": {def: "64800"},
+	"openIDCacheExpirationSeconds":        {def: "86400", reason: "the key set is kept until the next refresh succeeds", harmless: true},
+	"openIDHttpConnectionTimeoutMillis":   {def: "10000"},
+	"openIDHttpReadTimeoutMillis":         {def: "10000", reason: "one time-out bounds a key set fetch: auth.token.jwksTimeout (from openIDHttpConnectionTimeoutMillis)", harmless: true},
+}
+
+// mappedKeys are the settings convert.go carries over (each is in apacheKeys without a reason).
+var mappedKeys = []string{
+	"brokerServiceURL", "brokerServiceURLTLS", "checkActiveBrokers",
+	"brokerProxyConnectTimeoutMs", "brokerProxyAllowedHostNames", "brokerProxyAllowedIPAddresses", "brokerProxyAllowedTargetPorts",
+	"bindAddress", "keepAliveIntervalSeconds", "haProxyProtocolEnabled", "proxyZeroCopyModeEnabled",
+	"servicePort", "servicePortTls", "webServicePort", "proxyLogLevel", "maxMessageSize",
+	"authenticationEnabled", "authenticationProviders", "forwardAuthorizationCredentials", "anonymousUserRole",
+	"maxConcurrentInboundConnections", "maxConcurrentInboundConnectionsPerIp",
+	"brokerClientAuthenticationPlugin", "brokerClientAuthenticationParameters", "brokerClientTrustCertsFilePath",
+	"brokerClientKeyFilePath", "brokerClientCertificateFilePath", "tlsEnabledWithBroker", "tlsHostnameVerificationEnabled",
+	"brokerClientTlsProtocols",
+	"tlsCertificateFilePath", "tlsKeyFilePath", "tlsTrustCertsFilePath", "tlsProtocols", "tlsCiphers", "tlsRequireTrustedClientCertOnConnect",
+	"tokenSecretKey", "tokenPublicKey", "tokenAuthClaim", "tokenAudienceClaim", "tokenAudience", "tokenPublicAlg",
+	"openIDAllowedTokenIssuers", "openIDAllowedAudiences", "openIDRoleClaim", "openIDAcceptedTimeLeewaySeconds",
+	"openIDTokenIssuerTrustCertsFilePath", "openIDCacheRefreshAfterWriteSeconds", "openIDKeyIdCacheMissRefreshSeconds",
+	"openIDHttpConnectionTimeoutMillis",
+}
