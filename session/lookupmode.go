@@ -123,8 +123,8 @@ func (l *lookupSession) lookup(cmd *pb.BaseCommand) {
 	}
 	l.answering.Add(1)
 	l.background(func() {
-		defer func() { s.srv.giveLookup(); <-l.slots; l.answering.Done() }()
-		s.answer(cmd)
+		defer func() { <-l.slots; l.answering.Done() }()
+		s.answer(cmd, s.srv.giveLookup)
 	})
 }
 
@@ -139,14 +139,17 @@ func (l *lookupSession) tooMany(cmd *pb.BaseCommand, limit, msg string) {
 	s.writeFailure(cmd, pb.ServerError_TooManyRequests, msg)
 }
 
-// answer resolves one request and writes the answer under the client's request id.
-func (s *session) answer(cmd *pb.BaseCommand) {
+// answer resolves one request and writes the answer under the client's request id; resolved
+// is called as soon as the broker answered (before the client is written to, which a slow
+// client could hold up).
+func (s *session) answer(cmd *pb.BaseCommand, resolved func()) {
 	t := cmd.GetType().String()
 	clientID, _ := frame.RequestID(cmd)
 	began := time.Now()
 	// The context names the client's role: lookups go out as that principal and are
 	// coalesced only with the same principal's.
 	resp, err := s.srv.resolver.Resolve(s.lookupContext(), cmd)
+	resolved()
 	s.srv.metrics.lookupSeconds.WithLabelValues(t).Observe(time.Since(began).Seconds())
 	if err != nil {
 		s.srv.metrics.lookups.WithLabelValues(t, "error").Inc()

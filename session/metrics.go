@@ -128,6 +128,12 @@ func (m *Metrics) initSeries() {
 	for _, r := range []string{refusedType, refusedUndecodable, refusedForgedFields} {
 		m.refusedCommands.WithLabelValues(r)
 	}
+	for _, l := range []string{limitRoleConnections, limitRoleLookupRate, limitLookupsInFlight} {
+		m.limited.WithLabelValues(l)
+	}
+	for _, r := range []CloseReason{ReasonClientStalled, ReasonClientNotReading, ReasonBrokerStalled} {
+		m.stalled.WithLabelValues(string(r))
+	}
 	for _, t := range lookupTypes {
 		for _, r := range lookupResults {
 			m.lookups.WithLabelValues(t, r)

@@ -37,7 +37,8 @@ var closeReasons = []CloseReason{
 	ReasonBadFrame, ReasonForgedProxyFields, ReasonTargetNotAllowed, ReasonBrokerUnreachable,
 	ReasonBrokerRefused, ReasonKeepAliveTimeout, ReasonTooManyConnections, ReasonTooManyFromIP,
 	ReasonConnectRate, ReasonShutdown, ReasonDrained, ReasonAuthFailed, ReasonAuthExpired,
-	ReasonTransportSetup, ReasonCommandRefused,
+	ReasonTransportSetup, ReasonCommandRefused, ReasonTooManyForRole, ReasonClientStalled,
+	ReasonClientNotReading, ReasonBrokerStalled,
 }
 
 // beforeSession reports whether the reason ended the connection before it was usable, which
