@@ -28,6 +28,20 @@ type Metrics struct {
 	watchers          prometheus.Gauge
 }
 
+// newGuardMetrics makes the series of what guards the proxy: the limits, the stall watchdog
+// and the topic-list watchers.
+func (m *Metrics) newGuardMetrics() {
+	m.watchers = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "pulsar_proxy_topic_list_watchers", Help: "Topic-list watchers (WATCH_TOPIC_LIST) open in inspected direct sessions, whose updates the proxy filters by the policy.",
+	})
+	m.stalled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pulsar_proxy_stalled_sessions_total", Help: "Direct sessions closed by the stall watchdog (session.stallTimeout), by reason: client_stalled (part of a frame, then nothing), client_not_reading, broker_stalled.",
+	}, []string{"reason"})
+	m.publishPaused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pulsar_proxy_publish_paused_seconds_total", Help: "Time direct sessions stopped reading from their clients to hold a role to its publish rate (policy limits), summed over sessions.",
+	})
+}
+
 // Directions as metric label values.
 const (
 	toBroker = "client_to_broker"
@@ -78,19 +92,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lookupsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pulsar_proxy_lookups_in_flight", Help: "Lookup-mode requests being answered now, all clients together (bounded by broker.maxLookupsInFlight).",
 		}),
-		watchers: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pulsar_proxy_topic_list_watchers", Help: "Topic-list watchers (WATCH_TOPIC_LIST) open in inspected direct sessions, whose updates the proxy filters by the policy.",
-		}),
-		stalled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pulsar_proxy_stalled_sessions_total", Help: "Direct sessions closed by the stall watchdog (session.stallTimeout), by reason: client_stalled (part of a frame, then nothing), client_not_reading, broker_stalled.",
-		}, []string{"reason"}),
-		publishPaused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pulsar_proxy_publish_paused_seconds_total", Help: "Time direct sessions stopped reading from their clients to hold a role to its publish rate (policy limits), summed over sessions.",
-		}),
 		refusedCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_refused_commands_total", Help: "Client commands in direct sessions that ended the session: a type no client may send to a broker, one that cannot be decoded, or proxy-only fields, by reason.",
 		}, []string{"reason"}),
 	}
+	m.newGuardMetrics()
 	reg.MustRegister(m.watchers, m.stalled, m.limited, m.lookupsInFlight, m.publishPaused, m.refusedCommands, m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
 		m.frames, m.bytes, m.handshakeFailures, m.closes, m.brokerDialSeconds, m.clientIPs)
 	m.initSeries()

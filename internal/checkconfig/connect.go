@@ -64,7 +64,17 @@ func Connect(ctx context.Context, p Parts, timeout time.Duration, r *Report) boo
 		live = live[:maxProbed]
 	}
 
-	// CONNECT: every live broker, concurrently, within what is left of the time-out.
+	ok := connectAll(ctx, p, live, r)
+	if ok == 0 {
+		r.add(Error, "broker", "no broker completed a CONNECT (%d tried)", len(live))
+		return false
+	}
+	return true
+}
+
+// connectAll completes a CONNECT with every broker, concurrently, within what is left of
+// ctx, and reports each; it returns how many succeeded.
+func connectAll(ctx context.Context, p Parts, live []lookup.Broker, r *Report) int {
 	results := make([]error, len(live))
 	versions := make([]string, len(live))
 	var probes sync.WaitGroup
@@ -91,11 +101,7 @@ func Connect(ctx context.Context, p Parts, timeout time.Duration, r *Report) boo
 		ok++
 		r.add(Info, key, "CONNECTED (%s)", versions[i])
 	}
-	if ok == 0 {
-		r.add(Error, "broker", "no broker completed a CONNECT (%d tried)", len(live))
-		return false
-	}
-	return true
+	return ok
 }
 
 // describe says what kind of failure err is, in the proxy's own terms.

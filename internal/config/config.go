@@ -222,6 +222,26 @@ type Log struct {
 // defaults returns the configuration used for every setting that neither the
 // file nor the environment sets. It has no discovery provider, so it does
 // not validate on its own: a proxy must be told where its brokers are.
+// defaultSession is the session section's defaults.
+func defaultSession() Session {
+	return Session{
+		HandshakeTimeout:  10 * time.Second,
+		KeepAliveInterval: 30 * time.Second,
+		// The broker's default maxMessageSize is 5 MiB; the extra 10 KiB
+		// leaves room for the frame's command and metadata around it.
+		MaxFrameSize:         5*1024*1024 + 10*1024,
+		MaxPendingLookups:    1000,
+		MaxLookupsInFlight:   50000,
+		StallTimeout:         60 * time.Second,
+		MaxConnections:       0,
+		DrainTimeout:         30 * time.Second,
+		MaxConnectionsPerIP:  0,
+		Passthrough:          true,
+		ConnectionBurstPerIP: 20,
+		IPv6PrefixLength:     64,
+	}
+}
+
 func defaults() *Config {
 	return &Config{
 		Listen: Listen{
@@ -252,22 +272,7 @@ func defaults() *Config {
 			TLS:                        BrokerTLS{BrokerMinVersion: tls.VersionTLS12},
 			BrokerProxyProtocol:        "off",
 		},
-		Session: Session{
-			HandshakeTimeout:  10 * time.Second,
-			KeepAliveInterval: 30 * time.Second,
-			// The broker's default maxMessageSize is 5 MiB; the extra 10 KiB
-			// leaves room for the frame's command and metadata around it.
-			MaxFrameSize:         5*1024*1024 + 10*1024,
-			MaxPendingLookups:    1000,
-			MaxLookupsInFlight:   50000,
-			StallTimeout:         60 * time.Second,
-			MaxConnections:       0,
-			DrainTimeout:         30 * time.Second,
-			MaxConnectionsPerIP:  0,
-			Passthrough:          true,
-			ConnectionBurstPerIP: 20,
-			IPv6PrefixLength:     64,
-		},
+		Session: defaultSession(),
 		Log: Log{
 			Level:          "info",
 			Format:         "json",

@@ -263,6 +263,14 @@ func brokerURLs(raw string, tlsOn bool) ([]string, error) {
 
 // brokerRule: the ports, host names and addresses a direct connection may target.
 func (c *converter) brokerRule() {
+	c.allowedPorts()
+	c.allowedHosts()
+	c.allowedIPs()
+	c.brokerTimeouts()
+}
+
+// allowedPorts: the ports a target may be on.
+func (c *converter) allowedPorts() {
 	ports, portsInFile := c.get("brokerProxyAllowedTargetPorts")
 	var list []int
 	wildcard := false
@@ -300,7 +308,10 @@ func (c *converter) brokerRule() {
 	case portsInFile:
 		c.mapped("brokerProxyAllowedTargetPorts", "broker.allowedPorts", "", false)
 	}
+}
 
+// allowedHosts: the host name patterns a target may match.
+func (c *converter) allowedHosts() {
 	hosts, hostsInFile := c.get("brokerProxyAllowedHostNames")
 	var patterns []string
 	for _, h := range splitList(hosts) {
@@ -321,7 +332,10 @@ func (c *converter) brokerRule() {
 	} else if hostsInFile || hosts == "*" {
 		c.mapped("brokerProxyAllowedHostNames", "(built in)", "any host ('*') is not carried over: pulsar-proxy lets a client target only a broker that discovery lists or that a broker named in a lookup answer (stricter); add broker.allowedHosts patterns if clients name brokers some other way", false)
 	}
+}
 
+// allowedIPs: the addresses a target may be.
+func (c *converter) allowedIPs() {
 	ips, ipsInFile := c.get("brokerProxyAllowedIPAddresses")
 	var literal []string
 	for _, ip := range splitList(ips) {
@@ -341,7 +355,10 @@ func (c *converter) brokerRule() {
 	} else if ipsInFile && ips == "*" {
 		c.mapped("brokerProxyAllowedIPAddresses", "(built in)", "any address ('*'): pulsar-proxy allows brokers by discovery and lookup answers instead", false)
 	}
+}
 
+// brokerTimeouts: the dial timeout and the keep-alive.
+func (c *converter) brokerTimeouts() {
 	if ms, inFile := c.get("brokerProxyConnectTimeoutMs"); ms != "" {
 		if n, err := strconv.Atoi(ms); err == nil && n > 0 {
 			c.put("broker.dialTimeout", (time.Duration(n) * time.Millisecond).String(), c.source("brokerProxyConnectTimeoutMs"))
@@ -595,6 +612,12 @@ func (c *converter) clientTLS() {
 		}
 		c.mapped("tlsRequireTrustedClientCertOnConnect", to, "", false)
 	}
+	c.tlsProtocols()
+	c.tlsCiphers()
+}
+
+// tlsProtocols: the lowest TLS version offered.
+func (c *converter) tlsProtocols() {
 	if v, inFile := c.get("tlsProtocols"); inFile {
 		min, dropped := lowestTLS(v, false)
 		if min != "" {
@@ -604,6 +627,10 @@ func (c *converter) clientTLS() {
 			c.dropped("tlsProtocols", joinNote("no TLS version pulsar-proxy knows", dropped), true)
 		}
 	}
+}
+
+// tlsCiphers: the TLS 1.2 cipher suites Go knows of those listed.
+func (c *converter) tlsCiphers() {
 	if v, inFile := c.get("tlsCiphers"); inFile {
 		known := map[string]bool{}
 		for _, s := range tls.CipherSuites() {
