@@ -103,6 +103,12 @@ func CheckPrerequisites() error {
 			return &PrereqError{Reason: "mvn is not on PATH, and it is needed once to download the Pulsar jars (no complete " + cp + ")"}
 		}
 	}
+	if _, err := ToolsClasspath(); err != nil {
+		if _, lerr := exec.LookPath("mvn"); lerr != nil {
+			cp, _ := ToolsClasspathFile()
+			return &PrereqError{Reason: "mvn is not on PATH, and it is needed once to download the Pulsar admin CLI jars (no complete " + cp + ")"}
+		}
+	}
 	bin, err := consulBinary()
 	if err != nil {
 		return err
