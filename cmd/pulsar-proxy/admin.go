@@ -44,7 +44,7 @@ func buildAdmin(cfg *config.Config, brokers *lookup.BrokerSet, sec session.Secur
 		MaxRedirects:             a.AdminMaxRedirects,
 		AccessLog:                zerolog.Disabled,
 		Logger:                   log,
-		Registerer:               reg,
+		Metrics:                  adminproxy.NewMetrics(reg),
 	}
 	if a.AdminAccessLog != "off" {
 		level, err := zerolog.ParseLevel(a.AdminAccessLog)

@@ -28,7 +28,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
@@ -79,9 +78,9 @@ type Config struct {
 	MaxBodySize   int64
 	MaxRedirects  int
 	// AccessLog is the level of the line logged per request; zerolog.Disabled: none.
-	AccessLog  zerolog.Level
-	Logger     zerolog.Logger
-	Registerer prometheus.Registerer
+	AccessLog zerolog.Level
+	Logger    zerolog.Logger
+	Metrics   *Metrics // nil: counted but not registered
 	// SpoolDir holds request bodies beyond the in-memory part while a redirect may need
 	// them; "" = os.TempDir().
 	SpoolDir string
@@ -92,7 +91,7 @@ type Config struct {
 // Proxy serves the admin paths; build it with New.
 type Proxy struct {
 	cfg       Config
-	metrics   *metrics
+	metrics   *Metrics
 	sem       chan struct{}
 	rp        *httputil.ReverseProxy
 	transport *http.Transport
@@ -131,7 +130,10 @@ func New(cfg Config) (*Proxy, error) {
 		IdleConnTimeout:       90 * time.Second,
 		DisableCompression:    true, // bodies pass as the broker encoded them
 	}
-	p := &Proxy{cfg: cfg, metrics: newMetrics(cfg.Registerer), sem: make(chan struct{}, cfg.MaxConcurrent), transport: t}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	p := &Proxy{cfg: cfg, metrics: cfg.Metrics, sem: make(chan struct{}, cfg.MaxConcurrent), transport: t}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:       p.rewrite,
 		Transport:     &redirector{p: p, base: t},

@@ -105,7 +105,7 @@ func newProxy(t *testing.T, cfg Config) *testProxy {
 	tp := &testProxy{reg: testmetrics.New(), log: &bytes.Buffer{}}
 	var mu sync.Mutex
 	cfg.Logger = zerolog.New(syncWriter{&mu, tp.log})
-	cfg.Registerer = tp.reg
+	cfg.Metrics = NewMetrics(tp.reg)
 	if cfg.MaxConcurrent == 0 {
 		cfg.MaxConcurrent = 16
 	}

@@ -6,9 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics of the HTTP plane's reverse proxy. Every label value comes from a fixed set: routes
+// Metrics of the HTTP plane's reverse proxy. Every label value comes from a fixed set: routes
 // from classify, codes from net/http's, reasons from the constants below.
-type metrics struct {
+type Metrics struct {
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	upstream  *prometheus.CounterVec
@@ -27,8 +27,9 @@ const (
 	reasonBodyNotKept     = "body_not_kept"      // a redirect could not re-send the body
 )
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
+// NewMetrics registers the admin proxy's metrics with reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_http_requests_total",
 			Help: "Admin API, lookup and Functions requests through the proxy, by route (the API resource, e.g. /admin/v2/persistent) and status code.",
@@ -57,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (m *metrics) done(route string, code int, seconds float64) {
+func (m *Metrics) done(route string, code int, seconds float64) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 	m.duration.WithLabelValues(route).Observe(seconds)
 }

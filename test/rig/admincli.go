@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -84,7 +86,6 @@ func (r AdminResult) String() string {
 func (a Admin) Run(ctx context.Context, args ...string) AdminResult {
 	res := AdminResult{Args: args}
 	began := time.Now()
-	defer func() { res.Took = time.Since(began) }()
 	cp, err := ToolsClasspath()
 	if err != nil {
 		res.Err = err
@@ -107,14 +108,77 @@ func (a Admin) Run(ctx context.Context, args ...string) AdminResult {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	argv := []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms64m", "-Xmx256m", "-Xss512k",
-		"-Dlog4j.configurationFile=" + filepath.Join(dir, "log4j2.xml"), "-Dpulsar.log.dir=" + a.Dir, "-Dpulsar.log.file=admin-cli.log",
-		"-cp", cp, AdminMainClass, conf, "--admin-url", a.URL}
+		"-Dlog4j.configurationFile=" + filepath.Join(dir, "log4j2.xml"), "-Dpulsar.log.dir=" + a.Dir, "-Dpulsar.log.file=admin-cli.log"}
+	archive, training := cliArchive(cp)
+	switch {
+	case archive != "" && !training:
+		argv = append(argv, "-XX:SharedArchiveFile="+archive)
+	case training:
+		argv = append(argv, "-XX:ArchiveClassesAtExit="+archive+".tmp")
+	}
+	argv = append(argv, "-cp", cp, AdminMainClass, conf, "--admin-url", a.URL)
 	cmd := exec.CommandContext(ctx, "java", append(argv, args...)...)
 	dieWithParent(cmd)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = 5 * time.Second
 	res.Err = cmd.Run()
-	res.Stdout, res.Stderr = out.String(), errb.String()
+	res.Stdout, res.Stderr, res.Took = out.String(), errb.String(), time.Since(began)
+	if training {
+		cliTrained(archive, res.Err == nil)
+	}
 	return res
+}
+
+// The admin CLI's class-data-sharing archive, like the brokers' (rig.sh): the first run
+// writes it as the JVM exits, later runs map the classes from it instead of loading them
+// from ~130 jars. It is keyed by the Java build and the classpath.
+var cli struct {
+	sync.Mutex
+	archive  string // "" = none (RIG_CDS=0, or no cache)
+	training bool   // a run is writing it
+	checked  bool
+}
+
+// cliArchive returns the archive path and whether this run is to write it.
+func cliArchive(cp string) (string, bool) {
+	cli.Lock()
+	defer cli.Unlock()
+	if !cli.checked {
+		cli.checked = true
+		c, err := cacheDir()
+		jv, jerr := exec.Command("java", "-version").CombinedOutput()
+		if err == nil && jerr == nil && os.Getenv("RIG_CDS") != "0" {
+			h := fnv.New64a()
+			h.Write(jv)
+			h.Write([]byte(cp))
+			cli.archive = filepath.Join(c, "cds", fmt.Sprintf("admin-cli-%x.jsa", h.Sum64()))
+		}
+	}
+	if cli.archive == "" {
+		return "", false
+	}
+	if _, err := os.Stat(cli.archive); err == nil {
+		return cli.archive, false
+	}
+	if cli.training {
+		return "", false // another run is writing it: this one goes without
+	}
+	if os.MkdirAll(filepath.Dir(cli.archive), 0o755) != nil {
+		return "", false
+	}
+	cli.training = true
+	return cli.archive, true
+}
+
+// cliTrained keeps the archive a run wrote when it exited cleanly.
+func cliTrained(archive string, ok bool) {
+	cli.Lock()
+	defer cli.Unlock()
+	cli.training = false
+	if st, err := os.Stat(archive + ".tmp"); ok && err == nil && st.Size() > 0 {
+		os.Rename(archive+".tmp", archive)
+		return
+	}
+	os.Remove(archive + ".tmp")
 }
