@@ -46,6 +46,9 @@ B2_HTTP_PORT="${RIG_BROKER2_HTTP_PORT:-18081}"
 # TLS binary ports (brokerServicePortTls); empty = none. The certificate settings
 # (tlsCertificateFilePath, tlsKeyFilePath) come from RIG_BROKER_EXTRA_CONF.
 B1_TLS_PORT="${RIG_BROKER1_TLS_PORT:-}"
+# TLS web service ports (webServicePortTls), same certificate settings; empty = none.
+B1_WEB_TLS_PORT="${RIG_BROKER1_WEB_TLS_PORT:-}"
+B2_WEB_TLS_PORT="${RIG_BROKER2_WEB_TLS_PORT:-}"
 B2_TLS_PORT="${RIG_BROKER2_TLS_PORT:-}"
 ZK_PORT="${RIG_ZK_PORT:-12181}"
 BOOKIE_PORT="${RIG_BOOKIE_PORT:-13181}"
@@ -86,6 +89,8 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
 broker_port() { if [[ "$1" == 1 ]]; then echo "$B1_PORT"; else echo "$B2_PORT"; fi; }
 broker_tls_port() { if [[ "$1" == 1 ]]; then echo "$B1_TLS_PORT"; else echo "$B2_TLS_PORT"; fi; }
 broker_tls_url() { if [[ -n "$(broker_tls_port "$1")" ]]; then echo "pulsar+ssl://$HOST:$(broker_tls_port "$1")"; fi; }
+broker_web_tls_port() { if [[ "$1" == 1 ]]; then echo "$B1_WEB_TLS_PORT"; else echo "$B2_WEB_TLS_PORT"; fi; }
+broker_https() { if [[ -n "$(broker_web_tls_port "$1")" ]]; then echo "https://$HOST:$(broker_web_tls_port "$1")"; fi; }
 broker_http_port() { if [[ "$1" == 1 ]]; then echo "$B1_HTTP_PORT"; else echo "$B2_HTTP_PORT"; fi; }
 broker_http() { echo "http://$HOST:$(broker_http_port "$1")"; }
 broker_id() { echo "$HOST:$(broker_http_port "$1")"; }
@@ -271,6 +276,7 @@ write_confs() {
     {
       common_conf "$(broker_port "$n")" "$(broker_http_port "$n")"
       if [[ -n "$(broker_tls_port "$n")" ]]; then echo "brokerServicePortTls=$(broker_tls_port "$n")"; fi
+      if [[ -n "$(broker_web_tls_port "$n")" ]]; then echo "webServicePortTls=$(broker_web_tls_port "$n")"; fi
       if [[ -n "$EXTRA_CONF" ]]; then
         echo "# From RIG_BROKER_EXTRA_CONF=$EXTRA_CONF"
         cat "$EXTRA_CONF"
@@ -474,6 +480,7 @@ ZK_BOOKIE_PID=$(read_pid zk-bookie)
 ZK_BOOKIE_LOG=$LOGS/zk-bookie.log
 BROKER1_URL=pulsar://$HOST:$B1_PORT
 BROKER1_TLS_URL=$(broker_tls_url 1)
+BROKER1_HTTPS=$(broker_https 1)
 BROKER1_HTTP=$(broker_http 1)
 BROKER1_ID=$(broker_id 1)
 BROKER1_PID=$(read_pid broker1)
@@ -481,6 +488,7 @@ BROKER1_LOG=$LOGS/broker1.log
 BROKER1_CONF=$CONF/broker1.conf
 BROKER2_URL=pulsar://$HOST:$B2_PORT
 BROKER2_TLS_URL=$(broker_tls_url 2)
+BROKER2_HTTPS=$(broker_https 2)
 BROKER2_HTTP=$(broker_http 2)
 BROKER2_ID=$(broker_id 2)
 BROKER2_PID=$(read_pid broker2)
@@ -572,7 +580,7 @@ cmd_up() {
   fi
   need_tools
   # Ports first: a clash is reported before any download or build.
-  for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" $B1_TLS_PORT $B2_TLS_PORT "$ZK_PORT" "$BOOKIE_PORT" \
+  for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" $B1_TLS_PORT $B2_TLS_PORT $B1_WEB_TLS_PORT $B2_WEB_TLS_PORT "$ZK_PORT" "$BOOKIE_PORT" \
     "$C_HTTP_PORT" "$C_DNS_PORT" "$C_SERF_LAN_PORT" "$C_SERF_WAN_PORT" "$C_SERVER_PORT" "$C_GRPC_PORT" "$C_GRPC_TLS_PORT"; do
     if port_in_use "$p"; then taken+=("$p"); fi
   done
@@ -728,7 +736,7 @@ cmd_start_broker() {
     log "broker $n is already running"
     return 0
   fi
-  for p in "$(broker_port "$n")" "$(broker_http_port "$n")" $(broker_tls_port "$n"); do
+  for p in "$(broker_port "$n")" "$(broker_http_port "$n")" $(broker_tls_port "$n") $(broker_web_tls_port "$n"); do
     if port_in_use "$p"; then
       err "port $p is still in use; cannot start broker $n"
       exit 1
