@@ -57,7 +57,8 @@ check-files:
 # (a campaign: run it on an idle machine and record executions and crashes in the README).
 # A crasher is written to the package's testdata/fuzz and becomes a seed once committed.
 FUZZ_TARGETS = ./frame:FuzzReadFrame ./session:FuzzClientRules ./session:FuzzDirectPipe \
-	./session:FuzzHandshake ./authz:FuzzParseTopic ./lookup:FuzzAllowTarget
+	./session:FuzzHandshake ./authz:FuzzParseTopic ./lookup:FuzzAllowTarget \
+	./internal/adminproxy:FuzzClassify
 FUZZTIME ?= 4s
 FUZZ_LONG ?= 10m
 

@@ -138,7 +138,7 @@ func New(cfg Config) (*Proxy, error) {
 		Rewrite:       p.rewrite,
 		Transport:     &redirector{p: p, base: t},
 		FlushInterval: 100 * time.Millisecond, // answers of unknown length are flushed at once anyway
-		BufferPool:    bufferPool{},
+		BufferPool:    newBufferPool(),
 		ErrorHandler:  p.proxyError,
 		ErrorLog:      nil,
 	}
@@ -452,13 +452,25 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// bufferPool lends the reverse proxy 32 KiB copy buffers.
-type bufferPool struct{}
+// copyBufferSize is the reverse proxy's copy buffer: what one request or answer holds at a
+// time while its body streams.
+const copyBufferSize = 32 << 10
 
-var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// bufferPool lends the reverse proxy its copy buffers; one per Proxy. Pointers to arrays
+// keep Put from allocating.
+type bufferPool struct{ p sync.Pool }
 
-func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
-func (bufferPool) Put(b []byte) { buffers.Put(&b) }
+func newBufferPool() *bufferPool {
+	return &bufferPool{p: sync.Pool{New: func() any { return new([copyBufferSize]byte) }}}
+}
+
+func (bp *bufferPool) Get() []byte { return bp.p.Get().(*[copyBufferSize]byte)[:] }
+
+func (bp *bufferPool) Put(b []byte) {
+	if len(b) == copyBufferSize {
+		bp.p.Put((*[copyBufferSize]byte)(b))
+	}
+}
 
 // webURL splits a base URL of Upstreams.
 func parseBase(base string) (*url.URL, error) {
