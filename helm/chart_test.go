@@ -81,6 +81,12 @@ func TestDefaults(t *testing.T) {
 	if cfg.Listen.PulsarTLS != "" || pod.Containers[0].port("pulsar-ssl") != 0 || objs.get(t, "Service").servicePort("pulsar-ssl") != nil {
 		t.Error("TLS is off by default, yet a TLS listener or port is rendered")
 	}
+	if cfg.Admin.AdminListenHTTPS != "" || pod.Containers[0].port("https") != 0 || objs.get(t, "Service").servicePort("https") != nil {
+		t.Error("TLS is off by default, yet an HTTPS listener or port is rendered")
+	}
+	if !cfg.Admin.AdminEnabled || cfg.Discovery.DNS.DNSWebPort != 8080 {
+		t.Errorf("admin API %v, brokers' web port %d: want on, 8080 (the Apache chart's brokers)", cfg.Admin.AdminEnabled, cfg.Discovery.DNS.DNSWebPort)
+	}
 	if d := objs.get(t, "Deployment"); d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("replicas %v, want 2", d.Spec.Replicas)
 	}
@@ -103,6 +109,13 @@ func TestTLSAndAuth(t *testing.T) {
 	svc := objs.get(t, "Service")
 	if sp := svc.servicePort("pulsar-ssl"); sp == nil || sp.Port != 6651 || sp.TargetPort != "pulsar-ssl" {
 		t.Errorf("service port pulsar-ssl: %+v", sp)
+	}
+	// The admin API over HTTPS, as the Apache chart's proxy: 443 to the container's 8443.
+	if p := port(t, cfg.Admin.AdminListenHTTPS); c.port("https") != p || p != 8443 {
+		t.Errorf("container port https %d, admin.listenHTTPS %q", c.port("https"), cfg.Admin.AdminListenHTTPS)
+	}
+	if sp := svc.servicePort("https"); sp == nil || sp.Port != 443 || sp.TargetPort != "https" {
+		t.Errorf("service port https: %+v", sp)
 	}
 	if svc.Spec.Type != "LoadBalancer" || svc.Spec.ExternalTrafficPolicy != "Local" {
 		t.Errorf("service type %q externalTrafficPolicy %q", svc.Spec.Type, svc.Spec.ExternalTrafficPolicy)
@@ -205,7 +218,8 @@ func checkCommon(t *testing.T, objs rendered) (*config.Config, podSpec) {
 		t.Errorf("container port pulsar %d, listen.pulsar %q", c.port("pulsar"), cfg.Listen.Pulsar)
 	}
 	svc := objs.get(t, "Service")
-	for name, want := range map[string]int{"pulsar": 6650, "http": 8080} {
+	// The admin API on the http port, as the Apache chart's proxy: 80 to the container's 8080.
+	for name, want := range map[string]int{"pulsar": 6650, "http": 80} {
 		if sp := svc.servicePort(name); sp == nil || sp.Port != want || sp.TargetPort != name {
 			t.Errorf("service port %s: %+v, want %d to the container's %s", name, sp, want, name)
 		}
@@ -218,6 +232,10 @@ func checkCommon(t *testing.T, objs rendered) (*config.Config, podSpec) {
 	}
 	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !sc.ReadOnlyRootFilesystem || !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) {
 		t.Errorf("container securityContext %+v", sc)
+	}
+	// The admin proxy's request-body spool: a writable /tmp on the read-only root.
+	if m := mountPath(pod, "/tmp"); m == nil || m.EmptyDir == nil || m.EmptyDir.SizeLimit == "" {
+		t.Errorf("no sized emptyDir on /tmp: %+v", m)
 	}
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		t.Error("the service account token is mounted; the proxy never uses it")
@@ -253,6 +271,21 @@ func mountedFrom(pod podSpec, file string) (source, key string) {
 		}
 	}
 	return "", ""
+}
+
+// mountPath is the volume mounted exactly at dir (nil when none is).
+func mountPath(pod podSpec, dir string) *volume {
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if m.MountPath != dir {
+			continue
+		}
+		for i, v := range pod.Volumes {
+			if v.Name == m.Name {
+				return &pod.Volumes[i]
+			}
+		}
+	}
+	return nil
 }
 
 // probePort resolves a probe's port, named or numbered, to a number.

@@ -104,6 +104,9 @@ type volume struct {
 	ConfigMap *struct {
 		Name string `yaml:"name"`
 	} `yaml:"configMap"`
+	EmptyDir *struct {
+		SizeLimit string `yaml:"sizeLimit"`
+	} `yaml:"emptyDir"`
 }
 
 // rendered is the output of one `helm template`, by kind (one object of each).

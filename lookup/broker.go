@@ -17,6 +17,33 @@ type Broker struct {
 	Host string // lower-cased host name or IP literal, without brackets
 	Port string
 	TLS  bool
+	// Web is the broker's web service (admin REST API, Functions worker), scheme://host:port
+	// as WebURL writes it; "" when discovery does not know it.
+	Web string
+}
+
+// sameEndpoints reports whether two brokers are the same for the live set: the same binary URL
+// and the same web service.
+func sameEndpoints(a, b Broker) bool { return a.URL == b.URL && a.Web == b.Web }
+
+// WebURL is the canonical spelling of a broker web service URL: scheme://host:port, the host
+// lower-cased and an IPv6 literal in brackets.
+func WebURL(tls bool, host, port string) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// parseWebURL checks a web service URL from configuration or discovery and returns it in
+// its canonical spelling (WebURL).
+func parseWebURL(raw string) (string, error) {
+	tls, host, port, err := brokerhost.ParseWebURL(raw)
+	if err != nil {
+		return "", fmt.Errorf("web service URL %q: %v", raw, err)
+	}
+	return WebURL(tls, host, port), nil
 }
 
 // Addr is the host:port to dial.

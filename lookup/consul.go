@@ -22,6 +22,8 @@ type ConsulConfig struct {
 	Token      string // ACL token; "" uses CONSUL_HTTP_TOKEN
 	// WaitTime is how long one blocking query may wait for a change (Consul caps it at 10m).
 	WaitTime time.Duration
+	// WebTLS makes the brokers' web service URLs https:// (see webPortMeta).
+	WebTLS bool
 	// retryMin and retryMax bound the backoff after a failed query.
 	retryMin, retryMax time.Duration
 }
@@ -30,6 +32,11 @@ type ConsulConfig struct {
 // port instead of the service port (for services registered on the broker's HTTP port).
 const pulsarPortMeta = "pulsar_port"
 
+// webPortMeta is the service-meta key that gives the broker's web service port (admin REST
+// API) for services registered on the binary port. A service registered on the web port (with
+// pulsar_port) has the service port as its web port.
+const webPortMeta = "web_port"
+
 // Consul lists the passing instances of a Consul service as brokers. It follows the catalog
 // with blocking queries, so a change is seen within one round trip and an idle cluster costs
 // one open request per WaitTime.
@@ -37,7 +44,9 @@ const pulsarPortMeta = "pulsar_port"
 // The broker URL of an instance is pulsar://<address>:<port>, where address is the service's
 // address, or its node's address when the service has none, and port is the service meta
 // value pulsar_port when present, else the service port. Instances whose address or port is
-// not usable are skipped with a warning.
+// not usable are skipped with a warning. The broker's web service is on the service meta value
+// web_port, else on the service port when pulsar_port is set (the service is registered on the
+// web port); else it is unknown and the broker serves no admin requests through the proxy.
 type Consul struct {
 	*source
 	cfg    ConsulConfig
@@ -123,7 +132,7 @@ func (c *Consul) Run(ctx context.Context) {
 func (c *Consul) brokersOf(entries []*consul.ServiceEntry) []Broker {
 	var out []Broker
 	for _, e := range entries {
-		b, err := consulBroker(e)
+		b, err := consulBroker(e, c.cfg.WebTLS)
 		if err != nil {
 			c.log.Warn().Err(err).Msg("skipping a Consul instance that does not name a usable broker")
 			continue
@@ -133,7 +142,7 @@ func (c *Consul) brokersOf(entries []*consul.ServiceEntry) []Broker {
 	return out
 }
 
-func consulBroker(e *consul.ServiceEntry) (Broker, error) {
+func consulBroker(e *consul.ServiceEntry, webTLS bool) (Broker, error) {
 	if e.Service == nil {
 		return Broker{}, fmt.Errorf("instance without service")
 	}
@@ -142,13 +151,20 @@ func consulBroker(e *consul.ServiceEntry) (Broker, error) {
 	if host == "" && e.Node != nil {
 		host = e.Node.Address
 	}
-	port := e.Service.Port
+	port, webPort := e.Service.Port, 0
 	if p, ok := e.Service.Meta[pulsarPortMeta]; ok {
 		n, err := strconv.Atoi(p)
 		if err != nil {
 			return Broker{}, fmt.Errorf("instance %s: meta %s=%q is not a port", id, pulsarPortMeta, p)
 		}
-		port = n
+		port, webPort = n, e.Service.Port
+	}
+	if p, ok := e.Service.Meta[webPortMeta]; ok {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return Broker{}, fmt.Errorf("instance %s: meta %s=%q is not a port", id, webPortMeta, p)
+		}
+		webPort = n
 	}
 	if port < 1 || port > 65535 {
 		return Broker{}, fmt.Errorf("instance %s: port %d out of range", id, port)
@@ -159,6 +175,9 @@ func consulBroker(e *consul.ServiceEntry) (Broker, error) {
 	b, err := parseBrokerURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return Broker{}, fmt.Errorf("instance %s: %w", id, err)
+	}
+	if webPort != 0 {
+		b.Web = WebURL(webTLS, b.Host, strconv.Itoa(webPort))
 	}
 	return b, nil
 }

@@ -183,13 +183,13 @@ func TestConsulFollowsServiceWithBlockingQueries(t *testing.T) {
 
 func TestConsulBrokerAddressRules(t *testing.T) {
 	for _, h := range []string{"127.0.0.1", "::1", "broker-0.broker.pulsar.svc"} {
-		if _, err := consulBroker(&consul.ServiceEntry{Service: &consul.AgentService{ID: "b", Address: h, Port: 6650}}); err != nil {
+		if _, err := consulBroker(&consul.ServiceEntry{Service: &consul.AgentService{ID: "b", Address: h, Port: 6650}}, false); err != nil {
 			t.Errorf("address %q: %v", h, err)
 		}
 	}
 	// An underscore is no host-name character (RFC 1123), nor is a numeric last label.
 	for _, h := range []string{"a b", "-a", "a-", "a..b", "a/b", "a:b", "a@b", ".a", "b_1.local", "127.1", "b.local."} {
-		if b, err := consulBroker(&consul.ServiceEntry{Service: &consul.AgentService{ID: "b", Address: h, Port: 6650}}); err == nil {
+		if b, err := consulBroker(&consul.ServiceEntry{Service: &consul.AgentService{ID: "b", Address: h, Port: 6650}}, false); err == nil {
 			t.Errorf("address %q accepted as %+v", h, b)
 		}
 	}

@@ -34,15 +34,27 @@ type Provider interface {
 type Static struct{ brokers []Broker }
 
 // NewStatic parses the configured broker URLs.
-func NewStatic(urls []string) (*Static, error) {
+func NewStatic(urls []string) (*Static, error) { return NewStaticWeb(urls, nil) }
+
+// NewStaticWeb parses the configured broker URLs and, when webURLs is not empty, the web
+// service URL of each, in the same order (http(s)://host:port).
+func NewStaticWeb(urls, webURLs []string) (*Static, error) {
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("static discovery needs at least one broker")
 	}
+	if len(webURLs) != 0 && len(webURLs) != len(urls) {
+		return nil, fmt.Errorf("static discovery: %d web service URLs for %d brokers (one each, in the same order)", len(webURLs), len(urls))
+	}
 	s := &Static{}
-	for _, raw := range urls {
+	for i, raw := range urls {
 		b, err := parseBrokerURL(raw)
 		if err != nil {
 			return nil, err
+		}
+		if len(webURLs) > 0 {
+			if b.Web, err = parseWebURL(webURLs[i]); err != nil {
+				return nil, err
+			}
 		}
 		s.brokers = append(s.brokers, b)
 	}
@@ -188,7 +200,7 @@ func (s *source) succeed(bs []Broker) {
 	}
 	s.mu.Lock()
 	wasErr := s.err
-	changed := !slices.EqualFunc(bs, s.brokers, func(a, b Broker) bool { return a.URL == b.URL })
+	changed := !slices.EqualFunc(bs, s.brokers, sameEndpoints)
 	s.brokers = slices.Clone(bs)
 	s.lastOK = s.now()
 	s.err = nil

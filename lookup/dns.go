@@ -25,6 +25,10 @@ type DNSConfig struct {
 	// are the brokers, all on Port.
 	SRV  bool
 	Port int
+	// WebPort is the brokers' web service port (admin REST API) on the same hosts; 0 leaves
+	// it unknown. WebTLS makes those URLs https://.
+	WebPort int
+	WebTLS  bool
 	// Server is the DNS server (host:port); "" uses the first nameserver of /etc/resolv.conf.
 	Server string
 	// Interval is the longest time between refreshes; a record TTL that is shorter wins,
@@ -121,7 +125,7 @@ func (d *DNS) resolve(ctx context.Context) ([]Broker, time.Duration, error) {
 				d.log.Warn().Err(err).Msg("skipping an SRV record")
 				continue
 			}
-			out = append(out, b)
+			out = append(out, d.withWeb(b))
 		}
 		return out, time.Duration(ttl) * time.Second, nil
 	}
@@ -144,10 +148,18 @@ func (d *DNS) resolve(ctx context.Context) ([]Broker, time.Duration, error) {
 				continue // a CNAME on the way
 			}
 			ttl = minTTL(ttl, rr.Header().Ttl)
-			out = append(out, Broker{URL: "pulsar://" + net.JoinHostPort(ip.String(), port), Host: ip.String(), Port: port})
+			out = append(out, d.withWeb(Broker{URL: "pulsar://" + net.JoinHostPort(ip.String(), port), Host: ip.String(), Port: port}))
 		}
 	}
 	return out, time.Duration(ttl) * time.Second, nil
+}
+
+// withWeb sets the broker's web service URL: the same host on WebPort.
+func (d *DNS) withWeb(b Broker) Broker {
+	if d.cfg.WebPort > 0 {
+		b.Web = WebURL(d.cfg.WebTLS, b.Host, strconv.Itoa(d.cfg.WebPort))
+	}
+	return b
 }
 
 func minTTL(a, b uint32) uint32 {

@@ -72,6 +72,7 @@ type BrokerSet struct {
 	discovery Discovery
 	opts      SetOptions
 	next      atomic.Uint64
+	nextWeb   atomic.Uint64 // round robin of WebURLs
 
 	mu       sync.Mutex
 	healthy  map[hostPort]bool    // last probe result
@@ -112,7 +113,7 @@ func (s *BrokerSet) live() []Broker {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The common case: nothing changed since the last look.
-	if s.lastIn != nil && slices.EqualFunc(all, s.lastIn, func(a, b Broker) bool { return a.URL == b.URL }) {
+	if s.lastIn != nil && slices.EqualFunc(all, s.lastIn, sameEndpoints) {
 		return s.lastLive
 	}
 	live := s.observeLocked(all)
@@ -365,4 +366,65 @@ func (s *BrokerSet) RegisterMetrics(reg prometheus.Registerer) {
 			}
 			return float64(n)
 		}))
+}
+
+// WebURLs returns the web service URLs (scheme://host:port) of the live brokers whose web
+// service discovery knows, for the admin API: those that answered their last health probe
+// first, each group rotated so that requests spread (round robin).
+func (s *BrokerSet) WebURLs() []string {
+	all := s.live()
+	if len(all) == 0 {
+		return nil
+	}
+	start := int(s.nextWeb.Add(1) % uint64(len(all)))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var good, bad []string
+	for i := range all {
+		b := all[(start+i)%len(all)]
+		switch {
+		case b.Web == "":
+		case s.healthy[b.key()]:
+			good = append(good, b.Web)
+		default:
+			bad = append(bad, b.Web)
+		}
+	}
+	return append(good, bad...)
+}
+
+// AllowWeb applies the target rule to a web service endpoint that a broker named (an admin
+// API redirect's Location): scheme is http or https, host and port as in the URL. It is
+// allowed when it is the web service of a live broker, or when its host matches an
+// AllowedHosts pattern and scheme and port are those of a live broker's web service (a
+// pattern never opens a port discovery did not name). Hosts are compared as written, never
+// resolved; learned lookup targets do not apply (they are binary endpoints).
+func (s *BrokerSet) AllowWeb(scheme, host, port string) bool {
+	h, p, err := brokerhost.SplitHostPort(Broker{Host: host, Port: port}.Addr())
+	if err != nil {
+		return false
+	}
+	u := WebURL(strings.EqualFold(scheme, "https"), h, p)
+	if !strings.EqualFold(scheme, "https") && !strings.EqualFold(scheme, "http") {
+		return false
+	}
+	suffix := ":" + p
+	portKnown := false
+	for _, b := range s.live() {
+		if b.Web == u {
+			return true
+		}
+		if strings.HasPrefix(b.Web, strings.ToLower(scheme)+"://") && strings.HasSuffix(b.Web, suffix) {
+			portKnown = true
+		}
+	}
+	if !portKnown {
+		return false
+	}
+	for _, pat := range s.opts.AllowedHosts {
+		if brokerhost.Match(pat, h) {
+			return true
+		}
+	}
+	return false
 }

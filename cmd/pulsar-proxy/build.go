@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/adminproxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
@@ -30,7 +31,8 @@ type proxy struct {
 	policy    *authz.PolicyStore // nil without authz.enabled
 	jwks      *authz.JWKS        // nil without auth.token.jwksURL
 	brokerTLS bool
-	listening atomic.Bool // the Pulsar listeners are serving (for /readyz)
+	admin     *adminproxy.Proxy // nil without admin.enabled
+	listening atomic.Bool       // the Pulsar listeners are serving (for /readyz)
 }
 
 // build makes every part of the proxy; nothing runs or listens yet. The caller closes pool.
@@ -39,7 +41,7 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lookupMetrics := lookup.NewMetrics(p.reg)
 	var err error
-	if p.providers, err = discoveryProviders(cfg.Discovery, log, lookupMetrics); err != nil {
+	if p.providers, err = discoveryProviders(cfg.Discovery, cfg.Broker.TLS.BrokerTLSEnabled, log, lookupMetrics); err != nil {
 		return nil, err
 	}
 	p.brokers = newBrokerSet(cfg.Broker, p.providers, log)
@@ -62,6 +64,9 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 	p.sessions = session.NewServer(sessionConfig(cfg, connector, summaryLevel), resolver, p.brokers, session.NewMetrics(p.reg), log)
 	p.sessions.SetSecurity(p.sec)
 	httpapi.RegisterStatus(p.reg, version, p.ready, p.sessions.Draining)
+	if p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -132,11 +137,12 @@ func newBrokerSet(b config.Broker, providers []lookup.Provider, log zerolog.Logg
 }
 
 // discoveryProviders builds every configured provider; config validation has already made
-// sure there is at least one.
-func discoveryProviders(c config.Discovery, log zerolog.Logger, m *lookup.Metrics) ([]lookup.Provider, error) {
+// sure there is at least one. webTLS makes the web service URLs that providers derive
+// https://.
+func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *lookup.Metrics) ([]lookup.Provider, error) {
 	var ps []lookup.Provider
 	if len(c.Static.Brokers) > 0 {
-		s, err := lookup.NewStatic(c.Static.Brokers)
+		s, err := lookup.NewStaticWeb(c.Static.Brokers, c.Static.WebBrokers)
 		if err != nil {
 			return nil, fmt.Errorf("discovery.static.brokers: %w", err)
 		}
@@ -150,6 +156,7 @@ func discoveryProviders(c config.Discovery, log zerolog.Logger, m *lookup.Metric
 			Address:    c.Consul.ConsulAddress,
 			Token:      c.Consul.ConsulToken,
 			WaitTime:   c.Consul.ConsulWaitTime,
+			WebTLS:     webTLS,
 		}, log, m)
 		if err != nil {
 			return nil, fmt.Errorf("discovery.consul: %w", err)
@@ -163,6 +170,8 @@ func discoveryProviders(c config.Discovery, log zerolog.Logger, m *lookup.Metric
 			Port:     c.DNS.DNSPort,
 			Server:   c.DNS.DNSServer,
 			Interval: c.DNS.DNSRefreshInterval,
+			WebPort:  c.DNS.DNSWebPort,
+			WebTLS:   webTLS,
 		}, log, m)
 		if err != nil {
 			return nil, fmt.Errorf("discovery.dns: %w", err)

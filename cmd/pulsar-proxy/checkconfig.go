@@ -22,7 +22,7 @@ func checkConfig(args []string) int {
 // without metrics and with logs off (check-config reports what they saw).
 func connectParts(cfg *config.Config) (checkconfig.Parts, func(), error) {
 	log := zerolog.Nop()
-	providers, err := discoveryProviders(cfg.Discovery, log, lookup.NewMetrics(nil))
+	providers, err := discoveryProviders(cfg.Discovery, cfg.Broker.TLS.BrokerTLSEnabled, log, lookup.NewMetrics(nil))
 	if err != nil {
 		return checkconfig.Parts{}, nil, err
 	}

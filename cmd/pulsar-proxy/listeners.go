@@ -12,9 +12,10 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
-// listeners are the proxy's sockets; pulsarTLS is nil without listen.pulsarTLS.
+// listeners are the proxy's sockets; pulsarTLS is nil without listen.pulsarTLS, https without
+// admin.listenHTTPS.
 type listeners struct {
-	pulsar, pulsarTLS, http net.Listener
+	pulsar, pulsarTLS, http, https net.Listener
 }
 
 // openListeners opens the client listeners and listen.http, or none of them.
@@ -30,6 +31,14 @@ func openListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Lo
 			l.pulsarTLS.Close()
 		}
 		return l, fmt.Errorf("listen.http: %w", err)
+	}
+	if l.https, err = httpsListener(cfg, log); err != nil {
+		l.pulsar.Close()
+		l.http.Close()
+		if l.pulsarTLS != nil {
+			l.pulsarTLS.Close()
+		}
+		return l, err
 	}
 	return l, nil
 }

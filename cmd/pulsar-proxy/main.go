@@ -71,7 +71,7 @@ func run(cfg *config.Config) error {
 	defer stopBackground()
 	p.startBackground(background)
 
-	httpSrv := p.serveHTTP(lns.http)
+	httpSrvs := p.serveHTTP(lns)
 	if cfg.Listen.Pprof != "" {
 		pprofSrv, err := servePprof(cfg.Listen.Pprof)
 		if err != nil {
@@ -87,7 +87,7 @@ func run(cfg *config.Config) error {
 		p.listening.Store(false)
 		return fmt.Errorf("pulsar listener: %w", err)
 	}
-	p.drain(httpSrv)
+	p.drain(httpSrvs...)
 	log.Info().Msg("pulsar-proxy stopped")
 	return nil
 }

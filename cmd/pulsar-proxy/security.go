@@ -48,7 +48,7 @@ func newAuthentication(cfg *config.Config, reg prometheus.Registerer, log zerolo
 		return sec, nil, fmt.Errorf("auth.token: %w", err)
 	}
 	providers := []authz.Provider{tp}
-	if cfg.Listen.PulsarTLS != "" && cfg.TLS.ClientCAFile != "" {
+	if (cfg.Listen.PulsarTLS != "" || cfg.Admin.AdminListenHTTPS != "") && cfg.TLS.ClientCAFile != "" {
 		// Verified client certificates can name a role: the "tls" method.
 		roleOf, err := authz.CertificateRole(cfg.Auth.ClientCert.RoleFrom, cfg.Auth.ClientCert.URIPrefix)
 		if err != nil {

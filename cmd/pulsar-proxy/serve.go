@@ -48,11 +48,16 @@ func (p *proxy) ready() (bool, string) {
 	return p.brokers.Ready()
 }
 
-// serveHTTP serves /healthz, /readyz and /metrics on ln.
-func (p *proxy) serveHTTP(ln net.Listener) *http.Server {
-	srv := &http.Server{Handler: httpapi.Handler(p.reg, p.ready), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	return srv
+// serveHTTP serves the HTTP plane (/healthz, /readyz, /metrics, the admin API) on listen.http
+// and, when set, admin.listenHTTPS.
+func (p *proxy) serveHTTP(lns listeners) []*http.Server {
+	srvs := []*http.Server{p.newHTTPServer()}
+	go srvs[0].Serve(lns.http)
+	if lns.https != nil {
+		srvs = append(srvs, p.newHTTPServer())
+		go srvs[1].Serve(lns.https)
+	}
+	return srvs
 }
 
 // servePprof serves Go's profiles on a listener of their own (listen.pprof).
@@ -81,7 +86,10 @@ func (p *proxy) serve(lns listeners) <-chan error {
 	for i, provider := range p.providers {
 		providerNames[i] = provider.Name()
 	}
-	started.Str("http", lns.http.Addr().String()).
+	if lns.https != nil {
+		started = started.Str("https", lns.https.Addr().String())
+	}
+	started.Str("http", lns.http.Addr().String()).Bool("admin_api", p.admin != nil).
 		Strs("discovery", providerNames).Str("version", version).
 		Str("forwarding", p.forwarding()).Bool("broker_tls", p.brokerTLS).
 		Str("broker_proxy_protocol", p.cfg.Broker.BrokerProxyProtocol).
@@ -100,8 +108,8 @@ func (p *proxy) forwarding() string {
 }
 
 // drain turns /readyz to 503, hands the sessions over within session.drainTimeout, then
-// stops the HTTP server.
-func (p *proxy) drain(httpSrv *http.Server) {
+// stops the HTTP servers (admin requests in progress get up to five seconds to finish).
+func (p *proxy) drain(httpSrvs ...*http.Server) {
 	p.listening.Store(false)
 	timeout := p.cfg.Session.DrainTimeout
 	drainCtx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -117,5 +125,10 @@ func (p *proxy) drain(httpSrv *http.Server) {
 	}
 	shutdownCtx, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
-	httpSrv.Shutdown(shutdownCtx)
+	for _, srv := range httpSrvs {
+		srv.Shutdown(shutdownCtx)
+	}
+	if p.admin != nil {
+		p.admin.Close()
+	}
 }

@@ -39,6 +39,8 @@ type Config struct {
 
 	TLS           TLS           `yaml:"tls" envPrefix:"TLS_"`
 	ProxyProtocol ProxyProtocol `yaml:"proxyProtocol" envPrefix:"PROXY_PROTOCOL_"`
+
+	Admin Admin `yaml:"admin" envPrefix:"ADMIN_"`
 }
 
 // TLS is the certificate and policy of the client-facing TLS listener (listen.pulsarTLS).
@@ -129,6 +131,8 @@ type Discovery struct {
 // StaticDiscovery is a fixed broker list.
 type StaticDiscovery struct {
 	Brokers []string `yaml:"brokers" env:"BROKERS"` // pulsar:// or pulsar+ssl:// URLs
+	// WebBrokers are the same brokers' web service URLs (admin API), in the same order.
+	WebBrokers []string `yaml:"webBrokers" env:"WEB_BROKERS"`
 }
 
 // ConsulDiscovery lists the passing instances of a Consul service; it is on
@@ -151,6 +155,7 @@ type DNSDiscovery struct {
 	DNSPort            int           `yaml:"port" env:"PORT"`
 	DNSServer          string        `yaml:"server" env:"SERVER"`
 	DNSRefreshInterval time.Duration `yaml:"refreshInterval" env:"REFRESH_INTERVAL"`
+	DNSWebPort         int           `yaml:"webPort" env:"WEB_PORT"` // the brokers' web service port; 0 = none
 }
 
 // Broker bounds the proxy's own conversations with brokers, so a stuck
@@ -258,6 +263,7 @@ func defaults() *Config {
 				DNSRecord:          "A",
 				DNSPort:            6650,
 				DNSRefreshInterval: 10 * time.Second,
+				DNSWebPort:         8080,
 			},
 			HealthCheckInterval: 5 * time.Second,
 		},
@@ -286,6 +292,7 @@ func defaults() *Config {
 			BrokerClient:   BrokerClient{OwnPrincipal: "pulsar-proxy"},
 		},
 		Authz: Authz{ReloadInterval: 2 * time.Second},
+		Admin: adminDefaults(),
 	}
 }
 

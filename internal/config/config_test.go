@@ -407,6 +407,7 @@ func TestExampleMatchesDefaults(t *testing.T) {
 		t.Fatal("example lists no brokers")
 	}
 	want := withBrokers(got.Discovery.Static.Brokers...)
+	want.Discovery.Static.WebBrokers = got.Discovery.Static.WebBrokers
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("example differs from defaults():\ngot  %+v\nwant %+v", got, want)
 	}

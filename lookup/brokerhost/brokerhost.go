@@ -38,6 +38,31 @@ func ParseURL(raw string) (tls bool, host, port string, err error) {
 	return tls, host, port, err
 }
 
+// ParseWebURL parses a broker's web service URL, http://host:port or https://host:port (scheme
+// in any case, one trailing '/' tolerated), and returns whether it is https and its lower-cased
+// host and port. The port is required: a broker's web port is rarely the scheme's default, and
+// an implied one would be a second spelling of the same endpoint. Paths, users, queries and
+// fragments are refused.
+func ParseWebURL(raw string) (tls bool, host, port string, err error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	switch strings.ToLower(scheme) {
+	case "http":
+	case "https":
+		tls = true
+	default:
+		ok = false
+	}
+	if !ok {
+		return false, "", "", errors.New("scheme must be http:// or https://")
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	if strings.ContainsAny(rest, "/?#@") {
+		return false, "", "", errors.New("only scheme://host:port is allowed, without path, query or credentials")
+	}
+	host, port, err = SplitHostPort(rest)
+	return tls, host, port, err
+}
+
 // SplitHostPort splits host:port, or [IPv6]:port, checking both halves (see CheckHost and
 // checkPort). The host comes back lower-cased and without brackets.
 func SplitHostPort(hp string) (host, port string, err error) {

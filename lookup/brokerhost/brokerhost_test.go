@@ -149,3 +149,35 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestParseWebURL(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		tls     bool
+		addr    string
+		wantErr string
+	}{
+		{in: "http://b:8080", addr: "b:8080"},
+		{in: "HTTPS://B.Example:8443/", tls: true, addr: "b.example:8443"},
+		{in: "http://[::1]:8080", addr: "::1:8080"},
+		{in: "pulsar://b:6650", wantErr: "scheme"},
+		{in: "b:8080", wantErr: "scheme"},
+		{in: "http://b", wantErr: "host and port"},
+		{in: "http://b:080", wantErr: "port"},
+		{in: "http://b:8080/admin", wantErr: "only scheme://host:port"},
+		{in: "http://b:8080?x", wantErr: "only scheme://host:port"},
+		{in: "http://u:p@b:8080", wantErr: "only scheme://host:port"},
+		{in: "http://127.1:8080", wantErr: "neither"},
+	} {
+		tls, host, port, err := ParseWebURL(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err = %v, want %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || tls != tc.tls || host+":"+port != tc.addr {
+			t.Errorf("%s: got %v %q %q %v", tc.in, tls, host, port, err)
+		}
+	}
+}

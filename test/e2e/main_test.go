@@ -91,9 +91,10 @@ func runMain(m *testing.M) int {
 }
 
 // startRig attaches to the rig named by PULSAR_PROXY_RIG, or starts one whose brokers also
-// listen for TLS (RIG_BROKERn_TLS_PORT, default 16652 and 16653) with a certificate for
-// 127.0.0.1 from a CA made here, require a client certificate from that CA there, and decode
-// PROXY protocol headers.
+// listen for TLS (RIG_BROKERn_TLS_PORT, default 16652 and 16653; web service
+// RIG_BROKERn_WEB_TLS_PORT, 18443 and 18444) with a certificate for
+// 127.0.0.1 from a CA made here, require a client certificate from that CA there, decode
+// PROXY protocol headers, and run the Functions worker.
 func startRig(ctx context.Context) (*rig.Rig, error) {
 	if os.Getenv(rig.EnvAttach) != "" {
 		return rig.Start(ctx)
@@ -119,10 +120,16 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := []string{"RIG_BROKER_EXTRA_CONF=" + conf}
+	// Both brokers run the Functions worker (thread runtime) for the Functions API tests.
+	env := []string{"RIG_BROKER_EXTRA_CONF=" + conf, "RIG_FUNCTIONS_WORKER=1 2"}
 	for n, port := range map[string]string{"1": "16652", "2": "16653"} {
 		if os.Getenv("RIG_BROKER"+n+"_TLS_PORT") == "" {
 			env = append(env, "RIG_BROKER"+n+"_TLS_PORT="+port)
+		}
+	}
+	for n, port := range map[string]string{"1": "18443", "2": "18444"} {
+		if os.Getenv("RIG_BROKER"+n+"_WEB_TLS_PORT") == "" {
+			env = append(env, "RIG_BROKER"+n+"_WEB_TLS_PORT="+port)
 		}
 	}
 	return rig.StartWith(ctx, rig.Options{Env: env})

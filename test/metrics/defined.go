@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/adminproxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
@@ -36,6 +37,7 @@ func readDefinitions() map[string][]string {
 	authz.NewMetrics(r)
 	authz.NewJWKSMetrics(r)
 	listener.NewMetrics(r)
+	adminproxy.NewMetrics(r)
 	return r.names
 }
 

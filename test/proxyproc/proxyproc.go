@@ -45,9 +45,11 @@ type Proc struct {
 	PulsarTLSURL string
 	TLSAddr      string
 	HTTPURL      string // http://127.0.0.1:port
-	LogPath      string
-	cmd          *exec.Cmd
-	exited       chan struct{}
+	// HTTPSURL is https://127.0.0.1:port when extraYAML sets admin.listenHTTPS.
+	HTTPSURL string
+	LogPath  string
+	cmd      *exec.Cmd
+	exited   chan struct{}
 }
 
 // Start runs binary with the given brokers plus extraYAML appended to the generated config
@@ -61,6 +63,12 @@ type Proc struct {
 // and the bind. The log must therefore be JSON (the default) at level info or lower; Start
 // writes `log: {level: debug, sessionSummary: info}` unless extraYAML has a log section.
 func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error) {
+	return StartWeb(binary, dir, brokers, nil, extraYAML)
+}
+
+// StartWeb is Start with the brokers' web service URLs too (discovery.static.webBrokers, one
+// for each broker, in the same order), for the admin API through the proxy.
+func StartWeb(binary, dir string, brokers, webBrokers []string, extraYAML string) (*Proc, error) {
 	var b strings.Builder
 	b.WriteString("listen:\n  pulsar: \"127.0.0.1:0\"\n  http: \"127.0.0.1:0\"\n")
 	withTLS := strings.HasPrefix(extraYAML, "tls:") || strings.Contains(extraYAML, "\ntls:")
@@ -74,6 +82,12 @@ func Start(binary, dir string, brokers []string, extraYAML string) (*Proc, error
 			fmt.Fprintf(&b, "      - %q\n", u)
 			if i := strings.LastIndexByte(u, ':'); i >= 0 {
 				ports = append(ports, u[i+1:])
+			}
+		}
+		if len(webBrokers) > 0 {
+			b.WriteString("    webBrokers:\n")
+			for _, u := range webBrokers {
+				fmt.Fprintf(&b, "      - %q\n", u)
 			}
 		}
 	}
@@ -130,6 +144,9 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 				if a.PulsarTLS != "" {
 					p.PulsarTLSURL, p.TLSAddr = "pulsar+ssl://"+a.PulsarTLS, a.PulsarTLS
 				}
+				if a.HTTPS != "" {
+					p.HTTPSURL = "https://" + a.HTTPS
+				}
 			}
 		}
 		if p.HTTPURL != "" {
@@ -163,6 +180,7 @@ type boundAddrs struct {
 	Pulsar    string `json:"pulsar"`
 	PulsarTLS string `json:"pulsar_tls"`
 	HTTP      string `json:"http"`
+	HTTPS     string `json:"https"`
 	Message   string `json:"message"`
 }
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Resolves the pinned Apache Pulsar jars (broker, proxy, pulsar-perf, log4j) into the rig cache
-# and writes their classpath to $RIG_CACHE/pulsar-$PULSAR_VERSION/classpath.txt.
+# Resolves the pinned Apache Pulsar jars into the rig cache: the brokers' (broker, proxy,
+# pulsar-perf, log4j; pom.xml) to $RIG_CACHE/pulsar-$PULSAR_VERSION/classpath.txt, and the
+# command-line tools' (the admin CLI and the example functions; pom-tools.xml) to
+# tools-classpath.txt beside it.
 #
-# When that file exists and every jar it names exists, this does nothing and uses no network.
+# When both files exist and every jar they name exists, this does nothing and uses no network.
 # When the local Maven repository already holds the artifacts, Maven runs offline (-o) first.
 #
 # Env: RIG_CACHE (default <repo>/.cache), RIG_PULSAR_VERSION (instead of the pin in versions.env).
@@ -15,6 +17,7 @@ PULSAR_VERSION="${RIG_PULSAR_VERSION:-$PULSAR_VERSION}"
 export PULSAR_VERSION PULSAR_OTEL_VERSION PULSAR_JETCD_VERSION LOG4J_VERSION
 out_dir="$cache/pulsar-$PULSAR_VERSION"
 cp_file="$out_dir/classpath.txt"
+tools_cp_file="$out_dir/tools-classpath.txt"
 m2="$cache/m2"
 start=$(date +%s)
 
@@ -34,10 +37,14 @@ classpath_complete() {
 }
 count_jars() { tr ':' '\n' <"$1" | grep -c .; }
 
-if classpath_complete "$cp_file"; then
-  echo "fetch-pulsar: cached Pulsar $PULSAR_VERSION classpath ($(count_jars "$cp_file") jars, checked in $(($(date +%s) - start))s): $cp_file"
-  exit 0
-fi
+all_cached() {
+  if classpath_complete "$cp_file" && classpath_complete "$tools_cp_file"; then
+    echo "fetch-pulsar: cached Pulsar $PULSAR_VERSION classpaths ($(count_jars "$cp_file") + $(count_jars "$tools_cp_file") jars, checked in $(($(date +%s) - start))s): $cp_file"
+    return 0
+  fi
+  return 1
+}
+if all_cached; then exit 0; fi
 
 command -v java >/dev/null 2>&1 ||
   die "java is not on PATH; the rig needs a Java 17 or newer runtime (Debian: apt-get install openjdk-17-jre-headless)"
@@ -53,39 +60,49 @@ command -v mvn >/dev/null 2>&1 ||
 mkdir -p "$out_dir"
 exec 9>"$out_dir/.lock"
 flock 9
-if classpath_complete "$cp_file"; then
-  echo "fetch-pulsar: cached Pulsar $PULSAR_VERSION classpath ($(count_jars "$cp_file") jars, checked in $(($(date +%s) - start))s): $cp_file"
-  exit 0
-fi
+if all_cached; then exit 0; fi
 
 log="$out_dir/mvn.log"
+# run_mvn POM OUT [MAVEN ARGS...]: resolves POM's dependencies into the classpath file OUT.tmp.
 run_mvn() {
-  rm -f "$cp_file.tmp"
-  mvn -B -q -Dstyle.color=never "$@" -f "$here/pom.xml" -Dmaven.repo.local="$m2" \
-    dependency:build-classpath -Dmdep.outputFile="$cp_file.tmp" >"$log" 2>&1 &&
-    classpath_complete "$cp_file.tmp"
+  local pom="$1" out="$2"
+  shift 2
+  rm -f "$out.tmp"
+  mvn -B -q -Dstyle.color=never "$@" -f "$here/$pom" -Dmaven.repo.local="$m2" \
+    dependency:build-classpath -Dmdep.outputFile="$out.tmp" >"$log" 2>&1 &&
+    classpath_complete "$out.tmp"
 }
 
-mode=""
-if [[ -f "$m2/org/apache/pulsar/pulsar-broker/$PULSAR_VERSION/pulsar-broker-$PULSAR_VERSION.jar" ]]; then
-  echo "fetch-pulsar: resolving Pulsar $PULSAR_VERSION from the local Maven cache (offline)"
-  run_mvn -o && mode="offline"
-fi
-if [[ -z "$mode" ]]; then
-  echo "fetch-pulsar: downloading Pulsar $PULSAR_VERSION and its dependencies (a few minutes the first time)"
-  if run_mvn; then
-    mode="online"
-  else
-    echo "fetch-pulsar: could not resolve the Pulsar $PULSAR_VERSION jars. Maven said:" >&2
-    sed 's/\x1b\[[0-9;]*m//g' "$log" |
-      grep -E 'Could not (find|resolve|transfer|collect)|Failed to (collect|read|execute)|Non-resolvable|BUILD FAILURE' |
-      sed -e 's/^\[ERROR\] *//' -e 's/ -> \[Help 1\]$//' | head -5 | cut -c1-600 | sed 's/^/  /' >&2
-    echo "fetch-pulsar: full Maven log: $log" >&2
-    if [[ -n "${RIG_PULSAR_VERSION:-}" ]]; then
-      code=3 die "giving up (RIG_PULSAR_VERSION=$RIG_PULSAR_VERSION overrides the pin in $here/versions.env)"
-    fi
-    code=3 die "giving up (pins are in $here/versions.env)"
+# resolve POM OUT WHAT MARKER_JAR: writes OUT unless it is complete, offline first when
+# MARKER_JAR (a path in the local Maven repository) is there.
+resolve() {
+  local pom="$1" out="$2" what="$3" marker="$4" mode=""
+  if classpath_complete "$out"; then return 0; fi
+  if [[ -f "$m2/$marker" ]]; then
+    echo "fetch-pulsar: resolving $what from the local Maven cache (offline)"
+    run_mvn "$pom" "$out" -o && mode="offline"
   fi
-fi
-mv "$cp_file.tmp" "$cp_file"
-echo "fetch-pulsar: resolved $(count_jars "$cp_file") jars ($mode) in $(($(date +%s) - start))s: $cp_file"
+  if [[ -z "$mode" ]]; then
+    echo "fetch-pulsar: downloading $what and its dependencies (a few minutes the first time)"
+    if run_mvn "$pom" "$out"; then
+      mode="online"
+    else
+      echo "fetch-pulsar: could not resolve the $what jars. Maven said:" >&2
+      sed 's/\x1b\[[0-9;]*m//g' "$log" |
+        grep -E 'Could not (find|resolve|transfer|collect)|Failed to (collect|read|execute)|Non-resolvable|BUILD FAILURE' |
+        sed -e 's/^\[ERROR\] *//' -e 's/ -> \[Help 1\]$//' | head -5 | cut -c1-600 | sed 's/^/  /' >&2
+      echo "fetch-pulsar: full Maven log: $log" >&2
+      if [[ -n "${RIG_PULSAR_VERSION:-}" ]]; then
+        code=3 die "giving up (RIG_PULSAR_VERSION=$RIG_PULSAR_VERSION overrides the pin in $here/versions.env)"
+      fi
+      code=3 die "giving up (pins are in $here/versions.env)"
+    fi
+  fi
+  mv "$out.tmp" "$out"
+  echo "fetch-pulsar: resolved $(count_jars "$out") jars ($mode) in $(($(date +%s) - start))s: $out"
+}
+
+p="org/apache/pulsar"
+resolve pom.xml "$cp_file" "Pulsar $PULSAR_VERSION" "$p/pulsar-broker/$PULSAR_VERSION/pulsar-broker-$PULSAR_VERSION.jar"
+resolve pom-tools.xml "$tools_cp_file" "Pulsar $PULSAR_VERSION admin CLI and example functions" \
+  "$p/pulsar-client-tools/$PULSAR_VERSION/pulsar-client-tools-$PULSAR_VERSION.jar"

@@ -36,7 +36,10 @@ type Broker struct {
 	// started without RIG_BROKERn_TLS_PORT.
 	TLSURL string
 	HTTP   string // admin and lookup REST, http://127.0.0.1:18080
-	ID     string // the broker id the admin API uses, 127.0.0.1:18080
+	// HTTPS is the TLS web service, https://127.0.0.1:port; "" when the rig was started
+	// without RIG_BROKERn_WEB_TLS_PORT.
+	HTTPS string
+	ID    string // the broker id the admin API uses, 127.0.0.1:18080
 }
 
 // Rig is a running rig.
@@ -101,6 +104,12 @@ func CheckPrerequisites() error {
 		if _, lerr := exec.LookPath("mvn"); lerr != nil {
 			cp, _ := ClasspathFile()
 			return &PrereqError{Reason: "mvn is not on PATH, and it is needed once to download the Pulsar jars (no complete " + cp + ")"}
+		}
+	}
+	if _, err := ToolsClasspath(); err != nil {
+		if _, lerr := exec.LookPath("mvn"); lerr != nil {
+			cp, _ := ToolsClasspathFile()
+			return &PrereqError{Reason: "mvn is not on PATH, and it is needed once to download the Pulsar admin CLI jars (no complete " + cp + ")"}
 		}
 	}
 	bin, err := consulBinary()
@@ -270,7 +279,7 @@ func (r *Rig) apply(st map[string]string) error {
 	r.Brokers = nil
 	for n := 1; n <= 2; n++ {
 		p := fmt.Sprintf("BROKER%d_", n)
-		b := Broker{N: n, URL: st[p+"URL"], TLSURL: st[p+"TLS_URL"], HTTP: st[p+"HTTP"], ID: st[p+"ID"]}
+		b := Broker{N: n, URL: st[p+"URL"], TLSURL: st[p+"TLS_URL"], HTTP: st[p+"HTTP"], HTTPS: st[p+"HTTPS"], ID: st[p+"ID"]}
 		if b.URL == "" || b.HTTP == "" || b.ID == "" {
 			return fmt.Errorf("missing %sURL/HTTP/ID", p)
 		}

@@ -46,6 +46,9 @@ B2_HTTP_PORT="${RIG_BROKER2_HTTP_PORT:-18081}"
 # TLS binary ports (brokerServicePortTls); empty = none. The certificate settings
 # (tlsCertificateFilePath, tlsKeyFilePath) come from RIG_BROKER_EXTRA_CONF.
 B1_TLS_PORT="${RIG_BROKER1_TLS_PORT:-}"
+# TLS web service ports (webServicePortTls), same certificate settings; empty = none.
+B1_WEB_TLS_PORT="${RIG_BROKER1_WEB_TLS_PORT:-}"
+B2_WEB_TLS_PORT="${RIG_BROKER2_WEB_TLS_PORT:-}"
 B2_TLS_PORT="${RIG_BROKER2_TLS_PORT:-}"
 ZK_PORT="${RIG_ZK_PORT:-12181}"
 BOOKIE_PORT="${RIG_BOOKIE_PORT:-13181}"
@@ -66,6 +69,8 @@ ZB_HEAP="${RIG_ZK_BOOKIE_HEAP:-384m}"
 DIRECT_MEM="${RIG_BROKER_DIRECT_MEMORY:-1g}"
 ZB_DIRECT_MEM="${RIG_ZK_BOOKIE_DIRECT_MEMORY:-256m}"
 EXTRA_CONF="${RIG_BROKER_EXTRA_CONF:-}"  # a file whose lines are appended to both broker configs
+# Brokers (1, 2 or "1 2") that run the Pulsar Functions worker in their JVM (thread runtime).
+FUNCTIONS_WORKER="${RIG_FUNCTIONS_WORKER:-}"
 JAVA_OPTS_EXTRA="${RIG_JAVA_OPTS:-}"     # extra JVM options for the rig's JVMs (split on spaces)
 CONSUL_BIN="${RIG_CONSUL_BIN:-$cache/consul-$CONSUL_VERSION}"
 CP_FILE="$cache/pulsar-$PULSAR_VERSION/classpath.txt"
@@ -84,6 +89,8 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
 broker_port() { if [[ "$1" == 1 ]]; then echo "$B1_PORT"; else echo "$B2_PORT"; fi; }
 broker_tls_port() { if [[ "$1" == 1 ]]; then echo "$B1_TLS_PORT"; else echo "$B2_TLS_PORT"; fi; }
 broker_tls_url() { if [[ -n "$(broker_tls_port "$1")" ]]; then echo "pulsar+ssl://$HOST:$(broker_tls_port "$1")"; fi; }
+broker_web_tls_port() { if [[ "$1" == 1 ]]; then echo "$B1_WEB_TLS_PORT"; else echo "$B2_WEB_TLS_PORT"; fi; }
+broker_https() { if [[ -n "$(broker_web_tls_port "$1")" ]]; then echo "https://$HOST:$(broker_web_tls_port "$1")"; fi; }
 broker_http_port() { if [[ "$1" == 1 ]]; then echo "$B1_HTTP_PORT"; else echo "$B2_HTTP_PORT"; fi; }
 broker_http() { echo "http://$HOST:$(broker_http_port "$1")"; }
 broker_id() { echo "$HOST:$(broker_http_port "$1")"; }
@@ -269,11 +276,14 @@ write_confs() {
     {
       common_conf "$(broker_port "$n")" "$(broker_http_port "$n")"
       if [[ -n "$(broker_tls_port "$n")" ]]; then echo "brokerServicePortTls=$(broker_tls_port "$n")"; fi
+      if [[ -n "$(broker_web_tls_port "$n")" ]]; then echo "webServicePortTls=$(broker_web_tls_port "$n")"; fi
       if [[ -n "$EXTRA_CONF" ]]; then
         echo "# From RIG_BROKER_EXTRA_CONF=$EXTRA_CONF"
         cat "$EXTRA_CONF"
       fi
+      if runs_worker "$n"; then echo "functionsWorkerEnabled=true"; fi
     } >"$CONF/broker$n.conf"
+    if runs_worker "$n"; then functions_worker_conf "$n" >"$CONF/functions_worker$n.yml"; fi
   done
   {
     common_conf "$B1_PORT" "$B1_HTTP_PORT"
@@ -296,6 +306,39 @@ dbStorage_readAheadCacheMaxSizeMb=32
 dbStorage_rocksDB_blockCacheSize=16777216
 EOF
   } >"$CONF/zk-bookie.conf"
+}
+
+# runs_worker N: broker N runs the Functions worker: RIG_FUNCTIONS_WORKER lists it when `up`
+# writes the configs, which later commands (start-broker) go by.
+runs_worker() { [[ " $FUNCTIONS_WORKER " == *" $1 "* || -f "$CONF/functions_worker$1.yml" ]]; }
+
+# functions_worker_conf N: the worker settings of broker N (the broker fills in the cluster,
+# ports, host name and metadata store from its own config). Functions run as threads in the
+# broker's JVM; their packages are stored in the rig's bookie.
+functions_worker_conf() {
+  cat <<EOF
+# Written by test/rig/rig.sh for broker $1.
+pulsarFunctionsNamespace: public/functions
+functionMetadataTopicName: metadata
+clusterCoordinationTopicName: coordinate
+functionAssignmentTopicName: assignments
+numFunctionPackageReplicas: 1
+downloadDirectory: $DATA/broker$1/functions-download
+functionsDirectory: $DATA/broker$1/functions
+connectorsDirectory: $DATA/broker$1/connectors
+narExtractionDirectory: $DATA/broker$1/nar
+uploadBuiltinSinksSources: false
+functionRuntimeFactoryClassName: org.apache.pulsar.functions.runtime.thread.ThreadRuntimeFactory
+functionRuntimeFactoryConfigs:
+  threadGroupName: rig-functions
+schedulerClassName: org.apache.pulsar.functions.worker.scheduler.RoundRobinScheduler
+failureCheckFreqMs: 30000
+rescheduleTimeoutMs: 60000
+initialBrokerReconnectMaxRetries: 60
+assignmentWriteMaxRetries: 60
+instanceLivenessCheckFreqMs: 30000
+topicCompactionFrequencySec: 1800
+EOF
 }
 
 # launch NAME HEAP DIRECT ROLE MAIN [-DKEY=VALUE...] [--] ARGS...: starts a JVM from the Pulsar
@@ -332,7 +375,9 @@ start_broker() {
     heap="$B1_HEAP"
     role=cds-trainer
   fi
-  launch "broker$n" "$heap" "$DIRECT_MEM" "$role" org.apache.pulsar.PulsarBrokerStarter -- --broker-conf "$CONF/broker$n.conf"
+  local args=(--broker-conf "$CONF/broker$n.conf")
+  if runs_worker "$n"; then args+=(--functions-worker-conf "$CONF/functions_worker$n.yml"); fi
+  launch "broker$n" "$heap" "$DIRECT_MEM" "$role" org.apache.pulsar.PulsarBrokerStarter -- "${args[@]}"
 }
 
 start_consul() {
@@ -387,6 +432,17 @@ broker_unlisted() { # N ID: broker N's view no longer lists ID
   body="$(http_get "$(broker_http "$1")/admin/v2/brokers/$CLUSTER")" || return 1
   ! grep -qF "\"$2\"" <<<"$body"
 }
+# workers_listed: every running broker that runs a worker lists the workers of all of them.
+workers_listed() {
+  local n m body
+  for n in 1 2; do
+    runs_worker "$n" && pid_is_ours "$(read_pid "broker$n")" || continue
+    body="$(http_get "$(broker_http "$n")/admin/v2/worker/cluster")" || return 1
+    for m in 1 2; do
+      if runs_worker "$m" && pid_is_ours "$(read_pid "broker$m")"; then grep -qF "\"port\":$(broker_http_port "$m")" <<<"$body" || return 1; fi
+    done
+  done
+}
 consul_leader() { local l; l="$(http_get "http://$HOST:$C_HTTP_PORT/v1/status/leader")" && [[ "$l" == \"?* ]]; }
 # init_cluster: what the standalone would create, through broker 1's admin API (idempotent).
 init_cluster() {
@@ -427,6 +483,7 @@ ZK_BOOKIE_PID=$(read_pid zk-bookie)
 ZK_BOOKIE_LOG=$LOGS/zk-bookie.log
 BROKER1_URL=pulsar://$HOST:$B1_PORT
 BROKER1_TLS_URL=$(broker_tls_url 1)
+BROKER1_HTTPS=$(broker_https 1)
 BROKER1_HTTP=$(broker_http 1)
 BROKER1_ID=$(broker_id 1)
 BROKER1_PID=$(read_pid broker1)
@@ -434,6 +491,7 @@ BROKER1_LOG=$LOGS/broker1.log
 BROKER1_CONF=$CONF/broker1.conf
 BROKER2_URL=pulsar://$HOST:$B2_PORT
 BROKER2_TLS_URL=$(broker_tls_url 2)
+BROKER2_HTTPS=$(broker_https 2)
 BROKER2_HTTP=$(broker_http 2)
 BROKER2_ID=$(broker_id 2)
 BROKER2_PID=$(read_pid broker2)
@@ -525,7 +583,7 @@ cmd_up() {
   fi
   need_tools
   # Ports first: a clash is reported before any download or build.
-  for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" $B1_TLS_PORT $B2_TLS_PORT "$ZK_PORT" "$BOOKIE_PORT" \
+  for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" $B1_TLS_PORT $B2_TLS_PORT $B1_WEB_TLS_PORT $B2_WEB_TLS_PORT "$ZK_PORT" "$BOOKIE_PORT" \
     "$C_HTTP_PORT" "$C_DNS_PORT" "$C_SERF_LAN_PORT" "$C_SERF_WAN_PORT" "$C_SERVER_PORT" "$C_GRPC_PORT" "$C_GRPC_TLS_PORT"; do
     if port_in_use "$p"; then taken+=("$p"); fi
   done
@@ -555,6 +613,13 @@ cmd_up() {
     fail_up "ZooKeeper and the bookie did not come up within ${ZK_BOOKIE_TIMEOUT}s" zk-bookie
   log "phase zookeeper+bookie: $(since "$t0")"
   start_broker 1
+  if runs_worker 1 && runs_worker 2; then
+    # Two Functions workers starting at once race for their coordination subscription (the
+    # loser fails its broker with "Subscription Busy"): broker 2 starts once broker 1 is up.
+    log "started broker 1 (pid $(read_pid broker1)); broker 2 follows once it is ready (both run a Functions worker)"
+    wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker 1 /admin/v2/brokers/ready" broker1 broker_ready 1 ||
+      fail_up "broker 1 not ready within ${BROKER_TIMEOUT}s" broker1
+  fi
   start_broker 2
   log "started broker 1 (pid $(read_pid broker1)) and broker 2 (pid $(read_pid broker2))"
 
@@ -580,6 +645,10 @@ cmd_up() {
     fail_up "topics cannot be created through broker 1" broker1
   wait_until "$deadline" "a topic created and looked up through broker 2" broker2 topic_works 2 ||
     fail_up "topics cannot be created through broker 2" broker2
+  if runs_worker 1 || runs_worker 2; then
+    wait_until "$deadline" "the Functions workers to see each other" broker1 workers_listed ||
+      fail_up "the Functions workers did not form a cluster" broker1
+  fi
   log "phase cluster checks: $(since "$t0")"
 
   if [[ -n "${RIG_OWNER_PID:-}" ]]; then
@@ -670,7 +739,7 @@ cmd_start_broker() {
     log "broker $n is already running"
     return 0
   fi
-  for p in "$(broker_port "$n")" "$(broker_http_port "$n")" $(broker_tls_port "$n"); do
+  for p in "$(broker_port "$n")" "$(broker_http_port "$n")" $(broker_tls_port "$n") $(broker_web_tls_port "$n"); do
     if port_in_use "$p"; then
       err "port $p is still in use; cannot start broker $n"
       exit 1
@@ -697,6 +766,11 @@ cmd_start_broker() {
       exit 1
     fi
   done
+  if runs_worker "$n" && ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "the Functions workers to see each other" "broker$n" workers_listed; then
+    show_log_tail "broker$n"
+    err "the Functions worker of broker $n did not join the others"
+    exit 1
+  fi
   set_state "BROKER${n}_PID" "$(read_pid "broker$n")"
   log "broker $n ready ($(since "$t0"))"
 }

@@ -64,6 +64,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "pulsar-proxy.pulsarTLSAddr" -}}
 {{- dig "listen" "pulsarTLS" "" .Values.config | default "0.0.0.0:6651" -}}
 {{- end -}}
+{{/* The admin API over HTTPS (admin.listenHTTPS) is served with tls.enabled, as the Apache
+chart's proxy serves https beside pulsar+ssl; not when config.admin.enabled is false. */}}
+{{- define "pulsar-proxy.httpsOn" -}}
+{{- if and .Values.tls.enabled (dig "admin" "enabled" true .Values.config) -}}true{{- end -}}
+{{- end -}}
+{{- define "pulsar-proxy.httpsAddr" -}}
+{{- dig "admin" "listenHTTPS" "" .Values.config | default "0.0.0.0:8443" -}}
+{{- end -}}
 
 {{/* terminationGracePeriodSeconds: the preStop sleep, then the whole drain, then a margin. */}}
 {{- define "pulsar-proxy.gracePeriod" -}}
@@ -85,6 +93,9 @@ The proxy's config.yaml: .Values.config with the paths of the files the chart mo
 {{- end -}}
 {{- $_ := set $set "tls" $tls -}}
 {{- $_ := set $set "listen" (dict "pulsarTLS" (include "pulsar-proxy.pulsarTLSAddr" .)) -}}
+{{- if include "pulsar-proxy.httpsOn" . -}}
+{{- $_ := set $set "admin" (dict "listenHTTPS" (include "pulsar-proxy.httpsAddr" .)) -}}
+{{- end -}}
 {{- end -}}
 {{- $auth := dict -}}
 {{- with .Values.brokerTLS.secretName -}}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/internal/adminproxy"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/session"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
+)
+
+// buildAdmin makes the admin API proxy (nil without admin.enabled): the brokers' web services
+// from the live set, the Functions workers from admin.functionWorkers or else the brokers,
+// client authentication as on the binary listener, TLS to https:// web services with the
+// trust settings of broker.tls.
+func buildAdmin(cfg *config.Config, brokers *lookup.BrokerSet, sec session.Security, creds func() (string, []byte, error),
+	reg prometheus.Registerer, log zerolog.Logger) (*adminproxy.Proxy, error) {
+	a := cfg.Admin
+	if !a.AdminEnabled {
+		return nil, nil
+	}
+	c := adminproxy.Config{
+		Brokers:                  brokers,
+		Auth:                     sec.Authenticator,
+		AuthFailures:             sec.Metrics,
+		ProxyCredentials:         creds,
+		ForwardClientCredentials: cfg.Auth.ForwardClientCredentials,
+		DialTimeout:              cfg.Broker.DialTimeout,
+		ResponseTimeout:          a.AdminResponseTimeout,
+		RequestTimeout:           a.AdminRequestTimeout,
+		ReadTimeout:              a.AdminReadTimeout,
+		MaxConcurrent:            a.AdminMaxConcurrent,
+		MaxBodySize:              a.AdminMaxBodySize,
+		MaxRedirects:             a.AdminMaxRedirects,
+		AccessLog:                zerolog.Disabled,
+		Logger:                   log,
+		Metrics:                  adminproxy.NewMetrics(reg),
+	}
+	if a.AdminAccessLog != "off" {
+		level, err := zerolog.ParseLevel(a.AdminAccessLog)
+		if err != nil {
+			return nil, fmt.Errorf("admin.accessLog: %w", err)
+		}
+		c.AccessLog = level
+	}
+	if d := cfg.Discovery; len(d.Static.Brokers) > 0 && len(d.Static.WebBrokers) == 0 && d.Consul.ConsulService == "" && d.DNS.DNSName == "" {
+		log.Warn().Msg("admin API: discovery.static.webBrokers is empty, so no broker web service is known and admin requests are answered 502; list the brokers' web service URLs there, or set admin.enabled: false")
+	}
+	if len(a.AdminFunctionWorkers) > 0 {
+		workers, err := adminproxy.NewStaticUpstreams(a.AdminFunctionWorkers)
+		if err != nil {
+			return nil, fmt.Errorf("admin.functionWorkers: %w", err)
+		}
+		c.Workers = workers
+	}
+	if bt := cfg.Broker.TLS; bt.BrokerTLSEnabled {
+		tc, err := upstream.NewTLSConfig(upstream.TLSOptions{
+			TrustCertsFile:           bt.BrokerTrustCertsFile,
+			CertFile:                 bt.BrokerCertFile,
+			KeyFile:                  bt.BrokerKeyFile,
+			MinVersion:               uint16(bt.BrokerMinVersion),
+			SkipHostnameVerification: bt.BrokerSkipHostnameVerification,
+		}, log)
+		if err != nil {
+			return nil, err
+		}
+		c.TLS = tc
+	}
+	return adminproxy.New(c)
+}
+
+// httpHandler is the HTTP plane: /healthz, /readyz, /metrics, and the admin API when on.
+func (p *proxy) httpHandler() http.Handler {
+	h := httpapi.Handler(p.reg, p.ready)
+	if p.admin != nil {
+		h = p.admin.Handler(h)
+	}
+	return h
+}
+
+// newHTTPServer is the server of listen.http and admin.listenHTTPS: headers within
+// admin.readTimeout (10 s without the admin API), idle keep-alive connections closed after
+// two minutes.
+func (p *proxy) newHTTPServer() *http.Server {
+	headers := 10 * time.Second
+	if p.admin != nil {
+		headers = p.cfg.Admin.AdminReadTimeout
+	}
+	return &http.Server{Handler: p.httpHandler(), ReadHeaderTimeout: headers, IdleTimeout: 2 * time.Minute,
+		ErrorLog: nil, MaxHeaderBytes: 64 << 10}
+}
+
+// httpsListener opens admin.listenHTTPS with the certificate of tls.certFile/keyFile,
+// reloaded as for the Pulsar TLS listener, and the client-certificate settings of tls.*.
+func httpsListener(cfg *config.Config, log zerolog.Logger) (net.Listener, error) {
+	if cfg.Admin.AdminListenHTTPS == "" {
+		return nil, nil
+	}
+	tc, err := listener.NewTLSConfig(listener.TLSOptions{
+		CertFile:     cfg.TLS.CertFile,
+		KeyFile:      cfg.TLS.KeyFile,
+		MinVersion:   uint16(cfg.TLS.MinVersion),
+		CipherSuites: cfg.TLS.CipherSuites,
+		ClientCAFile: cfg.TLS.ClientCAFile,
+		ClientAuth:   cfg.TLS.ClientAuth,
+	}, nil, log)
+	if err != nil {
+		return nil, fmt.Errorf("admin.listenHTTPS: %w", err)
+	}
+	tc.NextProtos = []string{"http/1.1"}
+	ln, err := net.Listen("tcp", cfg.Admin.AdminListenHTTPS)
+	if err != nil {
+		return nil, fmt.Errorf("admin.listenHTTPS: %w", err)
+	}
+	return tls.NewListener(ln, tc), nil
+}

@@ -1,0 +1,482 @@
+// Package adminproxy is the HTTP plane's reverse proxy: Pulsar's admin REST API (/admin/v2,
+// /admin/v3 and v1 /admin), topic lookups over HTTP (/lookup) and the Functions worker API, in
+// front of the brokers' (and workers') web services.
+//
+// A request is authenticated at the edge (when an Authenticator is set), checked for a
+// canonical path, bounded (concurrency, body size, per-phase timeouts), and sent to a live
+// broker's web service chosen round robin, healthy brokers first; a broker whose web service
+// cannot be dialled is skipped for the next. Bodies stream both ways. A 307/308 from a broker
+// (the owner of a topic is another broker, an instance runs on another worker) is followed by
+// the proxy, with the body sent again from a bounded copy, and only to an endpoint the
+// upstream set allows (the same no-open-relay rule as direct-mode targets): anything else is
+// refused with 502 and never dialled.
+package adminproxy
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
+)
+
+// Upstreams are the web services one kind of request may go to.
+type Upstreams interface {
+	// WebURLs returns the base URLs (scheme://host:port) to try, in order of preference.
+	WebURLs() []string
+	// AllowWeb reports whether a redirect to scheme://host:port may be followed.
+	AllowWeb(scheme, host, port string) bool
+}
+
+// Authenticator names the role of a client's credentials (authz.Authenticator).
+type Authenticator interface {
+	Authenticate(authz.Credentials) (authz.Identity, error)
+}
+
+// FailureCounter counts refused authentications (authz.Metrics).
+type FailureCounter interface {
+	AuthFailure(method string, reason authz.Reason)
+}
+
+// Config configures a Proxy.
+type Config struct {
+	Brokers Upstreams // the admin API and lookups
+	Workers Upstreams // the Functions worker API; nil: Brokers
+	// Auth authenticates clients; nil turns authentication off: requests go on with the
+	// client's own headers (brokers authenticate the client themselves).
+	Auth         Authenticator
+	AuthFailures FailureCounter // may be nil
+	// ProxyCredentials are the proxy's own credentials for brokers (method, data); nil: none.
+	// Used with Auth: the broker authenticates the proxy and decides for the client's role,
+	// named in X-Original-Principal.
+	ProxyCredentials func() (method string, data []byte, err error)
+	// ForwardClientCredentials sends the client's own Authorization header on instead of the
+	// proxy's (the role is still named in X-Original-Principal).
+	ForwardClientCredentials bool
+	// TLS is the client configuration for https:// upstreams (nil: the system's roots).
+	TLS *tls.Config
+
+	DialTimeout     time.Duration // connect (and TLS handshake) to a web service
+	ResponseTimeout time.Duration // from the request sent to the answer's headers
+	RequestTimeout  time.Duration // a whole request, redirects and bodies included
+	// ReadTimeout is the longest pause while a client sends its body or reads the answer.
+	ReadTimeout   time.Duration
+	MaxConcurrent int
+	MaxBodySize   int64
+	MaxRedirects  int
+	// AccessLog is the level of the line logged per request; zerolog.Disabled: none.
+	AccessLog zerolog.Level
+	Logger    zerolog.Logger
+	Metrics   *Metrics // nil: counted but not registered
+	// SpoolDir holds request bodies beyond the in-memory part while a redirect may need
+	// them; "" = os.TempDir().
+	SpoolDir string
+	// memBody is the in-memory part of a kept body; 0 = 256 KiB.
+	memBody int
+}
+
+// Proxy serves the admin paths; build it with New.
+type Proxy struct {
+	cfg       Config
+	metrics   *Metrics
+	sem       chan struct{}
+	rp        *httputil.ReverseProxy
+	transport *http.Transport
+}
+
+// New builds the proxy; nothing is dialled until a request comes.
+func New(cfg Config) (*Proxy, error) {
+	if cfg.Brokers == nil {
+		return nil, errors.New("adminproxy: no broker upstreams")
+	}
+	if cfg.Workers == nil {
+		cfg.Workers = cfg.Brokers
+	}
+	if cfg.MaxConcurrent < 1 || cfg.MaxBodySize < 1 || cfg.MaxRedirects < 1 {
+		return nil, errors.New("adminproxy: MaxConcurrent, MaxBodySize and MaxRedirects must be positive")
+	}
+	if cfg.memBody <= 0 {
+		cfg.memBody = 256 << 10
+	}
+	if cfg.SpoolDir == "" {
+		cfg.SpoolDir = os.TempDir()
+	}
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	var tc *tls.Config
+	if cfg.TLS != nil {
+		tc = cfg.TLS.Clone()
+	}
+	t := &http.Transport{
+		Proxy:                 nil, // never an HTTP proxy from the environment
+		DialContext:           dialer.DialContext,
+		TLSClientConfig:       tc,
+		TLSHandshakeTimeout:   cfg.DialTimeout,
+		ResponseHeaderTimeout: cfg.ResponseTimeout,
+		ExpectContinueTimeout: time.Second,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true, // bodies pass as the broker encoded them
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	p := &Proxy{cfg: cfg, metrics: cfg.Metrics, sem: make(chan struct{}, cfg.MaxConcurrent), transport: t}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:       p.rewrite,
+		Transport:     &redirector{p: p, base: t},
+		FlushInterval: 100 * time.Millisecond, // answers of unknown length are flushed at once anyway
+		BufferPool:    newBufferPool(),
+		ErrorHandler:  p.proxyError,
+		ErrorLog:      nil,
+	}
+	return p, nil
+}
+
+// Close closes idle broker connections.
+func (p *Proxy) Close() { p.transport.CloseIdleConnections() }
+
+// Handler serves the admin paths (/admin/..., /lookup/...) and hands every other request to
+// next (the health, readiness and metrics endpoints).
+func (p *Proxy) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// An admin request leaves its connection with a write deadline (see serve); a next
+		// request on the same connection starts without one.
+		http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		rt, err := classify(r.URL.Path)
+		if errors.Is(err, errNotProxied) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p.serve(w, r, rt, err)
+	})
+}
+
+// exchange is the state of one proxied request, shared by the handler, the rewrite hook, the
+// redirect-following transport and the error handler (through the request's context).
+type exchange struct {
+	route    route
+	identity authz.Identity
+	authed   bool
+	body     *replayBody // nil without a request body
+	ups      Upstreams
+	first    string // the web service the request went to first
+	last     string // the one that answered
+	redirect int    // redirects followed
+	status   int    // set by the error handler
+	reason   string // why it failed, for the log
+	// stalled is set when the client's body stopped arriving (the server then cancels the
+	// request, so the transport may report only that).
+	stalled atomic.Bool
+}
+
+type exchangeKey struct{}
+
+func exchangeOf(ctx context.Context) *exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rt route, pathErr error) {
+	began := time.Now()
+	x := &exchange{route: rt}
+	rec := &recorder{ResponseWriter: w, rc: http.NewResponseController(w), timeout: p.cfg.ReadTimeout}
+	rec.closeUnread = r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+	rec.bodyDone = func() bool { return x.body != nil && x.body.srcErr == io.EOF }
+	defer func() {
+		// What the server still does after the handler (flush the answer, read what is left
+		// of a body to keep the connection) is bounded too; the next request's reading
+		// sets its own deadline, and Handler clears the write deadline.
+		rec.rc.SetReadDeadline(time.Now().Add(p.cfg.ReadTimeout))
+		rec.rc.SetWriteDeadline(time.Now().Add(p.cfg.ReadTimeout))
+		label := x.route.label
+		if label == "" {
+			label = "/invalid"
+		}
+		p.metrics.done(label, rec.code(), time.Since(began).Seconds())
+		p.accessLog(r, x, rec, label, time.Since(began))
+	}()
+	if pathErr != nil {
+		x.reason = "path " + r.URL.Path + " is not in canonical form"
+		writeError(rec, http.StatusBadRequest, x.reason+": no '.' or '..' segments, empty segments, backslashes or control characters, also when percent-encoded")
+		return
+	}
+	if r.Header.Get("Upgrade") != "" || r.Method == http.MethodConnect {
+		x.reason = "upgrade or CONNECT"
+		writeError(rec, http.StatusBadRequest, "protocol upgrades and CONNECT are not proxied")
+		return
+	}
+	select {
+	case p.sem <- struct{}{}:
+		defer func() { <-p.sem }()
+	default:
+		x.reason = "concurrency limit"
+		rec.Header().Set("Retry-After", "1")
+		writeError(rec, http.StatusTooManyRequests, fmt.Sprintf("more than %d admin requests at once; retry later", p.cfg.MaxConcurrent))
+		return
+	}
+	p.metrics.inFlight.Inc()
+	defer p.metrics.inFlight.Dec()
+
+	if p.cfg.Auth != nil {
+		id, err := p.cfg.Auth.Authenticate(credentials(r))
+		if err != nil {
+			var ae *authz.Error
+			if errors.As(err, &ae) && p.cfg.AuthFailures != nil {
+				p.cfg.AuthFailures.AuthFailure(ae.Method, ae.Reason)
+			}
+			x.reason = err.Error()
+			rec.Header().Set("WWW-Authenticate", `Bearer realm="pulsar-proxy"`)
+			writeError(rec, http.StatusUnauthorized, err.Error())
+			return
+		}
+		x.identity, x.authed = id, true
+	}
+	if r.ContentLength > p.cfg.MaxBodySize {
+		x.reason = "body too large"
+		writeError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is over the limit of %d (admin.maxRequestBodySize)", r.ContentLength, p.cfg.MaxBodySize))
+		return
+	}
+	x.ups = p.cfg.Brokers
+	if rt.workers {
+		x.ups = p.cfg.Workers
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.RequestTimeout)
+	defer cancel()
+	ctx = context.WithValue(ctx, exchangeKey{}, x)
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		src := &deadlineReader{r: http.MaxBytesReader(w, r.Body, p.cfg.MaxBodySize), rc: rec.rc, d: p.cfg.ReadTimeout, stalled: &x.stalled}
+		x.body = &replayBody{src: src, spool: spool{dir: p.cfg.SpoolDir, memMax: p.cfg.memBody}}
+		defer x.body.release(5 * time.Second)
+	}
+	p.rp.ServeHTTP(rec, r.WithContext(ctx))
+}
+
+// rewrite is the ReverseProxy hook: the request as a broker gets it. The target is set per
+// attempt by the transport; this sets what every attempt shares.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	x := exchangeOf(pr.In.Context())
+	pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "upstream.invalid" // replaced per attempt
+	pr.Out.Host = ""
+	pr.SetXForwarded()
+	h := pr.Out.Header
+	// Never the client's word for who it is.
+	h.Del(headerOriginalPrincipal)
+	if x == nil || !x.authed {
+		return // authentication off: the client's credentials go on as they are
+	}
+	if !p.cfg.ForwardClientCredentials || h.Get("Authorization") == "" {
+		h.Del("Authorization")
+		h.Del(headerAuthMethod)
+		if p.cfg.ProxyCredentials != nil {
+			if method, data, err := p.cfg.ProxyCredentials(); err == nil && method == "token" {
+				h.Set("Authorization", "Bearer "+string(data))
+				h.Set(headerAuthMethod, "token")
+			} else if err != nil {
+				p.cfg.Logger.Warn().Err(err).Msg("admin proxy: the proxy's broker token cannot be read; the request goes without it")
+			}
+		}
+	}
+	h.Set(headerOriginalPrincipal, x.identity.Role)
+}
+
+// proxyError answers a request that got no answer from a broker, with a status and a reason
+// a human can act on.
+func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	x := exchangeOf(r.Context())
+	status, reason, metric := classifyError(r.Context(), err)
+	if x != nil && x.stalled.Load() {
+		status, reason, metric = http.StatusRequestTimeout, errClientStalled.Error(), ""
+	}
+	if metric != "" {
+		p.metrics.upstream.WithLabelValues(metric).Inc()
+	}
+	if x != nil {
+		x.status, x.reason = status, reason
+	}
+	if status == statusClientClosed {
+		return // nobody to answer
+	}
+	writeError(w, status, reason)
+}
+
+// statusClientClosed is what the access log and metrics record for a client that went away
+// before its answer (nginx's 499; never sent).
+const statusClientClosed = 499
+
+func classifyError(ctx context.Context, err error) (status int, reason, metric string) {
+	var ue *upstreamError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over the limit of %d bytes (admin.maxRequestBodySize)", mbe.Limit), ""
+	case errors.As(err, &ue):
+		return ue.status, ue.Error(), ue.metric
+	case errors.Is(err, errClientStalled):
+		return http.StatusRequestTimeout, err.Error(), ""
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return http.StatusGatewayTimeout, "the request took longer than admin.requestTimeout", reasonTimeout
+	case errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled):
+		return statusClientClosed, "client went away", ""
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return http.StatusGatewayTimeout, "broker did not answer in time (admin.responseTimeout): " + err.Error(), reasonTimeout
+	}
+	return http.StatusBadGateway, "broker request failed: " + err.Error(), reasonBroken
+}
+
+// writeError answers with Pulsar's error body, {"reason": ...}, which its admin tools print.
+func writeError(w http.ResponseWriter, status int, reason string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(struct {
+		Reason string `json:"reason"`
+	}{reason})
+	w.Write(append(b, '\n'))
+}
+
+func (p *Proxy) accessLog(r *http.Request, x *exchange, rec *recorder, label string, took time.Duration) {
+	if p.cfg.AccessLog == zerolog.Disabled {
+		return
+	}
+	ev := p.cfg.Logger.WithLevel(p.cfg.AccessLog)
+	if ev == nil {
+		return
+	}
+	ev = ev.Str("method", r.Method).Str("route", label).Str("path", r.URL.Path).Int("status", rec.code()).
+		Int64("bytes_in", readBytes(x)).Int64("bytes_out", rec.bytes).Dur("took", took).
+		Str("remote", r.RemoteAddr)
+	if x.authed {
+		ev = ev.Str("principal", x.identity.Role)
+	}
+	if x.first != "" {
+		ev = ev.Str("broker", x.first)
+	}
+	if x.redirect > 0 {
+		ev = ev.Int("redirects", x.redirect).Str("served_by", x.last)
+	}
+	if x.reason != "" {
+		ev = ev.Str("error", x.reason)
+	}
+	ev.Msg("admin request")
+}
+
+func readBytes(x *exchange) int64 {
+	if x.body == nil {
+		return 0
+	}
+	return x.body.spool.size
+}
+
+// recorder is the response writer the proxy writes through: it keeps the status and the byte
+// count for the log, and gives the client admin.readTimeout per write (a client that stops
+// reading is cut off rather than holding a broker connection).
+type recorder struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	status  int
+	bytes   int64
+	// closeUnread closes the connection after an error answer to a request whose body was
+	// not read to its end, rather than let the server wait for the rest (a stalled client).
+	closeUnread bool
+	bodyDone    func() bool
+}
+
+func (w *recorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+		if code >= 400 && w.closeUnread && !w.bodyDone() {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if w.timeout > 0 {
+		w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController (the reverse proxy's flushes) reach the connection.
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *recorder) code() int {
+	if w.status == 0 {
+		return statusClientClosed
+	}
+	return w.status
+}
+
+// errClientStalled is a request body that stopped arriving for admin.readTimeout.
+var errClientStalled = errors.New("the client stopped sending its request body (admin.readTimeout)")
+
+// deadlineReader reads a client's request body with a fresh read deadline per read.
+type deadlineReader struct {
+	r       io.Reader
+	rc      *http.ResponseController
+	d       time.Duration
+	stalled *atomic.Bool
+}
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	if d.d > 0 {
+		d.rc.SetReadDeadline(time.Now().Add(d.d))
+	}
+	n, err := d.r.Read(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		d.stalled.Store(true)
+		err = errClientStalled
+	}
+	return n, err
+}
+
+// copyBufferSize is the reverse proxy's copy buffer: what one request or answer holds at a
+// time while its body streams.
+const copyBufferSize = 32 << 10
+
+// bufferPool lends the reverse proxy its copy buffers; one per Proxy. Pointers to arrays
+// keep Put from allocating.
+type bufferPool struct{ p sync.Pool }
+
+func newBufferPool() *bufferPool {
+	return &bufferPool{p: sync.Pool{New: func() any { return new([copyBufferSize]byte) }}}
+}
+
+func (bp *bufferPool) Get() []byte { return bp.p.Get().(*[copyBufferSize]byte)[:] }
+
+func (bp *bufferPool) Put(b []byte) {
+	if len(b) == copyBufferSize {
+		bp.p.Put((*[copyBufferSize]byte)(b))
+	}
+}
+
+// webURL splits a base URL of Upstreams.
+func parseBase(base string) (*url.URL, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("bad upstream URL %q", base)
+	}
+	return u, nil
+}

@@ -1,0 +1,99 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
+)
+
+// Admin is the HTTP plane's reverse proxy: Pulsar's admin REST API, topic lookups over HTTP
+// and the Functions worker API, served on listen.http (and on ListenHTTPS) beside /healthz,
+// /readyz and /metrics. Field names carry the section's name: env errors are mapped back by
+// Go field name, which must be unique in Config.
+type Admin struct {
+	AdminEnabled bool `yaml:"enabled" env:"ENABLED"`
+	// AdminListenHTTPS serves the whole HTTP plane over TLS too, with the certificate of
+	// tls.certFile/keyFile (reloaded as for listen.pulsarTLS) and tls.clientCAFile/clientAuth
+	// for client certificates; "" = off.
+	AdminListenHTTPS string `yaml:"listenHTTPS" env:"LISTEN_HTTPS"`
+	// AdminFunctionWorkers are the Functions workers' web service URLs; empty sends the worker
+	// API to the brokers (functionsWorkerEnabled).
+	AdminFunctionWorkers []string      `yaml:"functionWorkers" env:"FUNCTION_WORKERS"`
+	AdminMaxConcurrent   int           `yaml:"maxConcurrentRequests" env:"MAX_CONCURRENT_REQUESTS"`
+	AdminMaxBodySize     int64         `yaml:"maxRequestBodySize" env:"MAX_REQUEST_BODY_SIZE"`
+	AdminMaxRedirects    int           `yaml:"maxRedirects" env:"MAX_REDIRECTS"`
+	AdminReadTimeout     time.Duration `yaml:"readTimeout" env:"READ_TIMEOUT"`
+	AdminResponseTimeout time.Duration `yaml:"responseTimeout" env:"RESPONSE_TIMEOUT"`
+	AdminRequestTimeout  time.Duration `yaml:"requestTimeout" env:"REQUEST_TIMEOUT"`
+	AdminAccessLog       string        `yaml:"accessLog" env:"ACCESS_LOG"` // info, debug or off
+}
+
+func adminDefaults() Admin {
+	return Admin{
+		AdminEnabled:         true,
+		AdminMaxConcurrent:   64,
+		AdminMaxBodySize:     256 << 20,
+		AdminMaxRedirects:    8,
+		AdminReadTimeout:     30 * time.Second,
+		AdminResponseTimeout: 2 * time.Minute,
+		AdminRequestTimeout:  10 * time.Minute,
+		AdminAccessLog:       "info",
+	}
+}
+
+func (c *Config) validateAdmin(p *problems) {
+	a := c.Admin
+	if a.AdminMaxConcurrent < 1 {
+		p.bad("admin.maxConcurrentRequests", "must be at least 1, got %d", a.AdminMaxConcurrent)
+	}
+	if a.AdminMaxBodySize < 1<<10 {
+		p.bad("admin.maxRequestBodySize", "must be at least 1024 bytes, got %d", a.AdminMaxBodySize)
+	}
+	p.between("admin.maxRedirects", a.AdminMaxRedirects, 1, 32)
+	p.positive("admin.readTimeout", a.AdminReadTimeout)
+	p.positive("admin.responseTimeout", a.AdminResponseTimeout)
+	p.positive("admin.requestTimeout", a.AdminRequestTimeout)
+	p.oneOf("admin.accessLog", a.AdminAccessLog, "info", "debug", "off")
+	c.checkWebURLs(p, "admin.functionWorkers", a.AdminFunctionWorkers)
+	if a.AdminListenHTTPS != "" {
+		p.listenAddr("admin.listenHTTPS", a.AdminListenHTTPS)
+		l := c.Listen
+		anyPort := strings.HasSuffix(a.AdminListenHTTPS, ":0")
+		if !anyPort && slices.Contains([]string{l.HTTP, l.Pulsar, l.PulsarTLS}, a.AdminListenHTTPS) {
+			p.bad("admin.listenHTTPS", "%q is already the address of another listener", a.AdminListenHTTPS)
+		}
+		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
+			p.bad("admin.listenHTTPS", "needs tls.certFile and tls.keyFile (the certificate it serves)")
+		}
+	}
+	ws := c.Discovery.Static.WebBrokers
+	if len(ws) > 0 && len(ws) != len(c.Discovery.Static.Brokers) {
+		p.bad("discovery.static.webBrokers", "%d web service URLs for %d brokers: give one for each broker of discovery.static.brokers, in the same order", len(ws), len(c.Discovery.Static.Brokers))
+	}
+	c.checkWebURLs(p, "discovery.static.webBrokers", ws)
+	p.between("discovery.dns.webPort", c.Discovery.DNS.DNSWebPort, 0, 65535)
+}
+
+// checkWebURLs checks web service URLs: http(s)://host:port, each once, https exactly when
+// broker.tls.enabled (one switch decides how brokers are reached, as for broker URLs).
+func (c *Config) checkWebURLs(p *problems, key string, urls []string) {
+	seen := map[string]int{}
+	for i, u := range urls {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		tls, host, port, err := brokerhost.ParseWebURL(u)
+		if err != nil {
+			p.bad(k, "%q: %v", u, err)
+			continue
+		}
+		if j, dup := seen[host+":"+port]; dup {
+			p.bad(k, "%q is listed twice (also [%d])", u, j)
+		}
+		seen[host+":"+port] = i
+		if tls != c.Broker.TLS.BrokerTLSEnabled {
+			p.bad(k, "%q: https:// URLs go with broker.tls.enabled: true, http:// with false", u)
+		}
+	}
+}

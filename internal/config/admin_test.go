@@ -1,0 +1,50 @@
+package config
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestAdminValidation(t *testing.T) {
+	const (
+		web     = "PULSAR_PROXY_DISCOVERY_STATIC_WEB_BROKERS="
+		workers = "PULSAR_PROXY_ADMIN_FUNCTION_WORKERS="
+		https   = "PULSAR_PROXY_ADMIN_LISTEN_HTTPS="
+	)
+	checkEnvCases(t, []envCase{
+		{[]string{web + "http://b:8080"}, ""},
+		{[]string{web + "http://b:8080,http://c:8080"}, "discovery.static.webBrokers: 2 web service URLs for 1 brokers"},
+		{[]string{web + "pulsar://b:8080"}, `discovery.static.webBrokers[0]: "pulsar://b:8080": scheme must be http:// or https://`},
+		{[]string{web + "https://b:8443"}, `discovery.static.webBrokers[0]: "https://b:8443": https:// URLs go with broker.tls.enabled: true`},
+		{[]string{web + "http://b:8080/admin"}, "only scheme://host:port"},
+		{[]string{workers + "http://w0:6750,http://w1:6750"}, ""},
+		{[]string{workers + "http://w0:6750,http://W0:6750"}, `admin.functionWorkers[1]: "http://W0:6750" is listed twice`},
+		{[]string{workers + "http://w0"}, "admin.functionWorkers[0]"},
+		{[]string{"PULSAR_PROXY_ADMIN_MAX_CONCURRENT_REQUESTS=0"}, "admin.maxConcurrentRequests: must be at least 1"},
+		{[]string{"PULSAR_PROXY_ADMIN_MAX_REQUEST_BODY_SIZE=100"}, "admin.maxRequestBodySize: must be at least 1024"},
+		{[]string{"PULSAR_PROXY_ADMIN_MAX_REDIRECTS=0"}, "admin.maxRedirects: must be between 1 and 32"},
+		{[]string{"PULSAR_PROXY_ADMIN_READ_TIMEOUT=0s"}, "admin.readTimeout: must be greater than 0"},
+		{[]string{"PULSAR_PROXY_ADMIN_RESPONSE_TIMEOUT=-1s"}, "admin.responseTimeout"},
+		{[]string{"PULSAR_PROXY_ADMIN_REQUEST_TIMEOUT=0s"}, "admin.requestTimeout"},
+		{[]string{"PULSAR_PROXY_ADMIN_ACCESS_LOG=warn"}, `admin.accessLog: "warn" is not one of info|debug|off`},
+		{[]string{https + "0.0.0.0:8443"}, "admin.listenHTTPS: needs tls.certFile and tls.keyFile"},
+		{[]string{https + "0.0.0.0:8443", "PULSAR_PROXY_TLS_CERT_FILE=/c.pem", "PULSAR_PROXY_TLS_KEY_FILE=/k.pem"}, ""},
+		{[]string{https + "0.0.0.0:8080", "PULSAR_PROXY_TLS_CERT_FILE=/c.pem", "PULSAR_PROXY_TLS_KEY_FILE=/k.pem"}, "admin.listenHTTPS: \"0.0.0.0:8080\" is already the address of another listener"},
+		{[]string{"PULSAR_PROXY_DISCOVERY_DNS_NAME=b.example", "PULSAR_PROXY_DISCOVERY_DNS_WEB_PORT=70000"}, "discovery.dns.webPort: must be between 0 and 65535"},
+	})
+	cfg, err := Load(writeFile(t, `
+discovery:
+  static:
+    brokers: [pulsar+ssl://b0:6651, pulsar+ssl://b1:6651]
+    webBrokers: [https://b0:8443, https://b1:8443]
+broker: {tls: {enabled: true}}
+admin: {functionWorkers: [https://w0:6751], maxRequestBodySize: 1048576}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.Discovery.Static.WebBrokers, []string{"https://b0:8443", "https://b1:8443"}) ||
+		!slices.Equal(cfg.Admin.AdminFunctionWorkers, []string{"https://w0:6751"}) || cfg.Admin.AdminMaxBodySize != 1<<20 {
+		t.Errorf("yaml: %+v %+v", cfg.Discovery.Static, cfg.Admin)
+	}
+}
