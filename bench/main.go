@@ -1,9 +1,9 @@
 //go:build linux
 
 // Command bench measures pulsar-proxy side by side with a direct connection, the Java Pulsar
-// proxy and HAProxy in TCP mode, on one broker of the test rig, and writes the results to
-// bench/results as JSON, Markdown and a PNG chart. `make bench` runs it in full,
-// `make bench-quick` in a few minutes.
+// proxy and HAProxy in TCP mode (without and with splice), on one broker of the test rig, and
+// writes the results to bench/results as JSON, Markdown and a PNG chart. `make bench` runs it
+// in full, `make bench-quick` in a few minutes.
 //
 // Every path gets the same load from the same generator (loadgen.go), in turn, rounds
 // interleaved so that drift of a shared machine spreads over all paths alike:
@@ -130,16 +130,21 @@ func run(cfg config, outDir string) error {
 		}
 		paths = append(paths, pp)
 	}
-	jp, err := javaProxyPath(ctx, dir, r)
+	jp, err := javaProxyPath(ctx, dir, javaTarget{cluster: r.Cluster, brokerURL: r.BrokerURL(1), brokerHTTP: r.BrokerHTTP(1)}, -1)
 	if err != nil {
 		return err
 	}
 	paths = append(paths, jp)
-	hp, err := haproxyPath(dir, broker)
-	if err != nil {
-		return err
+	for _, h := range []struct {
+		name   string
+		splice bool
+	}{{pathHAProxy, false}, {pathHAProxySplice, true}} {
+		hp, err := haproxyPath(dir, broker, h.name, haproxyOptions{splice: h.splice, cpu: -1})
+		if err != nil {
+			return err
+		}
+		paths = append(paths, hp)
 	}
-	paths = append(paths, hp)
 
 	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), Config: cfg}
 	for _, p := range paths {

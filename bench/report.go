@@ -222,7 +222,8 @@ func markdown(r *results) string {
 var (
 	chartBG     = color.RGBA{255, 255, 255, 255}
 	chartInk    = color.RGBA{30, 30, 30, 255}
-	chartColors = []color.RGBA{{110, 110, 110, 255}, {31, 119, 180, 255}, {214, 39, 40, 255}, {44, 160, 44, 255}}
+	chartColors = []color.RGBA{{110, 110, 110, 255}, {31, 119, 180, 255}, {214, 39, 40, 255}, {44, 160, 44, 255},
+		{255, 127, 14, 255}, {148, 103, 189, 255}}
 )
 
 type panel struct {
@@ -231,7 +232,7 @@ type panel struct {
 	format string
 }
 
-// chart draws one bar panel per figure, the four paths side by side in each.
+// chart draws one bar panel per figure, the paths side by side in each.
 func chart(r *results, w *bytes.Buffer) error {
 	var panels []panel
 	for _, size := range r.Config.MessageSizes {
