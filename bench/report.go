@@ -318,19 +318,35 @@ const (
 )
 
 func updateReadme(readmePath, mdPath string) error {
-	readme, err := os.ReadFile(readmePath)
-	if err != nil {
-		return err
-	}
 	md, err := os.ReadFile(mdPath)
 	if err != nil {
 		return err
 	}
-	s := string(readme)
-	i, j := strings.Index(s, readmeBegin), strings.Index(s, readmeEnd)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %q ... %q markers", readmePath, readmeBegin, readmeEnd)
+	return replaceBetween(readmePath, readmeBegin, readmeEnd, string(md))
+}
+
+// updateProxyReadme puts the summary of a proxy-bound run (proxy-bound.md up to its details)
+// into README.md between the bench-proxy markers.
+func updateProxyReadme(readmePath, mdPath string) error {
+	md, err := os.ReadFile(mdPath)
+	if err != nil {
+		return err
 	}
-	s = s[:i+len(readmeBegin)] + "\n" + string(md) + s[j:]
+	summary, _, _ := strings.Cut(string(md), proxyDetailsHead)
+	return replaceBetween(readmePath, proxyReadmeBegin, proxyReadmeEnd, summary)
+}
+
+// replaceBetween replaces what README.md holds between the lines begin and end with text.
+func replaceBetween(readmePath, begin, end, text string) error {
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		return err
+	}
+	s := string(readme)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q markers", readmePath, begin, end)
+	}
+	s = s[:i+len(begin)] + "\n" + text + s[j:]
 	return os.WriteFile(readmePath, []byte(s), 0o644)
 }
