@@ -204,11 +204,12 @@ proto:
 
 # --- benchmarks (bench/README.md) ----------------------------------------------------------
 
-.PHONY: bench bench-quick bench-micro haproxy
+.PHONY: bench bench-quick bench-micro bench-proxy bench-proxy-quick haproxy
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# Side by side on one rig broker: direct, pulsar-proxy, the Java proxy, HAProxy (TCP mode).
+# Side by side on one rig broker: direct, pulsar-proxy, the Java proxy, HAProxy (TCP mode,
+# without and with splice).
 # Results: bench/results/latest.{json,md,png}. Attaches to PULSAR_PROXY_RIG if set.
 bench: haproxy
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
@@ -218,6 +219,20 @@ bench: haproxy
 bench-quick: haproxy
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
 	$(call timed,bench-quick,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -quick $(BENCH_FLAGS))
+
+# Proxy-bound: the same paths in front of the benchmark's own Pulsar speaker (bench/speaker),
+# which answers at once, so the path is the bottleneck; the proxy under test pinned to CPU 0,
+# the load generator and the speaker to CPU 1; 1, 100 and up to 10,000 connections (what the
+# descriptor limit allows). Results: bench/results/proxy-bound.{json,md,png} and README.md's
+# table. Needs the rig's jars (the Java proxy), not a running rig. Full: about 45 minutes.
+bench-proxy: haproxy
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,bench-proxy,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -proxy-bound $(BENCH_FLAGS))
+
+# One short round of the same (1 and 100 connections, three workloads; about 4 minutes).
+bench-proxy-quick: haproxy
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,bench-proxy-quick,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -proxy-bound -quick $(BENCH_FLAGS))
 
 # The forwarding and frame micro-benchmarks, benchstat-friendly.
 bench-micro:

@@ -3,9 +3,12 @@ module github.com/pulsar-proxy/pulsar-proxy/bench
 go 1.26.7
 
 require (
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/pulsar-proxy/pulsar-proxy v0.0.0
 	github.com/pulsar-proxy/pulsar-proxy/test v0.0.0
 	golang.org/x/image v0.48.0
+	golang.org/x/sync v0.25.0
+	golang.org/x/sys v0.50.0
 	google.golang.org/protobuf v1.36.12
 )
 

@@ -36,6 +36,7 @@ const (
 type endpoint struct {
 	addr   string // host:port to dial
 	target string // proxy_to_broker_url for a proxy that needs one, "" otherwise
+	token  string // a token for CONNECT (auth_method_name "token"), "" for none
 }
 
 // session is one connected protocol session.

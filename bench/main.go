@@ -1,9 +1,11 @@
 //go:build linux
 
 // Command bench measures pulsar-proxy side by side with a direct connection, the Java Pulsar
-// proxy and HAProxy in TCP mode, on one broker of the test rig, and writes the results to
-// bench/results as JSON, Markdown and a PNG chart. `make bench` runs it in full,
-// `make bench-quick` in a few minutes.
+// proxy and HAProxy in TCP mode (without and with splice), on one broker of the test rig, and
+// writes the results to bench/results as JSON, Markdown and a PNG chart. `make bench` runs it
+// in full, `make bench-quick` in a few minutes. With -proxy-bound (`make bench-proxy`) it
+// measures the same paths in front of the benchmark's own Pulsar speaker instead, the proxy
+// pinned to one CPU (proxybench.go).
 //
 // Every path gets the same load from the same generator (loadgen.go), in turn, rounds
 // interleaved so that drift of a shared machine spreads over all paths alike:
@@ -25,6 +27,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,7 +41,63 @@ func main() {
 	out := flag.String("out", filepath.Join(proxyproc.RepoRoot(), "bench", "results"), "results directory")
 	note := flag.String("note", "", "a note on the machine for the report (e.g. that it was shared)")
 	readme := flag.Bool("readme", true, "put the results table into README.md (between its bench markers)")
+	proxyBound := flag.Bool("proxy-bound", false, "the proxy-bound benchmark (bench-proxy): the paths in front of the benchmark's speaker, the proxy pinned to one CPU")
+	maxConns := flag.Int("max-conns", 10000, "proxy-bound: the largest connection count, if the descriptor limit allows it")
+	proxyCPU := flag.Int("proxy-cpu", 0, "proxy-bound: the CPU of the proxy under test")
+	loadCPU := flag.Int("load-cpu", 1, "proxy-bound: the CPU of the load generator and the speaker")
+	only := flag.String("paths", "", "proxy-bound: only these paths, comma-separated (development runs)")
+	conns := flag.String("conns", "", "proxy-bound: connection counts instead of the mode's, comma-separated, \"max\" for -max-conns (development runs)")
+	keep := flag.Bool("keep", false, "proxy-bound: keep the work directory with the proxies' configs and logs")
+	roles := flag.String("roles", "", "proxy-bound: producer, consumer or both (comma-separated) instead of the mode's")
+	latencyFractions := flag.String("latency-fractions", "0.5,0.1", "proxy-bound: the latency runs' rates as fractions of the direct path's, comma-separated")
 	flag.Parse()
+	if *proxyBound {
+		cfg := proxyFullConfig
+		if *quick {
+			cfg = proxyQuickConfig
+		}
+		cfg.Note, cfg.ProxyCPU, cfg.LoadCPU = *note, *proxyCPU, *loadCPU
+		cfg.LatencyFractions = nil
+		for _, f := range strings.Split(*latencyFractions, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || v <= 0 || v > 1 {
+				fmt.Fprintf(os.Stderr, "bench: -latency-fractions: %q is not a fraction in (0, 1]\n", f)
+				os.Exit(2)
+			}
+			cfg.LatencyFractions = append(cfg.LatencyFractions, v)
+		}
+		if *only != "" {
+			cfg.Only = strings.Split(*only, ",")
+		}
+		if *roles != "" {
+			cfg.Roles = strings.Split(*roles, ",")
+		}
+		if *conns != "" {
+			cfg.Conns = nil
+			for _, c := range strings.Split(*conns, ",") {
+				n, err := strconv.Atoi(c)
+				if c == "max" {
+					n, err = maxConnsPlaceholder, nil
+				}
+				if err != nil || n == 0 || n < maxConnsPlaceholder {
+					fmt.Fprintf(os.Stderr, "bench: -conns: %q is not a connection count\n", c)
+					os.Exit(2)
+				}
+				cfg.Conns = append(cfg.Conns, n)
+			}
+		}
+		if err := runProxyBench(cfg, *out, *maxConns, *keep); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		if *readme {
+			if err := updateProxyReadme(filepath.Join(proxyproc.RepoRoot(), "README.md"), filepath.Join(*out, proxyResultsName+".md")); err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				os.Exit(1)
+			}
+		}
+		return
+	}
 	cfg := fullConfig
 	if *quick {
 		cfg = quickConfig
@@ -130,16 +189,21 @@ func run(cfg config, outDir string) error {
 		}
 		paths = append(paths, pp)
 	}
-	jp, err := javaProxyPath(ctx, dir, r)
+	jp, err := javaProxyPath(ctx, dir, javaTarget{cluster: r.Cluster, brokerURL: r.BrokerURL(1), brokerHTTP: r.BrokerHTTP(1)}, -1)
 	if err != nil {
 		return err
 	}
 	paths = append(paths, jp)
-	hp, err := haproxyPath(dir, broker)
-	if err != nil {
-		return err
+	for _, h := range []struct {
+		name   string
+		splice bool
+	}{{pathHAProxy, false}, {pathHAProxySplice, true}} {
+		hp, err := haproxyPath(dir, broker, h.name, haproxyOptions{splice: h.splice, cpu: -1})
+		if err != nil {
+			return err
+		}
+		paths = append(paths, hp)
 	}
-	paths = append(paths, hp)
 
 	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), Config: cfg}
 	for _, p := range paths {

@@ -22,11 +22,12 @@ import (
 
 // path is one way from the load generator to the broker.
 type path struct {
-	Name  string
-	ep    endpoint
-	pid   int    // the proxy process; 0 for the direct path
-	pprof string // http://host:port of the proxy's /debug/pprof, pulsar-proxy only
-	stop  func()
+	Name    string
+	ep      endpoint
+	pid     int    // the proxy process; 0 for the direct path
+	pprof   string // http://host:port of the proxy's /debug/pprof, pulsar-proxy only
+	metrics string // http://host:port of the proxy's /metrics, pulsar-proxy only
+	stop    func()
 }
 
 const (
@@ -37,6 +38,9 @@ const (
 	pathPulsarProxyFramed = "pulsar-proxy-framed"
 	pathJavaProxy         = "java-proxy"
 	pathHAProxy           = "haproxy"
+	// pathHAProxySplice is HAProxy with kernel splicing on (option splice-auto,
+	// splice-request and splice-response): the L4 floor at its best.
+	pathHAProxySplice = "haproxy-splice"
 )
 
 func brokerAddr(brokerURL string) (string, error) {
@@ -62,6 +66,22 @@ func pulsarProxyPath(dir, brokerURL, broker, name string, passthrough bool) (*pa
 	if err != nil {
 		return nil, err
 	}
+	return startPulsarProxy(bin, dir, brokerURL, broker, name,
+		fmt.Sprintf("session:\n  passthrough: %t\nlog:\n  level: info\n  sessionSummary: off\n", passthrough), -1)
+}
+
+// startPulsarProxy runs the proxy binary bin in dir with brokerURL as its static discovery
+// and extraYAML added to its config, with /debug/pprof on; pinned to cpu when cpu >= 0 (a
+// wrapper script execs taskset, which execs the proxy: the PID stays the proxy's).
+func startPulsarProxy(bin, dir, brokerURL, broker, name, extraYAML string, cpu int) (*path, error) {
+	if cpu >= 0 {
+		wrapper := filepath.Join(dir, "pulsar-proxy-pinned")
+		script := fmt.Sprintf("#!/bin/sh\nexec taskset -c %d %q \"$@\"\n", cpu, bin)
+		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+			return nil, err
+		}
+		bin = wrapper
+	}
 	pprofPort, err := freePort()
 	if err != nil {
 		return nil, err
@@ -69,14 +89,21 @@ func pulsarProxyPath(dir, brokerURL, broker, name string, passthrough bool) (*pa
 	// listen.pprof through the environment: proxyproc writes the listen section itself.
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", pprofPort)
 	os.Setenv("PULSAR_PROXY_LISTEN_PPROF", pprofAddr)
-	p, err := proxyproc.Start(bin, dir, []string{brokerURL},
-		fmt.Sprintf("session:\n  passthrough: %t\nlog:\n  level: info\n  sessionSummary: off\n", passthrough))
+	p, err := proxyproc.Start(bin, dir, []string{brokerURL}, extraYAML)
 	os.Unsetenv("PULSAR_PROXY_LISTEN_PPROF")
 	if err != nil {
 		return nil, err
 	}
 	return &path{Name: name, ep: endpoint{addr: p.Addr, target: broker}, pid: p.PID(),
-		pprof: "http://" + pprofAddr, stop: func() { p.Stop() }}, nil
+		pprof: "http://" + pprofAddr, metrics: p.HTTPURL + "/metrics", stop: func() { p.Stop() }}, nil
+}
+
+// javaTarget is what the Java proxy forwards to: its static broker URLs and the host:port
+// its clients name in proxy_to_broker_url.
+type javaTarget struct {
+	cluster    string
+	brokerURL  string // pulsar://host:port
+	brokerHTTP string // http://host:port
 }
 
 // javaProxyConf is the configuration the Java proxy runs with, ${...} to be filled in.
@@ -86,8 +113,9 @@ var javaProxyConf string
 
 // javaProxyPath runs Apache Pulsar's proxy from the rig's jars with java-proxy.conf: its
 // defaults, static broker URLs (no metadata store), zero-copy mode on, and direct connections
-// allowed to the rig's broker port (its default allows only 6650 and 6651).
-func javaProxyPath(ctx context.Context, dir string, r *rig.Rig) (*path, error) {
+// allowed to the target's port (its default allows only 6650 and 6651); pinned to cpu when
+// cpu >= 0.
+func javaProxyPath(ctx context.Context, dir string, t javaTarget, cpu int) (*path, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -97,7 +125,7 @@ func javaProxyPath(ctx context.Context, dir string, r *rig.Rig) (*path, error) {
 		return nil, err
 	}
 	values := map[string]string{
-		"clusterName": r.Cluster, "brokerServiceURL": r.BrokerURL(1), "brokerWebServiceURL": r.BrokerHTTP(1),
+		"clusterName": t.cluster, "brokerServiceURL": t.brokerURL, "brokerWebServiceURL": t.brokerHTTP,
 		"servicePort": fmt.Sprint(port), "webServicePort": fmt.Sprint(webPort),
 	}
 	conf := os.Expand(javaProxyConf, func(k string) string { return values[k] })
@@ -109,8 +137,8 @@ func javaProxyPath(ctx context.Context, dir string, r *rig.Rig) (*path, error) {
 	if err != nil {
 		return nil, err
 	}
-	broker, _ := brokerAddr(r.BrokerURL(1))
-	p, err := startProcess(cmd, filepath.Join(dir, "java-proxy.out"))
+	broker, _ := brokerAddr(t.brokerURL)
+	p, err := startProcess(pinned(cmd, cpu), filepath.Join(dir, "java-proxy.out"))
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +151,21 @@ func javaProxyPath(ctx context.Context, dir string, r *rig.Rig) (*path, error) {
 	return p, nil
 }
 
-// haproxyPath runs HAProxy in TCP mode: a byte pipe that understands nothing.
-func haproxyPath(dir, broker string) (*path, error) {
+// haproxyOptions vary HAProxy between the benchmarks.
+type haproxyOptions struct {
+	// splice turns kernel splicing on as HAProxy's manual describes it: option splice-auto
+	// (splice where its heuristics expect a gain) plus option splice-request and
+	// splice-response (splice whenever possible, in each direction).
+	splice  bool
+	maxConn int // 0: 8000
+	// maxPipes bounds the pipes splicing may hold (HAProxy's default is maxconn/4); each is
+	// two descriptors, counted against the same limit as the connections.
+	maxPipes int
+	cpu      int // >= 0: pinned to this CPU (taskset)
+}
+
+// haproxyPath runs HAProxy in TCP mode, a byte pipe that understands nothing, as path name.
+func haproxyPath(dir, broker, name string, o haproxyOptions) (*path, error) {
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
 		return nil, fmt.Errorf("haproxy is not installed (Debian: apt-get install haproxy): %w", err)
@@ -133,32 +174,44 @@ func haproxyPath(dir, broker string) (*path, error) {
 	if err != nil {
 		return nil, err
 	}
+	maxConn := o.maxConn
+	if maxConn == 0 {
+		maxConn = 8000
+	}
+	global := fmt.Sprintf("    maxconn %d\n", maxConn)
+	var options string
+	if o.splice {
+		if o.maxPipes > 0 {
+			global += fmt.Sprintf("    maxpipes %d\n", o.maxPipes)
+		}
+		options = "    option splice-auto\n    option splice-request\n    option splice-response\n"
+	}
 	conf := fmt.Sprintf(`global
-    maxconn 8000
-defaults
+%sdefaults
     mode tcp
+    maxconn %d
     timeout connect 5s
     timeout client 1h
     timeout server 1h
-frontend pulsar
+%sfrontend pulsar
     bind 127.0.0.1:%d
     default_backend broker
 backend broker
     server broker1 %s
-`, port, broker)
-	confPath := filepath.Join(dir, "haproxy.cfg")
+`, global, maxConn, options, port, broker)
+	confPath := filepath.Join(dir, name+".cfg")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	p, err := startProcess(exec.Command(bin, "-db", "-f", confPath), filepath.Join(dir, "haproxy.log"))
+	p, err := startProcess(pinned(exec.Command(bin, "-db", "-f", confPath), o.cpu), filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
-	p.Name = pathHAProxy
+	p.Name = name
 	p.ep = endpoint{addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	if err := waitConnect(p.ep, 30*time.Second); err != nil {
 		p.stop()
-		return nil, fmt.Errorf("haproxy: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return p, nil
 }
@@ -234,4 +287,21 @@ func saveProfile(base, name, file string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// pinned makes cmd run on cpu (taskset, which execs the command: the PID is the command's);
+// cpu < 0 leaves it as it is.
+func pinned(cmd *exec.Cmd, cpu int) *exec.Cmd {
+	if cpu < 0 {
+		return cmd
+	}
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		return cmd // checkPinning refuses to start a run without taskset
+	}
+	args := append([]string{"taskset", "-c", fmt.Sprint(cpu), cmd.Path}, cmd.Args[1:]...)
+	out := exec.Command(taskset, args[1:]...)
+	out.Args = args
+	out.Env, out.Dir = cmd.Env, cmd.Dir
+	return out
 }

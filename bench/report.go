@@ -222,7 +222,8 @@ func markdown(r *results) string {
 var (
 	chartBG     = color.RGBA{255, 255, 255, 255}
 	chartInk    = color.RGBA{30, 30, 30, 255}
-	chartColors = []color.RGBA{{110, 110, 110, 255}, {31, 119, 180, 255}, {214, 39, 40, 255}, {44, 160, 44, 255}}
+	chartColors = []color.RGBA{{110, 110, 110, 255}, {31, 119, 180, 255}, {214, 39, 40, 255}, {44, 160, 44, 255},
+		{255, 127, 14, 255}, {148, 103, 189, 255}}
 )
 
 type panel struct {
@@ -231,7 +232,7 @@ type panel struct {
 	format string
 }
 
-// chart draws one bar panel per figure, the four paths side by side in each.
+// chart draws one bar panel per figure, the paths side by side in each.
 func chart(r *results, w *bytes.Buffer) error {
 	var panels []panel
 	for _, size := range r.Config.MessageSizes {
@@ -317,19 +318,35 @@ const (
 )
 
 func updateReadme(readmePath, mdPath string) error {
-	readme, err := os.ReadFile(readmePath)
-	if err != nil {
-		return err
-	}
 	md, err := os.ReadFile(mdPath)
 	if err != nil {
 		return err
 	}
-	s := string(readme)
-	i, j := strings.Index(s, readmeBegin), strings.Index(s, readmeEnd)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %q ... %q markers", readmePath, readmeBegin, readmeEnd)
+	return replaceBetween(readmePath, readmeBegin, readmeEnd, string(md))
+}
+
+// updateProxyReadme puts the summary of a proxy-bound run (proxy-bound.md up to its details)
+// into README.md between the bench-proxy markers.
+func updateProxyReadme(readmePath, mdPath string) error {
+	md, err := os.ReadFile(mdPath)
+	if err != nil {
+		return err
 	}
-	s = s[:i+len(readmeBegin)] + "\n" + string(md) + s[j:]
+	summary, _, _ := strings.Cut(string(md), proxyDetailsHead)
+	return replaceBetween(readmePath, proxyReadmeBegin, proxyReadmeEnd, summary)
+}
+
+// replaceBetween replaces what README.md holds between the lines begin and end with text.
+func replaceBetween(readmePath, begin, end, text string) error {
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		return err
+	}
+	s := string(readme)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q markers", readmePath, begin, end)
+	}
+	s = s[:i+len(begin)] + "\n" + text + s[j:]
 	return os.WriteFile(readmePath, []byte(s), 0o644)
 }

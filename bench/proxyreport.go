@@ -1,0 +1,612 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/draw"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// proxyResults is what one proxy-bound run wrote: bench/results/proxy-bound.json.
+type proxyResults struct {
+	Date          string         `json:"date"`
+	Machine       machine        `json:"machine"`
+	Config        proxyConfig    `json:"config"`
+	DurationSec   float64        `json:"durationSeconds"`
+	LoadAvgBefore string         `json:"loadAvgBefore"`
+	LoadAvgAfter  string         `json:"loadAvgAfter"`
+	Pinning       string         `json:"pinning"`
+	Paths         []string       `json:"paths"`
+	Setups        []fleetSetup   `json:"setups"`
+	Runs          []proxyRun     `json:"runs"`
+	Cells         []proxyCell    `json:"cells"`
+	Latency       []proxyLatency `json:"latency"`
+	LatencyErrors []string       `json:"latencyErrors"`
+	PeakRSSMiB    []pathValue    `json:"peakRssMiB"`
+	Idle          []idleRow      `json:"idle"`
+	IdleOutput    string         `json:"idleOutput"`
+	Checks        []string       `json:"checks"`
+	Goals         []goal         `json:"goals"`
+}
+
+// fleetSetup is the opening of one fleet's connections.
+type fleetSetup struct {
+	Path    string  `json:"path"`
+	Role    string  `json:"role"`
+	Conns   int     `json:"connections"`
+	Round   int     `json:"round"`
+	Opened  int     `json:"opened"`
+	Seconds float64 `json:"seconds"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// proxyRun is one workload's measured interval through one path.
+type proxyRun struct {
+	Path            string   `json:"path"`
+	Role            string   `json:"role"`
+	Conns           int      `json:"connections"`
+	Workload        workload `json:"workload"`
+	Round           int      `json:"round"`
+	Messages        int64    `json:"messages"`
+	Seconds         float64  `json:"seconds"`
+	MsgsPerSec      float64  `json:"msgsPerSec"`
+	MBPerSec        float64  `json:"mbPerSec"`
+	ProxyCPUSeconds *float64 `json:"proxyCpuSeconds"`
+	GenCPUSeconds   float64  `json:"loadCpuSeconds"`
+	// How busy each CPU was over the interval, with anything (this benchmark's processes and
+	// whatever else ran on the shared machine), from /proc/stat.
+	ProxyCPUBusy float64 `json:"proxyCpuBusyPercent"`
+	LoadCPUBusy  float64 `json:"loadCpuBusyPercent"`
+	// Stolen by the hypervisor, both CPUs together (0 to 200).
+	StealPercent float64 `json:"stealPercent"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// proxyCell is a path's figures for one role, connection count and workload: medians over
+// the rounds that succeeded; CPU s/GB over all of them together.
+type proxyCell struct {
+	Path            string   `json:"path"`
+	Role            string   `json:"role"`
+	Conns           int      `json:"connections"`
+	Workload        workload `json:"workload"`
+	Rounds          int      `json:"rounds"`
+	MsgsPerSec      float64  `json:"msgsPerSec"`
+	MBPerSec        float64  `json:"mbPerSec"`
+	CPUSecondsPerGB *float64 `json:"cpuSecondsPerGB"`
+	ProxyCPUPercent *float64 `json:"proxyCpuPercent"`
+	GenCPUPercent   float64  `json:"loadCpuPercent"`
+	// Medians of how busy the two CPUs were (with anything); their excess over the proxy's and
+	// the load process's own CPU is what other processes took.
+	ProxyCPUBusy float64 `json:"proxyCpuBusyPercent"`
+	LoadCPUBusy  float64 `json:"loadCpuBusyPercent"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// proxyLatency is a path's SEND to SEND_RECEIPT round trip at one latency rate, in µs.
+type proxyLatency struct {
+	Path         string  `json:"path"`
+	Fraction     float64 `json:"fraction"` // of the direct path's rate
+	Rate         float64 `json:"rateMsgsPerSec"`
+	Samples      int     `json:"samples"`
+	RateAchieved float64 `json:"rateAchievedMsgsPerSec"`
+	// The load process's CPU use (the generator and the speaker: its headroom shows whether
+	// the figure is the path's or the load's), and how busy the proxy's CPU was.
+	GenCPUPercent float64 `json:"loadCpuPercent"`
+	ProxyCPUBusy  float64 `json:"proxyCpuBusyPercent"`
+	P50           float64 `json:"p50Micros"`
+	P99           float64 `json:"p99Micros"`
+	P999          float64 `json:"p999Micros"`
+}
+
+// idleRow is one line of bench/idlemem's table.
+type idleRow struct {
+	Mode       string   `json:"mode"`
+	Conns      int      `json:"connections"`
+	RSSKiB     *float64 `json:"rssKiBPerConn"`
+	HeapKiB    *float64 `json:"heapKiBPerConn"`
+	StackKiB   *float64 `json:"stackKiBPerConn"`
+	Goroutines *float64 `json:"goroutinesPerConn"`
+	Skipped    string   `json:"skipped,omitempty"`
+}
+
+type pathValue struct {
+	Path  string  `json:"path"`
+	Value float64 `json:"value"`
+}
+
+func (r *proxyResults) cell(path, role string, conns int, w workload) *proxyCell {
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		if c.Path == path && c.Role == role && c.Conns == conns && c.Workload == w {
+			return c
+		}
+	}
+	return nil
+}
+
+func (r *proxyResults) latency(path string, fraction float64) *proxyLatency {
+	for i := range r.Latency {
+		if r.Latency[i].Path == path && r.Latency[i].Fraction == fraction {
+			return &r.Latency[i]
+		}
+	}
+	return nil
+}
+
+// goalFraction is the latency load of the issue's goal: half the direct path's rate.
+const goalFraction = 0.5
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sort.Float64s(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+}
+
+// proxyMedian is the median of v over the successful runs of one cell.
+func proxyMedian(runs []proxyRun, path, role string, conns int, w workload, v func(proxyRun) float64) float64 {
+	var xs []float64
+	for _, r := range runs {
+		if r.Path == path && r.Role == role && r.Conns == conns && r.Workload == w && r.Error == "" {
+			xs = append(xs, v(r))
+		}
+	}
+	return median(xs)
+}
+
+// summarizeProxy fills r.Cells from r.Runs.
+func summarizeProxy(r *proxyResults) {
+	r.Cells = nil
+	for _, role := range r.Config.Roles {
+		for _, n := range r.Config.Conns {
+			for _, w := range r.Config.Workloads {
+				for _, path := range r.Paths {
+					c := proxyCell{Path: path, Role: role, Conns: n, Workload: w}
+					var cpu, bytes float64
+					var pcts, gens, busyP, busyL []float64
+					for _, run := range r.Runs {
+						if run.Path != path || run.Role != role || run.Conns != n || run.Workload != w {
+							continue
+						}
+						if run.Error != "" {
+							if c.Error == "" {
+								c.Error = run.Error
+							}
+							continue
+						}
+						c.Rounds++
+						gens = append(gens, 100*run.GenCPUSeconds/run.Seconds)
+						busyP, busyL = append(busyP, run.ProxyCPUBusy), append(busyL, run.LoadCPUBusy)
+						if run.ProxyCPUSeconds != nil {
+							cpu += *run.ProxyCPUSeconds
+							bytes += float64(run.Messages) * float64(w.Size)
+							pcts = append(pcts, 100**run.ProxyCPUSeconds/run.Seconds)
+						}
+					}
+					if c.Rounds > 0 {
+						c.MsgsPerSec = proxyMedian(r.Runs, path, role, n, w, func(x proxyRun) float64 { return x.MsgsPerSec })
+						c.MBPerSec = proxyMedian(r.Runs, path, role, n, w, func(x proxyRun) float64 { return x.MBPerSec })
+						c.GenCPUPercent = median(gens)
+						c.ProxyCPUBusy, c.LoadCPUBusy = median(busyP), median(busyL)
+						if len(pcts) > 0 && bytes > 0 {
+							c.CPUSecondsPerGB = ptr(cpu / (bytes / 1e9))
+							c.ProxyCPUPercent = ptr(median(pcts))
+						}
+					}
+					r.Cells = append(r.Cells, c)
+				}
+			}
+		}
+	}
+}
+
+// Goals of issue 16, reported and never asserted.
+const (
+	goalFramedVsPassthrough = 1.2  // framed CPU s/GB over passthrough's
+	goalIdleLookupKiB       = 4.0  // RSS growth per idle lookup connection, fresh process
+	goalIdleDirectKiB       = 8.0  // RSS growth per idle direct session, fresh process
+	goalAddedP99Micros      = 50.0 // added p99 over direct at half the direct path's rate
+)
+
+func proxyGoals(r *proxyResults) []goal {
+	var g []goal
+	n := r.Config.HeadlineConns
+	for _, role := range r.Config.Roles {
+		for _, w := range []workload{batched1KiB, plain64KiB} {
+			pt, fr := r.cell(pathPulsarProxy, role, n, w), r.cell(pathPulsarProxyFramed, role, n, w)
+			name := fmt.Sprintf("framed CPU s/GB vs passthrough, %s, %d %ss", w.label(), n, role)
+			if pt == nil || fr == nil || pt.CPUSecondsPerGB == nil || fr.CPUSecondsPerGB == nil {
+				g = append(g, goal{Goal: name + " (not measured)", Target: fmt.Sprintf("<= %.1fx", goalFramedVsPassthrough), Value: math.NaN(), Unit: "x"})
+				continue
+			}
+			v := *fr.CPUSecondsPerGB / *pt.CPUSecondsPerGB
+			g = append(g, goal{Goal: name, Target: fmt.Sprintf("<= %.1fx", goalFramedVsPassthrough), Value: v, Unit: "x", Met: v <= goalFramedVsPassthrough})
+		}
+	}
+	for _, row := range r.Idle {
+		if row.RSSKiB == nil {
+			continue
+		}
+		target := goalIdleLookupKiB
+		what := "idle lookup connection"
+		if row.Mode == "direct" {
+			target, what = goalIdleDirectKiB, "idle direct session"
+		}
+		g = append(g, goal{Goal: fmt.Sprintf("RSS growth per %s, fresh process, %d connections", what, row.Conns),
+			Target: fmt.Sprintf("<= %.0f KiB", target), Value: *row.RSSKiB, Unit: "KiB", Met: *row.RSSKiB <= target})
+	}
+	d := r.latency(pathDirect, goalFraction)
+	for _, p := range []string{pathPulsarProxy, pathPulsarProxyFramed} {
+		l := r.latency(p, goalFraction)
+		rate := 0.0
+		if d != nil {
+			rate = d.Rate
+		}
+		name := fmt.Sprintf("added p99 over direct, %s, %s at %.0f msg/s (half the direct rate)", p, r.Config.LatencyWorkload.label(), rate)
+		if d == nil || l == nil || d.Samples == 0 || l.Samples == 0 {
+			g = append(g, goal{Goal: name + " (not measured)", Target: fmt.Sprintf("<= %.0f µs", goalAddedP99Micros), Value: math.NaN(), Unit: "µs"})
+			continue
+		}
+		v := l.P99 - d.P99
+		g = append(g, goal{Goal: name, Target: fmt.Sprintf("<= %.0f µs", goalAddedP99Micros), Value: v, Unit: "µs", Met: v <= goalAddedP99Micros})
+	}
+	return g
+}
+
+// The files of a proxy-bound run, beside the side-by-side benchmark's latest.*.
+const proxyResultsName = "proxy-bound"
+
+func writeProxyResults(r *proxyResults, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(jsonSafe(r), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, proxyResultsName+".json"), append(j, '\n'), 0o644); err != nil {
+		return err
+	}
+	summary, details := proxyMarkdown(r)
+	if err := os.WriteFile(filepath.Join(dir, proxyResultsName+".md"), []byte(summary+details), 0o644); err != nil {
+		return err
+	}
+	var img bytes.Buffer
+	if err := proxyChart(r, &img); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, proxyResultsName+".png"), img.Bytes(), 0o644)
+}
+
+// jsonSafe returns r with NaN goal values (not measured) as 0: JSON has no NaN.
+func jsonSafe(r *proxyResults) *proxyResults {
+	c := *r
+	c.Goals = append([]goal(nil), r.Goals...)
+	for i := range c.Goals {
+		if math.IsNaN(c.Goals[i].Value) {
+			c.Goals[i].Value = 0
+		}
+	}
+	return &c
+}
+
+// ratio renders v/floor as "0.95×", or "—" when either is missing.
+func ratio(v, floor float64) string {
+	if v <= 0 || floor <= 0 || math.IsNaN(v) || math.IsNaN(floor) {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", v/floor)
+}
+
+func fmtRate(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// The README shows the summary between these markers (proxy-bound.md holds it and the
+// details after it).
+const (
+	proxyReadmeBegin = "<!-- bench-proxy:begin (written by go run ./bench -proxy-bound) -->"
+	proxyReadmeEnd   = "<!-- bench-proxy:end -->"
+	proxyDetailsHead = "\n#### Every workload\n"
+)
+
+// proxyMarkdown renders the summary (README.md's table) and the details.
+func proxyMarkdown(r *proxyResults) (summary, details string) {
+	var b strings.Builder
+	cfg := r.Config
+	fmt.Fprintf(&b, "### Proxy-bound benchmark (%s, %s)\n\n", r.Date[:10], cfg.Mode)
+	fmt.Fprintf(&b, "Machine: %d CPUs (%s), Linux %s, %s; load average %s before, %s after (1/5/15 min).",
+		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.Kernel, r.Machine.GoVersion, r.LoadAvgBefore, r.LoadAvgAfter)
+	if cfg.Note != "" {
+		fmt.Fprintf(&b, " %s.", strings.TrimSuffix(cfg.Note, "."))
+	}
+	fmt.Fprintf(&b, " Far end: the benchmark's Pulsar speaker (bench/speaker), which answers every SEND at once and generates MESSAGE frames from memory. "+
+		"Pinning: %s. %d round(s) of %.1f s per path, workload and connection count, paths interleaved; medians.\n\n",
+		r.Pinning, cfg.Rounds, cfg.MeasureSec)
+
+	n := cfg.HeadlineConns
+	head := []workload{batched1KiB, plain100B, plain1KiB, plain64KiB, plain1MiB}
+	var shown []workload
+	for _, w := range head {
+		if indexOf(cfg.Workloads, w) < len(cfg.Workloads) {
+			shown = append(shown, w)
+		}
+	}
+	for _, role := range cfg.Roles {
+		fmt.Fprintf(&b, "%d %s connections: throughput (MB/s of payload, msg/s for unbatched messages up to 1 KiB), the proxy's CPU s/GB, "+
+			"and in parentheses the ratio to HAProxy with splice (the L4 floor).\n\n| path |", n, role)
+		for _, w := range shown {
+			if w.Batch == 1 && w.Size <= 1<<10 {
+				fmt.Fprintf(&b, " %s msg/s |", w.label())
+			} else {
+				fmt.Fprintf(&b, " %s MB/s |", w.label())
+			}
+		}
+		cpuW := []workload{batched1KiB, plain64KiB}
+		for _, w := range cpuW {
+			fmt.Fprintf(&b, " CPU s/GB %s |", w.label())
+		}
+		b.WriteString("\n|---|")
+		for range len(shown) + len(cpuW) {
+			b.WriteString("--:|")
+		}
+		b.WriteString("\n")
+		for _, path := range r.Paths {
+			fmt.Fprintf(&b, "| %s |", path)
+			for _, w := range shown {
+				c, floor := r.cell(path, role, n, w), r.cell(pathHAProxySplice, role, n, w)
+				if c == nil {
+					b.WriteString(" — |")
+					continue
+				}
+				if c.Rounds == 0 {
+					b.WriteString(" failed |")
+					continue
+				}
+				v, fv := c.MBPerSec, 0.0
+				if floor != nil {
+					fv = floor.MBPerSec
+				}
+				if w.Batch == 1 && w.Size <= 1<<10 {
+					v = c.MsgsPerSec
+					if floor != nil {
+						fv = floor.MsgsPerSec
+					}
+				}
+				fmt.Fprintf(&b, " %s (%s) |", fmtRate(v), ratio(v, fv))
+			}
+			for _, w := range cpuW {
+				c, floor := r.cell(path, role, n, w), r.cell(pathHAProxySplice, role, n, w)
+				if c == nil || c.CPUSecondsPerGB == nil {
+					b.WriteString(" — |")
+					continue
+				}
+				fv := 0.0
+				if floor != nil && floor.CPUSecondsPerGB != nil {
+					fv = *floor.CPUSecondsPerGB
+				}
+				fmt.Fprintf(&b, " %.2f (%s) |", *c.CPUSecondsPerGB, ratio(*c.CPUSecondsPerGB, fv))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+
+	// Latency.
+	fmt.Fprintf(&b, "Latency: SEND to SEND_RECEIPT round trip of %s messages on one producer connection, paced (sent every %d µs), µs; "+
+		"added = over the direct path, with its ratio to HAProxy with splice's added p99. \"load CPU\" is the load process's own CPU use "+
+		"in the direct runs: near 100%% the round trip is the load process's queue, not the path's.\n",
+		cfg.LatencyWorkload.label(), cfg.LatencyTickMicros)
+	for _, frac := range cfg.LatencyFractions {
+		d, h := r.latency(pathDirect, frac), r.latency(pathHAProxySplice, frac)
+		if d == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "\nAt %.0f%% of the direct path's rate, %.0f msg/s (load CPU %.0f%%):\n\n", 100*frac, d.Rate, d.GenCPUPercent)
+		b.WriteString("| path | p50 / p99 / p99.9 | added p50 / p99 / p99.9 | added p99 vs HAProxy splice | rate reached |\n|---|--:|--:|--:|--:|\n")
+		for _, path := range r.Paths {
+			l := r.latency(path, frac)
+			if l == nil || l.Samples == 0 {
+				fmt.Fprintf(&b, "| %s | failed | | | |\n", path)
+				continue
+			}
+			added, vs := "—", "—"
+			if d.Samples > 0 && path != pathDirect {
+				added = fmt.Sprintf("%.0f / %.0f / %.0f", l.P50-d.P50, l.P99-d.P99, l.P999-d.P999)
+				if h != nil && h.Samples > 0 {
+					vs = ratio(l.P99-d.P99, h.P99-d.P99)
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %.0f / %.0f / %.0f | %s | %s | %.0f%% |\n", path, l.P50, l.P99, l.P999, added, vs, 100*l.RateAchieved/max(l.Rate, 1e-9))
+		}
+	}
+
+	if len(r.Idle) > 0 {
+		b.WriteString("\nIdle connections on a fresh pulsar-proxy (bench/idlemem: a new process, n connections that CONNECT and stay; per connection):\n\n" +
+			"| mode | connections | RSS growth KiB | live heap KiB | goroutines |\n|---|--:|--:|--:|--:|\n")
+		for _, row := range r.Idle {
+			if row.Skipped != "" {
+				fmt.Fprintf(&b, "| %s | %d | %s | | |\n", row.Mode, row.Conns, row.Skipped)
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", row.Mode, row.Conns, opt(row.RSSKiB, "%.1f"), opt(row.HeapKiB, "%.1f"), opt(row.Goroutines, "%.2f"))
+		}
+	}
+
+	b.WriteString("\nGoals of issue 16 (reported, not asserted):\n\n| goal | target | measured | met |\n|---|---|--:|---|\n")
+	for _, g := range r.Goals {
+		met, val := "no", fmt.Sprintf("%.2f %s", g.Value, g.Unit)
+		if g.Met {
+			met = "yes"
+		}
+		if math.IsNaN(g.Value) || strings.HasSuffix(g.Goal, "(not measured)") {
+			met, val = "—", "—"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", g.Goal, g.Target, val, met)
+	}
+	reached := fmt.Sprintf("%d", cfg.MaxConns)
+	fmt.Fprintf(&b, "\nCPU s/GB: the proxy process's user+system seconds (/proc/PID/stat) over the measured intervals, per 10^9 payload bytes through it. "+
+		"Connections: up to %s (the descriptor limit is %d a process, and a proxied connection takes two in the proxy and two in the load process); "+
+		"a fleet that could not be opened is listed under the details. Throughput is the lesser of what the proxy's core and the load process's core "+
+		"could carry, on a machine shared with other work: where the proxy's CPU is well below 100%% the load process or another process was the limit "+
+		"(the details show both CPUs' use), and CPU s/GB is the figure to compare. Every figure: [`bench/results/%s.md`](bench/results/%s.md).\n",
+		reached, cfg.DescriptorLimit, proxyResultsName, proxyResultsName)
+	summary = b.String()
+
+	var dt strings.Builder
+	dt.WriteString(proxyDetailsHead)
+	dt.WriteString("\nPer role and connection count: msg/s and MB/s; the proxy's CPU s/GB, and the MB/s one core of it would carry at that cost " +
+		"(1000 / CPU s per GB); the proxy's own CPU use and how busy its CPU was with anything (the difference is what other processes of the shared " +
+		"machine took); the same for the load process (generator and speaker); throughput and CPU s/GB as ratios to HAProxy with splice.\n")
+	for _, role := range cfg.Roles {
+		for _, n := range cfg.Conns {
+			fmt.Fprintf(&dt, "\n%d %s connection(s):\n\n| workload | path | msg/s | MB/s | CPU s/GB | MB/s a core | proxy CPU / busy | load CPU / busy | MB/s vs splice | CPU s/GB vs splice |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n", n, role)
+			for _, w := range cfg.Workloads {
+				floor := r.cell(pathHAProxySplice, role, n, w)
+				for _, path := range r.Paths {
+					c := r.cell(path, role, n, w)
+					if c == nil || c.Rounds == 0 {
+						msg := "no run"
+						if c != nil && c.Error != "" {
+							msg = "failed: " + strings.ReplaceAll(firstLine(c.Error), "|", "/")
+						}
+						fmt.Fprintf(&dt, "| %s | %s | %s | | | | | | | |\n", w.label(), path, msg)
+						continue
+					}
+					cpu, core, pct, cpuVs := "—", "—", fmt.Sprintf("— / %.0f%%", c.ProxyCPUBusy), "—"
+					if c.CPUSecondsPerGB != nil {
+						cpu = fmt.Sprintf("%.2f", *c.CPUSecondsPerGB)
+						if *c.CPUSecondsPerGB > 0 {
+							core = fmt.Sprintf("%.0f", 1000 / *c.CPUSecondsPerGB)
+						}
+						pct = fmt.Sprintf("%.0f%% / %.0f%%", *c.ProxyCPUPercent, c.ProxyCPUBusy)
+						if floor != nil && floor.CPUSecondsPerGB != nil {
+							cpuVs = ratio(*c.CPUSecondsPerGB, *floor.CPUSecondsPerGB)
+						}
+					}
+					mbVs := "—"
+					if floor != nil {
+						mbVs = ratio(c.MBPerSec, floor.MBPerSec)
+					}
+					fmt.Fprintf(&dt, "| %s | %s | %.0f | %.1f | %s | %s | %s | %.0f%% / %.0f%% | %s | %s |\n", w.label(), path, c.MsgsPerSec, c.MBPerSec,
+						cpu, core, pct, c.GenCPUPercent, c.LoadCPUBusy, mbVs, cpuVs)
+				}
+			}
+		}
+	}
+	var failed []fleetSetup
+	for _, s := range r.Setups {
+		if s.Error != "" {
+			failed = append(failed, s)
+		}
+	}
+	if len(failed) > 0 {
+		dt.WriteString("\nFleets that could not be opened:\n\n| path | role | connections | round | opened | error |\n|---|---|--:|--:|--:|---|\n")
+		for _, s := range failed {
+			fmt.Fprintf(&dt, "| %s | %s | %d | %d | %d | %s |\n", s.Path, s.Role, s.Conns, s.Round, s.Opened, strings.ReplaceAll(firstLine(s.Error), "|", "/"))
+		}
+	}
+	if len(r.LatencyErrors) > 0 {
+		dt.WriteString("\nLatency runs that failed:\n\n")
+		for _, e := range r.LatencyErrors {
+			fmt.Fprintf(&dt, "- %s\n", firstLine(e))
+		}
+	}
+	if len(r.PeakRSSMiB) > 0 {
+		dt.WriteString("\nPeak RSS (VmHWM) of each proxy over the whole run, MiB:")
+		for _, v := range r.PeakRSSMiB {
+			fmt.Fprintf(&dt, " %s %.0f;", v.Path, v.Value)
+		}
+		dt.WriteString("\n")
+	}
+	if len(r.Checks) > 0 {
+		dt.WriteString("\nChecks:\n\n")
+		for _, c := range r.Checks {
+			fmt.Fprintf(&dt, "- %s\n", c)
+		}
+	}
+	return summary, dt.String()
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// proxyChart draws the headline figures: throughput of three workloads, CPU s/GB of two, and
+// added p99 latency, the paths side by side in each panel.
+func proxyChart(r *proxyResults, w *bytes.Buffer) error {
+	n := r.Config.HeadlineConns
+	var panels []panel
+	for _, wl := range []workload{batched1KiB, plain64KiB, plain1MiB} {
+		if indexOf(r.Config.Workloads, wl) == len(r.Config.Workloads) {
+			continue
+		}
+		p := panel{title: fmt.Sprintf("MB/s %s, %d producers", wl.label(), n), format: "%.0f"}
+		for _, path := range r.Paths {
+			c := r.cell(path, roleProducer, n, wl)
+			if c == nil || c.Rounds == 0 {
+				p.values = append(p.values, -1)
+				continue
+			}
+			p.values = append(p.values, c.MBPerSec)
+		}
+		panels = append(panels, p)
+	}
+	for _, wl := range []workload{batched1KiB, plain64KiB} {
+		p := panel{title: fmt.Sprintf("CPU s/GB %s, producers", wl.label()), format: "%.2f"}
+		for _, path := range r.Paths {
+			c := r.cell(path, roleProducer, n, wl)
+			if c == nil {
+				p.values = append(p.values, -1)
+				continue
+			}
+			p.values = append(p.values, orNA(c.CPUSecondsPerGB))
+		}
+		panels = append(panels, p)
+	}
+	lat := panel{title: "added p99 latency at 50% (µs)", format: "%.0f"}
+	d := r.latency(pathDirect, goalFraction)
+	for _, path := range r.Paths {
+		l := r.latency(path, goalFraction)
+		if path == pathDirect || d == nil || l == nil || l.Samples == 0 || d.Samples == 0 {
+			lat.values = append(lat.values, -1)
+			continue
+		}
+		lat.values = append(lat.values, math.Max(0, l.P99-d.P99))
+	}
+	panels = append(panels, lat)
+
+	const pw, ph, margin = 300, 260, 20
+	img := image.NewRGBA(image.Rect(0, 0, pw*len(panels)+margin, ph+90))
+	draw.Draw(img, img.Bounds(), &image.Uniform{chartBG}, image.Point{}, draw.Src)
+	text(img, margin, 18, fmt.Sprintf("pulsar-proxy proxy-bound benchmark, %s, %d CPUs, proxy on one CPU (%s)", r.Date[:10], r.Machine.CPUs, r.Config.Mode))
+	for i, p := range panels {
+		drawPanel(img, margin+i*pw, 40, pw-margin, ph, p)
+	}
+	for i, name := range r.Paths {
+		x := margin + i*170
+		fill(img, image.Rect(x, ph+60, x+14, ph+74), chartColors[i%len(chartColors)])
+		text(img, x+20, ph+72, name)
+	}
+	return png.Encode(w, img)
+}
