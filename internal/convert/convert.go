@@ -135,6 +135,7 @@ func (c *converter) dropped(key, reason string, review bool) {
 func (c *converter) convert() {
 	c.listeners()
 	c.discovery()
+	c.httpPlane()
 	c.brokerRule()
 	c.brokerTLS()
 	c.brokerCredentials()
@@ -163,7 +164,7 @@ func (c *converter) listeners() {
 	if port, inFile := c.get("webServicePort"); port != "" {
 		c.put("listen.http", hostPort(bind, port), c.source("bindAddress", "webServicePort"))
 		if inFile {
-			c.mapped("webServicePort", "listen.http", "serves /healthz, /readyz and /metrics", false)
+			c.mapped("webServicePort", "listen.http", "serves the admin API (admin.enabled), /healthz, /readyz and /metrics", false)
 		}
 	}
 	if c.setInFile("bindAddress") {

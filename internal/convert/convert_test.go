@@ -108,8 +108,11 @@ func TestBenchmarksJavaProxyConf(t *testing.T) {
 	if cfg.Broker.DialTimeout != 10*time.Second {
 		t.Errorf("broker.dialTimeout %s, want Apache's default 10s", cfg.Broker.DialTimeout)
 	}
-	if n := note(t, res, "brokerWebServiceURL"); !n.Review || n.To != "" || !strings.Contains(n.Reason, "HTTP plane") {
+	if n := note(t, res, "brokerWebServiceURL"); n.Review || n.To != "discovery.static.webBrokers" {
 		t.Errorf("brokerWebServiceURL: %+v", n)
+	}
+	if !slices.Equal(cfg.Discovery.Static.WebBrokers, []string{"http://127.0.0.1:18080"}) || !cfg.Admin.AdminEnabled {
+		t.Errorf("webBrokers %v, admin enabled %v: the admin API should reach the broker's web service", cfg.Discovery.Static.WebBrokers, cfg.Admin.AdminEnabled)
 	}
 	if n := note(t, res, "brokerProxyAllowedTargetPorts"); !n.Review || n.To != "broker.allowedPorts" {
 		t.Errorf("brokerProxyAllowedTargetPorts=*: %+v", n)
@@ -195,6 +198,9 @@ func TestEveryKeyOf408(t *testing.T) {
 		{"auth.token.audience", cfg.Auth.Token.Audience, "pulsar"},
 		{"auth.brokerClient.tokenFile", cfg.Auth.BrokerClient.TokenFile, filepath.Join(dir, "proxy.token")},
 		{"authz.enabled", cfg.Authz.PolicyEnabled, false},
+		{"admin.listenHTTPS", cfg.Admin.AdminListenHTTPS, "127.0.0.1:8443"},
+		{"admin.functionWorkers", strings.Join(cfg.Admin.AdminFunctionWorkers, " "), "https://pulsar-function.pulsar.svc.cluster.local:6751"},
+		{"discovery.static.webBrokers", len(cfg.Discovery.Static.WebBrokers), 0},
 	}
 	for _, w := range want {
 		if !equal(w.got, w.want) {
@@ -210,7 +216,7 @@ func TestEveryKeyOf408(t *testing.T) {
 		"metadataStoreUrl":              "metadata store",
 		"brokerProxyAllowedHostNames":   "never crosses a dot",
 		"tlsCiphers":                    "TLS 1.3 suites",
-		"webServicePortTls":             "no TLS",
+		"brokerWebServiceURLTLS":        "1 web service URLs for 2 broker URLs",
 	} {
 		if n := note(t, res, key); !n.Review || !strings.Contains(n.Reason, why) {
 			t.Errorf("%s: %+v, want it flagged for review saying %q", key, n, why)

@@ -15,7 +15,7 @@ type apacheKey struct {
 // Reasons shared by several keys.
 const (
 	reasonMetadataStore = "discovery from Pulsar's metadata store is not part of this version of pulsar-proxy: name the brokers with discovery.static, discovery.dns (a Kubernetes headless Service) or discovery.consul"
-	reasonHTTPPlane     = "the HTTP plane of Apache's proxy (admin REST and Functions proxying, its HTTP server's tuning) has no counterpart in this version: listen.http serves /healthz, /readyz and /metrics only"
+	reasonHTTPPlane     = "the admin API on listen.http has no setting for this: it takes no PROXY header, always sets X-Forwarded-For and -Proto from the connection, and logs one access line per request (admin.accessLog)"
 	reasonThreads       = "Go's runtime schedules the work (GOMAXPROCS); there are no thread pools to size"
 	reasonJavaTLS       = "pulsar-proxy uses Go's crypto/tls: there is no JSSE or OpenSSL provider, nor a TLS factory plugin, to choose"
 	reasonKeyStore      = "pulsar-proxy reads PEM files only: export the KeyStore to PEM (keytool -importkeystore -deststoretype PKCS12, then openssl pkcs12 -nodes) and set the PEM paths"
@@ -24,7 +24,7 @@ const (
 	reasonWebSocket     = "the WebSocket API is not served by pulsar-proxy"
 	reasonMetrics       = "/metrics is served on listen.http without authentication or time-out settings; restrict who reaches that port (the chart's Service, a NetworkPolicy)"
 	reasonAuthz         = "Apache's proxy authorizes against the namespace permissions in the metadata store; pulsar-proxy leaves that to the brokers, which authorize the original_principal it sends, or applies its own policy file (authz.enabled, authz.policyFile; super-user roles go in that file's superUserRoles)"
-	reasonWebTLS        = "listen.http has no TLS; /metrics and the probes are plain HTTP"
+	reasonWebTLS        = "admin.listenHTTPS serves the client listener's TLS settings (tls.minVersion, tls.cipherSuites): set those"
 	reasonPropertyKnown = "a Pulsar client or provider property with no counterpart in pulsar-proxy"
 )
 
@@ -46,10 +46,10 @@ var apacheKeys = map[string]apacheKey{
 	"zooKeeperAllowReadOnlyOperations":     {def: "false", reason: reasonMetadataStore},
 	"brokerServiceURL":                     {},
 	"brokerServiceURLTLS":                  {},
-	"brokerWebServiceURL":                  {reason: reasonHTTPPlane},
-	"brokerWebServiceURLTLS":               {reason: reasonHTTPPlane},
-	"functionWorkerWebServiceURL":          {reason: reasonHTTPPlane},
-	"functionWorkerWebServiceURLTLS":       {reason: reasonHTTPPlane},
+	"brokerWebServiceURL":                  {},
+	"brokerWebServiceURLTLS":               {},
+	"functionWorkerWebServiceURL":          {},
+	"functionWorkerWebServiceURLTLS":       {},
 	"checkActiveBrokers":                   {def: "false"},
 
 	// Connections to brokers and the target rule.
@@ -71,7 +71,7 @@ var apacheKeys = map[string]apacheKey{
 	"servicePort":                      {def: "6650"},
 	"servicePortTls":                   {},
 	"webServicePort":                   {def: "8080"},
-	"webServicePortTls":                {reason: reasonWebTLS},
+	"webServicePortTls":                {},
 	"webServiceTlsProvider":            {def: "Conscrypt", reason: reasonJavaTLS, harmless: true},
 	"webServiceTlsProtocols":           {reason: reasonWebTLS},
 	"webServiceTlsCiphers":             {reason: reasonWebTLS},
@@ -214,4 +214,6 @@ var mappedKeys = []string{
 	"openIDAllowedTokenIssuers", "openIDAllowedAudiences", "openIDRoleClaim", "openIDAcceptedTimeLeewaySeconds",
 	"openIDTokenIssuerTrustCertsFilePath", "openIDCacheRefreshAfterWriteSeconds", "openIDKeyIdCacheMissRefreshSeconds",
 	"openIDHttpConnectionTimeoutMillis",
+	"brokerWebServiceURL", "brokerWebServiceURLTLS", "functionWorkerWebServiceURL", "functionWorkerWebServiceURLTLS",
+	"webServicePortTls",
 }
