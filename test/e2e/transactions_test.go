@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -301,4 +302,67 @@ func (r *goTxnRun) expectDelivered(label string, got []string) int {
 		next[part]++
 	}
 	return len(got)
+}
+
+// The same with the Java client (TxnClient.java, compiled at test time against the rig's
+// Pulsar jars), which marks its transactional messages: committed ones all arrive, aborted and
+// timed-out ones never do, and only the committed transaction's acknowledgement is applied.
+func TestGatewayTransactionsJavaClient(t *testing.T) {
+	needTransactions(t)
+	got := map[string]txnCounts{}
+	for _, target := range txnTargets(t) {
+		t.Run(target.name, func(t *testing.T) {
+			out, parts, in := txnTopics(t, "javatxn", 3)
+			res := runJavaProbe(t, "TxnClient", target.url, out, fmt.Sprint(len(parts)), in, fmt.Sprint(txnPerPartition))
+			var n txnCounts
+			line := lineWithPrefix(res, "result ")
+			if _, err := fmt.Sscanf(line, "result committed=%d aborted=%d timedout=%d produced=%d producedTimeout=%d",
+				&n.Committed, &n.Aborted, &n.TimedOut, &n.Produced, &n.ProducedTimeout); err != nil {
+				t.Fatalf("TxnClient did not report its counts (%v):\n%s", err, tailOf([]byte(res), 3000))
+			}
+			n.BacklogTimeout = backlog(t, in, "txn")
+			if n.Committed != n.Produced || n.Aborted != 0 || n.TimedOut != 0 {
+				t.Fatalf("delivered: committed %d of %d, aborted %d, timed out %d", n.Committed, n.Produced, n.Aborted, n.TimedOut)
+			}
+			// The aborted transactions' acknowledgements were undone: in-1 and in-2 are still there.
+			if left := remainingInput(t, target.url, in); n.BacklogTimeout != 2 || !slices.Equal(left, []string{"in-1", "in-2"}) {
+				t.Fatalf("input backlog %d, left %v; want 2: in-1 and in-2", n.BacklogTimeout, left)
+			}
+			t.Logf("commit: %d of %d delivered; abort: 0 of %d; timeout: 0 of %d; input left: in-1, in-2",
+				n.Committed, n.Produced, n.Produced, n.ProducedTimeout)
+			got[target.name] = n
+		})
+	}
+	if got["proxy"] != got["direct"] {
+		t.Fatalf("through the proxy %+v; straight to the broker %+v", got["proxy"], got["direct"])
+	}
+}
+
+// remainingInput reads what is left on subscription "txn" of topic (the input backlog).
+func remainingInput(t *testing.T, url, topic string) []string {
+	t.Helper()
+	cons, err := newClient(t, url).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "txn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var left []string
+	for range backlog(t, topic, "txn") {
+		m, err := cons.Receive(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, string(m.Payload()))
+	}
+	return left
+}
+
+// lineWithPrefix is the first line of out that starts with prefix, or "".
+func lineWithPrefix(out, prefix string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
 }
