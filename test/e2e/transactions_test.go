@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
@@ -16,14 +20,53 @@ import (
 // txnPerPartition is how many messages a transaction produces to each partition.
 const txnPerPartition = 10
 
-// txnTarget is where a transaction test's client connects: straight to a broker, or the proxy.
-type txnTarget struct{ name, url string }
+// txnTarget is where a transaction test's client connects: straight to a broker, or a proxy.
+type txnTarget struct {
+	name, url string
+	proxy     *proxy // nil for the broker
+}
 
-// txnTargets are the two targets of every transaction test: broker 1 itself (the reference)
-// and the proxy in front of both brokers. The test body is the same for both.
+// txnTargets are the targets of every transaction test, the test body the same for all: broker
+// 1 itself (the reference); the proxy in front of both brokers, forwarding undecoded; and a
+// proxy that inspects every client command (authorization on, clients given a role without
+// credentials), so the transaction commands pass its client rules (session/clientrules.go).
 func txnTargets(t *testing.T) []txnTarget {
-	proxy := startProxy(t, brokerURLs(), "")
-	return []txnTarget{{"direct", theRig.BrokerURL(1)}, {"proxy", proxy.PulsarURL}}
+	plain := startProxy(t, brokerURLs(), "")
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	// Transactions need lookup of the coordinators' topic, whose owners run them.
+	err := os.WriteFile(policy, []byte(`rules:
+  - roles: [txn-user]
+    resources: ["public/default/*"]
+    actions: [lookup, produce, consume]
+  - roles: [txn-user]
+    resources: ["`+rig.TransactionCoordinatorTopic+`"]
+    actions: [lookup]
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	framed := startProxy(t, brokerURLs(), txnAuthzYAML(t, policy))
+	return []txnTarget{{"direct", theRig.BrokerURL(1), nil}, {"proxy", plain.PulsarURL, plain}, {"proxy-authz", framed.PulsarURL, framed}}
+}
+
+// txnAuthzYAML is the configuration of a proxy that inspects every client command: token
+// authentication on only so that clients without one get the role txn-user, and the policy.
+func txnAuthzYAML(t *testing.T, policy string) string {
+	key := filepath.Join(t.TempDir(), "token.key")
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	if err := os.WriteFile(key, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf(`auth:
+  enabled: true
+  anonymousRole: txn-user
+  token:
+    secretKeyFile: %q
+authz:
+  enabled: true
+  policyFile: %q
+`, key, policy)
 }
 
 // needTransactions fails the test when the rig runs no transaction coordinator (an attached
@@ -111,14 +154,12 @@ func TestGatewayTransactionsGoClient(t *testing.T) {
 	needTransactions(t)
 	got := map[string]txnCounts{}
 	for _, target := range txnTargets(t) {
-		t.Run(target.name, func(t *testing.T) { got[target.name] = goTransactions(t, target.url) })
+		t.Run(target.name, func(t *testing.T) {
+			got[target.name] = goTransactions(t, target.url)
+			checkInspected(t, target, 2, 5, 3)
+		})
 	}
-	direct, proxy := got["direct"], got["proxy"]
-	t.Logf("direct: %+v", direct)
-	t.Logf("proxy:  %+v", proxy)
-	if direct.Produced == 0 || proxy != direct {
-		t.Fatalf("through the proxy %+v; straight to the broker %+v", proxy, direct)
-	}
+	compareTargets(t, got)
 }
 
 func goTransactions(t *testing.T, url string) (n txnCounts) {
@@ -331,10 +372,42 @@ func TestGatewayTransactionsJavaClient(t *testing.T) {
 			t.Logf("commit: %d of %d delivered; abort: 0 of %d; timeout: 0 of %d; input left: in-1, in-2",
 				n.Committed, n.Produced, n.Produced, n.ProducedTimeout)
 			got[target.name] = n
+			checkInspected(t, target, 2, 5, 3)
 		})
 	}
-	if got["proxy"] != got["direct"] {
-		t.Fatalf("through the proxy %+v; straight to the broker %+v", got["proxy"], got["direct"])
+	compareTargets(t, got)
+}
+
+// checkInspected checks, on the proxy that inspects commands, that the transaction commands
+// naming topics went through its topic checks and were allowed: at least one produce check per
+// producer and per partition added to a transaction (ADD_PARTITION_TO_TXN), one consume check
+// per subscription added (ADD_SUBSCRIPTION_TO_TXN); nothing denied, no command refused.
+func checkInspected(t *testing.T, target txnTarget, producers, partitionsAdded, subscriptionsAdded int) {
+	t.Helper()
+	if target.name != "proxy-authz" {
+		return
+	}
+	p := target.proxy
+	produce := p.count(t, "pulsar_proxy_authorized_commands_total", `action="produce"`)
+	consume := p.count(t, "pulsar_proxy_authorized_commands_total", `action="consume"`)
+	denied := p.count(t, "pulsar_proxy_authorization_denials_total")
+	refused := p.count(t, "pulsar_proxy_refused_commands_total")
+	t.Logf("proxy-authz: %v produce and %v consume checks passed, %v denied, %v commands refused", produce, consume, denied, refused)
+	if produce < float64(producers+partitionsAdded) || consume < float64(subscriptionsAdded) || denied != 0 || refused != 0 {
+		t.Fatalf("the inspecting proxy saw %v produce and %v consume checks (want at least %d and %d), %v denials, %v refusals",
+			produce, consume, producers+partitionsAdded, subscriptionsAdded, denied, refused)
+	}
+}
+
+// compareTargets fails unless every proxy target measured what the broker itself did.
+func compareTargets(t *testing.T, got map[string]txnCounts) {
+	t.Helper()
+	direct := got["direct"]
+	t.Logf("direct: %+v", direct)
+	for _, name := range []string{"proxy", "proxy-authz"} {
+		if direct.Produced == 0 || got[name] != direct {
+			t.Fatalf("through %s %+v; straight to the broker %+v", name, got[name], direct)
+		}
 	}
 }
 
@@ -365,4 +438,30 @@ func lineWithPrefix(out, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// A proxy whose policy does not let a role look up the coordinators' topic refuses that role
+// transactions: the client cannot find a coordinator (it is never sent to one).
+func TestGatewayTransactionsNeedCoordinatorLookup(t *testing.T) {
+	needTransactions(t)
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	err := os.WriteFile(policy, []byte(`rules:
+  - roles: [txn-user]
+    resources: ["public/default/*"]
+    actions: [lookup, produce, consume]
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, brokerURLs(), txnAuthzYAML(t, policy))
+	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: p.PulsarURL, EnableTransaction: true,
+		OperationTimeout: 10 * time.Second, Logger: plog.DefaultNopLogger()})
+	if err == nil {
+		c.Close()
+		t.Fatal("a client without lookup on the coordinators' topic started transactions")
+	}
+	if n := p.count(t, "pulsar_proxy_authorization_denials_total", `action="lookup"`); n < 1 {
+		t.Fatalf("the client failed (%v) but the proxy denied no lookup", err)
+	}
+	t.Logf("refused as expected: %v", err)
 }
