@@ -163,56 +163,35 @@ func TestGatewayTransactionsGoClient(t *testing.T) {
 }
 
 func goTransactions(t *testing.T, url string) (n txnCounts) {
-	out, parts, in := txnTopics(t, "gotxn", 3)
-	c := newClientWith(t, pulsar.ClientOptions{URL: url, EnableTransaction: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	inCons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: in, SubscriptionName: "txn"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inCons.Close()
-	outCons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: out, SubscriptionName: "check",
-		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outCons.Close()
-	producers := make([]pulsar.Producer, len(parts))
-	for i, part := range parts {
-		if producers[i], err = c.CreateProducer(pulsar.ProducerOptions{Topic: part, DisableBatching: true}); err != nil {
-			t.Fatal(err)
-		}
-		defer producers[i].Close()
-	}
-	tx := &goTxnRun{t: t, ctx: ctx, c: c, in: in, inCons: inCons, outCons: outCons, producers: producers}
-	n.Produced, n.ProducedTimeout = txnPerPartition*len(parts), txnPerPartition
+	tx := newGoTxnRun(t, url)
+	parts := len(tx.producers)
+	n.Produced, n.ProducedTimeout = txnPerPartition*parts, txnPerPartition
 
 	// Commit: the messages on both brokers and the acknowledgement become visible together.
 	txn := tx.begin(2 * time.Minute)
-	tx.produce(txn, "commit", len(parts))
+	tx.produce(txn, "commit", parts)
 	tx.ackIn(txn)
 	if got := tx.receiveWithin(2 * time.Second); got != nil {
 		t.Fatalf("message %q delivered before the transaction committed", got.Payload())
 	}
-	if b := backlog(t, in, "txn"); b != 3 {
-		t.Fatalf("backlog of %s before commit = %d; want 3 (the acknowledgement waits for the commit)", in, b)
+	if b := backlog(t, tx.in, "txn"); b != 3 {
+		t.Fatalf("backlog of %s before commit = %d; want 3 (the acknowledgement waits for the commit)", tx.in, b)
 	}
-	if err := txn.Commit(ctx); err != nil {
+	if err := txn.Commit(tx.ctx); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 	n.Committed = tx.expectDelivered("commit", tx.drainToMarkers("after-commit"))
-	n.BacklogCommit = backlog(t, in, "txn")
+	n.BacklogCommit = backlog(t, tx.in, "txn")
 
 	// Abort: the acknowledgement is undone (and the messages dropped, by a client that marks them).
 	txn = tx.begin(2 * time.Minute)
-	tx.produce(txn, "abort", len(parts))
+	tx.produce(txn, "abort", parts)
 	tx.ackIn(txn)
-	if err := txn.Abort(ctx); err != nil {
+	if err := txn.Abort(tx.ctx); err != nil {
 		t.Fatalf("abort: %v", err)
 	}
 	n.Aborted = tx.expectDelivered("abort", tx.drainToMarkers("after-abort"))
-	n.BacklogAbort = backlog(t, in, "txn")
+	n.BacklogAbort = backlog(t, tx.in, "txn")
 
 	// Timeout: a transaction never ended is aborted by its coordinator once its timeout passes;
 	// until then its open messages hold back the markers sent after them.
@@ -220,24 +199,58 @@ func goTransactions(t *testing.T, url string) (n txnCounts) {
 	tx.produce(txn, "timeout", 1)
 	tx.ackIn(txn)
 	n.TimedOut = tx.expectDelivered("timeout", tx.drainToMarkers("after-timeout"))
-	n.BacklogTimeout = backlog(t, in, "txn")
-	if err := txn.Commit(ctx); err == nil {
+	n.BacklogTimeout = backlog(t, tx.in, "txn")
+	if err := txn.Commit(tx.ctx); err == nil {
 		t.Fatal("a timed-out transaction committed")
 	}
+	checkGoCounts(t, n)
+	return n
+}
 
+// checkGoCounts: the commit delivered everything and applied its acknowledgement; the abort's
+// and the timeout's were undone; an aborted transaction's messages came all or not at all.
+func checkGoCounts(t *testing.T, n txnCounts) {
+	t.Helper()
 	if n.Committed != n.Produced || n.BacklogCommit != 2 {
 		t.Fatalf("commit: %d of %d messages delivered, input backlog %d (want all, and 2)", n.Committed, n.Produced, n.BacklogCommit)
 	}
 	if n.BacklogAbort != 2 || n.BacklogTimeout != 2 {
 		t.Fatalf("input backlog after the abort %d, after the timeout %d; want 2 (acknowledgements undone)", n.BacklogAbort, n.BacklogTimeout)
 	}
-	// All or nothing, even where the client's marking lets aborted messages through.
 	if (n.Aborted != 0 && n.Aborted != n.Produced) || (n.TimedOut != 0 && n.TimedOut != n.ProducedTimeout) {
 		t.Fatalf("aborted transactions partly delivered: %+v", n)
 	}
 	t.Logf("commit: %d of %d delivered; abort: %d of %d; timeout: %d of %d; input backlog 3 → %d → %d → %d",
 		n.Committed, n.Produced, n.Aborted, n.Produced, n.TimedOut, n.ProducedTimeout, n.BacklogCommit, n.BacklogAbort, n.BacklogTimeout)
-	return n
+}
+
+// newGoTxnRun makes the topics of one target's run (three input messages) and its client with
+// transactions on, the consumers of in and out, and a producer per partition of out, all
+// closed when the test ends.
+func newGoTxnRun(t *testing.T, url string) *goTxnRun {
+	out, parts, in := txnTopics(t, "gotxn", 3)
+	c := newClientWith(t, pulsar.ClientOptions{URL: url, EnableTransaction: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	inCons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: in, SubscriptionName: "txn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(inCons.Close)
+	outCons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: out, SubscriptionName: "check",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(outCons.Close)
+	producers := make([]pulsar.Producer, len(parts))
+	for i, part := range parts {
+		if producers[i], err = c.CreateProducer(pulsar.ProducerOptions{Topic: part, DisableBatching: true}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(producers[i].Close)
+	}
+	return &goTxnRun{t: t, ctx: ctx, c: c, in: in, inCons: inCons, outCons: outCons, producers: producers}
 }
 
 // goTxnRun holds one target's clients for the steps of goTransactions.
