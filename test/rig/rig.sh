@@ -464,10 +464,11 @@ txn_on() { grep -qx 'transactionCoordinatorEnabled=true' "$CONF/broker1.conf" 2>
 # init_txn_metadata: what `pulsar initialize-transaction-coordinator-metadata` writes to the
 # configuration store (tenant pulsar, namespace pulsar/system, the partitioned topic
 # transaction_coordinator_assign with TC_COUNT partitions: one per coordinator), by the same class.
+# It execs the JVM, so run in the background its pid is the JVM's.
 init_txn_metadata() {
   local flags
   mapfile -t flags < <(java_flags 256m "$LOGS" txn-setup.log "" 256m)
-  java "${flags[@]}" -cp "$(cat "$CP_FILE")" org.apache.pulsar.PulsarTransactionCoordinatorMetadataSetup \
+  exec java "${flags[@]}" -cp "$(cat "$CP_FILE")" org.apache.pulsar.PulsarTransactionCoordinatorMetadataSetup \
     --cluster "$CLUSTER" --configuration-store "zk:$HOST:$ZK_PORT" \
     --initial-num-transaction-coordinators "$TC_COUNT" >>"$LOGS/txn-setup.out" 2>&1 </dev/null
 }
@@ -583,7 +584,7 @@ stop_all() {
   else
     stop_pids broker2 broker1 consul
   fi
-  stop_pids zk-bookie
+  stop_pids txn-setup zk-bookie
 }
 
 rig_is_up() {
@@ -647,6 +648,7 @@ cmd_up() {
     # Metadata only, straight into ZooKeeper: it runs beside the brokers' startup.
     init_txn_metadata &
     txn_setup=$!
+    echo "$txn_setup" >"$PIDS/txn-setup.pid"
   fi
   start_broker 1
   if runs_worker 1 && runs_worker 2; then
@@ -673,6 +675,7 @@ cmd_up() {
 
   if [[ -n "$txn_setup" ]]; then
     wait "$txn_setup" || fail_up "initialize-transaction-coordinator-metadata failed (exit $?; $LOGS/txn-setup.out)" txn-setup
+    rm -f "$PIDS/txn-setup.pid"
     log "phase transaction coordinator metadata ($TC_COUNT coordinators): $(since "$t0")"
   fi
   wait_until "$deadline" "cluster $CLUSTER, tenants public and pulsar, namespaces public/default and pulsar/system" broker1 init_cluster ||
