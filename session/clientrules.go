@@ -28,8 +28,9 @@ const (
 	// hot path (SEND, ACK, FLOW) costs one type peek.
 	pass
 	// checkTopics: the command names topics (PRODUCER, SUBSCRIBE, lookups, schemas,
-	// transaction partitions) or a transaction coordinator (by its topic). Decoded, every topic the broker will act on is checked, and
-	// the command is re-encoded, so the broker reads exactly what was checked.
+	// transaction partitions) or a transaction coordinator (by its topic). Decoded, every
+	// topic the broker will act on is checked, and the command is re-encoded, so the broker
+	// reads exactly what was checked.
 	checkTopics
 	// listTopics: the command opens or closes a namespace's topic list (GET_TOPICS_OF_NAMESPACE,
 	// WATCH_TOPIC_LIST, WATCH_TOPIC_LIST_CLOSE). Re-encoded; the topics in the broker's

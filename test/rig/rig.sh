@@ -472,7 +472,7 @@ init_txn_metadata() {
     --cluster "$CLUSTER" --configuration-store "zk:$HOST:$ZK_PORT" \
     --initial-num-transaction-coordinators "$TC_COUNT" >>"$LOGS/txn-setup.out" 2>&1 </dev/null
 }
-# coordinators_ready: every coordinator's topic looked up through broker 1, which assigns its
+# coordinators_ready N: every coordinator's topic looked up through broker N, which assigns its
 # bundle to a broker; that broker loads the coordinator when a client first connects to it
 # (TC_CLIENT_CONNECT_REQUEST: a broker loads coordinators only then).
 coordinators_ready() {
@@ -480,7 +480,7 @@ coordinators_ready() {
   n="$(state_get TRANSACTION_COORDINATORS)"
   [[ -n "$n" ]] || n="$TC_COUNT"
   for ((i = 0; i < n; i++)); do
-    rcurl -fsS -L --max-time 20 "$(broker_http 1)/lookup/v2/topic/persistent/pulsar/system/transaction_coordinator_assign-partition-$i" |
+    rcurl -fsS -L --max-time 20 "$(broker_http "$1")/lookup/v2/topic/persistent/pulsar/system/transaction_coordinator_assign-partition-$i" |
       grep -q '"brokerUrl"' || return 1
   done
 }
@@ -693,7 +693,7 @@ cmd_up() {
       fail_up "the Functions workers did not form a cluster" broker1
   fi
   if txn_on; then
-    wait_until "$deadline" "an owner for each of the $TC_COUNT transaction coordinators" broker1 coordinators_ready ||
+    wait_until "$deadline" "an owner for each of the $TC_COUNT transaction coordinators" broker1 coordinators_ready 1 ||
       fail_up "the transaction coordinators got no owner" broker1
   fi
   log "phase cluster checks: $(since "$t0")"
@@ -818,7 +818,7 @@ cmd_start_broker() {
     err "the Functions worker of broker $n did not join the others"
     exit 1
   fi
-  if txn_on && ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "an owner for each transaction coordinator" "broker$n" coordinators_ready; then
+  if txn_on && ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "an owner for each transaction coordinator" "broker$n" coordinators_ready "$n"; then
     show_log_tail "broker$n"
     err "the transaction coordinators have no owner after broker $n started"
     exit 1
