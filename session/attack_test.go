@@ -25,6 +25,7 @@ import (
 const attackPolicy = `
 rules:
   - {roles: [alice], resources: ["acme/ns/allowed"], actions: [lookup, produce, consume]}
+  - {roles: [alice], resources: ["persistent://pulsar/system/transaction_coordinator_assign"], actions: [lookup]}
 `
 
 const (

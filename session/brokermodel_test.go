@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
@@ -194,6 +195,40 @@ func messagesOf(sub []byte, fn uint32) ([][]byte, error) {
 	return out, nil
 }
 
+// lastVarint reads the value of varint field fn of a sub-message: the last occurrence, 0 when
+// there is none (LightProto matches the whole tag, so the field under another wire type is
+// skipped).
+func lastVarint(sub []byte, fn uint32) (uint64, error) {
+	r := &modelReader{b: sub}
+	var v uint64
+	for len(r.b) > 0 {
+		tag, err := r.varint32()
+		if err != nil {
+			return 0, err
+		}
+		if tag == fn<<3|0 {
+			if v, err = r.varint64(); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err := r.skip(tag); err != nil {
+			return 0, err
+		}
+	}
+	return v, nil
+}
+
+// coordinatorActedOn is the coordinator topic a broker acts on for tc_id field fn: it reads
+// the id as a 64-bit number and takes the partition index as a 32-bit int.
+func coordinatorActedOn(sub []byte, fn uint32) ([]string, bool) {
+	id, err := lastVarint(sub, fn)
+	if err != nil {
+		return nil, false
+	}
+	return []string{fmt.Sprintf("%s-partition-%d", coordinatorAssignTopic, int32(id))}, true
+}
+
 // brokerActsOn is what a broker does with a client command: the action it needs at the
 // proxy's policy and the topics it acts on. ok=false: the broker refuses the frame. For
 // commands that act on ids (SEND, ACK...) topics is empty and action "".
@@ -223,6 +258,12 @@ func brokerActsOn(command []byte) (t pb.BaseCommand_Type, action authz.Action, t
 		return v.typ, authz.ActionLookup, last(2), ok
 	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
 		return v.typ, authz.ActionProduce, last(2), ok
+	case pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST:
+		topics, ok := coordinatorActedOn(sub, 2)
+		return v.typ, authz.ActionLookup, topics, ok
+	case pb.BaseCommand_NEW_TXN:
+		topics, ok := coordinatorActedOn(sub, 3)
+		return v.typ, authz.ActionLookup, topics, ok
 	case pb.BaseCommand_ADD_PARTITION_TO_TXN:
 		all, err := stringsOf(sub, 4)
 		return v.typ, authz.ActionProduce, all, err == nil

@@ -2,6 +2,8 @@ package session
 
 import (
 	"errors"
+	"math"
+	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -26,8 +28,9 @@ const (
 	// hot path (SEND, ACK, FLOW) costs one type peek.
 	pass
 	// checkTopics: the command names topics (PRODUCER, SUBSCRIBE, lookups, schemas,
-	// transaction partitions). Decoded, every topic the broker will act on is checked, and
-	// the command is re-encoded, so the broker reads exactly what was checked.
+	// transaction partitions) or a transaction coordinator (by its topic). Decoded, every
+	// topic the broker will act on is checked, and the command is re-encoded, so the broker
+	// reads exactly what was checked.
 	checkTopics
 	// listTopics: the command opens or closes a namespace's topic list (GET_TOPICS_OF_NAMESPACE,
 	// WATCH_TOPIC_LIST, WATCH_TOPIC_LIST_CLOSE). Re-encoded; the topics in the broker's
@@ -43,8 +46,7 @@ var clientRules = func() (r [pb.BaseCommand_TOPIC_MIGRATED + 1]clientRule) {
 		pb.BaseCommand_SEND, pb.BaseCommand_ACK, pb.BaseCommand_FLOW, pb.BaseCommand_UNSUBSCRIBE,
 		pb.BaseCommand_CLOSE_PRODUCER, pb.BaseCommand_CLOSE_CONSUMER, pb.BaseCommand_PING, pb.BaseCommand_PONG,
 		pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES, pb.BaseCommand_CONSUMER_STATS, pb.BaseCommand_SEEK,
-		pb.BaseCommand_GET_LAST_MESSAGE_ID, pb.BaseCommand_NEW_TXN, pb.BaseCommand_END_TXN,
-		pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST,
+		pb.BaseCommand_GET_LAST_MESSAGE_ID, pb.BaseCommand_END_TXN,
 	} {
 		r[t] = pass
 	}
@@ -85,6 +87,15 @@ var topicChecks = map[pb.BaseCommand_Type]topicCheck{
 	pb.BaseCommand_GET_OR_CREATE_SCHEMA: {authz.ActionProduce, func(c *pb.BaseCommand) []string {
 		return []string{c.GetGetOrCreateSchema().GetTopic()}
 	}},
+	// A coordinator is reached, and a transaction opened on it, only by a role that may look up
+	// the coordinator's topic, which a client in lookup mode must do to find it; the broker's
+	// ownership checks then keep a transaction to the role that opened it.
+	pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST: {authz.ActionLookup, func(c *pb.BaseCommand) []string {
+		return []string{coordinatorTopic(c.GetTcClientConnectRequest().GetTcId())}
+	}},
+	pb.BaseCommand_NEW_TXN: {authz.ActionLookup, func(c *pb.BaseCommand) []string {
+		return []string{coordinatorTopic(c.GetNewTxn().GetTcId())}
+	}},
 	pb.BaseCommand_ADD_PARTITION_TO_TXN: {authz.ActionProduce, func(c *pb.BaseCommand) []string {
 		return c.GetAddPartitionToTxn().GetPartitions()
 	}},
@@ -95,6 +106,19 @@ var topicChecks = map[pb.BaseCommand_Type]topicCheck{
 		}
 		return topics
 	}},
+}
+
+// coordinatorAssignTopic is the partitioned topic whose partition N stands for transaction
+// coordinator N: the broker that owns the partition runs the coordinator.
+const coordinatorAssignTopic = "persistent://pulsar/system/transaction_coordinator_assign"
+
+// coordinatorTopic is the topic of coordinator id, or "" (denied) for an id a broker would
+// read as another one: it takes the partition index as a 32-bit int.
+func coordinatorTopic(id uint64) string {
+	if id > math.MaxInt32 {
+		return ""
+	}
+	return coordinatorAssignTopic + "-partition-" + strconv.FormatUint(id, 10)
 }
 
 var errNoSubMessage = errors.New("the command's own sub-message is missing")

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +45,19 @@ var reallyAllowed = map[string]bool{
 	"persistent://acme/ns/allowed": true, "acme/ns/allowed": true, "persistent://acme/ns/allowed-partition-0": true,
 	"non-persistent://acme/ns/allowed": true,
 }
+
+// reallyAllowedTopic: a topic of reallyAllowed, or a coordinator alice may reach (lookup on
+// the coordinators' topic covers every partition index Pulsar reads: 0 to MaxInt32).
+func reallyAllowedTopic(topic string) bool {
+	if idx, ok := strings.CutPrefix(topic, coordinatorAssignTopic+"-partition-"); ok {
+		n, err := strconv.ParseInt(idx, 10, 32)
+		return err == nil && n >= 0 && strconv.FormatInt(n, 10) == idx
+	}
+	return reallyAllowed[topic]
+}
+
+// coordinatorPool: tc_id values, among them ids a broker reads as another coordinator.
+var coordinatorPool = []uint64{0, 1, 7, math.MaxInt32, math.MaxInt32 + 1, 1<<32 | 1, math.MaxUint64}
 
 // recordConn is a net.Conn that keeps what is written to it.
 type recordConn struct {
@@ -129,7 +145,7 @@ func checkBrokerActs(t testing.TB, sent []byte, reached [][]byte) {
 			t.Fatalf("sent %x: the broker got %v without a topic", sent, typ)
 		}
 		for _, topic := range topics {
-			if !reallyAllowed[topic] {
+			if !reallyAllowedTopic(topic) {
 				t.Fatalf("sent %x: the broker got %v and would %s %q", sent, typ, action, topic)
 			}
 		}
@@ -183,6 +199,13 @@ func genCommand(r *rand.Rand) []byte {
 			cmd.EndTxnOnPartition = &pb.CommandEndTxnOnPartition{RequestId: proto.Uint64(10), Topic: topic(), TxnAction: pb.TxnAction_COMMIT.Enum()}
 		},
 		func() { cmd.Ping = &pb.CommandPing{} },
+		func() {
+			cmd.NewTxn = &pb.CommandNewTxn{RequestId: proto.Uint64(11), TcId: proto.Uint64(coordinatorPool[r.IntN(len(coordinatorPool))])}
+		},
+		func() {
+			cmd.TcClientConnectRequest = &pb.CommandTcClientConnectRequest{RequestId: proto.Uint64(12),
+				TcId: proto.Uint64(coordinatorPool[r.IntN(len(coordinatorPool))])}
+		},
 	}
 	for range r.IntN(4) {
 		subs[r.IntN(len(subs))]()
@@ -260,6 +283,10 @@ func TestClientRulesLetClientsWork(t *testing.T) {
 		{Type: pb.BaseCommand_ACK.Enum(), Ack: &pb.CommandAck{ConsumerId: proto.Uint64(2), AckType: pb.CommandAck_Individual.Enum()}},
 		{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.Enum(), GetTopicsOfNamespace: &pb.CommandGetTopicsOfNamespace{RequestId: proto.Uint64(9), Namespace: proto.String("acme/ns")}},
 		{Type: pb.BaseCommand_NEW_TXN.Enum(), NewTxn: &pb.CommandNewTxn{RequestId: proto.Uint64(4)}},
+		{Type: pb.BaseCommand_NEW_TXN.Enum(), NewTxn: &pb.CommandNewTxn{RequestId: proto.Uint64(5), TcId: proto.Uint64(1), TxnTtlSeconds: proto.Uint64(60000)}},
+		{Type: pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST.Enum(), TcClientConnectRequest: &pb.CommandTcClientConnectRequest{RequestId: proto.Uint64(6), TcId: proto.Uint64(7)}},
+		{Type: pb.BaseCommand_ADD_PARTITION_TO_TXN.Enum(), AddPartitionToTxn: &pb.CommandAddPartitionToTxn{RequestId: proto.Uint64(7), Partitions: []string{allowedTopic + "-partition-0"}}},
+		{Type: pb.BaseCommand_END_TXN.Enum(), EndTxn: &pb.CommandEndTxn{RequestId: proto.Uint64(8), TxnAction: pb.TxnAction_ABORT.Enum()}},
 	} {
 		h := newFilterHarness(t)
 		b := mustMarshal(cmd)
@@ -448,4 +475,45 @@ func readCommandOf(data []byte) (*pb.BaseCommand, error) {
 		return nil, err
 	}
 	return frame.Decode(cmd)
+}
+
+// A transaction coordinator is reached (TC_CLIENT_CONNECT_REQUEST) and a transaction opened on
+// it (NEW_TXN) only by a role that may look up the coordinator's topic; a denied one is
+// answered with an error for its request id and the session goes on.
+func TestClientRulesTransactionCoordinator(t *testing.T) {
+	for _, c := range []struct {
+		role    string
+		tcID    uint64
+		allowed bool
+	}{
+		{"alice", 0, true}, {"alice", 3, true},
+		{"bob", 0, false},                   // no rule for bob
+		{"alice", 1<<32 | 3, false},         // a broker reads it as coordinator 3
+		{"alice", math.MaxInt32 + 1, false}, // and this one as a negative index
+	} {
+		for _, cmd := range []*pb.BaseCommand{
+			{Type: pb.BaseCommand_NEW_TXN.Enum(), NewTxn: &pb.CommandNewTxn{RequestId: proto.Uint64(21), TcId: proto.Uint64(c.tcID)}},
+			{Type: pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST.Enum(), TcClientConnectRequest: &pb.CommandTcClientConnectRequest{
+				RequestId: proto.Uint64(21), TcId: proto.Uint64(c.tcID)}},
+		} {
+			h := newFilterHarness(t)
+			h.s.identity = authz.Identity{Role: c.role}
+			reached, goesOn := h.run(t, mustMarshal(cmd))
+			if !goesOn || (len(reached) == 1) != c.allowed || len(reached) > 1 {
+				t.Fatalf("%s as %s, coordinator %d: %d frames reached the broker (session goes on: %v); allowed: %v",
+					cmd.GetType(), c.role, c.tcID, len(reached), goesOn, c.allowed)
+			}
+			if c.allowed {
+				continue
+			}
+			answers := h.toClient.frames(t)
+			if len(answers) != 1 {
+				t.Fatalf("%s denied with %d answers", cmd.GetType(), len(answers))
+			}
+			a, err := frame.Decode(answers[0])
+			if err != nil || a.GetError().GetRequestId() != 21 || a.GetError().GetError() != pb.ServerError_AuthorizationError {
+				t.Fatalf("%s denied with %v (%v)", cmd.GetType(), a, err)
+			}
+		}
+	}
 }

@@ -94,7 +94,7 @@ func runMain(m *testing.M) int {
 // listen for TLS (RIG_BROKERn_TLS_PORT, default 16652 and 16653; web service
 // RIG_BROKERn_WEB_TLS_PORT, 18443 and 18444) with a certificate for
 // 127.0.0.1 from a CA made here, require a client certificate from that CA there, decode
-// PROXY protocol headers, and run the Functions worker.
+// PROXY protocol headers, and run the Functions worker and transaction coordinators.
 func startRig(ctx context.Context) (*rig.Rig, error) {
 	if os.Getenv(rig.EnvAttach) != "" {
 		return rig.Start(ctx)
@@ -120,8 +120,9 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Both brokers run the Functions worker (thread runtime) for the Functions API tests.
-	env := []string{"RIG_BROKER_EXTRA_CONF=" + conf, "RIG_FUNCTIONS_WORKER=1 2"}
+	// Both brokers run the Functions worker (thread runtime) for the Functions API tests, and
+	// transaction coordinators for the transaction tests.
+	env := []string{"RIG_BROKER_EXTRA_CONF=" + conf, "RIG_FUNCTIONS_WORKER=1 2", "RIG_TRANSACTIONS=1"}
 	for n, port := range map[string]string{"1": "16652", "2": "16653"} {
 		if os.Getenv("RIG_BROKER"+n+"_TLS_PORT") == "" {
 			env = append(env, "RIG_BROKER"+n+"_TLS_PORT="+port)

@@ -230,16 +230,22 @@ func TestRigLookupRedirect(t *testing.T) {
 		t.Logf("load manager leader: broker %d", leader.N)
 	}
 	// The brokers' topic-policies readers look up persistent://<ns>/__change_events whenever its
-	// bundle moves, which would take a freed bundle behind the test's back: avoid that bundle.
-	sysBundle, err := theRig.TopicBundle(ctx, "persistent://"+ns+"/__change_events")
-	if err != nil {
-		t.Fatal(err)
+	// bundle moves, and with transactions on their transaction buffers look up
+	// persistent://<ns>/__transaction_buffer_snapshot whenever a topic loads; either would take
+	// a freed bundle behind the test's back: avoid those bundles.
+	sysBundles := map[string]bool{}
+	for _, sys := range []string{"__change_events", "__transaction_buffer_snapshot"} {
+		b, err := theRig.TopicBundle(ctx, "persistent://"+ns+"/"+sys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sysBundles[b] = true
 	}
 	for _, owner := range []int{1, 2} {
 		other := 3 - owner
 		t.Run(fmt.Sprintf("to-broker%d", owner), func(t *testing.T) {
 			var topic, bundle string
-			for bundle == "" || bundle == sysBundle {
+			for bundle == "" || sysBundles[bundle] {
 				topic = "persistent://" + ns + "/" + rig.UniqueName("t")
 				var err error
 				if bundle, err = theRig.TopicBundle(ctx, topic); err != nil {

@@ -125,7 +125,8 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 	if err := os.WriteFile(secretFile, []byte(b64), 0o600); err != nil {
 		return nil, err
 	}
-	return startAuthRig(ctx, "auth rig", dir, rigPorts, true)
+	// Transaction coordinators on both brokers, for transactions_test.go.
+	return startAuthRig(ctx, "auth rig", dir, append(append([]string(nil), rigPorts...), "RIG_TRANSACTIONS=1"), true)
 }
 
 // startAuthRig starts a rig in dir whose brokers require the tokens of secret (already set).
@@ -210,6 +211,16 @@ func setupTenants(ctx context.Context, r *rig.Rig) error {
 			if err := r.GrantNamespacePermission(ctx, ns, role, "produce", "consume"); err != nil {
 				return fmt.Errorf("grant %s on %s: %w", role, ns, err)
 			}
+		}
+	}
+	// A client finds transaction coordinators by looking their topic up, which a broker allows
+	// a role with produce or consume on it: alice (and the proxy, whose role it checks too).
+	for _, role := range []string{"alice", proxyRole} {
+		if n := r.State("TRANSACTION_COORDINATORS"); n == "" || n == "0" {
+			break // an attached rig without them; transactions_test.go says so
+		}
+		if err := r.GrantTopicPermission(ctx, rig.TransactionCoordinatorTopic, role, "consume"); err != nil {
+			return fmt.Errorf("grant %s on the transaction coordinators: %w", role, err)
 		}
 	}
 	for _, t := range []string{"a-1", "a-2", "b-1"} {

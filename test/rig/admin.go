@@ -488,3 +488,7 @@ func (r *Rig) TopicStats(ctx context.Context, topic string) (*TopicStats, error)
 	}
 	return st, nil
 }
+
+// TransactionCoordinatorTopic is the partitioned topic whose partition N stands for
+// transaction coordinator N: its owner runs that coordinator (RIG_TRANSACTIONS=1).
+const TransactionCoordinatorTopic = "persistent://pulsar/system/transaction_coordinator_assign"

@@ -71,6 +71,10 @@ ZB_DIRECT_MEM="${RIG_ZK_BOOKIE_DIRECT_MEMORY:-256m}"
 EXTRA_CONF="${RIG_BROKER_EXTRA_CONF:-}"  # a file whose lines are appended to both broker configs
 # Brokers (1, 2 or "1 2") that run the Pulsar Functions worker in their JVM (thread runtime).
 FUNCTIONS_WORKER="${RIG_FUNCTIONS_WORKER:-}"
+# 1: both brokers run a transaction coordinator, its metadata set up as Pulsar's
+# `pulsar initialize-transaction-coordinator-metadata` does, with this many coordinators.
+TRANSACTIONS="${RIG_TRANSACTIONS:-0}"
+TC_COUNT="${RIG_TRANSACTION_COORDINATORS:-4}"
 JAVA_OPTS_EXTRA="${RIG_JAVA_OPTS:-}"     # extra JVM options for the rig's JVMs (split on spaces)
 CONSUL_BIN="${RIG_CONSUL_BIN:-$cache/consul-$CONSUL_VERSION}"
 CP_FILE="$cache/pulsar-$PULSAR_VERSION/classpath.txt"
@@ -260,7 +264,7 @@ loadBalancerSheddingEnabled=false
 loadBalancerAutoBundleSplitEnabled=false
 loadBalancerAutoUnloadSplitBundlesEnabled=false
 defaultNumberOfNamespaceBundles=4
-transactionCoordinatorEnabled=false
+transactionCoordinatorEnabled=$(if [[ "$TRANSACTIONS" == 1 ]]; then echo true; else echo false; fi)
 allowAutoTopicCreation=true
 allowAutoTopicCreationType=non-partitioned
 brokerDeleteInactiveTopicsEnabled=false
@@ -454,6 +458,32 @@ init_cluster() {
     http_put "$b/tenants/pulsar" "{\"adminRoles\":[],\"allowedClusters\":[\"$CLUSTER\"]}" &&
     http_put "$b/namespaces/pulsar/system" '{}'
 }
+# txn_on: the brokers run transaction coordinators (RIG_TRANSACTIONS=1 when `up` wrote the
+# configs, which later commands such as start-broker go by).
+txn_on() { grep -qx 'transactionCoordinatorEnabled=true' "$CONF/broker1.conf" 2>/dev/null; }
+# init_txn_metadata: what `pulsar initialize-transaction-coordinator-metadata` writes to the
+# configuration store (tenant pulsar, namespace pulsar/system, the partitioned topic
+# transaction_coordinator_assign with TC_COUNT partitions: one per coordinator), by the same class.
+# It execs the JVM, so run in the background its pid is the JVM's.
+init_txn_metadata() {
+  local flags
+  mapfile -t flags < <(java_flags 256m "$LOGS" txn-setup.log "" 256m)
+  exec java "${flags[@]}" -cp "$(cat "$CP_FILE")" org.apache.pulsar.PulsarTransactionCoordinatorMetadataSetup \
+    --cluster "$CLUSTER" --configuration-store "zk:$HOST:$ZK_PORT" \
+    --initial-num-transaction-coordinators "$TC_COUNT" >>"$LOGS/txn-setup.out" 2>&1 </dev/null
+}
+# coordinators_ready N: every coordinator's topic looked up through broker N, which assigns its
+# bundle to a broker; that broker loads the coordinator when a client first connects to it
+# (TC_CLIENT_CONNECT_REQUEST: a broker loads coordinators only then).
+coordinators_ready() {
+  local i n
+  n="$(state_get TRANSACTION_COORDINATORS)"
+  [[ -n "$n" ]] || n="$TC_COUNT"
+  for ((i = 0; i < n; i++)); do
+    rcurl -fsS -L --max-time 20 "$(broker_http "$1")/lookup/v2/topic/persistent/pulsar/system/transaction_coordinator_assign-partition-$i" |
+      grep -q '"brokerUrl"' || return 1
+  done
+}
 topic_works() { # N: create a topic through broker N and look it up
   local t="persistent/public/default/rig-ready-$1"
   http_put "$(broker_http "$1")/admin/v2/$t" '' &&
@@ -503,6 +533,7 @@ CONSUL_DNS=$HOST:$C_DNS_PORT
 CONSUL_PID=$(read_pid consul)
 CONSUL_LOG=$LOGS/consul.log
 WATCHDOG_PID=$(read_pid watchdog)
+TRANSACTION_COORDINATORS=$(if txn_on; then echo "$TC_COUNT"; else echo 0; fi)
 EOF
 }
 
@@ -553,7 +584,7 @@ stop_all() {
   else
     stop_pids broker2 broker1 consul
   fi
-  stop_pids zk-bookie
+  stop_pids txn-setup zk-bookie
 }
 
 rig_is_up() {
@@ -612,6 +643,13 @@ cmd_up() {
   wait_until "$deadline" "ZooKeeper and the bookie (port $BOOKIE_PORT)" zk-bookie port_in_use "$BOOKIE_PORT" ||
     fail_up "ZooKeeper and the bookie did not come up within ${ZK_BOOKIE_TIMEOUT}s" zk-bookie
   log "phase zookeeper+bookie: $(since "$t0")"
+  local txn_setup=""
+  if [[ "$TRANSACTIONS" == 1 ]]; then
+    # Metadata only, straight into ZooKeeper: it runs beside the brokers' startup.
+    init_txn_metadata &
+    txn_setup=$!
+    echo "$txn_setup" >"$PIDS/txn-setup.pid"
+  fi
   start_broker 1
   if runs_worker 1 && runs_worker 2; then
     # Two Functions workers starting at once race for their coordination subscription (the
@@ -635,6 +673,11 @@ cmd_up() {
     fail_up "broker 2 not ready within ${BROKER_TIMEOUT}s" broker2
   log "phase broker 2 ready: $(since "$t0")"
 
+  if [[ -n "$txn_setup" ]]; then
+    wait "$txn_setup" || fail_up "initialize-transaction-coordinator-metadata failed (exit $?; $LOGS/txn-setup.out)" txn-setup
+    rm -f "$PIDS/txn-setup.pid"
+    log "phase transaction coordinator metadata ($TC_COUNT coordinators): $(since "$t0")"
+  fi
   wait_until "$deadline" "cluster $CLUSTER, tenants public and pulsar, namespaces public/default and pulsar/system" broker1 init_cluster ||
     fail_up "could not create the cluster metadata through broker 1" broker1
   wait_until "$deadline" "both brokers in broker 1's /admin/v2/brokers/$CLUSTER" broker1 brokers_listed 1 "$(broker_id 1)" "$(broker_id 2)" ||
@@ -648,6 +691,10 @@ cmd_up() {
   if runs_worker 1 || runs_worker 2; then
     wait_until "$deadline" "the Functions workers to see each other" broker1 workers_listed ||
       fail_up "the Functions workers did not form a cluster" broker1
+  fi
+  if txn_on; then
+    wait_until "$deadline" "an owner for each of the $TC_COUNT transaction coordinators" broker1 coordinators_ready 1 ||
+      fail_up "the transaction coordinators got no owner" broker1
   fi
   log "phase cluster checks: $(since "$t0")"
 
@@ -769,6 +816,11 @@ cmd_start_broker() {
   if runs_worker "$n" && ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "the Functions workers to see each other" "broker$n" workers_listed; then
     show_log_tail "broker$n"
     err "the Functions worker of broker $n did not join the others"
+    exit 1
+  fi
+  if txn_on && ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "an owner for each transaction coordinator" "broker$n" coordinators_ready "$n"; then
+    show_log_tail "broker$n"
+    err "the transaction coordinators have no owner after broker $n started"
     exit 1
   fi
   set_state "BROKER${n}_PID" "$(read_pid "broker$n")"
