@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
 )
 
 // ZooKeeperConfig says which ZooKeeper holds the brokers' registrations.
@@ -70,7 +72,7 @@ func NewZooKeeper(cfg ZooKeeperConfig, log zerolog.Logger, m *Metrics) (*ZooKeep
 	if len(cfg.Servers) == 0 {
 		return nil, fmt.Errorf("zookeeper discovery needs at least one server")
 	}
-	if err := checkChroot(cfg.Chroot); err != nil {
+	if err := zkaddr.CheckChroot(cfg.Chroot); err != nil {
 		return nil, err
 	}
 	if cfg.Digest != "" && !strings.Contains(cfg.Digest, ":") {
@@ -89,7 +91,7 @@ func NewZooKeeper(cfg ZooKeeperConfig, log zerolog.Logger, m *Metrics) (*ZooKeep
 		cfg.confirmEvery = 10 * time.Second
 	}
 	z := &ZooKeeper{
-		source: newSource("zookeeper", log, m),
+		source: newSource("metadataStore", log, m),
 		cfg:    cfg,
 		path:   strings.TrimSuffix(cfg.Chroot, "/") + zkBrokersPath,
 		choice: zkBrokerChoice{TLS: cfg.BrokerTLS, Listener: cfg.Listener},

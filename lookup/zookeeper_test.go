@@ -187,7 +187,7 @@ func waitStale(t *testing.T, z *ZooKeeper, m *Metrics, want bool) {
 			t.Fatalf("stale = %v, want %v", !want, want)
 		}
 	}
-	if got := testutil.ToFloat64(m.discoveryStale.WithLabelValues("zookeeper")) == 1; got != want {
+	if got := testutil.ToFloat64(m.discoveryStale.WithLabelValues("metadataStore")) == 1; got != want {
 		t.Fatalf("discovery_stale metric = %v, want %v", got, want)
 	}
 }
@@ -218,7 +218,7 @@ func TestZooKeeperFollowsRegistrationsWithWatches(t *testing.T) {
 	}
 	f.setState(zk.StateConnecting)
 	f.setState(zk.StateConnecting)
-	if got := testutil.ToFloat64(m.discoveryErrors.WithLabelValues("zookeeper")); got != 1 {
+	if got := testutil.ToFloat64(m.discoveryErrors.WithLabelValues("metadataStore")); got != 1 {
 		t.Fatalf("%v errors for one outage, want 1", got)
 	}
 	waitZKBrokers(t, z, "pulsar://127.0.0.1:16651 http://127.0.0.1:18081")
@@ -312,25 +312,5 @@ func TestParseZKBroker(t *testing.T) {
 	// A broker without a web service URL is listed, without the admin API.
 	if b, err := parseZKBroker([]byte(`{"pulsarServiceUrl":"pulsar://b:6650/"}`), zkBrokerChoice{}); err != nil || b.Web != "" || b.URL != "pulsar://b:6650" {
 		t.Errorf("%+v %v", b, err)
-	}
-}
-
-func TestParseZKAddress(t *testing.T) {
-	for in, want := range map[string]string{
-		"zk:127.0.0.1:2181":           "[127.0.0.1:2181] ",
-		"zk1:2181,zk2:2182/pulsar":    "[zk1:2181 zk2:2182] /pulsar",
-		"zk:zk1,zk2/a/b":              "[zk1:2181 zk2:2181] /a/b",
-		"zk:[::1]:2181,[::1]":         "[[::1]:2181 [::1]:2181] ",
-		"zookeeper-0.zookeeper:2181/": "[zookeeper-0.zookeeper:2181] /",
-	} {
-		a, err := ParseZKAddress(in)
-		if got := fmt.Sprint(a.Servers) + " " + a.Chroot; err != nil || got != want {
-			t.Errorf("%q: %q %v, want %q", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"etcd:http://e:2379", "zk:", "zk:a:1,,b:2", "zk:a:1/x/", "zk:a:1/x//y", "zk:a:1/../x"} {
-		if _, err := ParseZKAddress(in); err == nil {
-			t.Errorf("%q accepted", in)
-		}
 	}
 }

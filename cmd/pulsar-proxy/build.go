@@ -1,8 +1,12 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +18,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -178,5 +183,73 @@ func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *
 		}
 		ps = append(ps, dp)
 	}
+	if c.MetadataStore.MetadataStoreURL != "" {
+		zp, err := metadataStoreProvider(c.MetadataStore, webTLS, log, m)
+		if err != nil {
+			return nil, fmt.Errorf("discovery.metadataStore: %w", err)
+		}
+		ps = append(ps, zp)
+	}
 	return ps, nil
+}
+
+// metadataStoreProvider builds the ZooKeeper provider of discovery.metadataStore.
+func metadataStoreProvider(c config.MetadataStore, brokerTLS bool, log zerolog.Logger, m *lookup.Metrics) (*lookup.ZooKeeper, error) {
+	addr, err := zkaddr.Parse(c.MetadataStoreURL)
+	if err != nil {
+		return nil, err
+	}
+	digest := c.Digest
+	if c.DigestFile != "" {
+		b, err := os.ReadFile(c.DigestFile)
+		if err != nil {
+			return nil, fmt.Errorf("digestFile: %w", err)
+		}
+		digest = strings.TrimSpace(string(b))
+	}
+	zc := lookup.ZooKeeperConfig{
+		Servers: addr.Servers, Chroot: addr.Chroot, SessionTimeout: c.SessionTimeout,
+		Digest: digest, BrokerTLS: brokerTLS, Listener: c.ListenerName,
+	}
+	if c.TLS.StoreTLSEnabled {
+		if zc.TLS, err = storeTLSConfig(c.TLS); err != nil {
+			return nil, err
+		}
+	}
+	return lookup.NewZooKeeper(zc, log, m)
+}
+
+// storeTLSConfig is the client TLS of discovery.metadataStore.tls (files read once, at start).
+func storeTLSConfig(t config.StoreTLS) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.StoreSkipHostnameCheck}
+	if t.StoreTrustCertsFile != "" {
+		pem, err := os.ReadFile(t.StoreTrustCertsFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.trustCertsFile: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.trustCertsFile %s: no PEM certificate", t.StoreTrustCertsFile)
+		}
+	}
+	if t.StoreSkipHostnameCheck {
+		// Still verify the chain; only the name check is dropped.
+		roots := cfg.RootCAs
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
+			for _, c := range cs.PeerCertificates[1:] {
+				opts.Intermediates.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(opts)
+			return err
+		}
+	}
+	if t.StoreCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.StoreCertFile, t.StoreKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.certFile: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }
