@@ -394,6 +394,24 @@ func (r *Rig) StartConsul(ctx context.Context) error {
 	return r.reload()
 }
 
+// StopZooKeeper stops ZooKeeper alone (SIGTERM); the brokers and the bookie keep running and
+// reconnect when it is back. It affects every test using the rig: keep the outage well under
+// the brokers' session timeout (30 s) and restore it with StartZooKeeper.
+func (r *Rig) StopZooKeeper(ctx context.Context) error {
+	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "stop-zookeeper"); err != nil {
+		return err
+	}
+	return r.reload()
+}
+
+// StartZooKeeper starts ZooKeeper again on its data and waits until it answers.
+func (r *Rig) StartZooKeeper(ctx context.Context) error {
+	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "start-zookeeper"); err != nil {
+		return err
+	}
+	return r.reload()
+}
+
 func (r *Rig) reload() error {
 	st, err := readState(r.StateFile)
 	if err != nil {

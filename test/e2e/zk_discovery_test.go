@@ -1,0 +1,329 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/go-zookeeper/zk"
+)
+
+const zkBrokers = "/loadbalance/brokers"
+
+// zkSessionTimeout is the session the proxy asks the rig's ZooKeeper for (2 ticks of 2 s is
+// its floor), short so the expiry step below stays short.
+const zkSessionTimeout = 4 * time.Second
+
+// rigZK opens a session on the rig's ZooKeeper, as a reader of what the brokers registered.
+func rigZK(t *testing.T) *zk.Conn {
+	t.Helper()
+	c, _, err := zk.Connect([]string{theRig.ZooKeeper}, 30*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkQuiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+type zkQuiet struct{}
+
+func (zkQuiet) Printf(string, ...any) {}
+
+// registered reads the brokers' registrations (broker id → data).
+func registered(t *testing.T, c *zk.Conn) map[string]map[string]any {
+	t.Helper()
+	ids, _, err := c.Children(zkBrokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	for _, id := range ids {
+		data, _, err := c.Get(zkBrokers + "/" + id)
+		if err != nil {
+			continue // gone since the listing
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("%s/%s is not JSON: %v: %q", zkBrokers, id, err, data)
+		}
+		out[id] = m
+	}
+	return out
+}
+
+func startZKProxy(t *testing.T) *proxy {
+	t.Helper()
+	return startProxy(t, nil, fmt.Sprintf(`discovery:
+  healthCheckInterval: 500ms
+  metadataStore:
+    url: "zk:%s"
+    sessionTimeout: %s
+broker:
+  allowedPorts: [%s]
+`, theRig.ZooKeeper, zkSessionTimeout, rigPorts()))
+}
+
+// TestDiscoveryMetadataStoreFollowsBrokers: the proxy knows the brokers only from their
+// registrations in the rig's ZooKeeper; a stopped broker is dropped when its znode goes, a
+// restarted one comes back, and a session the server expired is replaced.
+func TestDiscoveryMetadataStoreFollowsBrokers(t *testing.T) {
+	zc := rigZK(t)
+	regs := registered(t, zc)
+	for _, b := range theRig.Brokers {
+		r, ok := regs[b.ID]
+		if !ok {
+			t.Fatalf("broker %d (%s) not registered under %s: %v", b.N, b.ID, zkBrokers, slices.Collect(maps.Keys(regs)))
+		}
+		// What the provider reads, as the broker wrote it.
+		if r["pulsarServiceUrl"] != b.URL || r["webServiceUrl"] != b.HTTP || r["pulsarServiceUrlTls"] != b.TLSURL || r["webServiceUrlTls"] != b.HTTPS {
+			t.Fatalf("broker %d registration: %v", b.N, r)
+		}
+		al, _ := json.Marshal(r["advertisedListeners"])
+		t.Logf("broker %d registration: pulsarServiceUrl %v, pulsarServiceUrlTls %v, webServiceUrl %v, webServiceUrlTls %v, advertisedListeners %s",
+			b.N, r["pulsarServiceUrl"], r["pulsarServiceUrlTls"], r["webServiceUrl"], r["webServiceUrlTls"], al)
+	}
+
+	proxy := startZKProxy(t)
+	proxy.waitReady(t)
+	if n := proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 2 {
+		t.Fatalf("metadataStore lists %v brokers, want 2", n)
+	}
+	if !targetAllowed(t, proxy, 1) || !targetAllowed(t, proxy, 2) {
+		t.Fatal("a registered broker is refused as a target")
+	}
+	// The web service URLs come from the registrations too: the admin API works with no other source.
+	if code, body := proxy.get("/admin/v2/clusters"); code != 200 {
+		t.Fatalf("admin API through the proxy: %d %s", code, body)
+	}
+	c := newClient(t, proxy.PulsarURL)
+	produce(t, c, uniqueTopic(t, "zk-before"), 100)
+
+	// Broker 2 stops: its ephemeral znode goes with its session; the proxy drops it.
+	gone := watchRegistration(t, zc, theRig.BrokerID(2), false)
+	t0 := time.Now()
+	stopBroker2(t)
+	znodeGone := <-gone
+	refused := waitFor(t, 30*time.Second, "broker 2 refused as a target", func() bool { return !targetAllowed(t, proxy, 2) })
+	t.Logf("broker 2: znode deleted %s after SIGTERM; the proxy refused it as a target %s after rig.sh stop-broker returned (%s after SIGTERM)",
+		znodeGone.Sub(t0).Round(time.Millisecond), refused.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+	if n := proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 1 {
+		t.Fatalf("metadataStore lists %v brokers with broker 2 stopped, want 1", n)
+	}
+	before := brokerRequests(t, proxy, 2)
+	produce(t, c, uniqueTopic(t, "zk-one-broker"), 50)
+	if after := brokerRequests(t, proxy, 2); after != before {
+		t.Fatalf("lookups sent to stopped broker 2 (%v → %v)", before, after)
+	}
+
+	// Restarted: registered again, allowed again.
+	back := watchRegistration(t, zc, theRig.BrokerID(2), true)
+	startBroker2(t)
+	znodeBack := <-back
+	allowed := waitFor(t, 30*time.Second, "broker 2 allowed again", func() bool { return targetAllowed(t, proxy, 2) })
+	t.Logf("broker 2 restarted: the proxy allowed it %s after rig.sh start-broker returned (registered %s before that)",
+		allowed.Round(time.Millisecond), time.Since(znodeBack).Round(time.Millisecond)-allowed.Round(time.Millisecond))
+	waitFor(t, 60*time.Second, "both brokers healthy", func() bool {
+		return proxy.metric(t, "pulsar_proxy_brokers", `state="healthy"`) == 2
+	})
+
+	// The proxy frozen past its session timeout: ZooKeeper expires the session, and the
+	// thawed proxy opens a new one and reads the brokers again.
+	expireSession(t, proxy)
+	waitFor(t, 60*time.Second, "discovery fresh on a new session", func() bool {
+		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 0 &&
+			proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`) == 2
+	})
+	if !targetAllowed(t, proxy, 1) || !targetAllowed(t, proxy, 2) {
+		t.Fatal("a broker refused after the session was replaced")
+	}
+	produce(t, c, uniqueTopic(t, "zk-after"), 100)
+}
+
+// watchRegistration reports when broker id's znode exists (present) or is gone (!present).
+func watchRegistration(t *testing.T, c *zk.Conn, id string, present bool) <-chan time.Time {
+	t.Helper()
+	out := make(chan time.Time, 1)
+	go func() {
+		for {
+			ok, _, w, err := c.ExistsW(zkBrokers + "/" + id)
+			if err == nil && ok == present {
+				out <- time.Now()
+				return
+			}
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			<-w
+		}
+	}()
+	return out
+}
+
+// expireSession stops the proxy process (SIGSTOP) until ZooKeeper has expired its session.
+func expireSession(t *testing.T, p *proxy) {
+	t.Helper()
+	expired := p.count(t, "pulsar_proxy_discovery_errors_total", `provider="metadataStore"`)
+	if err := syscall.Kill(p.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * zkSessionTimeout) // the server expires it after one timeout without a ping
+	if err := syscall.Kill(p.PID(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the lost session reported", func() bool {
+		return p.count(t, "pulsar_proxy_discovery_errors_total", `provider="metadataStore"`) > expired
+	})
+	waitFor(t, 30*time.Second, "the proxy's log says the session expired", func() bool {
+		return strings.Contains(p.LogTail(400), "session has been expired")
+	})
+}
+
+// zkOutageTraffic sends on producer until stop, recording what was acknowledged and what failed.
+type zkOutageTraffic struct {
+	mu       sync.Mutex
+	acked    map[int]bool
+	failures []string
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+func startTraffic(producer pulsar.Producer) *zkOutageTraffic {
+	tr := &zkOutageTraffic{acked: map[int]bool{}, stop: make(chan struct{})}
+	tr.wg.Add(1)
+	go func() {
+		defer tr.wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-tr.stop:
+				return
+			default:
+			}
+			_, err := producer.Send(context.Background(), &pulsar.ProducerMessage{Payload: payloadFor(i)})
+			tr.mu.Lock()
+			if err == nil {
+				tr.acked[i] = true
+			} else {
+				tr.failures = append(tr.failures, fmt.Sprintf("send %d: %v", i, err))
+			}
+			tr.mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return tr
+}
+
+func (tr *zkOutageTraffic) ackedNow() int { tr.mu.Lock(); defer tr.mu.Unlock(); return len(tr.acked) }
+
+func (tr *zkOutageTraffic) end() { close(tr.stop); tr.wg.Wait() }
+
+// TestDiscoveryMetadataStoreOutage stops the rig's ZooKeeper while messages flow through the
+// proxy, for well under the brokers' session timeout, and starts it again before returning.
+func TestDiscoveryMetadataStoreOutage(t *testing.T) {
+	proxy := startZKProxy(t)
+	proxy.waitReady(t)
+	c := newClient(t, proxy.PulsarURL)
+	topic, owners := partitionedTopicOnBothBrokers(t, "zk-outage", 4)
+	t.Logf("partition owners: %v", owners)
+	consumer := subscribe(t, c, topic, "s", pulsar.Shared)
+	// A send timeout far beyond any reconnection: a send that still fails was lost.
+	producer, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	// A second client's producer, opened now, sends during the outage on its own sessions.
+	c2 := newClient(t, proxy.PulsarURL)
+	topic2 := uniqueTopic(t, "zk-outage-2")
+	p2, err := c2.CreateProducer(pulsar.ProducerOptions{Topic: topic2, SendTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	tr := startTraffic(producer)
+	waitFor(t, 60*time.Second, "traffic flowing", func() bool { return tr.ackedNow() >= 50 })
+
+	zkDown := true
+	t.Cleanup(func() {
+		if zkDown {
+			theRig.StartZooKeeper(context.Background())
+		}
+	})
+	t0 := time.Now()
+	if err := theRig.StopZooKeeper(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Since(t0)
+	staleAfter := waitFor(t, 30*time.Second, "discovery marked stale", func() bool {
+		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 1
+	})
+	s1 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`)
+	base := tr.ackedNow()
+	waitFor(t, 20*time.Second, "messages acknowledged while ZooKeeper is down", func() bool { return tr.ackedNow() >= base+100 })
+	for i := range 50 {
+		if _, err := p2.Send(context.Background(), &pulsar.ProducerMessage{Payload: payloadFor(i)}); err != nil {
+			t.Fatalf("second client, send %d during the outage: %v", i, err)
+		}
+	}
+	waitFor(t, 20*time.Second, "staleness growing", func() bool {
+		return proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`) > s1+2
+	})
+	s2 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`)
+	if code, body := proxy.get("/readyz"); code != 200 {
+		t.Fatalf("/readyz %d while the last known brokers answer: %s", code, body)
+	}
+	if live := proxy.metric(t, "pulsar_proxy_brokers", `state="live"`); live != 2 {
+		t.Fatalf("live brokers = %v during the outage, want the last known 2", live)
+	}
+	if !targetAllowed(t, proxy, 1) || !targetAllowed(t, proxy, 2) {
+		t.Fatal("a last known broker refused as a target during the outage")
+	}
+	during := tr.ackedNow() - base
+
+	t1 := time.Now()
+	if err := theRig.StartZooKeeper(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	zkDown = false
+	outage := time.Since(t0)
+	fresh := waitFor(t, 60*time.Second, "discovery fresh again", func() bool {
+		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 0
+	})
+	if s3 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`); s3 != 0 {
+		t.Fatalf("staleness %v after recovery, was %v", s3, s2)
+	}
+	if n := proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 2 {
+		t.Fatalf("metadataStore lists %v brokers after recovery, want 2", n)
+	}
+	base = tr.ackedNow()
+	waitFor(t, 60*time.Second, "messages acknowledged after ZooKeeper returned", func() bool { return tr.ackedNow() >= base+50 })
+	tr.end()
+	t.Logf("ZooKeeper stopped in %s, down %s in all (restart took %s); stale %s after the stop; staleness %.1fs → %.1fs; %d sends acknowledged during the outage (+50 by a second client); fresh %s after ZooKeeper answered again",
+		stopped.Round(time.Millisecond), outage.Round(time.Millisecond), time.Since(t1).Round(time.Millisecond)-fresh.Round(time.Millisecond),
+		staleAfter.Round(time.Millisecond), s1, s2, during, fresh.Round(time.Millisecond))
+	t.Logf("sends: %d acknowledged, %d failed", len(tr.acked), len(tr.failures))
+	if len(tr.failures) > 0 {
+		t.Fatalf("%d sends failed across the ZooKeeper outage, first: %s", len(tr.failures), tr.failures[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for missing := len(tr.acked); missing > 0; {
+		msg, err := consumer.Receive(ctx)
+		if err != nil {
+			t.Fatalf("%d of %d acknowledged messages never arrived: %v", missing, len(tr.acked), err)
+		}
+		consumer.Ack(msg)
+		if i := indexOf(msg.Payload()); tr.acked[i] {
+			tr.acked[i] = false // counted once, whatever the redeliveries
+			missing--
+		}
+	}
+}
