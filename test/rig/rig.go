@@ -1,5 +1,5 @@
 // Package rig runs, or attaches to, the end-to-end test rig: two Apache Pulsar brokers (plus a
-// ZooKeeper and bookie process) and a Consul dev agent on 127.0.0.1 (see rig.sh in this folder),
+// ZooKeeper process and a bookie process) and a Consul dev agent on 127.0.0.1 (see rig.sh in this folder),
 // and talks to them over their REST APIs with net/http.
 //
 // Start runs the scripts in this folder (fetch-pulsar.sh, build-consul.sh, rig.sh up) unless the
