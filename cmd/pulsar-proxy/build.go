@@ -236,6 +236,9 @@ func storeTLSConfig(t config.StoreTLS) (*tls.Config, error) {
 		// Still verify the chain; only the name check is dropped.
 		roots := cfg.RootCAs
 		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return fmt.Errorf("ZooKeeper presented no certificate")
+			}
 			opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
 			for _, c := range cs.PeerCertificates[1:] {
 				opts.Intermediates.AddCert(c)
