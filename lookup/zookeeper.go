@@ -112,6 +112,7 @@ func (z *ZooKeeper) connect(onSession func(zk.State)) (zkConn, error) {
 	c, _, err := zk.Connect(z.cfg.Servers, z.cfg.SessionTimeout,
 		zk.WithLogger(zkLogger{z.log}),
 		zk.WithDialer(dialer),
+		zk.WithHostProvider(&zkHosts{}),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type == zk.EventSession {
 				onSession(ev.State)

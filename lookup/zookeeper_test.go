@@ -314,3 +314,24 @@ func TestParseZKBroker(t *testing.T) {
 		t.Errorf("%+v %v", b, err)
 	}
 }
+
+func TestZKHostsGoRoundAndKeepNames(t *testing.T) {
+	var h zkHosts
+	if err := h.Init([]string{"zk-0.zk:2181", "zk-1.zk:2181"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range 3 {
+		s, retry := h.Next()
+		got = append(got, fmt.Sprint(s, " ", retry))
+	}
+	h.Connected() // on zk-0 (the third try)
+	s, retry := h.Next()
+	got = append(got, fmt.Sprint(s, " ", retry))
+	s, retry = h.Next()
+	got = append(got, fmt.Sprint(s, " ", retry))
+	want := []string{"zk-0.zk:2181 false", "zk-1.zk:2181 false", "zk-0.zk:2181 true", "zk-1.zk:2181 false", "zk-0.zk:2181 true"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}
