@@ -121,18 +121,6 @@ func (z *ZooKeeper) connect(onSession func(zk.State)) (zkConn, error) {
 	return c, err
 }
 
-// tlsDialer dials a server over TLS, verifying its certificate for the host dialled.
-func tlsDialer(base *tls.Config) zk.Dialer {
-	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
-		cfg := base.Clone()
-		if cfg.ServerName == "" {
-			host, _, _ := net.SplitHostPort(addr)
-			cfg.ServerName = host
-		}
-		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, network, addr, cfg)
-	}
-}
-
 // onSession records a session state from the client's goroutines and wakes Run.
 func (z *ZooKeeper) onSession(s zk.State) {
 	switch s {

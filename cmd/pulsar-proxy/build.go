@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"strconv"
@@ -212,47 +210,10 @@ func metadataStoreProvider(c config.MetadataStore, brokerTLS bool, log zerolog.L
 		Digest: digest, BrokerTLS: brokerTLS, Listener: c.ListenerName,
 	}
 	if c.TLS.StoreTLSEnabled {
-		if zc.TLS, err = storeTLSConfig(c.TLS); err != nil {
+		t := c.TLS
+		if zc.TLS, err = lookup.ZooKeeperTLS(t.StoreTrustCertsFile, t.StoreCertFile, t.StoreKeyFile, t.StoreSkipHostnameCheck); err != nil {
 			return nil, err
 		}
 	}
 	return lookup.NewZooKeeper(zc, log, m)
-}
-
-// storeTLSConfig is the client TLS of discovery.metadataStore.tls (files read once, at start).
-func storeTLSConfig(t config.StoreTLS) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.StoreSkipHostnameCheck}
-	if t.StoreTrustCertsFile != "" {
-		pem, err := os.ReadFile(t.StoreTrustCertsFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls.trustCertsFile: %w", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.trustCertsFile %s: no PEM certificate", t.StoreTrustCertsFile)
-		}
-	}
-	if t.StoreSkipHostnameCheck {
-		// Still verify the chain; only the name check is dropped.
-		roots := cfg.RootCAs
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return fmt.Errorf("ZooKeeper presented no certificate")
-			}
-			opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
-			for _, c := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(c)
-			}
-			_, err := cs.PeerCertificates[0].Verify(opts)
-			return err
-		}
-	}
-	if t.StoreCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.StoreCertFile, t.StoreKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls.certFile: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
 }
