@@ -327,3 +327,43 @@ func TestDiscoveryMetadataStoreOutage(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoveryMetadataStoreTLS: the proxy reads the registrations over ZooKeeper's TLS port,
+// which wants a client certificate, and checks the server's certificate for the name dialled.
+func TestDiscoveryMetadataStoreTLS(t *testing.T) {
+	if theRig.ZooKeeperTLS == "" {
+		t.Fatal("the rig's ZooKeeper has no TLS port (RIG_ZK_TLS_PORT)")
+	}
+	cert, key := rigProxyCert()
+	proxy := startProxy(t, nil, fmt.Sprintf(`discovery:
+  healthCheckInterval: 500ms
+  metadataStore:
+    url: "zk:%s"
+    tls: {enabled: true, trustCertsFile: %q, certFile: %q, keyFile: %q}
+broker:
+  allowedPorts: [%s]
+`, theRig.ZooKeeperTLS, rigCA(), cert, key, rigPorts()))
+	proxy.waitReady(t)
+	if n := proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 2 {
+		t.Fatalf("metadataStore over TLS lists %v brokers, want 2", n)
+	}
+	if !targetAllowed(t, proxy, 1) || !targetAllowed(t, proxy, 2) {
+		t.Fatal("a registered broker is refused as a target")
+	}
+	produce(t, newClient(t, proxy.PulsarURL), uniqueTopic(t, "zk-tls"), 50)
+
+	// Without a client certificate the server refuses the session: nothing is discovered.
+	bare := startProxy(t, nil, fmt.Sprintf(`discovery:
+  metadataStore:
+    url: "zk:%s"
+    tls: {enabled: true, trustCertsFile: %q}
+broker:
+  allowedPorts: [%s]
+`, theRig.ZooKeeperTLS, rigCA(), rigPorts()))
+	waitFor(t, 30*time.Second, "the refused session reported", func() bool {
+		return bare.count(t, "pulsar_proxy_discovery_errors_total", `provider="metadataStore"`) >= 1
+	})
+	if n := bare.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 0 {
+		t.Fatalf("%v brokers discovered without a client certificate", n)
+	}
+}

@@ -51,6 +51,9 @@ type Rig struct {
 	ConsulHTTP string // http://127.0.0.1:18500
 	ConsulAddr string // 127.0.0.1:18500, for Consul API clients
 	ZooKeeper  string // 127.0.0.1:12181
+	// ZooKeeperTLS is ZooKeeper's TLS port (clients present a certificate), "" without
+	// RIG_ZK_TLS_PORT.
+	ZooKeeperTLS string
 
 	owned  bool
 	opts   Options // how it was started, for later rig.sh calls and admin auth
@@ -276,6 +279,7 @@ func (r *Rig) apply(st map[string]string) error {
 	r.ConsulHTTP = st["CONSUL_HTTP"]
 	r.ConsulAddr = st["CONSUL_ADDR"]
 	r.ZooKeeper = st["ZOOKEEPER"]
+	r.ZooKeeperTLS = st["ZOOKEEPER_TLS"]
 	r.Brokers = nil
 	for n := 1; n <= 2; n++ {
 		p := fmt.Sprintf("BROKER%d_", n)

@@ -54,6 +54,12 @@ B1_WEB_TLS_PORT="${RIG_BROKER1_WEB_TLS_PORT:-}"
 B2_WEB_TLS_PORT="${RIG_BROKER2_WEB_TLS_PORT:-}"
 B2_TLS_PORT="${RIG_BROKER2_TLS_PORT:-}"
 ZK_PORT="${RIG_ZK_PORT:-12181}"
+# ZooKeeper's TLS port (secureClientPort, clients must present a certificate of the trust store);
+# empty = none. RIG_ZK_TLS_KEYSTORE: PEM with its private key and certificate;
+# RIG_ZK_TLS_TRUSTSTORE: PEM CA.
+ZK_TLS_PORT="${RIG_ZK_TLS_PORT:-}"
+ZK_TLS_KEYSTORE="${RIG_ZK_TLS_KEYSTORE:-}"
+ZK_TLS_TRUSTSTORE="${RIG_ZK_TLS_TRUSTSTORE:-}"
 BOOKIE_PORT="${RIG_BOOKIE_PORT:-13181}"
 C_HTTP_PORT="${RIG_CONSUL_HTTP_PORT:-18500}"
 C_DNS_PORT="${RIG_CONSUL_DNS_PORT:-18600}"
@@ -320,6 +326,20 @@ maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=*
 EOF
+  if [[ -n "$ZK_TLS_PORT" ]]; then
+    # ssl.* keys become zookeeper.ssl.* properties; the server checks the client's chain,
+    # not its address against the certificate.
+    cat >>"$CONF/zookeeper.cfg" <<EOF
+secureClientPort=$ZK_TLS_PORT
+secureClientPortAddress=$HOST
+ssl.keyStore.location=$ZK_TLS_KEYSTORE
+ssl.keyStore.type=PEM
+ssl.trustStore.location=$ZK_TLS_TRUSTSTORE
+ssl.trustStore.type=PEM
+ssl.clientAuth=need
+ssl.hostnameVerification=false
+EOF
+  fi
 }
 
 # runs_worker N: broker N runs the Functions worker: RIG_FUNCTIONS_WORKER lists it when `up`
@@ -376,8 +396,13 @@ launch() {
 }
 
 start_zookeeper() {
+  local tls=()
+  # TLS needs the Netty connection factory (it serves the plaintext port too).
+  if grep -q '^secureClientPort=' "$CONF/zookeeper.cfg"; then
+    tls=(-Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory)
+  fi
   launch zookeeper "$ZK_HEAP" 64m "" org.apache.zookeeper.server.ZooKeeperServerMain \
-    -Dzookeeper.snapshot.trust.empty=true -Dzookeeper.tcpKeepAlive=true -- "$CONF/zookeeper.cfg"
+    -Dzookeeper.snapshot.trust.empty=true -Dzookeeper.tcpKeepAlive=true "${tls[@]}" -- "$CONF/zookeeper.cfg"
 }
 
 # start_bookie: the standalone starter without a broker, on the running ZooKeeper (PIP-117's
@@ -503,6 +528,7 @@ JAVA_CLASSPATH_FILE=$CP_FILE
 LOG4J_CONFIG=$here/log4j2.xml
 ZOOKEEPER=$HOST:$ZK_PORT
 METADATA_STORE_URL=zk:$HOST:$ZK_PORT
+ZOOKEEPER_TLS=$(if [[ -n "$ZK_TLS_PORT" ]]; then echo "$HOST:$ZK_TLS_PORT"; fi)
 BOOKIE=$HOST:$BOOKIE_PORT
 ZOOKEEPER_PID=$(read_pid zookeeper)
 ZOOKEEPER_LOG=$LOGS/zookeeper.log
@@ -611,7 +637,7 @@ cmd_up() {
   fi
   need_tools
   # Ports first: a clash is reported before any download or build.
-  for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" $B1_TLS_PORT $B2_TLS_PORT $B1_WEB_TLS_PORT $B2_WEB_TLS_PORT "$ZK_PORT" "$BOOKIE_PORT" \
+  for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" $B1_TLS_PORT $B2_TLS_PORT $B1_WEB_TLS_PORT $B2_WEB_TLS_PORT "$ZK_PORT" $ZK_TLS_PORT "$BOOKIE_PORT" \
     "$C_HTTP_PORT" "$C_DNS_PORT" "$C_SERF_LAN_PORT" "$C_SERF_WAN_PORT" "$C_SERVER_PORT" "$C_GRPC_PORT" "$C_GRPC_TLS_PORT"; do
     if port_in_use "$p"; then taken+=("$p"); fi
   done
