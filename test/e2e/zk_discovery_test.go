@@ -91,6 +91,13 @@ func TestDiscoveryMetadataStoreFollowsBrokers(t *testing.T) {
 			b.N, r["pulsarServiceUrl"], r["pulsarServiceUrlTls"], r["webServiceUrl"], r["webServiceUrlTls"], al)
 	}
 
+	// check-config --connect finds them the same way.
+	cfg := writeConfig(t, fmt.Sprintf("discovery:\n  metadataStore:\n    url: \"zk:%s\"\nbroker:\n  allowedPorts: [%s]\n", theRig.ZooKeeper, rigPorts()))
+	if code, _, stderr := runProxy(t, nil, "check-config", "--connect", "--quiet", cfg); code != 0 ||
+		!strings.Contains(stderr, "discovery.metadataStore: 2 broker(s)") || strings.Count(stderr, "CONNECTED") != 2 {
+		t.Fatalf("check-config --connect with the metadata store: exit %d\n%s", code, stderr)
+	}
+
 	proxy := startZKProxy(t)
 	proxy.waitReady(t)
 	if n := proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 2 {
