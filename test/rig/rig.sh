@@ -298,7 +298,10 @@ write_confs() {
   {
     common_conf "$B1_PORT" "$B1_HTTP_PORT"
     cat <<EOF
-# The bookie reads this same file as its ServerConfiguration.
+# The bookie reads this same file as its ServerConfiguration. Pulsar's BKCluster (the
+# standalone starter's bookie in metadata-store mode) keeps --bookkeeper-port only with
+# allowEphemeralPorts=true; otherwise it takes a random free port.
+allowEphemeralPorts=true
 ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage
 # An entry can be a whole 5 MiB message (a chunk of a chunked one) plus its headers: as
 # Pulsar's own bookkeeper.conf, 5 MiB + 10 KiB (BookKeeper's default is 5 MiB).
