@@ -163,7 +163,6 @@ type zkLoop struct {
 	authed    bool
 	connected bool
 	reported  bool             // the current outage was reported (once per outage)
-	attempts  int              // connection attempts since the session was last up
 	retry     <-chan time.Time // a failed read's retry; nil when none
 }
 
