@@ -210,7 +210,7 @@ func (z *ZooKeeper) sessionChanged(l *zkLoop) {
 		if l.connected {
 			z.confirm() // the watch held until now
 		}
-		z.fail(fmt.Errorf("zookeeper %v: %s", z.cfg.Servers, strings.TrimPrefix(st.String(), "State")))
+		z.fail(fmt.Errorf("zookeeper %v: session not connected (%s)", z.cfg.Servers, strings.TrimPrefix(st.String(), "State")))
 		l.reported = true
 	}
 	if up {
