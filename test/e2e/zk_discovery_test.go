@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/go-zookeeper/zk"
+
+	"github.com/pulsar-proxy/pulsar-proxy/test/metrics"
 )
 
 const zkBrokers = "/loadbalance/brokers"
@@ -114,44 +117,111 @@ func TestDiscoveryMetadataStoreFollowsBrokers(t *testing.T) {
 	produce(t, c, uniqueTopic(t, "zk-before"), 100)
 
 	// Broker 2 stops: its ephemeral znode goes with its session; the proxy drops it.
-	gone := watchRegistration(t, zc, theRig.BrokerID(2), false)
+	gone, dropped := watchRegistration(t, zc, theRig.BrokerID(2), false), watchDiscovered(t, proxy, 1)
 	t0 := time.Now()
 	stopBroker2(t)
-	znodeGone := <-gone
-	refused := waitFor(t, 30*time.Second, "broker 2 refused as a target", func() bool { return !targetAllowed(t, proxy, 2) })
-	t.Logf("broker 2: znode deleted %s after SIGTERM; the proxy refused it as a target %s after rig.sh stop-broker returned (%s after SIGTERM)",
-		znodeGone.Sub(t0).Round(time.Millisecond), refused.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
-	if n := proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 1 {
-		t.Fatalf("metadataStore lists %v brokers with broker 2 stopped, want 1", n)
+	znodeGone, proxyDropped := <-gone, <-dropped
+	t.Logf("broker 2 stopped (SIGTERM): its znode deleted %s after the signal (its shutdown closes its session), dropped by the proxy %s after that",
+		znodeGone.Sub(t0).Round(time.Millisecond), after(t, proxyDropped, znodeGone, "the proxy dropping stopped broker 2"))
+	if targetAllowed(t, proxy, 2) {
+		t.Fatal("stopped broker 2 still allowed as a target")
 	}
 	before := brokerRequests(t, proxy, 2)
 	produce(t, c, uniqueTopic(t, "zk-one-broker"), 50)
 	if after := brokerRequests(t, proxy, 2); after != before {
 		t.Fatalf("lookups sent to stopped broker 2 (%v → %v)", before, after)
 	}
+	restartBroker2(t, zc, proxy)
 
-	// Restarted: registered again, allowed again.
-	back := watchRegistration(t, zc, theRig.BrokerID(2), true)
-	startBroker2(t)
-	znodeBack := <-back
-	allowed := waitFor(t, 30*time.Second, "broker 2 allowed again", func() bool { return targetAllowed(t, proxy, 2) })
-	t.Logf("broker 2 restarted: the proxy allowed it %s after rig.sh start-broker returned (registered %s before that)",
-		allowed.Round(time.Millisecond), time.Since(znodeBack).Round(time.Millisecond)-allowed.Round(time.Millisecond))
-	waitFor(t, 60*time.Second, "both brokers healthy", func() bool {
-		return proxy.metric(t, "pulsar_proxy_brokers", `state="healthy"`) == 2
-	})
+	// A crashed broker (SIGKILL) closes nothing: its znode stays until ZooKeeper expires its
+	// session (the broker's metadataStoreSessionTimeoutMillis, 30 s by default), then goes.
+	gone, dropped = watchRegistration(t, zc, theRig.BrokerID(2), false), watchDiscovered(t, proxy, 1)
+	broker2Down = true
+	t0 = time.Now()
+	if err := syscall.Kill(atoi(t, theRig.State("BROKER2_PID")), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case znodeGone = <-gone:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the killed broker's znode never went")
+	}
+	proxyDropped = <-dropped
+	t.Logf("broker 2 killed (SIGKILL): its znode expired %s after the kill, dropped by the proxy %s after that",
+		znodeGone.Sub(t0).Round(time.Millisecond), after(t, proxyDropped, znodeGone, "the proxy dropping killed broker 2"))
+	if targetAllowed(t, proxy, 2) {
+		t.Fatal("killed broker 2 still allowed as a target")
+	}
+	restartBroker2(t, zc, proxy)
 
 	// The proxy frozen past its session timeout: ZooKeeper expires the session, and the
 	// thawed proxy opens a new one and reads the brokers again.
 	expireSession(t, proxy)
-	waitFor(t, 60*time.Second, "discovery fresh on a new session", func() bool {
+	fresh := waitFor(t, 60*time.Second, "discovery fresh on a new session", func() bool {
 		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 0 &&
 			proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`) == 2
 	})
 	if !targetAllowed(t, proxy, 1) || !targetAllowed(t, proxy, 2) {
 		t.Fatal("a broker refused after the session was replaced")
 	}
+	t.Logf("the proxy's session expired while it was stopped (SIGSTOP %s, session %s); fresh on a new session %s after its expiry was logged",
+		3*zkSessionTimeout, zkSessionTimeout, fresh.Round(time.Millisecond))
 	produce(t, c, uniqueTopic(t, "zk-after"), 100)
+}
+
+// restartBroker2 starts broker 2 again and checks the proxy takes it back.
+func restartBroker2(t *testing.T, zc *zk.Conn, proxy *proxy) {
+	t.Helper()
+	back, seen := watchRegistration(t, zc, theRig.BrokerID(2), true), watchDiscovered(t, proxy, 2)
+	startBroker2(t)
+	znodeBack, proxySaw := <-back, <-seen
+	t.Logf("broker 2 restarted: registered, and listed by the proxy %s after that", after(t, proxySaw, znodeBack, "the proxy listing restarted broker 2"))
+	if !targetAllowed(t, proxy, 2) {
+		t.Fatal("restarted broker 2 refused as a target")
+	}
+	waitFor(t, 60*time.Second, "both brokers healthy", func() bool {
+		return proxy.metric(t, "pulsar_proxy_brokers", `state="healthy"`) == 2
+	})
+}
+
+// watchDiscovered reports when the proxy's metadataStore provider lists want brokers, polling
+// its /metrics every 10 ms (the observer only; the proxy itself is told by a watch).
+func watchDiscovered(t *testing.T, p *proxy, want float64) <-chan time.Time {
+	t.Helper()
+	out := make(chan time.Time, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			if s, err := metrics.Fetch(p.HTTPURL + "/metrics"); err == nil {
+				if v, err := s.Value("pulsar_proxy_discovery_brokers", `provider="metadataStore"`); err == nil && v == want {
+					out <- time.Now()
+					return
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		out <- time.Time{} // never: the reader fails on the zero time
+	}()
+	return out
+}
+
+// after is how long after from the observer saw its event; it fails the test when it never did.
+func after(t *testing.T, at, from time.Time, what string) time.Duration {
+	t.Helper()
+	if at.IsZero() {
+		t.Fatalf("never seen: %s", what)
+	}
+	return at.Sub(from).Round(time.Millisecond)
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		t.Fatalf("not a pid: %q", s)
+	}
+	return n
 }
 
 // watchRegistration reports when broker id's znode exists (present) or is gone (!present).
