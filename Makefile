@@ -62,7 +62,7 @@ check-files:
 FUZZ_TARGETS = ./frame:FuzzReadFrame ./session:FuzzClientRules ./session:FuzzDirectPipe \
 	./session:FuzzHandshake ./authz:FuzzParseTopic ./lookup:FuzzAllowTarget \
 	./authz:FuzzTokenAuthenticate ./lookup:FuzzLookupAnswer ./internal/config:FuzzLoad \
-	./internal/listener:FuzzProxyHeader ./internal/adminproxy:FuzzClassify
+	./internal/listener:FuzzProxyHeader ./internal/adminproxy:FuzzClassify ./lookup:FuzzZKBroker
 FUZZTIME ?= 4s
 FUZZ_LONG ?= 10m
 

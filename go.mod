@@ -4,6 +4,7 @@ go 1.26.7
 
 require (
 	github.com/caarlos0/env/v11 v11.4.2
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/hashicorp/consul/api v1.34.5
 	github.com/miekg/dns v1.1.72

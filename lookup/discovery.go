@@ -23,7 +23,7 @@ type Discovery interface {
 // Provider is one configured source of brokers.
 type Provider interface {
 	Discovery
-	// Name is the provider's metric label and log name: static, consul or dns.
+	// Name is the provider's metric label and log name: static, consul, dns or metadataStore.
 	Name() string
 	// Run keeps the provider's list current until ctx ends. A failed refresh is retried with
 	// backoff and never empties the list (see source). Static returns at once.

@@ -53,7 +53,7 @@ func buildAdmin(cfg *config.Config, brokers *lookup.BrokerSet, sec session.Secur
 		}
 		c.AccessLog = level
 	}
-	if d := cfg.Discovery; len(d.Static.Brokers) > 0 && len(d.Static.WebBrokers) == 0 && d.Consul.ConsulService == "" && d.DNS.DNSName == "" {
+	if d := cfg.Discovery; len(d.Static.Brokers) > 0 && len(d.Static.WebBrokers) == 0 && d.Consul.ConsulService == "" && d.DNS.DNSName == "" && d.MetadataStore.MetadataStoreURL == "" {
 		log.Warn().Msg("admin API: discovery.static.webBrokers is empty, so no broker web service is known and admin requests are answered 502; list the brokers' web service URLs there, or set admin.enabled: false")
 	}
 	if len(a.AdminFunctionWorkers) > 0 {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +16,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -178,5 +181,39 @@ func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *
 		}
 		ps = append(ps, dp)
 	}
+	if c.MetadataStore.MetadataStoreURL != "" {
+		zp, err := metadataStoreProvider(c.MetadataStore, webTLS, log, m)
+		if err != nil {
+			return nil, fmt.Errorf("discovery.metadataStore: %w", err)
+		}
+		ps = append(ps, zp)
+	}
 	return ps, nil
+}
+
+// metadataStoreProvider builds the ZooKeeper provider of discovery.metadataStore.
+func metadataStoreProvider(c config.MetadataStore, brokerTLS bool, log zerolog.Logger, m *lookup.Metrics) (*lookup.ZooKeeper, error) {
+	addr, err := zkaddr.Parse(c.MetadataStoreURL)
+	if err != nil {
+		return nil, err
+	}
+	digest := c.Digest
+	if c.DigestFile != "" {
+		b, err := os.ReadFile(c.DigestFile)
+		if err != nil {
+			return nil, fmt.Errorf("digestFile: %w", err)
+		}
+		digest = strings.TrimSpace(string(b))
+	}
+	zc := lookup.ZooKeeperConfig{
+		Servers: addr.Servers, Chroot: addr.Chroot, SessionTimeout: c.SessionTimeout,
+		Digest: digest, BrokerTLS: brokerTLS, Listener: c.ListenerName,
+	}
+	if c.TLS.StoreTLSEnabled {
+		t := c.TLS
+		if zc.TLS, err = lookup.ZooKeeperTLS(t.StoreTrustCertsFile, t.StoreCertFile, t.StoreKeyFile, t.StoreSkipHostnameCheck); err != nil {
+			return nil, err
+		}
+	}
+	return lookup.NewZooKeeper(zc, log, m)
 }

@@ -112,6 +112,7 @@ func Check(path string, environ []string, now time.Time) *Report {
 	c := checker{r: r, now: now}
 	c.clientTLS(cfg)
 	c.brokerTLS(cfg)
+	c.storeFiles(cfg)
 	c.tokens(cfg)
 	c.policy(cfg)
 	return r
@@ -173,6 +174,28 @@ func (c checker) brokerTLS(cfg *config.Config) {
 	}
 	if b.BrokerSkipHostnameVerification {
 		c.r.add(Warning, "broker.tls.skipHostnameVerification", "on: any certificate from a trusted CA is accepted for any broker")
+	}
+}
+
+// storeFiles looks at the files of discovery.metadataStore (ZooKeeper's TLS and digest).
+func (c checker) storeFiles(cfg *config.Config) {
+	m := cfg.Discovery.MetadataStore
+	if m.MetadataStoreURL == "" {
+		return
+	}
+	if m.DigestFile != "" {
+		if b, err := os.ReadFile(m.DigestFile); err != nil {
+			c.r.add(Error, "discovery.metadataStore.digestFile", "%v", err)
+		} else if !strings.Contains(string(b), ":") {
+			c.r.add(Error, "discovery.metadataStore.digestFile", "%s: want user:password", m.DigestFile)
+		}
+	}
+	t := m.TLS
+	if t.StoreTrustCertsFile != "" {
+		c.caBundle("discovery.metadataStore.tls.trustCertsFile", t.StoreTrustCertsFile)
+	}
+	if t.StoreCertFile != "" {
+		c.certificate("discovery.metadataStore.tls.certFile", t.StoreCertFile, t.StoreKeyFile)
 	}
 }
 

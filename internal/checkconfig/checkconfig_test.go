@@ -375,3 +375,21 @@ func answerConnects(ln net.Listener) {
 		}()
 	}
 }
+
+// TestMetadataStoreFiles: the files of discovery.metadataStore are checked as the others are.
+func TestMetadataStoreFiles(t *testing.T) {
+	f := makeFiles(t)
+	digest := write(t, f.dir, "zk-digest", "proxy:secret\n")
+	for _, c := range []struct{ store, want string }{
+		{"digestFile: " + digest + ", tls: {enabled: true, trustCertsFile: " + f.brokerCA + "}", ""},
+		{"digestFile: " + f.notThere, "error   discovery.metadataStore.digestFile"},
+		{"digestFile: " + f.garbage, "error   discovery.metadataStore.digestFile"},
+		{"tls: {enabled: true, trustCertsFile: " + f.garbage + "}", "error   discovery.metadataStore.tls.trustCertsFile"},
+	} {
+		yml := "discovery: {metadataStore: {url: \"zk:127.0.0.1:2181\", " + c.store + "}}\n"
+		r := Check(write(t, t.TempDir(), "config.yaml", yml), nil, time.Now())
+		if got := findings(r); r.Failed() != (c.want != "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: failed %v, want %q:\n%s", c.store, r.Failed(), c.want, got)
+		}
+	}
+}

@@ -125,6 +125,7 @@ type Discovery struct {
 	Static              StaticDiscovery `yaml:"static" envPrefix:"STATIC_"`
 	Consul              ConsulDiscovery `yaml:"consul" envPrefix:"CONSUL_"`
 	DNS                 DNSDiscovery    `yaml:"dns" envPrefix:"DNS_"`
+	MetadataStore       MetadataStore   `yaml:"metadataStore" envPrefix:"METADATA_STORE_"`
 	HealthCheckInterval time.Duration   `yaml:"healthCheckInterval" env:"HEALTH_CHECK_INTERVAL"`
 }
 
@@ -156,6 +157,26 @@ type DNSDiscovery struct {
 	DNSServer          string        `yaml:"server" env:"SERVER"`
 	DNSRefreshInterval time.Duration `yaml:"refreshInterval" env:"REFRESH_INTERVAL"`
 	DNSWebPort         int           `yaml:"webPort" env:"WEB_PORT"` // the brokers' web service port; 0 = none
+}
+
+// MetadataStore lists the brokers registered in Pulsar's own metadata store (ZooKeeper,
+// /loadbalance/brokers); it is on when URL is set.
+type MetadataStore struct {
+	MetadataStoreURL string        `yaml:"url" env:"URL"` // [zk:]host:port[,host:port...][/chroot], as Pulsar's metadataStoreUrl
+	SessionTimeout   time.Duration `yaml:"sessionTimeout" env:"SESSION_TIMEOUT"`
+	ListenerName     string        `yaml:"listenerName" env:"LISTENER_NAME"` // an advertised listener's URLs instead of the default ones
+	Digest           string        `yaml:"digest" env:"DIGEST"`              // user:password, ZooKeeper's digest scheme
+	DigestFile       string        `yaml:"digestFile" env:"DIGEST_FILE"`     // a file holding user:password
+	TLS              StoreTLS      `yaml:"tls" envPrefix:"TLS_"`
+}
+
+// StoreTLS is how the proxy reaches ZooKeeper's secureClientPort.
+type StoreTLS struct {
+	StoreTLSEnabled        bool   `yaml:"enabled" env:"ENABLED"`
+	StoreTrustCertsFile    string `yaml:"trustCertsFile" env:"TRUST_CERTS_FILE"` // PEM bundle; empty = the system's roots
+	StoreCertFile          string `yaml:"certFile" env:"CERT_FILE"`              // client certificate for servers that require one
+	StoreKeyFile           string `yaml:"keyFile" env:"KEY_FILE"`
+	StoreSkipHostnameCheck bool   `yaml:"skipHostnameVerification" env:"SKIP_HOSTNAME_VERIFICATION"`
 }
 
 // Broker bounds the proxy's own conversations with brokers, so a stuck
@@ -265,6 +286,7 @@ func defaults() *Config {
 				DNSRefreshInterval: 10 * time.Second,
 				DNSWebPort:         8080,
 			},
+			MetadataStore:       MetadataStore{SessionTimeout: 30 * time.Second},
 			HealthCheckInterval: 5 * time.Second,
 		},
 		Broker: Broker{

@@ -201,7 +201,7 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name: "a discovery provider is required",
-			want: []string{"discovery: no broker discovery configured: set discovery.static.brokers, discovery.consul.service or discovery.dns.name"},
+			want: []string{"discovery: no broker discovery configured: set discovery.static.brokers, discovery.consul.service, discovery.dns.name or discovery.metadataStore.url"},
 		},
 		{
 			name: "bad DNS name",

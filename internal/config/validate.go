@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
 )
 
 // validate reports every problem in c, one per line, each starting with the
@@ -120,8 +121,8 @@ func (c *Config) validateProxyProtocol(p *problems) {
 
 func (c *Config) validateDiscovery(p *problems) {
 	d := c.Discovery
-	if len(d.Static.Brokers) == 0 && d.Consul.ConsulService == "" && d.DNS.DNSName == "" {
-		p.bad("discovery", "no broker discovery configured: set discovery.static.brokers, discovery.consul.service or discovery.dns.name")
+	if len(d.Static.Brokers) == 0 && d.Consul.ConsulService == "" && d.DNS.DNSName == "" && d.MetadataStore.MetadataStoreURL == "" {
+		p.bad("discovery", "no broker discovery configured: set discovery.static.brokers, discovery.consul.service, discovery.dns.name or discovery.metadataStore.url")
 	}
 	c.validateStaticBrokers(p)
 	if d.Consul.ConsulService != "" {
@@ -136,6 +137,9 @@ func (c *Config) validateDiscovery(p *problems) {
 	}
 	if d.DNS.DNSName != "" {
 		c.validateDNS(p)
+	}
+	if d.MetadataStore.MetadataStoreURL != "" {
+		validateMetadataStore(p, d.MetadataStore)
 	}
 	p.positive("discovery.healthCheckInterval", d.HealthCheckInterval)
 }
@@ -175,6 +179,33 @@ func (c *Config) validateDNS(p *problems) {
 		}
 	}
 	p.positive("discovery.dns.refreshInterval", dns.DNSRefreshInterval)
+}
+
+// validateMetadataStore checks the connect string and the credentials' shape; ZooKeeper
+// itself is only asked when the proxy runs (check-config --connect).
+func validateMetadataStore(p *problems, m MetadataStore) {
+	if strings.HasPrefix(m.MetadataStoreURL, "etcd:") {
+		p.bad("discovery.metadataStore.url", "%q: only ZooKeeper is supported (zk:host:port[,host:port...][/chroot])", m.MetadataStoreURL)
+	} else if _, err := zkaddr.Parse(m.MetadataStoreURL); err != nil {
+		p.bad("discovery.metadataStore.url", "%v", err)
+	}
+	// ZooKeeper grants 2 to 20 ticks (2 s by default): 4 s to 40 s.
+	if m.SessionTimeout < time.Second || m.SessionTimeout > 10*time.Minute {
+		p.bad("discovery.metadataStore.sessionTimeout", "must be between 1s and 10m, got %s", m.SessionTimeout)
+	}
+	if m.Digest != "" && m.DigestFile != "" {
+		p.bad("discovery.metadataStore.digest", "set digest or digestFile, not both")
+	}
+	if m.Digest != "" && !strings.Contains(m.Digest, ":") {
+		p.bad("discovery.metadataStore.digest", "want user:password")
+	}
+	t := m.TLS
+	if (t.StoreCertFile == "") != (t.StoreKeyFile == "") {
+		p.bad("discovery.metadataStore.tls.certFile", "certFile and keyFile go together")
+	}
+	if !t.StoreTLSEnabled && (t.StoreTrustCertsFile != "" || t.StoreCertFile != "" || t.StoreSkipHostnameCheck) {
+		p.bad("discovery.metadataStore.tls.enabled", "TLS files or options are set but tls.enabled is false")
+	}
 }
 
 func (c *Config) validateBroker(p *problems) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
 )
 
 // Note is one line of the report: what became of a setting of the file.
@@ -136,6 +137,7 @@ func (c *converter) convert() {
 	c.listeners()
 	c.discovery()
 	c.httpPlane()
+	c.metadataStore()
 	c.brokerRule()
 	c.brokerTLS()
 	c.brokerCredentials()
@@ -223,6 +225,57 @@ func (c *converter) discovery() {
 		c.mapped("checkActiveBrokers", "(built in)", "pulsar-proxy always checks a direct connection's broker against discovery and the lookup answers it has seen", false)
 	} else if c.setInFile("checkActiveBrokers") {
 		c.mapped("checkActiveBrokers", "(built in)", "pulsar-proxy checks a direct connection's broker against discovery whatever this says: stricter than Apache's proxy with false", false)
+	}
+}
+
+// metadataStore: metadataStoreUrl (or the older zookeeperServers) to discovery.metadataStore,
+// the ZooKeeper provider, which Apache's proxy uses the same way (its brokers' registrations).
+func (c *converter) metadataStore() {
+	from := "metadataStoreUrl"
+	url, inFile := c.get(from)
+	if zk, set := c.get("zookeeperServers"); set && !inFile {
+		from, url, inFile = "zookeeperServers", zk, true
+	} else if set {
+		c.dropped("zookeeperServers", "not used: metadataStoreUrl is set and wins, as in Apache's proxy", false)
+	}
+	if !inFile {
+		return
+	}
+	if scheme, _, ok := strings.Cut(url, ":"); ok && slices.Contains([]string{"etcd", "rocksdb", "memory", "oxia", "metadata-store"}, scheme) {
+		c.dropped(from, fmt.Sprintf("a %s metadata store: discovery.metadataStore reads ZooKeeper only; name the brokers with discovery.static, discovery.dns or discovery.consul", scheme), true)
+		return
+	}
+	if _, err := zkaddr.Parse(url); err != nil {
+		c.dropped(from, err.Error(), true)
+		return
+	}
+	c.put("discovery.metadataStore.url", url, c.source(from))
+	caveat := "the brokers registered under /loadbalance/brokers, followed with a ZooKeeper watch; their web service URLs serve the admin API"
+	if c.setInFile("brokerServiceURL") || c.setInFile("brokerServiceURLTLS") {
+		caveat += "; with a broker service URL also set, lookups go to the union of both lists (Apache's proxy asks that URL and checks targets against the store)"
+	}
+	c.mapped(from, "discovery.metadataStore.url", caveat, false)
+	c.storeSessionTimeout()
+}
+
+// storeSessionTimeout: metadataStoreSessionTimeoutMillis, or the older zookeeperSessionTimeoutMs
+// when that is set to a positive value.
+func (c *converter) storeSessionTimeout() {
+	key := "metadataStoreSessionTimeoutMillis"
+	ms, inFile := c.get(key)
+	if old, set := c.get("zookeeperSessionTimeoutMs"); set && old != "-1" && !inFile {
+		key, ms, inFile = "zookeeperSessionTimeoutMs", old, true
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(ms))
+	if err != nil || n < 1000 || n > 600000 {
+		if inFile {
+			c.dropped(key, fmt.Sprintf("%q: want milliseconds from 1000 to 600000; discovery.metadataStore.sessionTimeout keeps its default, 30s", ms), true)
+		}
+		return
+	}
+	c.put("discovery.metadataStore.sessionTimeout", (time.Duration(n) * time.Millisecond).String(), c.source(key))
+	if inFile {
+		c.mapped(key, "discovery.metadataStore.sessionTimeout", "", false)
 	}
 }
 

@@ -201,6 +201,8 @@ func TestEveryKeyOf408(t *testing.T) {
 		{"admin.listenHTTPS", cfg.Admin.AdminListenHTTPS, "127.0.0.1:8443"},
 		{"admin.functionWorkers", strings.Join(cfg.Admin.AdminFunctionWorkers, " "), "https://pulsar-function.pulsar.svc.cluster.local:6751"},
 		{"discovery.static.webBrokers", len(cfg.Discovery.Static.WebBrokers), 0},
+		{"discovery.metadataStore.url", cfg.Discovery.MetadataStore.MetadataStoreURL, "zk:zk-0.zk:2181,zk-1.zk:2181/pulsar"},
+		{"discovery.metadataStore.sessionTimeout", cfg.Discovery.MetadataStore.SessionTimeout, 30 * time.Second},
 	}
 	for _, w := range want {
 		if !equal(w.got, w.want) {
@@ -213,7 +215,6 @@ func TestEveryKeyOf408(t *testing.T) {
 		"haProxyProtocolEnabled":        "narrow proxyProtocol.trustedCIDRs",
 		"authorizationEnabled":          "original_principal",
 		"superUserRoles":                "superUserRoles",
-		"metadataStoreUrl":              "metadata store",
 		"brokerProxyAllowedHostNames":   "never crosses a dot",
 		"tlsCiphers":                    "TLS 1.3 suites",
 		"brokerWebServiceURLTLS":        "1 web service URLs for 2 broker URLs",
@@ -246,8 +247,8 @@ func TestApachesDefaults(t *testing.T) {
 	if code != ExitNeedsInput || !strings.Contains(errOut.String(), "no broker discovery configured") {
 		t.Fatalf("exit %d, want 3 naming the missing discovery:\n%s", code, errOut.String())
 	}
-	if !strings.Contains(errOut.String(), reasonMetadataStore) {
-		t.Errorf("the report does not say why the metadata store is not carried over:\n%s", errOut.String())
+	if !strings.Contains(errOut.String(), "discovery.metadataStore.url") {
+		t.Errorf("the report does not name the metadata store provider among the ways to discover brokers:\n%s", errOut.String())
 	}
 	res, _ := Convert(strings.NewReader(conf.String()), "proxy.conf")
 	noSilentDrops(t, conf.String(), res)
@@ -392,4 +393,55 @@ func mkdir(t *testing.T, parts ...string) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// TestMetadataStore: Apache's proxy finds brokers in its metadata store; the converted file
+// does the same with discovery.metadataStore, and says what it cannot carry over.
+func TestMetadataStore(t *testing.T) {
+	conv := func(conf string) (*Result, *config.Config) {
+		t.Helper()
+		res, err := Convert(strings.NewReader(conf), "proxy.conf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Load(writeTemp(t, res.YAML), nil)
+		if err != nil && len(res.Problems) == 0 {
+			t.Fatalf("%v\n%s", err, res.YAML)
+		}
+		return res, cfg
+	}
+	res, cfg := conv("metadataStoreUrl=zk:zk-0:2181,zk-1:2181/pulsar\nmetadataStoreSessionTimeoutMillis=12000\nconfigurationMetadataStoreUrl=zk:zk-0:2181/global\n")
+	if m := cfg.Discovery.MetadataStore; m.MetadataStoreURL != "zk:zk-0:2181,zk-1:2181/pulsar" || m.SessionTimeout != 12*time.Second {
+		t.Errorf("%+v", m)
+	}
+	if n := note(t, res, "metadataStoreUrl"); n.To != "discovery.metadataStore.url" || n.Review {
+		t.Errorf("%+v", n)
+	}
+	if n := note(t, res, "configurationMetadataStoreUrl"); n.Review || !strings.Contains(n.Reason, "policies") {
+		t.Errorf("%+v", n)
+	}
+	// The older keys, when the newer are not set.
+	_, cfg = conv("zookeeperServers=zk-0:2181\nzookeeperSessionTimeoutMs=8000\n")
+	if m := cfg.Discovery.MetadataStore; m.MetadataStoreURL != "zk-0:2181" || m.SessionTimeout != 8*time.Second {
+		t.Errorf("%+v", m)
+	}
+	res, _ = conv("metadataStoreUrl=zk:a:2181\nzookeeperServers=b:2181\n")
+	if n := note(t, res, "zookeeperServers"); n.To != "" || !strings.Contains(n.Reason, "metadataStoreUrl is set and wins") {
+		t.Errorf("%+v", n)
+	}
+	// Other stores cannot be read: flagged, and discovery is still needed.
+	res, _ = conv("metadataStoreUrl=etcd:http://etcd:2379\n")
+	if n := note(t, res, "metadataStoreUrl"); !n.Review || !strings.Contains(n.Reason, "ZooKeeper only") {
+		t.Errorf("%+v", n)
+	}
+	if !slices.ContainsFunc(res.Problems, func(p string) bool { return strings.Contains(p, "no broker discovery configured") }) {
+		t.Errorf("problems %q", res.Problems)
+	}
+}
+
+func writeTemp(t *testing.T, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, p, string(b))
+	return p
 }

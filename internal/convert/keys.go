@@ -14,7 +14,9 @@ type apacheKey struct {
 
 // Reasons shared by several keys.
 const (
-	reasonMetadataStore = "discovery from Pulsar's metadata store is not part of this version of pulsar-proxy: name the brokers with discovery.static, discovery.dns (a Kubernetes headless Service) or discovery.consul"
+	reasonConfigStore   = "the configuration store holds tenants' and namespaces' policies, which Apache's proxy reads to authorize clients; pulsar-proxy finds the brokers in the local metadata store (metadataStoreUrl) and reads no policies from it (see authorizationEnabled)"
+	reasonStoreCache    = "discovery.metadataStore follows the brokers with a ZooKeeper watch: there is no cache to expire"
+	reasonStoreReadOnly = "discovery.metadataStore does not use read-only ZooKeeper servers: while no server answers it keeps the last list (reported stale)"
 	reasonHTTPPlane     = "the admin API on listen.http has no setting for this: it takes no PROXY header, always sets X-Forwarded-For and -Proto from the connection, and logs one access line per request (admin.accessLog)"
 	reasonThreads       = "Go's runtime schedules the work (GOMAXPROCS); there are no thread pools to size"
 	reasonJavaTLS       = "pulsar-proxy uses Go's crypto/tls: there is no JSSE or OpenSSL provider, nor a TLS factory plugin, to choose"
@@ -33,17 +35,17 @@ const (
 // (the token provider's, OpenID Connect's, basic authentication's).
 var apacheKeys = map[string]apacheKey{
 	// Broker discovery.
-	"metadataStoreUrl":                     {reason: reasonMetadataStore},
-	"configurationMetadataStoreUrl":        {reason: reasonMetadataStore},
-	"zookeeperServers":                     {reason: reasonMetadataStore},
-	"configurationStoreServers":            {reason: reasonMetadataStore},
-	"globalZookeeperServers":               {reason: reasonMetadataStore},
-	"metadataStoreSessionTimeoutMillis":    {def: "30000", reason: reasonMetadataStore},
-	"metadataStoreCacheExpirySeconds":      {def: "300", reason: reasonMetadataStore},
-	"metadataStoreAllowReadOnlyOperations": {def: "false", reason: reasonMetadataStore},
-	"zookeeperSessionTimeoutMs":            {def: "-1", reason: reasonMetadataStore},
-	"zooKeeperCacheExpirySeconds":          {def: "-1", reason: reasonMetadataStore},
-	"zooKeeperAllowReadOnlyOperations":     {def: "false", reason: reasonMetadataStore},
+	"metadataStoreUrl":                     {},
+	"configurationMetadataStoreUrl":        {reason: reasonConfigStore, harmless: true},
+	"zookeeperServers":                     {},
+	"configurationStoreServers":            {reason: reasonConfigStore, harmless: true},
+	"globalZookeeperServers":               {reason: reasonConfigStore, harmless: true},
+	"metadataStoreSessionTimeoutMillis":    {def: "30000"},
+	"metadataStoreCacheExpirySeconds":      {def: "300", reason: reasonStoreCache, harmless: true},
+	"metadataStoreAllowReadOnlyOperations": {def: "false", reason: reasonStoreReadOnly},
+	"zookeeperSessionTimeoutMs":            {def: "-1"},
+	"zooKeeperCacheExpirySeconds":          {def: "-1", reason: reasonStoreCache, harmless: true},
+	"zooKeeperAllowReadOnlyOperations":     {def: "false", reason: reasonStoreReadOnly},
 	"brokerServiceURL":                     {},
 	"brokerServiceURLTLS":                  {},
 	"brokerWebServiceURL":                  {},
@@ -201,6 +203,7 @@ var apacheKeys = map[string]apacheKey{
 // mappedKeys are the settings convert.go carries over (each is in apacheKeys without a reason).
 var mappedKeys = []string{
 	"brokerServiceURL", "brokerServiceURLTLS", "checkActiveBrokers",
+	"metadataStoreUrl", "zookeeperServers", "metadataStoreSessionTimeoutMillis", "zookeeperSessionTimeoutMs",
 	"brokerProxyConnectTimeoutMs", "brokerProxyAllowedHostNames", "brokerProxyAllowedIPAddresses", "brokerProxyAllowedTargetPorts",
 	"bindAddress", "keepAliveIntervalSeconds", "haProxyProtocolEnabled", "proxyZeroCopyModeEnabled",
 	"servicePort", "servicePortTls", "webServicePort", "proxyLogLevel", "maxMessageSize",

@@ -114,6 +114,11 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 	if _, err := ca.MakeClient("proxy"); err != nil { // see rigProxyCert
 		return nil, err
 	}
+	// ZooKeeper's TLS port serves the broker's certificate and wants a client certificate.
+	zkStore := filepath.Join(dir, "zookeeper-keystore.pem")
+	if err := concatFiles(zkStore, cert.KeyFile, cert.CertFile); err != nil {
+		return nil, err
+	}
 	conf := filepath.Join(dir, "broker-tls.conf")
 	err = os.WriteFile(conf, []byte("tlsCertificateFilePath="+cert.CertFile+"\ntlsKeyFilePath="+cert.KeyFile+
 		"\ntlsTrustCertsFilePath="+ca.CertFile+"\ntlsRequireTrustedClientCertOnConnect=true\nhaProxyProtocolEnabled=true\n"), 0o600)
@@ -133,7 +138,22 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 			env = append(env, "RIG_BROKER"+n+"_WEB_TLS_PORT="+port)
 		}
 	}
+	if os.Getenv("RIG_ZK_TLS_PORT") == "" {
+		env = append(env, "RIG_ZK_TLS_PORT=12281", "RIG_ZK_TLS_KEYSTORE="+zkStore, "RIG_ZK_TLS_TRUSTSTORE="+ca.CertFile)
+	}
 	return rig.StartWith(ctx, rig.Options{Env: env})
+}
+
+func concatFiles(to string, from ...string) error {
+	var b []byte
+	for _, f := range from {
+		part, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		b = append(b, part...)
+	}
+	return os.WriteFile(to, b, 0o600)
 }
 
 // rigCA is the CA file that signed the rig brokers' TLS certificate.

@@ -1,5 +1,5 @@
 // Package rig runs, or attaches to, the end-to-end test rig: two Apache Pulsar brokers (plus a
-// ZooKeeper and bookie process) and a Consul dev agent on 127.0.0.1 (see rig.sh in this folder),
+// ZooKeeper process and a bookie process) and a Consul dev agent on 127.0.0.1 (see rig.sh in this folder),
 // and talks to them over their REST APIs with net/http.
 //
 // Start runs the scripts in this folder (fetch-pulsar.sh, build-consul.sh, rig.sh up) unless the
@@ -51,6 +51,9 @@ type Rig struct {
 	ConsulHTTP string // http://127.0.0.1:18500
 	ConsulAddr string // 127.0.0.1:18500, for Consul API clients
 	ZooKeeper  string // 127.0.0.1:12181
+	// ZooKeeperTLS is ZooKeeper's TLS port (clients present a certificate), "" without
+	// RIG_ZK_TLS_PORT.
+	ZooKeeperTLS string
 
 	owned  bool
 	opts   Options // how it was started, for later rig.sh calls and admin auth
@@ -276,6 +279,7 @@ func (r *Rig) apply(st map[string]string) error {
 	r.ConsulHTTP = st["CONSUL_HTTP"]
 	r.ConsulAddr = st["CONSUL_ADDR"]
 	r.ZooKeeper = st["ZOOKEEPER"]
+	r.ZooKeeperTLS = st["ZOOKEEPER_TLS"]
 	r.Brokers = nil
 	for n := 1; n <= 2; n++ {
 		p := fmt.Sprintf("BROKER%d_", n)
@@ -389,6 +393,24 @@ func (r *Rig) StopConsul(ctx context.Context) error {
 // StartConsul starts the Consul agent again and waits until it has a leader.
 func (r *Rig) StartConsul(ctx context.Context) error {
 	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "start-consul"); err != nil {
+		return err
+	}
+	return r.reload()
+}
+
+// StopZooKeeper stops ZooKeeper alone (SIGTERM); the brokers and the bookie keep running and
+// reconnect when it is back. It affects every test using the rig: keep the outage well under
+// the brokers' session timeout (30 s) and restore it with StartZooKeeper.
+func (r *Rig) StopZooKeeper(ctx context.Context) error {
+	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "stop-zookeeper"); err != nil {
+		return err
+	}
+	return r.reload()
+}
+
+// StartZooKeeper starts ZooKeeper again on its data and waits until it answers.
+func (r *Rig) StartZooKeeper(ctx context.Context) error {
+	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "start-zookeeper"); err != nil {
 		return err
 	}
 	return r.reload()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The end-to-end test rig, all on 127.0.0.1, run from cached jars:
-#   zk-bookie  PulsarStandaloneStarter --no-broker, ZooKeeper mode: ZooKeeper and one bookie
+#   zookeeper  ZooKeeperServerMain: the metadata store, in its own JVM so it can be stopped alone
+#   bookie     PulsarStandaloneStarter --no-broker --metadata-url zk:...: one bookie
 #   broker1    PulsarBrokerStarter
 #   broker2    PulsarBrokerStarter
 #   consul     consul agent -dev
@@ -16,6 +17,8 @@
 #   rig.sh start-broker N       start broker N again and wait until it is ready
 #   rig.sh stop-consul          stop the Consul agent (a dev agent: its registrations are lost)
 #   rig.sh start-consul         start the Consul agent again and wait for its leader
+#   rig.sh stop-zookeeper       stop ZooKeeper alone (SIGTERM; its sessions survive a restart)
+#   rig.sh start-zookeeper      start ZooKeeper again on its data and wait until it answers
 #   rig.sh env                  print the state file
 #   rig.sh java-flags HEAP LOGDIR LOGFILE   the brokers' JVM options, one per line (for other tools)
 #   rig.sh classpath-file       the path of the file that holds the Pulsar classpath
@@ -51,6 +54,12 @@ B1_WEB_TLS_PORT="${RIG_BROKER1_WEB_TLS_PORT:-}"
 B2_WEB_TLS_PORT="${RIG_BROKER2_WEB_TLS_PORT:-}"
 B2_TLS_PORT="${RIG_BROKER2_TLS_PORT:-}"
 ZK_PORT="${RIG_ZK_PORT:-12181}"
+# ZooKeeper's TLS port (secureClientPort, clients must present a certificate of the trust store);
+# empty = none. RIG_ZK_TLS_KEYSTORE: PEM with its private key and certificate;
+# RIG_ZK_TLS_TRUSTSTORE: PEM CA.
+ZK_TLS_PORT="${RIG_ZK_TLS_PORT:-}"
+ZK_TLS_KEYSTORE="${RIG_ZK_TLS_KEYSTORE:-}"
+ZK_TLS_TRUSTSTORE="${RIG_ZK_TLS_TRUSTSTORE:-}"
 BOOKIE_PORT="${RIG_BOOKIE_PORT:-13181}"
 C_HTTP_PORT="${RIG_CONSUL_HTTP_PORT:-18500}"
 C_DNS_PORT="${RIG_CONSUL_DNS_PORT:-18600}"
@@ -60,12 +69,13 @@ C_SERVER_PORT="${RIG_CONSUL_SERVER_PORT:-18300}"
 C_GRPC_PORT="${RIG_CONSUL_GRPC_PORT:-18502}"
 C_GRPC_TLS_PORT="${RIG_CONSUL_GRPC_TLS_PORT:-18503}"
 BROKER_TIMEOUT="${RIG_BROKER_TIMEOUT:-240}" # seconds, per broker, from its start to ready
-ZK_BOOKIE_TIMEOUT="${RIG_ZK_BOOKIE_TIMEOUT:-$BROKER_TIMEOUT}" # seconds, ZooKeeper + bookie start to ready
+ZK_BOOKIE_TIMEOUT="${RIG_ZK_BOOKIE_TIMEOUT:-$BROKER_TIMEOUT}" # seconds, ZooKeeper + bookie start to ready (and start-zookeeper)
 CONSUL_TIMEOUT="${RIG_CONSUL_TIMEOUT:-60}"
 STOP_TIMEOUT="${RIG_STOP_TIMEOUT:-30}" # seconds between SIGTERM and SIGKILL
 B1_HEAP="${RIG_BROKER1_HEAP:-1g}"
 B2_HEAP="${RIG_BROKER2_HEAP:-768m}"
-ZB_HEAP="${RIG_ZK_BOOKIE_HEAP:-384m}"
+ZB_HEAP="${RIG_ZK_BOOKIE_HEAP:-384m}" # the bookie's (the name is older than the split)
+ZK_HEAP="${RIG_ZK_HEAP:-128m}"
 DIRECT_MEM="${RIG_BROKER_DIRECT_MEMORY:-1g}"
 ZB_DIRECT_MEM="${RIG_ZK_BOOKIE_DIRECT_MEMORY:-256m}"
 EXTRA_CONF="${RIG_BROKER_EXTRA_CONF:-}"  # a file whose lines are appended to both broker configs
@@ -244,7 +254,7 @@ java_flags() {
   printf '%s\n' "${f[@]}"
 }
 
-# common_conf BINARY_PORT HTTP_PORT: the keys both brokers (and the zk-bookie process) share.
+# common_conf BINARY_PORT HTTP_PORT: the keys both brokers (and the bookie process) share.
 common_conf() {
   cat <<EOF
 # Written by test/rig/rig.sh; the same cluster, load manager and quorum on both brokers.
@@ -292,7 +302,10 @@ write_confs() {
   {
     common_conf "$B1_PORT" "$B1_HTTP_PORT"
     cat <<EOF
-# The bookie reads this same file as its ServerConfiguration.
+# The bookie reads this same file as its ServerConfiguration. Pulsar's BKCluster (the
+# standalone starter's bookie in metadata-store mode) keeps --bookkeeper-port only with
+# allowEphemeralPorts=true; otherwise it takes a random free port.
+allowEphemeralPorts=true
 ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage
 # An entry can be a whole 5 MiB message (a chunk of a chunked one) plus its headers: as
 # Pulsar's own bookkeeper.conf, 5 MiB + 10 KiB (BookKeeper's default is 5 MiB).
@@ -309,7 +322,31 @@ dbStorage_writeCacheMaxSizeMb=32
 dbStorage_readAheadCacheMaxSizeMb=32
 dbStorage_rocksDB_blockCacheSize=16777216
 EOF
-  } >"$CONF/zk-bookie.conf"
+  } >"$CONF/bookie.conf"
+  cat >"$CONF/zookeeper.cfg" <<EOF
+# Written by test/rig/rig.sh: a standalone ZooKeeper on loopback (sessions of 4 s to 40 s).
+tickTime=2000
+dataDir=$DATA/zookeeper
+clientPort=$ZK_PORT
+clientPortAddress=$HOST
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=*
+EOF
+  if [[ -n "$ZK_TLS_PORT" ]]; then
+    # ssl.* keys become zookeeper.ssl.* properties; the server checks the client's chain,
+    # not its address against the certificate.
+    cat >>"$CONF/zookeeper.cfg" <<EOF
+secureClientPort=$ZK_TLS_PORT
+secureClientPortAddress=$HOST
+ssl.keyStore.location=$ZK_TLS_KEYSTORE
+ssl.keyStore.type=PEM
+ssl.trustStore.location=$ZK_TLS_TRUSTSTORE
+ssl.trustStore.type=PEM
+ssl.clientAuth=need
+ssl.hostnameVerification=false
+EOF
+  fi
 }
 
 # runs_worker N: broker N runs the Functions worker: RIG_FUNCTIONS_WORKER lists it when `up`
@@ -360,16 +397,32 @@ launch() {
   [[ "${1:-}" == -- ]] && shift
   cp="$(cat "$CP_FILE")"
   mkdir -p "$DATA/$name"
-  (cd "$DATA/$name" && PULSAR_STANDALONE_USE_ZOOKEEPER=1 exec setsid java "${flags[@]}" -cp "$cp" "$main" "$@" \
+  (cd "$DATA/$name" && exec setsid java "${flags[@]}" -cp "$cp" "$main" "$@" \
     >>"$LOGS/$name.out" 2>&1 </dev/null) &
   echo $! >"$PIDS/$name.pid"
 }
 
-start_zk_bookie() {
-  launch zk-bookie "$ZB_HEAP" "$ZB_DIRECT_MEM" "" org.apache.pulsar.PulsarStandaloneStarter \
-    -Dzookeeper.4lw.commands.whitelist=* -Dzookeeper.snapshot.trust.empty=true -Dzookeeper.tcpKeepAlive=true -- \
-    --config "$CONF/zk-bookie.conf" --no-broker --zookeeper-port "$ZK_PORT" --bookkeeper-port "$BOOKIE_PORT" \
-    --zookeeper-dir "$DATA/zookeeper" --bookkeeper-dir "$DATA/bookkeeper" -nfw -nss
+start_zookeeper() {
+  local tls=()
+  # TLS needs the Netty connection factory (it serves the plaintext port too).
+  if grep -q '^secureClientPort=' "$CONF/zookeeper.cfg"; then
+    tls=(-Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory)
+  fi
+  launch zookeeper "$ZK_HEAP" 64m "" org.apache.zookeeper.server.ZooKeeperServerMain \
+    -Dzookeeper.snapshot.trust.empty=true -Dzookeeper.tcpKeepAlive=true "${tls[@]}" -- "$CONF/zookeeper.cfg"
+}
+
+# start_bookie: the standalone starter without a broker, on the running ZooKeeper (PIP-117's
+# metadata-store mode: it creates the BookKeeper metadata under /ledgers when missing).
+start_bookie() {
+  launch bookie "$ZB_HEAP" "$ZB_DIRECT_MEM" "" org.apache.pulsar.PulsarStandaloneStarter -- \
+    --config "$CONF/bookie.conf" --no-broker --metadata-url "zk:$HOST:$ZK_PORT" --bookkeeper-port "$BOOKIE_PORT" \
+    --bookkeeper-dir "$DATA/bookkeeper" -nfw -nss
+}
+
+# zk_ok: ZooKeeper answers "imok" to ruok.
+zk_ok() {
+  [[ "$(exec 3<>"/dev/tcp/$HOST/$ZK_PORT" && printf ruok >&3 && timeout 2 cat <&3)" == imok ]]
 }
 
 # start_broker N: broker 1 also trains the class-data-sharing archive when there is none.
@@ -508,9 +561,12 @@ JAVA_CLASSPATH_FILE=$CP_FILE
 LOG4J_CONFIG=$here/log4j2.xml
 ZOOKEEPER=$HOST:$ZK_PORT
 METADATA_STORE_URL=zk:$HOST:$ZK_PORT
+ZOOKEEPER_TLS=$(if [[ -n "$ZK_TLS_PORT" ]]; then echo "$HOST:$ZK_TLS_PORT"; fi)
 BOOKIE=$HOST:$BOOKIE_PORT
-ZK_BOOKIE_PID=$(read_pid zk-bookie)
-ZK_BOOKIE_LOG=$LOGS/zk-bookie.log
+ZOOKEEPER_PID=$(read_pid zookeeper)
+ZOOKEEPER_LOG=$LOGS/zookeeper.log
+BOOKIE_PID=$(read_pid bookie)
+BOOKIE_LOG=$LOGS/bookie.log
 BROKER1_URL=pulsar://$HOST:$B1_PORT
 BROKER1_TLS_URL=$(broker_tls_url 1)
 BROKER1_HTTPS=$(broker_https 1)
@@ -543,7 +599,7 @@ rig: up ($RIG_DIR)
   broker 1   $(state_get BROKER1_URL)  $(state_get BROKER1_HTTP)  id $(state_get BROKER1_ID)  pid $(state_get BROKER1_PID)
   broker 2   $(state_get BROKER2_URL)  $(state_get BROKER2_HTTP)  id $(state_get BROKER2_ID)  pid $(state_get BROKER2_PID)
   consul     $(state_get CONSUL_HTTP)  pid $(state_get CONSUL_PID)
-  zookeeper  $(state_get ZOOKEEPER)  bookie $(state_get BOOKIE)  pid $(state_get ZK_BOOKIE_PID)  cluster $(state_get CLUSTER)
+  zookeeper  $(state_get ZOOKEEPER)  pid $(state_get ZOOKEEPER_PID)  bookie $(state_get BOOKIE)  pid $(state_get BOOKIE_PID)  cluster $(state_get CLUSTER)
   state      $STATE
 EOF
 }
@@ -565,7 +621,7 @@ cmd_prepare() {
   log "phase prepare: $(since "$t0")"
 }
 
-# stop_all stops the brokers and consul, then ZooKeeper and the bookie. Broker 1 may be writing
+# stop_all stops the brokers and consul, then the bookie, then ZooKeeper. Broker 1 may be writing
 # the CDS archive as it exits: it gets longer, and the archive is kept only if it exited by itself.
 stop_all() {
   local b1 tmp="" k
@@ -584,12 +640,13 @@ stop_all() {
   else
     stop_pids broker2 broker1 consul
   fi
-  stop_pids txn-setup zk-bookie
+  stop_pids txn-setup bookie
+  stop_pids zookeeper
 }
 
 rig_is_up() {
   local n
-  for n in zk-bookie broker1 broker2 consul; do
+  for n in zookeeper bookie broker1 broker2 consul; do
     if pid_is_ours "$(read_pid "$n")"; then return 0; fi
   done
   return 1
@@ -614,7 +671,7 @@ cmd_up() {
   fi
   need_tools
   # Ports first: a clash is reported before any download or build.
-  for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" $B1_TLS_PORT $B2_TLS_PORT $B1_WEB_TLS_PORT $B2_WEB_TLS_PORT "$ZK_PORT" "$BOOKIE_PORT" \
+  for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" $B1_TLS_PORT $B2_TLS_PORT $B1_WEB_TLS_PORT $B2_WEB_TLS_PORT "$ZK_PORT" $ZK_TLS_PORT "$BOOKIE_PORT" \
     "$C_HTTP_PORT" "$C_DNS_PORT" "$C_SERF_LAN_PORT" "$C_SERF_WAN_PORT" "$C_SERVER_PORT" "$C_GRPC_PORT" "$C_GRPC_TLS_PORT"; do
     if port_in_use "$p"; then taken+=("$p"); fi
   done
@@ -636,12 +693,16 @@ cmd_up() {
 
   t0="$(now)"
   deadline=$(($(date +%s) + ZK_BOOKIE_TIMEOUT))
-  start_zk_bookie
+  start_zookeeper
   start_consul
-  log "started ZooKeeper :$ZK_PORT and bookie :$BOOKIE_PORT (pid $(read_pid zk-bookie)), consul (pid $(read_pid consul))"
-  # The brokers need ZooKeeper and the ledger metadata; the bookie port opens after both.
-  wait_until "$deadline" "ZooKeeper and the bookie (port $BOOKIE_PORT)" zk-bookie port_in_use "$BOOKIE_PORT" ||
-    fail_up "ZooKeeper and the bookie did not come up within ${ZK_BOOKIE_TIMEOUT}s" zk-bookie
+  log "started ZooKeeper :$ZK_PORT (pid $(read_pid zookeeper)), consul (pid $(read_pid consul))"
+  wait_until "$deadline" "ZooKeeper (port $ZK_PORT) answering ruok" zookeeper zk_ok ||
+    fail_up "ZooKeeper did not come up within ${ZK_BOOKIE_TIMEOUT}s" zookeeper
+  start_bookie
+  log "started the bookie :$BOOKIE_PORT (pid $(read_pid bookie))"
+  # The brokers need the ledger metadata; the bookie port opens after it is written.
+  wait_until "$deadline" "the bookie (port $BOOKIE_PORT)" bookie port_in_use "$BOOKIE_PORT" ||
+    fail_up "the bookie did not come up within ${ZK_BOOKIE_TIMEOUT}s" bookie
   log "phase zookeeper+bookie: $(since "$t0")"
   local txn_setup=""
   if [[ "$TRANSACTIONS" == 1 ]]; then
@@ -735,7 +796,7 @@ cmd_status() {
     fi
     return 3
   fi
-  for n in zk-bookie broker1 broker2 consul watchdog; do
+  for n in zookeeper bookie broker1 broker2 consul watchdog; do
     pid="$(read_pid "$n")"
     if pid_is_ours "$pid"; then
       echo "  $n: running (pid $pid)"
@@ -857,6 +918,39 @@ cmd_start_consul() {
   log "consul ready ($(since "$t0"))"
 }
 
+# ZooKeeper alone: the brokers and the bookie keep running on what they have (a broker's
+# session survives an outage shorter than its timeout, since the server restores sessions from
+# its log and restarts their clocks) and reconnect by themselves.
+cmd_stop_zookeeper() {
+  need_state
+  stop_pids zookeeper
+  set_state ZOOKEEPER_PID ""
+  log "zookeeper stopped"
+}
+
+cmd_start_zookeeper() {
+  local t0
+  need_state
+  if pid_is_ours "$(read_pid zookeeper)"; then
+    log "zookeeper is already running"
+    return 0
+  fi
+  if port_in_use "$ZK_PORT"; then
+    err "port $ZK_PORT is still in use; cannot start zookeeper"
+    exit 1
+  fi
+  t0="$(now)"
+  start_zookeeper
+  if ! wait_until "$(($(date +%s) + ZK_BOOKIE_TIMEOUT))" "ZooKeeper (port $ZK_PORT) answering ruok" zookeeper zk_ok; then
+    show_log_tail zookeeper
+    stop_pids zookeeper
+    err "zookeeper did not answer within ${ZK_BOOKIE_TIMEOUT}s"
+    exit 1
+  fi
+  set_state ZOOKEEPER_PID "$(read_pid zookeeper)"
+  log "zookeeper ready ($(since "$t0"))"
+}
+
 case "${1:-}" in
   prepare) cmd_prepare ;;
   up) cmd_up ;;
@@ -870,13 +964,15 @@ case "${1:-}" in
   start-broker) cmd_start_broker "${2:-}" ;;
   stop-consul) cmd_stop_consul ;;
   start-consul) cmd_start_consul ;;
+  stop-zookeeper) cmd_stop_zookeeper ;;
+  start-zookeeper) cmd_start_zookeeper ;;
   java-flags)
     [[ $# -ge 4 ]] || { err "usage: rig.sh java-flags HEAP LOGDIR LOGFILE"; exit 2; }
     java_flags "$2" "$3" "$4"
     ;;
   classpath-file) echo "$CP_FILE" ;;
   *)
-    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -1,0 +1,76 @@
+package lookup
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// zkBrokersPath is where every Pulsar broker registers itself, one ephemeral znode per broker
+// named by its broker id (host:webport), both with the modular load manager (LocalBrokerData)
+// and the extensible one (BrokerLookupData). Both carry the URL fields below.
+const zkBrokersPath = "/loadbalance/brokers"
+
+// zkBrokerData is the part of a broker's registration the proxy reads.
+type zkBrokerData struct {
+	PulsarServiceURL    string `json:"pulsarServiceUrl"`
+	PulsarServiceURLTLS string `json:"pulsarServiceUrlTls"`
+	WebServiceURL       string `json:"webServiceUrl"`
+	WebServiceURLTLS    string `json:"webServiceUrlTls"`
+	// AdvertisedListeners maps a listener name (advertisedListeners=internal:pulsar://...)
+	// to that listener's URLs.
+	AdvertisedListeners map[string]struct {
+		BrokerServiceURL    string `json:"brokerServiceUrl"`
+		BrokerServiceURLTLS string `json:"brokerServiceUrlTls"`
+	} `json:"advertisedListeners"`
+}
+
+// zkBrokerChoice says which of a registration's URLs the proxy uses.
+type zkBrokerChoice struct {
+	TLS      bool   // the TLS binary and web URLs (broker.tls.enabled)
+	Listener string // an advertised listener's binary URL instead of the default one
+}
+
+// parseZKBroker turns a broker's registration into a Broker. A registration without the
+// binary URL the proxy needs is an error (the broker is skipped); a missing web URL only
+// leaves the broker out of the admin API.
+func parseZKBroker(data []byte, c zkBrokerChoice) (Broker, error) {
+	var d zkBrokerData
+	if err := json.Unmarshal(data, &d); err != nil {
+		return Broker{}, fmt.Errorf("not a broker registration: %v", err)
+	}
+	raw, what := d.PulsarServiceURL, "pulsarServiceUrl"
+	if c.TLS {
+		raw, what = d.PulsarServiceURLTLS, "pulsarServiceUrlTls"
+	}
+	if c.Listener != "" {
+		l, ok := d.AdvertisedListeners[c.Listener]
+		if !ok {
+			return Broker{}, fmt.Errorf("no advertised listener %q", c.Listener)
+		}
+		raw, what = l.BrokerServiceURL, "listener "+c.Listener+" brokerServiceUrl"
+		if c.TLS {
+			raw, what = l.BrokerServiceURLTLS, "listener "+c.Listener+" brokerServiceUrlTls"
+		}
+	}
+	if raw == "" {
+		return Broker{}, fmt.Errorf("no %s (is the broker's %s port enabled?)", what, map[bool]string{true: "TLS", false: "plaintext"}[c.TLS])
+	}
+	b, err := parseBrokerURL(strings.TrimSuffix(raw, "/"))
+	if err != nil {
+		return Broker{}, err
+	}
+	if b.TLS != c.TLS {
+		return Broker{}, fmt.Errorf("%s %q: wrong scheme", what, raw)
+	}
+	web := d.WebServiceURL
+	if c.TLS {
+		web = d.WebServiceURLTLS
+	}
+	if web != "" {
+		if b.Web, err = parseWebURL(strings.TrimSuffix(web, "/")); err != nil {
+			return Broker{}, err
+		}
+	}
+	return b, nil
+}
