@@ -320,8 +320,8 @@ func runModel(t *testing.T, seed uint64, clients, steps int) {
 // TestMappingRoundTrip: random interleavings of many clients' commands and the broker's
 // answers and notices, in random order, map back to exactly the client and the ids it used.
 func TestMappingRoundTrip(t *testing.T) {
-	for seed := range uint64(200) {
-		runModel(t, seed, 2+int(seed%30), 2000)
+	for seed := range uint64(100) {
+		runModel(t, seed, 2+int(seed%30), 1500)
 	}
 }
 
