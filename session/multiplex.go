@@ -298,4 +298,3 @@ func (x *multiplexed) refused(command []byte, err error) CloseReason {
 	x.inject(failureFor(cmd, pb.ServerError_NotAllowedError, "pulsar-proxy: "+cmd.GetType().String()+" may not be sent on a multiplexed connection"))
 	return ReasonCommandRefused
 }
-
