@@ -70,7 +70,7 @@ const quantum = 64 << 10
 
 func newConn(p *Pool, key Key, uc *upstream.Conn) *Conn {
 	c := &Conn{pool: p, key: key, nc: uc.Conn, rd: uc.Reader, connected: uc.Connected,
-		m: NewMapper(), members: map[*Client]*Member{},
+		m: NewMapper(), members: map[*Client]*Member{}, idleAt: time.Now(),
 		log: p.cfg.Logger.With().Str("broker", key.Addr).Logger()}
 	c.writable = sync.NewCond(&c.mu)
 	c.space = sync.NewCond(&c.mu)

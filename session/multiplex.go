@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
@@ -29,6 +30,8 @@ type multiplexed struct {
 
 	bytesIn, bytesOut   atomic.Uint64
 	framesIn, framesOut atomic.Uint64
+	// the direct-session series (pulsar_proxy_frames_total, _bytes_total), by direction
+	upFrames, upBytes, downFrames, downBytes prometheus.Counter
 }
 
 // Deliver takes a broker frame for the client (the connection's reader: never waits).
@@ -44,6 +47,8 @@ func (x *multiplexed) Deliver(f mux.Frame) error {
 	}
 	x.bytesOut.Add(uint64(f.Size()))
 	x.framesOut.Add(1)
+	x.downBytes.Add(float64(f.Size()))
+	x.downFrames.Inc()
 	return nil
 }
 
@@ -90,7 +95,10 @@ func (x *multiplexed) inject(cmd *pb.BaseCommand) error {
 
 // multiplexMode serves a direct session over the pool (see multiplexed).
 func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) CloseReason {
-	x := &multiplexed{s: s, key: mux.Key{Addr: addr, Principal: s.role()}, out: mux.NewOutQueue(s.srv.cfg.Multiplex.ClientQueueBytes())}
+	m := s.srv.metrics
+	x := &multiplexed{s: s, key: mux.Key{Addr: addr, Principal: s.role()}, out: mux.NewOutQueue(s.srv.cfg.Multiplex.ClientQueueBytes()),
+		upFrames: m.frames.WithLabelValues(toBroker), upBytes: m.bytes.WithLabelValues(toBroker),
+		downFrames: m.frames.WithLabelValues(toClient), downBytes: m.bytes.WithLabelValues(toClient)}
 	began := time.Now()
 	mb, reason := x.attach()
 	if mb == nil {
@@ -215,8 +223,11 @@ func (x *multiplexed) readClient() CloseReason {
 			}
 			return s.readFailure(err)
 		}
-		x.bytesIn.Add(uint64(len(fr.Command) + len(fr.Payload) + frame.HeaderSize))
+		n := len(fr.Command) + len(fr.Payload) + frame.HeaderSize
+		x.bytesIn.Add(uint64(n))
 		x.framesIn.Add(1)
+		x.upBytes.Add(float64(n))
+		x.upFrames.Inc()
 		if reason := x.handle(fr); reason != "" {
 			return reason
 		}

@@ -26,6 +26,8 @@ type muxBroker struct {
 
 	mu        sync.Mutex
 	conns     int
+	open      []net.Conn
+	mute      bool            // answer no PRODUCER (requests stay pending)
 	producers map[uint64]bool // live producer ids, as the broker sees them
 	closed    []uint64        // producer and consumer ids closed by CLOSE_*
 }
@@ -48,6 +50,7 @@ func newMuxBroker(t *testing.T, msgSize int) (*muxBroker, lookup.Broker) {
 			}
 			b.mu.Lock()
 			b.conns++
+			b.open = append(b.open, c)
 			b.mu.Unlock()
 			wg.Add(1)
 			go func() { defer wg.Done(); defer c.Close(); b.serve(c) }()
@@ -86,7 +89,11 @@ func (b *muxBroker) serve(c net.Conn) {
 		case pb.BaseCommand_PRODUCER:
 			b.mu.Lock()
 			b.producers[cmd.GetProducer().GetProducerId()] = true
+			mute := b.mute
 			b.mu.Unlock()
+			if mute {
+				continue
+			}
 			write(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
 				RequestId: cmd.GetProducer().RequestId, ProducerName: proto.String("p")}}, nil)
 		case pb.BaseCommand_SEND:
@@ -114,6 +121,16 @@ func (b *muxBroker) serve(c net.Conn) {
 			}()
 		}
 	}
+}
+
+// drop closes every connection the broker has, as a broker that goes away does.
+func (b *muxBroker) drop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.open {
+		c.Close()
+	}
+	b.open = nil
 }
 
 func (b *muxBroker) state() (conns int, producers int, closed int) {
@@ -239,5 +256,49 @@ func TestMultiplexSlowConsumerDisconnected(t *testing.T) {
 	fast.send(frame.Ping())
 	if got := fast.recv().GetType(); got != pb.BaseCommand_PONG {
 		t.Fatalf("the fast client was affected: %v", got)
+	}
+}
+
+// TestMultiplexLostBrokerConnection: when the shared broker connection drops, each client
+// has exactly its producers and consumers closed (CLOSE_PRODUCER/CLOSE_CONSUMER with its own
+// ids) and its pending requests failed, and its next command goes over a new connection.
+func TestMultiplexLostBrokerConnection(t *testing.T) {
+	b, target := newMuxBroker(t, 10)
+	cfg, _ := muxConfig(t, 1<<20)
+	addr, _ := startProxy(t, cfg, nil, oneTarget{target})
+	a, c := muxClient(t, addr, target), muxClient(t, addr, target)
+	a.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{Topic: proto.String("t"), ProducerId: proto.Uint64(4), RequestId: proto.Uint64(1)}})
+	a.recv()
+	c.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{Topic: proto.String("t"),
+		Subscription: proto.String("s"), SubType: pb.CommandSubscribe_Shared.Enum(), ConsumerId: proto.Uint64(9), RequestId: proto.Uint64(1)}})
+	c.recv()
+	b.mu.Lock()
+	b.mute = true
+	b.mu.Unlock()
+	c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{Topic: proto.String("t"), ProducerId: proto.Uint64(5), RequestId: proto.Uint64(77)}})
+	time.Sleep(100 * time.Millisecond) // the PRODUCER reached the broker, which does not answer
+	b.drop()
+	if got := a.recv(); got.GetCloseProducer().GetProducerId() != 4 {
+		t.Fatalf("client a got %v, want CLOSE_PRODUCER 4", got)
+	}
+	got := map[pb.BaseCommand_Type]*pb.BaseCommand{}
+	for range 3 { // its consumer, its half-created producer, its pending request
+		cmd := c.recv()
+		got[cmd.GetType()] = cmd
+	}
+	if got[pb.BaseCommand_CLOSE_CONSUMER].GetCloseConsumer().GetConsumerId() != 9 ||
+		got[pb.BaseCommand_CLOSE_PRODUCER].GetCloseProducer().GetProducerId() != 5 ||
+		got[pb.BaseCommand_ERROR].GetError().GetRequestId() != 77 {
+		t.Fatalf("client c got %v", got)
+	}
+	b.mu.Lock()
+	b.mute = false
+	b.mu.Unlock()
+	a.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{Topic: proto.String("t"), ProducerId: proto.Uint64(4), RequestId: proto.Uint64(2)}})
+	if got := a.recv().GetProducerSuccess(); got.GetRequestId() != 2 {
+		t.Fatalf("recreating the producer: %v", got)
+	}
+	if conns, _, _ := b.state(); conns != 2 {
+		t.Fatalf("broker saw %d connections, want the lost one and a new one", conns)
 	}
 }

@@ -210,7 +210,8 @@ func (c *Config) validateBroker(p *problems) {
 
 // validateMultiplex refuses broker.multiplex with what needs a broker connection per client:
 // forwarded client credentials (a broker authenticates one client per connection), unframed
-// passthrough (nothing could map ids), and the topic policy (its topic-list filtering is
+// passthrough (nothing could map ids), a PROXY header to brokers (it names one client), and
+// the topic policy (its topic-list filtering is
 // per connection and not built for shared ones yet).
 func (c *Config) validateMultiplex(p *problems) {
 	b := c.Broker
@@ -224,6 +225,9 @@ func (c *Config) validateMultiplex(p *problems) {
 	}
 	if c.Session.Passthrough {
 		p.bad("broker.multiplex", "cannot be on with session.passthrough (its default is true): a shared connection's frames are always read to map their ids; set session.passthrough: false")
+	}
+	if b.BrokerProxyProtocol != "off" {
+		p.bad("broker.multiplex", "cannot be on with broker.proxyProtocol: a shared connection carries many clients, and a PROXY header names one")
 	}
 	if c.Authz.PolicyEnabled {
 		p.bad("broker.multiplex", "cannot be on with authz.enabled yet: topic-list answers are filtered per broker connection")
