@@ -28,6 +28,7 @@ type multiplexed struct {
 	mu     sync.Mutex
 	member *mux.Member // nil after the broker connection was lost, until the next command
 
+	running             atomic.Bool // the client's queue is written: the proxy writes through it only
 	bytesIn, bytesOut   atomic.Uint64
 	framesIn, framesOut atomic.Uint64
 	// the direct-session series (pulsar_proxy_frames_total, _bytes_total), by direction
@@ -116,6 +117,7 @@ func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) CloseRe
 	s.srv.metrics.brokerSessions.WithLabelValues(addr).Inc()
 
 	writerDone := make(chan error, 1)
+	x.running.Store(true)
 	go func() {
 		err := x.out.Run(s.client.conn)
 		if err != nil {
@@ -152,28 +154,36 @@ func reflectConnected(b *pb.CommandConnected, c *pb.CommandConnect) *pb.BaseComm
 }
 
 // attach puts the client on a pooled connection; when that fails the client has been told
-// why, as in openBroker.
+// why, as in openBroker (once its queue runs, through the queue).
 func (x *multiplexed) attach() (*mux.Member, CloseReason) {
 	s := x.s
 	mb, err := s.srv.cfg.Multiplex.Attach(s.ctx, x.key, x)
-	var dialErr *upstream.DialError
-	var refused *upstream.BrokerError
-	switch {
-	case err == nil:
+	if err == nil {
 		x.mu.Lock()
 		x.member = mb
 		x.mu.Unlock()
 		return mb, ""
+	}
+	tell := func(code pb.ServerError, msg string) {
+		if x.running.Load() {
+			x.inject(frame.Error(0, code, msg))
+		} else {
+			s.sendError(0, code, msg)
+		}
+	}
+	var dialErr *upstream.DialError
+	var refused *upstream.BrokerError
+	switch {
 	case errors.As(err, &refused):
-		s.sendError(0, refused.Code, refused.Message)
+		tell(refused.Code, refused.Message)
 		return nil, ReasonBrokerRefused
 	case errors.As(err, &dialErr):
 		if upstream.CertificateRefused(err) {
 			s.log.Warn().Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")
 		}
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker: "+err.Error())
+		tell(pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker: "+err.Error())
 	default:
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker did not complete CONNECT: "+err.Error())
+		tell(pb.ServerError_ServiceNotReady, "pulsar-proxy: broker did not complete CONNECT: "+err.Error())
 	}
 	return nil, ReasonBrokerUnreachable
 }
@@ -221,6 +231,10 @@ func (x *multiplexed) readClient() CloseReason {
 			if s.draining() && isTimeout(err) {
 				return ReasonDrained
 			}
+			if frame.IsFrameError(err) { // told through the queue: its writer owns the socket
+				x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error()))
+				return ReasonBadFrame
+			}
 			return s.readFailure(err)
 		}
 		n := len(fr.Command) + len(fr.Payload) + frame.HeaderSize
@@ -239,7 +253,7 @@ func (x *multiplexed) handle(fr frame.Frame) CloseReason {
 	s := x.s
 	t, err := frame.PeekType(fr.Command)
 	if err != nil {
-		s.sendError(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error())
+		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error()))
 		return ReasonBadFrame
 	}
 	switch t {
