@@ -130,8 +130,6 @@ func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) CloseRe
 	stop()
 	if reason == ReasonDrained {
 		settle(&x.bytesOut) // answers already on their way still reach the client
-	} else {
-		s.conn.Close()
 	}
 	x.leave() // its producers and consumers closed on the broker at once
 	x.out.Close(nil)
