@@ -17,10 +17,11 @@ import (
 
 // Handler is a client session on a multiplexed connection, as the connection sees it.
 type Handler interface {
-	// Deliver hands over a broker frame for the client, already mapped back. It must not
-	// wait (the connection's reader serves every client); an error means the client cannot
-	// take it (its queue is over its bound) and the client is detached.
-	Deliver(Frame) error
+	// Deliver hands over a broker command for the client, already mapped back, with its
+	// payload section (a copy the handler keeps). It must not wait (the connection's reader
+	// serves every client); an error means the client cannot take it (its queue is over its
+	// bound) and the client is detached.
+	Deliver(cmd *pb.BaseCommand, payload []byte) error
 	// Lost says the broker connection failed: the client is detached and held is what it
 	// had there, to be closed at the client so it recreates it.
 	Lost(held Held)
@@ -293,12 +294,8 @@ func (c *Conn) deliver(cmd *pb.BaseCommand, payload []byte) {
 		c.pool.metrics.dropped.Inc()
 		return
 	}
-	f, err := Encode(cmd, append([]byte(nil), payload...))
-	if err != nil {
-		return
-	}
-	c.pool.metrics.bytes.WithLabelValues("broker_to_client").Add(float64(f.Size()))
-	if mb.handler.Deliver(f) != nil {
+	c.pool.metrics.bytes.WithLabelValues("broker_to_client").Add(float64(frame.HeaderSize + proto.Size(cmd) + len(payload)))
+	if mb.handler.Deliver(cmd, append([]byte(nil), payload...)) != nil {
 		c.pool.metrics.slowClients.Inc()
 		mb.Leave()
 	}

@@ -16,7 +16,7 @@ import (
 
 type nopHandler struct{}
 
-func (nopHandler) Deliver(Frame) error { return nil }
+func (nopHandler) Deliver(*pb.BaseCommand, []byte) error { return nil }
 func (nopHandler) Lost(Held)           {}
 
 // sharedConn is a Conn over one end of a pipe; the test reads what it writes at the other.

@@ -28,6 +28,8 @@ type multiplexed struct {
 	mu     sync.Mutex
 	member *mux.Member // nil after the broker connection was lost, until the next command
 
+	lists *topicLists // with a policy: the topic lists the client holds, filtered
+
 	running             atomic.Bool // the client's queue is written: the proxy writes through it only
 	bytesIn, bytesOut   atomic.Uint64
 	framesIn, framesOut atomic.Uint64
@@ -35,8 +37,30 @@ type multiplexed struct {
 	upFrames, upBytes, downFrames, downBytes prometheus.Counter
 }
 
-// Deliver takes a broker frame for the client (the connection's reader: never waits).
-func (x *multiplexed) Deliver(f mux.Frame) error {
+// Deliver takes a broker command for the client (the connection's reader: never waits).
+// Topic lists are filtered by the policy first, as in a direct session.
+func (x *multiplexed) Deliver(cmd *pb.BaseCommand, payload []byte) error {
+	if x.lists != nil && watchedTopicLists(cmd.GetType()) {
+		send, err := x.lists.filter(cmd)
+		if err != nil {
+			x.s.log.Debug().Err(err).Msg("closing session")
+			x.inject(frame.Error(0, pb.ServerError_TooManyRequests, "pulsar-proxy: "+err.Error()))
+			x.s.close(ReasonCommandRefused)
+			return nil
+		}
+		if !send {
+			return nil
+		}
+	}
+	f, err := mux.Encode(cmd, payload)
+	if err != nil {
+		return nil
+	}
+	return x.push(f)
+}
+
+// push queues a frame for the client.
+func (x *multiplexed) push(f mux.Frame) error {
 	if err := x.out.Push(f); err != nil {
 		if errors.Is(err, mux.ErrQueueFull) {
 			// Its writer may be stuck in a write the client does not read: close the socket.
@@ -91,7 +115,7 @@ func (x *multiplexed) inject(cmd *pb.BaseCommand) error {
 	if err != nil {
 		return err
 	}
-	return x.Deliver(f)
+	return x.push(f)
 }
 
 // multiplexMode serves a direct session over the pool (see multiplexed).
@@ -125,6 +149,10 @@ func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) CloseRe
 		}
 		writerDone <- err
 	}()
+	if s.srv.sec.Policy != nil {
+		x.lists = newTopicLists(s.mayLookUp).counted(m.watchers)
+		defer x.lists.close()
+	}
 	stop := s.startMuxRefresher(x, connect.GetFeatureFlags().GetSupportsAuthRefresh())
 	reason = x.readClient()
 	stop()
@@ -275,21 +303,77 @@ func (x *multiplexed) handle(fr frame.Frame) CloseReason {
 			return ReasonCommandRefused
 		}
 	}
+	command := fr.Command
+	if s.srv.sec.InspectsFrames() {
+		var reason CloseReason
+		if command, reason = x.inspect(t, command); command == nil {
+			return reason
+		}
+	}
 	payload := append([]byte(nil), fr.Payload...) // the reader's buffer is reused
 	for attempt := 0; ; attempt++ {
 		mb, reason := x.current()
 		if mb == nil {
 			return reason
 		}
-		err := mb.Send(fr.Command, payload)
+		err := mb.Send(command, payload)
 		switch {
 		case err == nil:
+			if t == pb.BaseCommand_SEND && s.srv.sec.Policy != nil {
+				s.pacePublishing(frame.HeaderSize + len(command) + len(payload)) // a role's publish rate
+			}
 			return ""
 		case errors.Is(err, mux.ErrLost) && attempt < 2:
 			continue // lost meanwhile: once more on a new connection
 		}
 		return x.refused(fr.Command, err)
 	}
+}
+
+// inspect applies the client rules of a direct session with authentication or authorization
+// on (see clientRule) and returns the command to send (re-encoded where the rule says so),
+// or nil: dropped (answered already; reason "") or refused (the session ends with reason).
+func (x *multiplexed) inspect(t pb.BaseCommand_Type, command []byte) ([]byte, CloseReason) {
+	s := x.s
+	rule := ruleFor(t)
+	if rule == pass {
+		return command, ""
+	}
+	if rule != checkTopics && rule != listTopics {
+		s.srv.metrics.refusedCommands.WithLabelValues(refusedType).Inc()
+		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: "+t.String()+" may not be sent on a connection to a broker"))
+		return nil, ReasonCommandRefused
+	}
+	cmd, canon, err := canonical(t, command)
+	if err != nil {
+		s.srv.metrics.refusedCommands.WithLabelValues(refusedUndecodable).Inc()
+		x.inject(frame.Error(0, pb.ServerError_AuthorizationError, "pulsar-proxy: cannot read "+t.String()+": "+err.Error()))
+		return nil, ReasonCommandRefused
+	}
+	canon = canon[frame.HeaderSize:]
+	if rule == listTopics {
+		if w := cmd.GetWatchTopicList(); w != nil && x.lists != nil && !x.lists.watch(w.GetWatcherId()) {
+			x.inject(failureFor(cmd, pb.ServerError_TooManyRequests, "pulsar-proxy: too many topic-list watchers on this connection"))
+			return nil, ""
+		}
+		if c := cmd.GetWatchTopicListClose(); c != nil && x.lists != nil {
+			x.lists.forget(c.GetWatcherId())
+		}
+		return canon, ""
+	}
+	check := topicChecks[t]
+	topics := check.topics(cmd)
+	if len(topics) == 0 {
+		topics = []string{""} // a command naming no topic is checked as the empty name: denied
+	}
+	for _, topic := range topics {
+		if !s.allowed(check.action, topic) {
+			x.inject(failureFor(cmd, pb.ServerError_AuthorizationError, denyMessage(s.role(), check.action, topic)))
+			return nil, ""
+		}
+	}
+	s.srv.sec.Metrics.Forwarded(check.action)
+	return canon, ""
 }
 
 // refused handles a command the mapping would not send: an id the client no longer has on

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
@@ -301,4 +302,50 @@ func TestMultiplexLostBrokerConnection(t *testing.T) {
 	if conns, _, _ := b.state(); conns != 2 {
 		t.Fatalf("broker saw %d connections, want the lost one and a new one", conns)
 	}
+}
+
+// TestMultiplexPolicy: with authentication and a topic policy, a multiplexed session keys
+// its shared connection by the client's role (original_principal), forwards what the policy
+// allows and answers what it denies with AuthorizationError for the client's own request id,
+// and goes on.
+func TestMultiplexPolicy(t *testing.T) {
+	b, target := newMuxBroker(t, 10)
+	sec, am := testSecurity(t, "", `
+rules:
+  - {roles: [alice], resources: ["public/default/*"], actions: [lookup, produce]}
+`)
+	sec.ForwardClientCredentials = false
+	cfg, _ := muxConfig(t, 1<<20)
+	m := NewMetrics(prometheus.NewRegistry())
+	srv := NewServer(cfg, nil, oneTarget{target}, m, zerolog.Nop())
+	srv.SetSecurity(sec)
+	addr := serveOn(t, srv, nil)
+	tok := token(t, testSecret, "alice", time.Hour)
+	p := dialPeer(t, addr)
+	p.send(connectCmd(func(c *pb.CommandConnect) { withToken(tok)(c); c.ProxyToBrokerUrl = proto.String(target.URL) }))
+	if got := p.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("got %v", got)
+	}
+	producer := func(topic string, id uint64) *pb.BaseCommand {
+		return &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+			Topic: proto.String(topic), ProducerId: proto.Uint64(id), RequestId: proto.Uint64(id)}}
+	}
+	p.send(producer("persistent://public/secret/t", 2))
+	if got := p.recv(); got.GetError().GetError() != pb.ServerError_AuthorizationError || got.GetError().GetRequestId() != 2 {
+		t.Fatalf("denied PRODUCER: %v", got)
+	}
+	p.send(producer("persistent://public/default/t", 1))
+	if got := p.recv(); got.GetProducerSuccess().GetRequestId() != 1 {
+		t.Fatalf("allowed PRODUCER: %v", got)
+	}
+	if _, producers, _ := b.state(); producers != 1 {
+		t.Fatalf("the broker has %d producers, want the allowed one", producers)
+	}
+	am.Wait(t, "pulsar_proxy_authorization_denials_total", 1, "action", string(authz.ActionProduce))
+	// A command no client may send ends the session.
+	p.send(&pb.BaseCommand{Type: pb.BaseCommand_END_TXN_ON_PARTITION.Enum(), EndTxnOnPartition: &pb.CommandEndTxnOnPartition{RequestId: proto.Uint64(5)}})
+	if got := p.recv(); got.GetType() != pb.BaseCommand_ERROR {
+		t.Fatalf("refused command: %v", got)
+	}
+	p.expectClosed()
 }

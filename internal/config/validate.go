@@ -229,9 +229,6 @@ func (c *Config) validateMultiplex(p *problems) {
 	if b.BrokerProxyProtocol != "off" {
 		p.bad("broker.multiplex", "cannot be on with broker.proxyProtocol: a shared connection carries many clients, and a PROXY header names one")
 	}
-	if c.Authz.PolicyEnabled {
-		p.bad("broker.multiplex", "cannot be on with authz.enabled yet: topic-list answers are filtered per broker connection")
-	}
 }
 
 func (c *Config) validateSession(p *problems) {
