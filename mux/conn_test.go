@@ -17,7 +17,7 @@ import (
 type nopHandler struct{}
 
 func (nopHandler) Deliver(*pb.BaseCommand, []byte) error { return nil }
-func (nopHandler) Lost(Held)           {}
+func (nopHandler) Lost(Held)                             {}
 
 // sharedConn is a Conn over one end of a pipe; the test reads what it writes at the other.
 func sharedConn(t *testing.T) (*Conn, *frame.Reader) {
@@ -80,7 +80,9 @@ func TestWritesTowardsBrokerAreFair(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	go quiet.Send(producerCmd(1), nil)
+	if err := quiet.Send(producerCmd(1), nil); err != nil { // queued at once: its queue is empty
+		t.Fatal(err)
+	}
 	sends := 0
 	for {
 		f, err := broker.ReadFrame()
