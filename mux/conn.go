@@ -17,11 +17,11 @@ import (
 
 // Handler is a client session on a multiplexed connection, as the connection sees it.
 type Handler interface {
-	// Deliver hands over a broker command for the client, already mapped back, with its
-	// payload section (a copy the handler keeps). It must not wait (the connection's reader
-	// serves every client); an error means the client cannot take it (its queue is over its
-	// bound) and the client is detached.
-	Deliver(cmd *pb.BaseCommand, payload []byte) error
+	// Deliver hands over a broker frame for the client, its command mapped back, its payload
+	// as it came (the frame is the handler's to keep). It must not wait (the connection's
+	// reader serves every client); an error means the client cannot take it (its queue is
+	// over its bound) and the client is detached.
+	Deliver(Frame) error
 	// Lost says the broker connection failed: the client is detached and held is what it
 	// had there, to be closed at the client so it recreates it.
 	Lost(held Held)
@@ -94,28 +94,24 @@ func (c *Conn) attach(h Handler) *Member {
 // Connected is the CONNECTED of the member's broker connection.
 func (mb *Member) Connected() *pb.CommandConnected { return mb.conn.connected }
 
-// Send maps a client's command (its bytes as the client sent them) and queues it with its
-// payload, which is forwarded as it is. It waits while the client has upQueueBytes queued
-// (the client's own backpressure). Errors: frame.ErrMalformed, the mapping's (ErrNotAllowed,
-// ErrUnknownID: nothing was sent), ErrLost (nothing was sent: the command may go again on
-// another connection).
+// Send maps a client's command (its bytes as the client sent them, which Send does not
+// keep) and queues it with its payload, which is forwarded as it is. It waits while the
+// client has upQueueBytes queued (the client's own backpressure). Errors: frame.ErrMalformed,
+// the mapping's (ErrNotAllowed, ErrUnknownID: nothing was sent), ErrLost (nothing was sent:
+// the command may go again on another connection).
 func (mb *Member) Send(command, payload []byte) error {
-	cmd, err := frame.Decode(command)
-	if err != nil {
-		return err
-	}
 	c := mb.conn
 	c.mu.Lock()
 	if c.dead || mb.client.detached {
 		c.mu.Unlock()
 		return ErrLost
 	}
-	err = c.m.Up(mb.client, cmd)
+	out, err := c.m.UpBytes(mb.client, command)
 	c.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	f, err := Encode(cmd, payload)
+	f, err := EncodeBytes(out, payload)
 	if err != nil {
 		return err
 	}
@@ -258,12 +254,12 @@ func (c *Conn) readLoop() {
 			c.fail(fmt.Errorf("read: %w", err))
 			return
 		}
-		cmd, err := frame.Decode(fr.Command)
+		t, err := frame.PeekType(fr.Command)
 		if err != nil {
 			c.fail(fmt.Errorf("broker frame: %w", err))
 			return
 		}
-		switch cmd.GetType() {
+		switch t {
 		case pb.BaseCommand_PING:
 			c.sendOwn(frame.Pong())
 			continue
@@ -276,15 +272,15 @@ func (c *Conn) readLoop() {
 			}
 			continue
 		}
-		c.deliver(cmd, fr.Payload)
+		c.deliver(fr.Command, fr.Payload)
 	}
 }
 
 // deliver maps a broker command back and hands it (with a copy of its payload: the
 // reader's buffer is reused) to its client; what belongs to no client is dropped.
-func (c *Conn) deliver(cmd *pb.BaseCommand, payload []byte) {
+func (c *Conn) deliver(command, payload []byte) {
 	c.mu.Lock()
-	owner, err := c.m.Down(cmd)
+	out, owner, err := c.m.DownBytes(command)
 	mb := c.members[owner]
 	c.mu.Unlock()
 	if err != nil || mb == nil {
@@ -294,8 +290,12 @@ func (c *Conn) deliver(cmd *pb.BaseCommand, payload []byte) {
 		c.pool.metrics.dropped.Inc()
 		return
 	}
-	c.pool.metrics.bytes.WithLabelValues("broker_to_client").Add(float64(frame.HeaderSize + proto.Size(cmd) + len(payload)))
-	if mb.handler.Deliver(cmd, append([]byte(nil), payload...)) != nil {
+	f, err := EncodeBytes(out, append([]byte(nil), payload...))
+	if err != nil {
+		return
+	}
+	c.pool.metrics.bytes.WithLabelValues("broker_to_client").Add(float64(f.Size()))
+	if mb.handler.Deliver(f) != nil {
 		c.pool.metrics.slowClients.Inc()
 		mb.Leave()
 	}

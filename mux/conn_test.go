@@ -16,8 +16,8 @@ import (
 
 type nopHandler struct{}
 
-func (nopHandler) Deliver(*pb.BaseCommand, []byte) error { return nil }
-func (nopHandler) Lost(Held)                             {}
+func (nopHandler) Deliver(Frame) error { return nil }
+func (nopHandler) Lost(Held)           {}
 
 // sharedConn is a Conn over one end of a pipe; the test reads what it writes at the other.
 func sharedConn(t *testing.T) (*Conn, *frame.Reader) {
@@ -121,4 +121,12 @@ func queued(c *Conn, members []*Member) (n int) {
 		n += mb.upBytes
 	}
 	return n
+}
+
+func mustDecode(b []byte) *pb.BaseCommand {
+	cmd, err := frame.Decode(b)
+	if err != nil {
+		panic(err)
+	}
+	return cmd
 }

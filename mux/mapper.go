@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -85,34 +86,41 @@ func subMessage(cmd *pb.BaseCommand) (protoreflect.Message, error) {
 	return m.Mutable(fd).Message(), nil
 }
 
+// ids is a command's id fields, in the order of its table entry.
+type ids interface {
+	get(i int) (uint64, bool) // false: the field is absent (an optional id)
+	set(i int, v uint64)
+}
+
 // Up rewrites a client's command for the broker connection, in place. Ids the command
 // creates are allocated (or, created before, reused: a client repeats a PRODUCER or
 // SUBSCRIBE it got no answer to), ids it names must exist, an id it closes is released.
 // Nothing changes when an error is returned.
 func (m *Mapper) Up(c *Client, cmd *pb.BaseCommand) error {
-	fields, ok := clientCommands[cmd.GetType()]
+	table, ok := clientCommands[cmd.GetType()]
 	if !ok {
 		return fmt.Errorf("%w: %v", ErrNotAllowed, cmd.GetType())
 	}
-	sub, err := subMessage(cmd)
+	r, err := newReflectIDs(cmd, table)
 	if err != nil {
 		return err
 	}
-	desc := sub.Descriptor().Fields()
-	for _, fl := range fields { // check before anything changes
-		fd := desc.ByName(fl.name)
-		if (fl.role == use || fl.role == release) && sub.Has(fd) {
-			if _, ok := c.ids[fl.kind][sub.Get(fd).Uint()]; !ok {
-				return fmt.Errorf("%w: %v %d in %v", ErrUnknownID, fl.kind, sub.Get(fd).Uint(), cmd.GetType())
+	return m.up(c, cmd.GetType(), table, r)
+}
+
+func (m *Mapper) up(c *Client, t pb.BaseCommand_Type, table []idField, x ids) error {
+	for i, fl := range table { // check before anything changes
+		if v, ok := x.get(i); ok && (fl.role == use || fl.role == release) {
+			if _, known := c.ids[fl.kind][v]; !known {
+				return fmt.Errorf("%w: %v %d in %v", ErrUnknownID, fl.kind, v, t)
 			}
 		}
 	}
-	for _, fl := range fields {
-		fd := desc.ByName(fl.name)
-		if !sub.Has(fd) {
+	for i, fl := range table {
+		own, ok := x.get(i)
+		if !ok {
 			continue // optional ids (ACK's request_id)
 		}
-		own := sub.Get(fd).Uint()
 		var mapped uint64
 		switch fl.role {
 		case create:
@@ -131,7 +139,7 @@ func (m *Mapper) Up(c *Client, cmd *pb.BaseCommand) error {
 			mapped = m.alloc(requestID, ref{c, own})
 			c.ids[requestID][mapped] = own
 		}
-		sub.Set(fd, protoreflect.ValueOfUint64(mapped))
+		x.set(i, mapped)
 	}
 	return nil
 }
@@ -143,53 +151,55 @@ func (m *Mapper) Request() uint64 { return m.alloc(requestID, ref{}) }
 // client. nil and no error: the answer to the proxy's own request. ErrUnknownID: nobody's
 // (a client that closed it or left); the command is to be dropped.
 func (m *Mapper) Down(cmd *pb.BaseCommand) (*Client, error) {
-	fields, ok := brokerCommands[cmd.GetType()]
+	table, ok := brokerCommands[cmd.GetType()]
 	if !ok {
 		return nil, fmt.Errorf("%w: %v from a broker", ErrNotAllowed, cmd.GetType())
 	}
-	sub, err := subMessage(cmd)
+	r, err := newReflectIDs(cmd, table)
 	if err != nil {
 		return nil, err
 	}
-	desc := sub.Descriptor().Fields()
+	return m.down(cmd.GetType(), table, r, moreAnswers(cmd), migratedKind(cmd.GetTopicMigrated()))
+}
+
+// down maps a broker command's ids back; more: the answer leaves its request open;
+// resource: the kind of TOPIC_MIGRATED's resource_id.
+func (m *Mapper) down(t pb.BaseCommand_Type, table []idField, x ids, more bool, resource kind) (*Client, error) {
 	var owner *Client
 	resolved := false
-	for _, fl := range fields {
-		fd := desc.ByName(fl.name)
-		if !sub.Has(fd) {
+	kindOf := func(k kind) kind {
+		if k == resourceID {
+			return resource
+		}
+		return k
+	}
+	for i, fl := range table {
+		v, ok := x.get(i)
+		if !ok {
 			continue
 		}
-		k := fl.kind
-		if k == resourceID {
-			k = migratedKind(cmd.GetTopicMigrated())
-		}
-		r, ok := m.owner[k][sub.Get(fd).Uint()]
-		if !ok || (resolved && r.client != owner) {
-			return nil, fmt.Errorf("%w: %v %d in %v", ErrUnknownID, k, sub.Get(fd).Uint(), cmd.GetType())
+		r, known := m.owner[kindOf(fl.kind)][v]
+		if !known || (resolved && r.client != owner) {
+			return nil, fmt.Errorf("%w: %v %d in %v", ErrUnknownID, kindOf(fl.kind), v, t)
 		}
 		owner, resolved = r.client, true
 	}
 	if !resolved {
-		return nil, fmt.Errorf("%w: %v names no id", ErrUnknownID, cmd.GetType())
+		return nil, fmt.Errorf("%w: %v names no id", ErrUnknownID, t)
 	}
-	for _, fl := range fields {
-		fd := desc.ByName(fl.name)
-		if !sub.Has(fd) {
+	for i, fl := range table {
+		mapped, ok := x.get(i)
+		if !ok {
 			continue
 		}
-		k := fl.kind
-		if k == resourceID {
-			k = migratedKind(cmd.GetTopicMigrated())
-		}
-		mapped := sub.Get(fd).Uint()
-		r := m.owner[k][mapped]
-		if fl.role == answer && !moreAnswers(cmd) {
+		r := m.owner[kindOf(fl.kind)][mapped]
+		if fl.role == answer && !more {
 			delete(m.owner[requestID], mapped)
 			if r.client != nil {
 				delete(r.client.ids[requestID], mapped)
 			}
 		}
-		sub.Set(fd, protoreflect.ValueOfUint64(r.id))
+		x.set(i, r.id)
 	}
 	return owner, nil
 }
@@ -222,4 +232,9 @@ func (m *Mapper) Detach(c *Client) Held {
 	}
 	c.detached = true
 	return h
+}
+
+// marshalCommand encodes a command (required fields checked).
+func marshalCommand(cmd *pb.BaseCommand) ([]byte, error) {
+	return proto.MarshalOptions{}.Marshal(cmd)
 }

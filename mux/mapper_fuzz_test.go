@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
@@ -49,6 +50,21 @@ func u64(v uint64) *uint64 { return &v }
 // up maps a client's command and returns it as the broker sees it.
 func (md *model) up(mc *modelClient, cmd *pb.BaseCommand) *pb.BaseCommand {
 	md.t.Helper()
+	if md.rng.IntN(2) == 0 { // the bytes path (the proxy's), or the decoded one
+		raw, err := proto.Marshal(cmd)
+		if err != nil {
+			md.t.Fatal(err)
+		}
+		mapped, err := md.m.UpBytes(mc.c, raw)
+		if err != nil {
+			md.t.Fatalf("up bytes %v: %v", cmd.GetType(), err)
+		}
+		out, err := frame.Decode(mapped)
+		if err != nil {
+			md.t.Fatalf("up bytes %v: the result does not decode: %v", cmd.GetType(), err)
+		}
+		return out
+	}
 	out := proto.Clone(cmd).(*pb.BaseCommand)
 	if err := md.m.Up(mc.c, out); err != nil {
 		md.t.Fatalf("up %v: %v", cmd.GetType(), err)
@@ -59,7 +75,23 @@ func (md *model) up(mc *modelClient, cmd *pb.BaseCommand) *pb.BaseCommand {
 // down maps a broker's command and checks it reaches want exactly as wantCmd.
 func (md *model) down(brokerCmd *pb.BaseCommand, want *modelClient, wantCmd *pb.BaseCommand) {
 	md.t.Helper()
-	got, err := md.m.Down(brokerCmd)
+	var got *Client
+	var err error
+	if md.rng.IntN(2) == 0 {
+		raw, merr := proto.Marshal(brokerCmd)
+		if merr != nil {
+			md.t.Fatal(merr)
+		}
+		var mapped []byte
+		if mapped, got, err = md.m.DownBytes(raw); err == nil {
+			var derr error
+			if brokerCmd, derr = frame.Decode(mapped); derr != nil {
+				md.t.Fatalf("down bytes %v: the result does not decode: %v", wantCmd.GetType(), derr)
+			}
+		}
+	} else {
+		got, err = md.m.Down(brokerCmd)
+	}
 	if err != nil {
 		md.t.Fatalf("down %v: %v", brokerCmd.GetType(), err)
 	}
@@ -238,6 +270,10 @@ func (md *model) expect(got, want uint64) {
 
 func (md *model) gone(brokerCmd *pb.BaseCommand) {
 	md.t.Helper()
+	raw, _ := proto.Marshal(brokerCmd)
+	if _, c, err := md.m.DownBytes(raw); !errors.Is(err, ErrUnknownID) {
+		md.t.Fatalf("%v for a closed id reached %p (err %v)", brokerCmd.GetType(), c, err)
+	}
 	if c, err := md.m.Down(brokerCmd); !errors.Is(err, ErrUnknownID) {
 		md.t.Fatalf("%v for a closed id reached %p (err %v)", brokerCmd.GetType(), c, err)
 	}

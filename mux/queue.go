@@ -35,6 +35,22 @@ func Encode(cmd *pb.BaseCommand, payload []byte) (Frame, error) {
 	return Frame{Head: head, Payload: payload}, nil
 }
 
+// EncodeBytes frames an encoded command (copied) with a payload section (not copied).
+func EncodeBytes(command, payload []byte) (Frame, error) {
+	total := uint64(4+len(command)) + uint64(len(payload))
+	if total > 1<<32-1 {
+		return Frame{}, frame.ErrFrameTooLarge
+	}
+	head := make([]byte, frame.HeaderSize+len(command))
+	binary.BigEndian.PutUint32(head, uint32(total))
+	binary.BigEndian.PutUint32(head[4:], uint32(len(command)))
+	copy(head[frame.HeaderSize:], command)
+	return Frame{Head: head, Payload: payload}, nil
+}
+
+// Command is the frame's command bytes.
+func (f Frame) Command() []byte { return f.Head[frame.HeaderSize:] }
+
 // ErrQueueFull: a client's outbound queue went over its bound (a client that does not read
 // what its consumers asked for).
 var ErrQueueFull = errors.New("mux: client queue over its bound")

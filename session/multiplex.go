@@ -37,26 +37,34 @@ type multiplexed struct {
 	upFrames, upBytes, downFrames, downBytes prometheus.Counter
 }
 
-// Deliver takes a broker command for the client (the connection's reader: never waits).
+// Deliver takes a broker frame for the client (the connection's reader: never waits).
 // Topic lists are filtered by the policy first, as in a direct session.
-func (x *multiplexed) Deliver(cmd *pb.BaseCommand, payload []byte) error {
-	if x.lists != nil && watchedTopicLists(cmd.GetType()) {
-		send, err := x.lists.filter(cmd)
-		if err != nil {
-			x.s.log.Debug().Err(err).Msg("closing session")
-			x.inject(frame.Error(0, pb.ServerError_TooManyRequests, "pulsar-proxy: "+err.Error()))
-			x.s.close(ReasonCommandRefused)
-			return nil
+func (x *multiplexed) Deliver(f mux.Frame) error {
+	if x.lists != nil {
+		if t, err := frame.PeekType(f.Command()); err == nil && watchedTopicLists(t) {
+			return x.filterList(f)
 		}
-		if !send {
-			return nil
-		}
-	}
-	f, err := mux.Encode(cmd, payload)
-	if err != nil {
-		return nil
 	}
 	return x.push(f)
+}
+
+// filterList passes on a topic list with what the client may not look up taken out.
+func (x *multiplexed) filterList(f mux.Frame) error {
+	cmd, err := frame.Decode(f.Command())
+	if err != nil {
+		return x.push(f) // the broker's own frame: the client's parser judges it
+	}
+	send, err := x.lists.filter(cmd)
+	if err != nil {
+		x.s.log.Debug().Err(err).Msg("closing session")
+		x.inject(frame.Error(0, pb.ServerError_TooManyRequests, "pulsar-proxy: "+err.Error()))
+		x.s.close(ReasonCommandRefused)
+		return nil
+	}
+	if !send {
+		return nil
+	}
+	return x.inject(cmd)
 }
 
 // push queues a frame for the client.
