@@ -102,25 +102,6 @@ func (mb *Member) Connected() *pb.CommandConnected { return mb.conn.connected }
 func (mb *Member) Send(command, payload []byte) error {
 	c := mb.conn
 	c.mu.Lock()
-	if c.dead || mb.client.detached {
-		c.mu.Unlock()
-		return ErrLost
-	}
-	out, err := c.m.UpBytes(mb.client, command)
-	c.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	f, err := EncodeBytes(out, payload)
-	if err != nil {
-		return err
-	}
-	return mb.enqueue(f)
-}
-
-func (mb *Member) enqueue(f Frame) error {
-	c := mb.conn
-	c.mu.Lock()
 	defer c.mu.Unlock()
 	for mb.upBytes > upQueueBytes && !c.dead && !mb.client.detached {
 		c.space.Wait()
@@ -128,6 +109,19 @@ func (mb *Member) enqueue(f Frame) error {
 	if c.dead || mb.client.detached {
 		return ErrLost
 	}
+	out, err := c.m.UpBytes(mb.client, command)
+	if err != nil {
+		return err
+	}
+	f, err := EncodeBytes(out, payload)
+	if err != nil {
+		return err
+	}
+	return mb.enqueueLocked(f)
+}
+
+func (mb *Member) enqueueLocked(f Frame) error {
+	c := mb.conn
 	mb.up = append(mb.up, f)
 	mb.upBytes += f.Size()
 	if !mb.queued {
@@ -241,7 +235,7 @@ func (c *Conn) writeLoop() {
 			c.fail(fmt.Errorf("write: %w", err))
 			return
 		}
-		c.pool.metrics.bytes.WithLabelValues("client_to_broker").Add(float64(n))
+		c.pool.metrics.bytesUp.Add(float64(n))
 	}
 }
 
@@ -294,7 +288,7 @@ func (c *Conn) deliver(command, payload []byte) {
 	if err != nil {
 		return
 	}
-	c.pool.metrics.bytes.WithLabelValues("broker_to_client").Add(float64(f.Size()))
+	c.pool.metrics.bytesDown.Add(float64(f.Size()))
 	if mb.handler.Deliver(f) != nil {
 		c.pool.metrics.slowClients.Inc()
 		mb.Leave()

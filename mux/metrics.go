@@ -16,6 +16,8 @@ type Metrics struct {
 	leaveCloses prometheus.Counter
 	dropped     prometheus.Counter
 	bytes       *prometheus.CounterVec // direction
+	bytesUp     prometheus.Counter     // bytes{direction="client_to_broker"}, resolved once
+	bytesDown   prometheus.Counter
 }
 
 // NewMetrics creates the series and registers them with reg (nil: not registered).
@@ -44,8 +46,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pulsar_proxy_multiplex_bytes_total", Help: "Bytes through multiplexed broker connections, by direction.",
 		}, []string{"direction"}),
 	}
-	m.bytes.WithLabelValues("client_to_broker")
-	m.bytes.WithLabelValues("broker_to_client")
+	m.bytesUp = m.bytes.WithLabelValues("client_to_broker")
+	m.bytesDown = m.bytes.WithLabelValues("broker_to_client")
 	m.dials.WithLabelValues("ok")
 	m.dials.WithLabelValues("error")
 	if reg == nil {
