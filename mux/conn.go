@@ -94,8 +94,8 @@ func (c *Conn) attach(h Handler) *Member {
 // Connected is the CONNECTED of the member's broker connection.
 func (mb *Member) Connected() *pb.CommandConnected { return mb.conn.connected }
 
-// Send maps a client's command (its bytes as the client sent them, which Send does not
-// keep) and queues it with its payload, which is forwarded as it is. It waits while the
+// Send maps a client's command (its bytes as the client sent them) and queues it with its
+// payload, which is forwarded as it is; neither is kept (both are copied into the frame). It waits while the
 // client has upQueueBytes queued (the client's own backpressure). Errors: frame.ErrMalformed,
 // the mapping's (ErrNotAllowed, ErrUnknownID: nothing was sent), ErrLost (nothing was sent:
 // the command may go again on another connection).
@@ -284,7 +284,7 @@ func (c *Conn) deliver(command, payload []byte) {
 		c.pool.metrics.dropped.Inc()
 		return
 	}
-	f, err := EncodeBytes(out, append([]byte(nil), payload...))
+	f, err := EncodeBytes(out, payload) // copied: the reader's buffer is reused
 	if err != nil {
 		return
 	}

@@ -35,17 +35,19 @@ func Encode(cmd *pb.BaseCommand, payload []byte) (Frame, error) {
 	return Frame{Head: head, Payload: payload}, nil
 }
 
-// EncodeBytes frames an encoded command (copied) with a payload section (not copied).
+// EncodeBytes frames an encoded command and a payload section, both copied into one new
+// buffer (one allocation a frame; the caller's buffers may be reused at once).
 func EncodeBytes(command, payload []byte) (Frame, error) {
 	total := uint64(4+len(command)) + uint64(len(payload))
 	if total > 1<<32-1 {
 		return Frame{}, frame.ErrFrameTooLarge
 	}
-	head := make([]byte, frame.HeaderSize+len(command))
-	binary.BigEndian.PutUint32(head, uint32(total))
-	binary.BigEndian.PutUint32(head[4:], uint32(len(command)))
-	copy(head[frame.HeaderSize:], command)
-	return Frame{Head: head, Payload: payload}, nil
+	b := make([]byte, frame.HeaderSize+len(command)+len(payload))
+	binary.BigEndian.PutUint32(b, uint32(total))
+	binary.BigEndian.PutUint32(b[4:], uint32(len(command)))
+	copy(b[frame.HeaderSize:], command)
+	copy(b[frame.HeaderSize+len(command):], payload)
+	return Frame{Head: b[:frame.HeaderSize+len(command)], Payload: b[frame.HeaderSize+len(command):]}, nil
 }
 
 // Command is the frame's command bytes.
@@ -147,12 +149,20 @@ func (q *OutQueue) Run(c net.Conn) error {
 func take(bufs net.Buffers, frames *[]Frame, limit int) (net.Buffers, int) {
 	n, i := 0, 0
 	fs := *frames
+	if bufs == nil {
+		bufs = make(net.Buffers, 0, 2*len(fs))
+	}
 	for ; i < len(fs) && (i == 0 || n+fs[i].Size() <= limit); i++ {
-		bufs = append(bufs, fs[i].Head)
-		if len(fs[i].Payload) > 0 {
-			bufs = append(bufs, fs[i].Payload)
+		f := fs[i]
+		if len(f.Payload) > 0 && len(f.Head) < cap(f.Head) && &f.Head[:len(f.Head)+1][len(f.Head)] == &f.Payload[0] {
+			bufs = append(bufs, f.Head[:len(f.Head)+len(f.Payload)]) // one buffer (EncodeBytes)
+		} else {
+			bufs = append(bufs, f.Head)
+			if len(f.Payload) > 0 {
+				bufs = append(bufs, f.Payload)
+			}
 		}
-		n += fs[i].Size()
+		n += f.Size()
 	}
 	clear(fs[:i])
 	*frames = fs[i:]

@@ -318,7 +318,7 @@ func (x *multiplexed) handle(fr frame.Frame) CloseReason {
 			return reason
 		}
 	}
-	payload := append([]byte(nil), fr.Payload...) // the reader's buffer is reused
+	payload := fr.Payload // copied as the frame is built (mux.EncodeBytes)
 	for attempt := 0; ; attempt++ {
 		mb, reason := x.current()
 		if mb == nil {
