@@ -332,7 +332,9 @@ func TestMultiplexManyConnections(t *testing.T) {
 	for i := range names {
 		names[i] = uniqueTopic(t, fmt.Sprintf("mux-scale-%02d", i)) // bundles spread them over the brokers
 	}
-	c := newClientWith(t, pulsar.ClientOptions{URL: proxy.PulsarURL, MaxConnectionsPerBroker: clients})
+	// The Go client gives each new producer the next of MaxConnectionsPerBroker connections,
+	// counting its lookups too: with room for all of them, each producer has its own.
+	c := newClientWith(t, pulsar.ClientOptions{URL: proxy.PulsarURL, MaxConnectionsPerBroker: 4 * clients})
 	consumers := make([]pulsar.Consumer, topics)
 	for i, topic := range names {
 		consumers[i] = subscribe(t, c, topic, "all", pulsar.Exclusive)
@@ -361,8 +363,11 @@ func TestMultiplexManyConnections(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	t.Logf("%d producers created in %v; proxy sessions active: %v", clients, time.Since(began).Round(time.Millisecond),
-		proxy.metric(t, "pulsar_proxy_sessions_active", `mode="direct"`))
+	direct := proxy.metric(t, "pulsar_proxy_sessions_active", `mode="direct"`)
+	t.Logf("%d producers created in %v over %v client connections in direct mode", clients, time.Since(began).Round(time.Millisecond), direct)
+	if direct < float64(clients) {
+		t.Fatalf("%v direct client connections for %d producers, want one each at least", direct, clients)
+	}
 	publishers, addrs := publisherAddrs(t, names)
 	if publishers != clients {
 		t.Fatalf("the brokers list %d producers, want %d", publishers, clients)
@@ -381,5 +386,6 @@ func TestMultiplexManyConnections(t *testing.T) {
 		}
 		receiveInProducerOrder(t, cons, n, perProducer)
 	}
-	t.Logf("%d messages from %d client connections arrived, each producer's in order; %v after the first producer", clients*perProducer, clients, time.Since(began).Round(time.Millisecond))
+	t.Logf("%d messages from %d producers on as many client connections arrived, each producer's in order; %v after the first producer",
+		clients*perProducer, clients, time.Since(began).Round(time.Millisecond))
 }
