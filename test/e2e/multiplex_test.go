@@ -310,9 +310,10 @@ func init() {
 	}
 }
 
-// EnvMuxClients sets how many client connections TestMultiplexManyConnections opens
-// (default 2000; the 10,000 needs the file-descriptor limit to allow twice that in
-// this process and the proxy's, since the Go client's lookups take connections of their own).
+// EnvMuxClients sets how many producers, each on its own client connection,
+// TestMultiplexManyConnections opens (default 2000). The Go client's lookups take client
+// connections of their own (about two per producer), so this process and the proxy need
+// some three descriptors a producer: the 10,000 needs a limit above 30,000.
 const EnvMuxClients = "E2E_MUX_CLIENTS"
 
 // TestMultiplexManyConnections: thousands of client connections, each with a producer
