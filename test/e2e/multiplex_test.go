@@ -390,3 +390,65 @@ func TestMultiplexManyConnections(t *testing.T) {
 	t.Logf("%d messages from %d producers on as many client connections arrived, each producer's in order; %v after the first producer",
 		clients*perProducer, clients, time.Since(began).Round(time.Millisecond))
 }
+
+// TestMultiplexBrokerConnectionLost: when broker 2 goes away, the proxy closes, at the client,
+// the producer and consumer it had over the shared connection to broker 2 (its connection to
+// the proxy stays open), and the client recreates them where the topic moves: every message
+// is acknowledged and arrives. A client on broker 1 goes on unaffected.
+func TestMultiplexBrokerConnectionLost(t *testing.T) {
+	proxy := startProxy(t, brokerURLs(), muxYAML(1))
+	moving, staying := uniqueTopic(t, "mux-lost-2"), uniqueTopic(t, "mux-lost-1")
+	if err := theRig.PlaceTopic(testCtx(t), moving, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := theRig.PlaceTopic(testCtx(t), staying, 1); err != nil {
+		t.Fatal(err)
+	}
+	type flow struct {
+		p pulsar.Producer
+		c pulsar.Consumer
+	}
+	open := func(topic string) flow {
+		c := newClient(t, proxy.PulsarURL)
+		cons := subscribe(t, c, topic, "s", pulsar.Exclusive)
+		p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 3 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return flow{p, cons}
+	}
+	flows := map[string]flow{moving: open(moving), staying: open(staying)}
+	send := func(topic string, from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := flows[topic].p.Send(context.Background(), &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "%d", i)}); err != nil {
+				t.Fatalf("%s: send %d: %v", topic, i, err)
+			}
+		}
+	}
+	send(moving, 0, 50)
+	send(staying, 0, 50)
+	closesBefore := proxy.count(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`)
+	stopBroker2(t)
+	send(staying, 50, 100) // the other broker's client, meanwhile
+	send(moving, 50, 100)  // recreated on broker 1 once the topic moved there
+	for topic, f := range flows {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		seen := map[string]bool{}
+		for len(seen) < 100 {
+			msg, err := f.c.Receive(ctx)
+			if err != nil {
+				cancel()
+				t.Fatalf("%s: received %d of 100: %v", topic, len(seen), err)
+			}
+			seen[string(msg.Payload())] = true
+			f.c.Ack(msg)
+		}
+		cancel()
+	}
+	// The client of the moving topic kept its connections to the proxy: only its producer
+	// and consumer were closed.
+	if n := proxy.count(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`); n != closesBefore {
+		t.Errorf("%v client connections closed as broker_closed, want none (producers and consumers are closed, not connections)", n-closesBefore)
+	}
+	startBroker2(t)
+}
