@@ -304,6 +304,9 @@ func keepProducing(p pulsar.Producer, stop <-chan struct{}) error {
 // the direct-session tests prove the multiplexed path too.
 const EnvMultiplex = "E2E_MULTIPLEX"
 
+// multiplexed reports whether the suite's proxies run with multiplexing on.
+func multiplexed() bool { return len(proxyproc.Env) > 0 }
+
 func init() {
 	if os.Getenv(EnvMultiplex) == "1" {
 		proxyproc.Env = []string{"PULSAR_PROXY_BROKER_MULTIPLEX=true", "PULSAR_PROXY_SESSION_PASSTHROUGH=false"}
