@@ -455,3 +455,77 @@ func TestMultiplexBrokerConnectionLost(t *testing.T) {
 	}
 	startBroker2(t)
 }
+
+// TestMultiplexStuckConsumer: a real client (testdata/muxclient) whose process is stopped
+// (SIGSTOP: its socket is no longer read) while its consumer has permits out shares a broker
+// connection with a client that consumes at full rate. The stuck client's queue at the proxy
+// passes multiplexClientQueueBytes, so it is disconnected and counted as a slow consumer;
+// the other client receives every message, its rate logged beside the rate without the stuck
+// one.
+func TestMultiplexStuckConsumer(t *testing.T) {
+	proxy := startProxy(t, brokerURLs(), muxYAML(1)+"  multiplexClientQueueBytes: 1048576\n")
+	topic := uniqueTopic(t, "mux-stuck")
+	c := newClient(t, proxy.PulsarURL)
+	fast := subscribe(t, c, topic, "fast", pulsar.Shared)
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1500
+	payload := make([]byte, 64<<10)
+	consume := func(label string) {
+		t.Helper()
+		began := time.Now()
+		produceN(t, p, payload, n)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		for i := range n {
+			msg, err := fast.Receive(ctx)
+			if err != nil {
+				t.Fatalf("%s: the fast consumer received %d of %d: %v", label, i, n, err)
+			}
+			fast.Ack(msg)
+		}
+		d := time.Since(began)
+		t.Logf("%s: %d messages of 64 KiB produced and consumed by the other client in %v (%.0f msg/s)", label, n, d.Round(time.Millisecond), float64(n)/d.Seconds())
+	}
+	consume("alone")
+
+	child := exec.Command(muxClientBinary, proxy.PulsarURL, topic, "stuck")
+	out, _ := child.StdoutPipe()
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "ready" {
+		t.Fatal("muxclient did not get ready")
+	}
+	child.Process.Signal(syscall.SIGSTOP)
+	before := proxy.metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total")
+	consume("beside a stopped client")
+	deadline := time.Now().Add(time.Minute)
+	for proxy.metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total") <= before {
+		if time.Now().After(deadline) {
+			t.Fatal("the stopped client was not disconnected as a slow consumer")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := proxy.count(t, "pulsar_proxy_session_closes_total", `reason="slow_consumer"`); n < 1 {
+		t.Fatalf("session closes for slow_consumer: %v", n)
+	}
+}
+
+// produceN sends n messages of payload and waits for every receipt.
+func produceN(t *testing.T, p pulsar.Producer, payload []byte, n int) {
+	t.Helper()
+	errs := make(chan error, n)
+	for range n {
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payload}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) { errs <- err })
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+}
