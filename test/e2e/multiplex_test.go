@@ -463,7 +463,7 @@ func TestMultiplexBrokerConnectionLost(t *testing.T) {
 // the other client receives every message, its rate logged beside the rate without the stuck
 // one.
 func TestMultiplexStuckConsumer(t *testing.T) {
-	proxy := startProxy(t, brokerURLs(), muxYAML(1)+"  multiplexClientQueueBytes: 1048576\n")
+	proxy := startProxy(t, brokerURLs(), "broker:\n  multiplex: true\n  multiplexConnections: 1\n  multiplexClientQueueBytes: 1048576\nsession:\n  passthrough: false\n")
 	topic := uniqueTopic(t, "mux-stuck")
 	c := newClient(t, proxy.PulsarURL)
 	fast := subscribe(t, c, topic, "fast", pulsar.Shared)
