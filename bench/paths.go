@@ -36,8 +36,11 @@ const (
 	// pathPulsarProxyFramed is pulsar-proxy reading every frame (session.passthrough off), as
 	// it forwards when authentication or authorization is on.
 	pathPulsarProxyFramed = "pulsar-proxy-framed"
-	pathJavaProxy         = "java-proxy"
-	pathHAProxy           = "haproxy"
+	// pathPulsarProxyMultiplex is pulsar-proxy with broker.multiplex on: the clients share a few
+	// broker connections (ids mapped, every frame read). Only when named in -paths.
+	pathPulsarProxyMultiplex = "pulsar-proxy-multiplex"
+	pathJavaProxy            = "java-proxy"
+	pathHAProxy              = "haproxy"
 	// pathHAProxySplice is HAProxy with kernel splicing on (option splice-auto,
 	// splice-request and splice-response): the L4 floor at its best.
 	pathHAProxySplice = "haproxy-splice"

@@ -437,6 +437,17 @@ func startProxyPaths(ctx context.Context, dir, bin, far string, cfg proxyConfig)
 		}
 		paths = append(paths, fp)
 	}
+	if slices.Contains(cfg.Only, pathPulsarProxyMultiplex) {
+		mdir := filepath.Join(dir, pathPulsarProxyMultiplex)
+		os.MkdirAll(mdir, 0o755)
+		log("starting %s", pathPulsarProxyMultiplex)
+		mp, err := startPulsarProxy(bin, mdir, farURL, far, pathPulsarProxyMultiplex,
+			"broker:\n  multiplex: true\nsession:\n  passthrough: false\n"+quiet, cfg.ProxyCPU)
+		if err != nil {
+			return paths, err
+		}
+		paths = append(paths, mp)
+	}
 	if want(pathJavaProxy) {
 		log("starting %s", pathJavaProxy)
 		jdir := filepath.Join(dir, pathJavaProxy)

@@ -23,6 +23,9 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 		return ReasonTargetNotAllowed
 	}
 	s.broker = b.Addr() // in every later line, and the summary
+	if s.srv.cfg.Multiplex != nil {
+		return s.multiplexMode(connect, b.Addr())
+	}
 
 	began := time.Now()
 	bc, reason := s.openBroker(b.Addr(), connect)

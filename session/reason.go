@@ -29,6 +29,7 @@ const (
 	ReasonClientStalled      CloseReason = "client_stalled"         // sent part of a frame, then nothing for session.stallTimeout
 	ReasonClientNotReading   CloseReason = "client_not_reading"     // took nothing the broker sent for session.stallTimeout
 	ReasonBrokerStalled      CloseReason = "broker_stalled"         // the broker, likewise
+	ReasonSlowConsumer       CloseReason = "slow_consumer"          // multiplexed: its outbound queue went over its bound
 )
 
 // closeReasons is every CloseReason, for the metrics made at start (see Metrics.initSeries).
@@ -38,7 +39,7 @@ var closeReasons = []CloseReason{
 	ReasonBrokerRefused, ReasonKeepAliveTimeout, ReasonTooManyConnections, ReasonTooManyFromIP,
 	ReasonConnectRate, ReasonShutdown, ReasonDrained, ReasonAuthFailed, ReasonAuthExpired,
 	ReasonTransportSetup, ReasonCommandRefused, ReasonTooManyForRole, ReasonClientStalled,
-	ReasonClientNotReading, ReasonBrokerStalled,
+	ReasonClientNotReading, ReasonBrokerStalled, ReasonSlowConsumer,
 }
 
 // beforeSession reports whether the reason ended the connection before it was usable, which

@@ -15,6 +15,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -39,6 +40,9 @@ type Config struct {
 	// the proxy and the client there (the broker CONNECT).
 	Upstream     *upstream.Connector
 	SummaryLevel zerolog.Level // level of the one line logged per ended session; Disabled = none
+	// Multiplex, when set (broker.multiplex), carries direct sessions over shared broker
+	// connections, per broker and principal, instead of one connection each.
+	Multiplex *mux.Pool
 	// Passthrough lets a direct session without authentication or authorization forward
 	// socket to socket without reading frames (see pipe.passthrough).
 	Passthrough bool

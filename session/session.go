@@ -49,6 +49,9 @@ type session struct {
 	serve    func() CloseReason
 	cleanups []func()
 
+	multiplexed bool       // direct mode over a shared broker connection (broker.multiplex)
+	muxRef      *refresher // multiplexed: the credential refresher, which takes AUTH_RESPONSEs
+
 	bytesIn, bytesOut   uint64 // direct mode, for the summary line
 	framesIn, framesOut uint64
 }
@@ -390,6 +393,7 @@ func (s *session) summary(reason CloseReason) {
 	s.with(s.srv.log.WithLevel(lvl)).
 		Str("principal", s.identity.Role).
 		Stringer("mode", s.mode).
+		Bool("multiplexed", s.multiplexed).
 		Uint64("bytes_in", s.bytesIn).Uint64("bytes_out", s.bytesOut).
 		Uint64("frames_in", s.framesIn).Uint64("frames_out", s.framesOut).
 		Dur("duration", time.Since(s.start)).

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,6 +18,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
+	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -29,6 +31,7 @@ type proxy struct {
 	providers []lookup.Provider
 	brokers   *lookup.BrokerSet
 	pool      *upstream.Pool
+	muxPool   *mux.Pool // nil without broker.multiplex
 	sessions  *session.Server
 	sec       session.Security
 	policy    *authz.PolicyStore // nil without authz.enabled
@@ -37,6 +40,13 @@ type proxy struct {
 	admin     *adminproxy.Proxy // nil without admin.enabled
 	listening atomic.Bool       // the Pulsar listeners are serving (for /readyz)
 }
+
+// A multiplexed broker connection takes this many clients before another one is opened (up
+// to broker.multiplexConnections), and stays open this long after its last client left.
+const (
+	clientsPerMuxConnection = 1000
+	muxLinger               = time.Minute
+)
 
 // build makes every part of the proxy; nothing runs or listens yet. The caller closes pool.
 func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (*proxy, error) {
@@ -64,7 +74,20 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 		Logger:         log,
 	})
 	resolver := lookup.NewResolver(p.brokers, p.pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
-	p.sessions = session.NewServer(sessionConfig(cfg, connector, summaryLevel), resolver, p.brokers, session.NewMetrics(p.reg), log)
+	sc := sessionConfig(cfg, connector, summaryLevel)
+	if cfg.Broker.Multiplex {
+		p.muxPool = mux.NewPool(mux.Config{
+			Connector:            connector,
+			MaxConnections:       cfg.Broker.MultiplexConnections,
+			ClientsPerConnection: clientsPerMuxConnection,
+			ClientQueueBytes:     cfg.Broker.MultiplexClientQueueBytes,
+			Linger:               muxLinger,
+			Logger:               log,
+			Metrics:              mux.NewMetrics(p.reg),
+		})
+		sc.Multiplex = p.muxPool
+	}
+	p.sessions = session.NewServer(sc, resolver, p.brokers, session.NewMetrics(p.reg), log)
 	p.sessions.SetSecurity(p.sec)
 	httpapi.RegisterStatus(p.reg, version, p.ready, p.sessions.Draining)
 	if p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log); err != nil {

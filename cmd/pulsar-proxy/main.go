@@ -60,6 +60,9 @@ func run(cfg *config.Config) error {
 		return err
 	}
 	defer p.pool.Close()
+	if p.muxPool != nil {
+		defer p.muxPool.Close()
+	}
 	lns, err := openListeners(cfg, p.reg, log)
 	if err != nil {
 		return err

@@ -101,6 +101,9 @@ func (p *proxy) serve(lns listeners) <-chan error {
 // forwarding names how direct sessions move bytes, for the startup line: passthrough
 // (socket to socket, see session.passthrough) needs nothing to inspect the frames.
 func (p *proxy) forwarding() string {
+	if p.muxPool != nil {
+		return "multiplexed (shared broker connections per broker and principal)"
+	}
 	if p.cfg.Session.Passthrough && !p.sec.InspectsFrames() {
 		return "passthrough (plaintext TCP on both sides; framed otherwise)"
 	}

@@ -199,6 +199,13 @@ type Broker struct {
 	// BrokerProxyProtocol sends a PROXY header (off, v1, v2) with each client's real address
 	// on its broker connection, for brokers with haProxyProtocolEnabled.
 	BrokerProxyProtocol string `yaml:"proxyProtocol" env:"PROXY_PROTOCOL"`
+
+	// Multiplex carries direct sessions of the same broker and principal over a few shared
+	// broker connections (ids mapped, payloads untouched); at most MultiplexConnections per
+	// broker and principal, each client's outbound queue bounded by MultiplexClientQueueBytes.
+	Multiplex                 bool `yaml:"multiplex" env:"MULTIPLEX"`
+	MultiplexConnections      int  `yaml:"multiplexConnections" env:"MULTIPLEX_CONNECTIONS"`
+	MultiplexClientQueueBytes int  `yaml:"multiplexClientQueueBytes" env:"MULTIPLEX_CLIENT_QUEUE_BYTES"`
 }
 
 // BrokerTLS is how the proxy reaches brokers over TLS. When enabled, every broker is dialled
@@ -299,6 +306,8 @@ func defaults() *Config {
 			LearnedTargetLifetime:      10 * time.Minute,
 			TLS:                        BrokerTLS{BrokerMinVersion: tls.VersionTLS12},
 			BrokerProxyProtocol:        "off",
+			MultiplexConnections:       4,
+			MultiplexClientQueueBytes:  32 << 20,
 		},
 		Session: defaultSession(),
 		Log: Log{

@@ -304,6 +304,20 @@ func TestLoadErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "multiplex with what needs a broker connection per client",
+			yaml: `
+discovery: {static: {brokers: ["pulsar://a:6650"]}}
+broker: {multiplex: true, multiplexConnections: 0, multiplexClientQueueBytes: 10, proxyProtocol: v2}
+auth: {forwardClientCredentials: true}
+`,
+			want: []string{
+				"broker.multiplex: cannot be on with auth.forwardClientCredentials",
+				"broker.multiplex: cannot be on with session.passthrough",
+				"broker.multiplex: cannot be on with broker.proxyProtocol",
+				"broker.multiplexConnections:", "broker.multiplexClientQueueBytes:",
+			},
+		},
+		{
 			name: "all problems reported together",
 			yaml: `
 listen: {pulsar: "nohostport", http: ":99999"}

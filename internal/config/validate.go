@@ -236,6 +236,30 @@ func (c *Config) validateBroker(p *problems) {
 	if (b.TLS.BrokerCertFile == "") != (b.TLS.BrokerKeyFile == "") {
 		p.bad("broker.tls.certFile", "certFile and keyFile go together (the proxy's client certificate and its key)")
 	}
+	c.validateMultiplex(p)
+}
+
+// validateMultiplex refuses broker.multiplex with what needs a broker connection per client:
+// forwarded client credentials (a broker authenticates one client per connection), unframed
+// passthrough (nothing could map ids), a PROXY header to brokers (it names one client), and
+// the topic policy (its topic-list filtering is
+// per connection and not built for shared ones yet).
+func (c *Config) validateMultiplex(p *problems) {
+	b := c.Broker
+	p.between("broker.multiplexConnections", b.MultiplexConnections, 1, 1024)
+	p.between("broker.multiplexClientQueueBytes", b.MultiplexClientQueueBytes, 64<<10, 1<<30)
+	if !b.Multiplex {
+		return
+	}
+	if c.Auth.ForwardClientCredentials {
+		p.bad("broker.multiplex", "cannot be on with auth.forwardClientCredentials: brokers authenticate the forwarded credentials of one client per connection")
+	}
+	if c.Session.Passthrough {
+		p.bad("broker.multiplex", "cannot be on with session.passthrough (its default is true): a shared connection's frames are always read to map their ids; set session.passthrough: false")
+	}
+	if b.BrokerProxyProtocol != "off" {
+		p.bad("broker.multiplex", "cannot be on with broker.proxyProtocol: a shared connection carries many clients, and a PROXY header names one")
+	}
 }
 
 func (c *Config) validateSession(p *problems) {

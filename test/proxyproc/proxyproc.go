@@ -121,7 +121,7 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 		return nil, err
 	}
 	p.cmd = exec.Command(binary, "--config", cfgPath)
-	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Env = append(append(os.Environ(), Env...), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		logFile.Close()
@@ -174,6 +174,10 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 // startedMessage is the message of the line cmd/pulsar-proxy logs once its listeners are
 // bound, with their addresses in the fields pulsar, pulsar_tls and http.
 const startedMessage = "pulsar-proxy started"
+
+// Env is added to the environment of every proxy started (PULSAR_PROXY_* overrides), e.g.
+// to run a whole suite with a setting on.
+var Env []string
 
 // boundAddrs are the addresses of a startup line.
 type boundAddrs struct {

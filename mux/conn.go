@@ -1,0 +1,374 @@
+package mux
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
+)
+
+// Handler is a client session on a multiplexed connection, as the connection sees it.
+type Handler interface {
+	// Deliver hands over a broker frame for the client, its command mapped back, its payload
+	// as it came (the frame is the handler's to keep). It must not wait (the connection's
+	// reader serves every client); an error means the client cannot take it (its queue is
+	// over its bound) and the client is detached.
+	Deliver(Frame) error
+	// Lost says the broker connection failed: the client is detached and held is what it
+	// had there, to be closed at the client so it recreates it.
+	Lost(held Held)
+}
+
+// ErrLost: the member's broker connection failed or the member was detached.
+var ErrLost = errors.New("mux: broker connection lost")
+
+// Conn is one pooled broker connection shared by many clients. Its reader maps each broker
+// frame back to its client; its writer takes the clients' frames in turn (at most quantum
+// bytes of one client before the next one's), so a busy client cannot hold the others up.
+type Conn struct {
+	pool      *Pool
+	key       Key
+	nc        net.Conn
+	rd        *frame.Reader
+	connected *pb.CommandConnected
+	log       zerolog.Logger
+
+	mu       sync.Mutex
+	writable *sync.Cond // the writer waits for frames
+	space    *sync.Cond // members wait for room in their queues
+	m        *Mapper
+	members  map[*Client]*Member
+	ready    []*Member // members with frames queued, in turn
+	own      []Frame   // the proxy's own frames (PONG, AUTH_RESPONSE, closes), first in line
+	dead     bool
+	idleAt   time.Time // when the last member left; zero while there are members
+}
+
+// Member is one client attached to a Conn.
+type Member struct {
+	conn    *Conn
+	client  *Client
+	handler Handler
+	up      []Frame
+	upBytes int
+	queued  bool // in conn.ready
+}
+
+// upQueueBytes bounds what one client may have queued towards the broker: beyond it the
+// client's reader waits, so a fast publisher slows down itself, not its neighbours.
+const upQueueBytes = 1 << 20
+
+// quantum is how many bytes of one client the writer takes before the next client's turn.
+const quantum = 64 << 10
+
+func newConn(p *Pool, key Key, uc *upstream.Conn) *Conn {
+	c := &Conn{pool: p, key: key, nc: uc.Conn, rd: uc.Reader, connected: uc.Connected,
+		m: NewMapper(), members: map[*Client]*Member{}, idleAt: time.Now(),
+		log: p.cfg.Logger.With().Str("broker", key.Addr).Logger()}
+	c.writable = sync.NewCond(&c.mu)
+	c.space = sync.NewCond(&c.mu)
+	go c.readLoop()
+	go c.writeLoop()
+	return c
+}
+
+// Connected is the broker's answer to the pooled connection's CONNECT.
+func (c *Conn) Connected() *pb.CommandConnected { return c.connected }
+
+func (c *Conn) attach(h Handler) *Member {
+	mb := &Member{conn: c, client: NewClient(), handler: h}
+	c.members[mb.client] = mb
+	c.idleAt = time.Time{}
+	c.pool.metrics.clients.Inc()
+	return mb
+}
+
+// Connected is the CONNECTED of the member's broker connection.
+func (mb *Member) Connected() *pb.CommandConnected { return mb.conn.connected }
+
+// Send maps a client's command (its bytes as the client sent them) and queues it with its
+// payload, which is forwarded as it is; neither is kept (both are copied into the frame). It waits while the
+// client has upQueueBytes queued (the client's own backpressure). Errors: frame.ErrMalformed,
+// the mapping's (ErrNotAllowed, ErrUnknownID: nothing was sent), ErrLost (nothing was sent:
+// the command may go again on another connection).
+func (mb *Member) Send(command, payload []byte) error {
+	c := mb.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for mb.upBytes > upQueueBytes && !c.dead && !mb.client.detached {
+		c.space.Wait()
+	}
+	if c.dead || mb.client.detached {
+		return ErrLost
+	}
+	out, err := c.m.UpBytes(mb.client, command)
+	if err != nil {
+		return err
+	}
+	f, err := EncodeBytes(out, payload)
+	if err != nil {
+		return err
+	}
+	return mb.enqueueLocked(f)
+}
+
+func (mb *Member) enqueueLocked(f Frame) error {
+	c := mb.conn
+	mb.up = append(mb.up, f)
+	mb.upBytes += f.Size()
+	if !mb.queued {
+		mb.queued = true
+		c.ready = append(c.ready, mb)
+	}
+	c.writable.Signal()
+	return nil
+}
+
+// Leave detaches the client, which went away: its producers, consumers and topic-list
+// watchers are closed on the broker at once, and whatever it still had queued is dropped
+// (its commands must not reach the broker after the closes).
+func (mb *Member) Leave() {
+	c := mb.conn
+	c.mu.Lock()
+	if mb.client.detached {
+		c.mu.Unlock()
+		return
+	}
+	held := c.detachLocked(mb)
+	var closes []*pb.BaseCommand
+	for _, id := range held.Producers {
+		closes = append(closes, &pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(),
+			CloseProducer: &pb.CommandCloseProducer{ProducerId: proto.Uint64(id), RequestId: proto.Uint64(c.m.Request())}})
+	}
+	for _, id := range held.Consumers {
+		closes = append(closes, &pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(),
+			CloseConsumer: &pb.CommandCloseConsumer{ConsumerId: proto.Uint64(id), RequestId: proto.Uint64(c.m.Request())}})
+	}
+	for _, id := range held.Watchers {
+		closes = append(closes, &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE.Enum(),
+			WatchTopicListClose: &pb.CommandWatchTopicListClose{WatcherId: proto.Uint64(id), RequestId: proto.Uint64(c.m.Request())}})
+	}
+	for _, cmd := range closes {
+		if f, err := Encode(cmd, nil); err == nil {
+			c.own = append(c.own, f)
+		}
+	}
+	c.writable.Signal()
+	c.mu.Unlock()
+	c.pool.metrics.leaveCloses.Add(float64(len(closes)))
+}
+
+// detachLocked removes a member from the connection and the mapping.
+func (c *Conn) detachLocked(mb *Member) Held {
+	held := c.m.Detach(mb.client)
+	delete(c.members, mb.client)
+	mb.up, mb.upBytes = nil, 0
+	if mb.queued {
+		for i, r := range c.ready {
+			if r == mb {
+				c.ready = append(c.ready[:i], c.ready[i+1:]...)
+				break
+			}
+		}
+		mb.queued = false
+	}
+	if len(c.members) == 0 {
+		c.idleAt = time.Now()
+	}
+	c.space.Broadcast()
+	c.pool.metrics.clients.Dec()
+	return held
+}
+
+// sendOwn queues one of the proxy's own commands.
+func (c *Conn) sendOwn(cmd *pb.BaseCommand) {
+	f, err := Encode(cmd, nil)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	c.own = append(c.own, f)
+	c.writable.Signal()
+	c.mu.Unlock()
+}
+
+// writeLoop writes the proxy's own frames, then the members' in turn, each vectored write
+// carrying up to maxBatch bytes.
+func (c *Conn) writeLoop() {
+	for {
+		c.mu.Lock()
+		for len(c.own) == 0 && len(c.ready) == 0 && !c.dead {
+			c.writable.Wait()
+		}
+		if c.dead {
+			c.mu.Unlock()
+			return
+		}
+		bufs, n := take(nil, &c.own, maxBatch)
+		if len(c.own) > 0 {
+			n = maxBatch // the rest next time
+		}
+		for n < maxBatch && len(c.ready) > 0 {
+			mb := c.ready[0]
+			c.ready = c.ready[1:]
+			var k int
+			bufs, k = take(bufs, &mb.up, quantum)
+			mb.upBytes -= k
+			n += k
+			if len(mb.up) > 0 {
+				c.ready = append(c.ready, mb)
+			} else {
+				mb.queued = false
+			}
+		}
+		c.space.Broadcast()
+		c.mu.Unlock()
+		if _, err := bufs.WriteTo(c.nc); err != nil {
+			c.fail(fmt.Errorf("write: %w", err))
+			return
+		}
+		c.pool.metrics.bytesUp.Add(float64(n))
+	}
+}
+
+// readLoop maps each broker frame back to its client and delivers it; the connection's own
+// commands (PING, AUTH_CHALLENGE) it answers itself.
+func (c *Conn) readLoop() {
+	for {
+		fr, err := c.rd.ReadFrame()
+		if err != nil {
+			c.fail(fmt.Errorf("read: %w", err))
+			return
+		}
+		t, err := frame.PeekType(fr.Command)
+		if err != nil {
+			c.fail(fmt.Errorf("broker frame: %w", err))
+			return
+		}
+		switch t {
+		case pb.BaseCommand_PING:
+			c.sendOwn(frame.Pong())
+			continue
+		case pb.BaseCommand_PONG, pb.BaseCommand_CONNECTED:
+			continue
+		case pb.BaseCommand_AUTH_CHALLENGE:
+			if err := c.answerChallenge(); err != nil {
+				c.fail(err)
+				return
+			}
+			continue
+		}
+		c.deliver(fr.Command, fr.Payload)
+	}
+}
+
+// deliver maps a broker command back and hands it (with a copy of its payload: the
+// reader's buffer is reused) to its client; what belongs to no client is dropped.
+func (c *Conn) deliver(command, payload []byte) {
+	c.mu.Lock()
+	out, owner, err := c.m.DownBytes(command)
+	mb := c.members[owner]
+	c.mu.Unlock()
+	if err != nil || mb == nil {
+		if err != nil && !errors.Is(err, ErrUnknownID) {
+			c.log.Debug().Err(err).Msg("dropping a broker frame no client can take")
+		}
+		c.pool.metrics.dropped.Inc()
+		return
+	}
+	f, err := EncodeBytes(out, payload) // copied: the reader's buffer is reused
+	if err != nil {
+		return
+	}
+	c.pool.metrics.bytesDown.Add(float64(f.Size()))
+	if mb.handler.Deliver(f) != nil {
+		c.pool.metrics.slowClients.Inc()
+		mb.Leave()
+	}
+}
+
+func (c *Conn) answerChallenge() error {
+	creds := c.pool.cfg.Connector.Credentials
+	if creds == nil {
+		return fmt.Errorf("broker %s asked for credentials the proxy does not have", c.key.Addr)
+	}
+	method, data, err := creds()
+	if err != nil {
+		return fmt.Errorf("proxy credentials for broker %s: %w", c.key.Addr, err)
+	}
+	c.sendOwn(&pb.BaseCommand{Type: pb.BaseCommand_AUTH_RESPONSE.Enum(), AuthResponse: &pb.CommandAuthResponse{
+		ClientVersion: proto.String(c.pool.cfg.Connector.Version),
+		Response:      &pb.AuthData{AuthMethodName: proto.String(method), AuthData: data},
+	}})
+	return nil
+}
+
+// fail ends the connection: every member is detached and told what it lost, so its client
+// recreates its producers and consumers (on another connection).
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		return
+	}
+	c.dead = true
+	type lost struct {
+		mb   *Member
+		held Held
+	}
+	var all []lost
+	for _, mb := range c.members {
+		all = append(all, lost{mb, c.detachLocked(mb)})
+	}
+	c.writable.Broadcast()
+	c.space.Broadcast()
+	c.mu.Unlock()
+	c.nc.Close()
+	c.pool.remove(c)
+	c.log.Info().Err(err).Int("clients", len(all)).Msg("multiplexed broker connection closed")
+	for _, l := range all {
+		l.mb.handler.Lost(l.held)
+	}
+}
+
+// load is the number of clients on the connection; -1 once it failed.
+func (c *Conn) load() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		return -1
+	}
+	return len(c.members)
+}
+
+// idleSince is when the last client left, zero while there are clients.
+func (c *Conn) idleSince() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.idleAt
+}
+
+// mappedIDs is how many ids the connection's mapping holds.
+func (c *Conn) mappedIDs() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m.InUse()
+}
+
+// closeIfIdle closes the connection if it still has no client (one may have just arrived).
+func (c *Conn) closeIfIdle() {
+	c.mu.Lock()
+	idle := len(c.members) == 0 && !c.dead
+	c.mu.Unlock()
+	if idle {
+		c.fail(errors.New("idle"))
+	}
+}

@@ -1,0 +1,173 @@
+package mux
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+// Frame is one frame on its way out: the header and the (re-encoded) command, then the
+// payload section exactly as it came. Written together in one vectored write.
+type Frame struct {
+	Head    []byte
+	Payload []byte
+}
+
+// Size is the frame's length on the wire.
+func (f Frame) Size() int { return len(f.Head) + len(f.Payload) }
+
+// Encode frames cmd with a payload section of payload (nil for a simple command); the
+// totalSize in the header counts the payload, which is not copied.
+func Encode(cmd *pb.BaseCommand, payload []byte) (Frame, error) {
+	head, err := frame.AppendCommand(nil, cmd)
+	if err != nil {
+		return Frame{}, err
+	}
+	total := uint64(len(head)-4) + uint64(len(payload))
+	if total > 1<<32-1 {
+		return Frame{}, frame.ErrFrameTooLarge
+	}
+	binary.BigEndian.PutUint32(head, uint32(total))
+	return Frame{Head: head, Payload: payload}, nil
+}
+
+// EncodeBytes frames an encoded command and a payload section, both copied into one new
+// buffer (one allocation a frame; the caller's buffers may be reused at once).
+func EncodeBytes(command, payload []byte) (Frame, error) {
+	total := uint64(4+len(command)) + uint64(len(payload))
+	if total > 1<<32-1 {
+		return Frame{}, frame.ErrFrameTooLarge
+	}
+	b := make([]byte, frame.HeaderSize+len(command)+len(payload))
+	binary.BigEndian.PutUint32(b, uint32(total))
+	binary.BigEndian.PutUint32(b[4:], uint32(len(command)))
+	copy(b[frame.HeaderSize:], command)
+	copy(b[frame.HeaderSize+len(command):], payload)
+	return Frame{Head: b[:frame.HeaderSize+len(command)], Payload: b[frame.HeaderSize+len(command):]}, nil
+}
+
+// Command is the frame's command bytes.
+func (f Frame) Command() []byte { return f.Head[frame.HeaderSize:] }
+
+// ErrQueueFull: a client's outbound queue went over its bound (a client that does not read
+// what its consumers asked for).
+var ErrQueueFull = errors.New("mux: client queue over its bound")
+
+// OutQueue is a client's outbound queue: frames from the broker connection's reader, which
+// must never wait for one client, written to the client by a goroutine of its own. Bounded
+// in bytes: a push over the bound fails and closes the queue.
+type OutQueue struct {
+	mu     sync.Mutex
+	wake   *sync.Cond
+	frames []Frame
+	bytes  int
+	limit  int
+	closed bool
+	err    error
+}
+
+// NewOutQueue makes a queue bounded by limit bytes (<= 0: unbounded).
+func NewOutQueue(limit int) *OutQueue {
+	q := &OutQueue{limit: limit}
+	q.wake = sync.NewCond(&q.mu)
+	return q
+}
+
+// Push adds a frame without waiting. ErrQueueFull when it does not fit the bound; the queue
+// is then closed (Run returns it).
+func (q *OutQueue) Push(f Frame) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return q.err
+	}
+	if q.limit > 0 && q.bytes+f.Size() > q.limit && q.bytes > 0 {
+		q.closeLocked(ErrQueueFull)
+		return ErrQueueFull
+	}
+	q.frames = append(q.frames, f)
+	q.bytes += f.Size()
+	q.wake.Signal()
+	return nil
+}
+
+// Bytes is what the queue holds now.
+func (q *OutQueue) Bytes() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.bytes
+}
+
+// Close ends the queue: Run returns err once what is queued was written (nil err: at once
+// with net.ErrClosed semantics left to the caller).
+func (q *OutQueue) Close(err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closeLocked(err)
+}
+
+func (q *OutQueue) closeLocked(err error) {
+	if q.closed {
+		return
+	}
+	q.closed, q.err = true, err
+	q.wake.Broadcast()
+}
+
+// maxBatch bounds one vectored write, so the queue's lock is not held for a long take.
+const maxBatch = 1 << 20
+
+// Run writes the queued frames to c, several per vectored write, until the queue is closed
+// and empty (it returns the close error) or a write fails.
+func (q *OutQueue) Run(c net.Conn) error {
+	for {
+		q.mu.Lock()
+		for len(q.frames) == 0 && !q.closed {
+			q.wake.Wait()
+		}
+		if len(q.frames) == 0 || q.err == ErrQueueFull {
+			err := q.err
+			q.mu.Unlock()
+			return err
+		}
+		bufs, taken := take(nil, &q.frames, maxBatch)
+		q.bytes -= taken
+		q.mu.Unlock()
+		if _, err := bufs.WriteTo(c); err != nil {
+			q.Close(err)
+			return err
+		}
+	}
+}
+
+// take moves frames from the front of *frames to bufs, at least one and then as long as
+// they fit limit bytes, and returns their size.
+func take(bufs net.Buffers, frames *[]Frame, limit int) (net.Buffers, int) {
+	n, i := 0, 0
+	fs := *frames
+	if bufs == nil {
+		bufs = make(net.Buffers, 0, 2*len(fs))
+	}
+	for ; i < len(fs) && (i == 0 || n+fs[i].Size() <= limit); i++ {
+		f := fs[i]
+		if len(f.Payload) > 0 && len(f.Head) < cap(f.Head) && &f.Head[:len(f.Head)+1][len(f.Head)] == &f.Payload[0] {
+			bufs = append(bufs, f.Head[:len(f.Head)+len(f.Payload)]) // one buffer (EncodeBytes)
+		} else {
+			bufs = append(bufs, f.Head)
+			if len(f.Payload) > 0 {
+				bufs = append(bufs, f.Payload)
+			}
+		}
+		n += f.Size()
+	}
+	clear(fs[:i])
+	*frames = fs[i:]
+	if len(*frames) == 0 {
+		*frames = fs[:0]
+	}
+	return bufs, n
+}

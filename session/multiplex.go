@@ -1,0 +1,415 @@
+package session
+
+import (
+	"errors"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/mux"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
+)
+
+// multiplexed is a direct session whose client shares pooled broker connections with other
+// clients of the same broker and principal (broker.multiplex): the proxy answers CONNECT
+// itself, and every frame goes through the identifier mapping (see package mux).
+type multiplexed struct {
+	s   *session
+	key mux.Key
+	out *mux.OutQueue // to the client: the broker's frames and the proxy's own
+
+	mu     sync.Mutex
+	member *mux.Member // nil after the broker connection was lost, until the next command
+
+	lists *topicLists // with a policy: the topic lists the client holds, filtered
+
+	running             atomic.Bool // the client's queue is written: the proxy writes through it only
+	bytesIn, bytesOut   atomic.Uint64
+	framesIn, framesOut atomic.Uint64
+	// the direct-session series (pulsar_proxy_frames_total, _bytes_total), by direction
+	upFrames, upBytes, downFrames, downBytes prometheus.Counter
+}
+
+// Deliver takes a broker frame for the client (the connection's reader: never waits).
+// Topic lists are filtered by the policy first, as in a direct session.
+func (x *multiplexed) Deliver(f mux.Frame) error {
+	if x.lists != nil {
+		if t, err := frame.PeekType(f.Command()); err == nil && watchedTopicLists(t) {
+			return x.filterList(f)
+		}
+	}
+	return x.push(f)
+}
+
+// filterList passes on a topic list with what the client may not look up taken out.
+func (x *multiplexed) filterList(f mux.Frame) error {
+	cmd, err := frame.Decode(f.Command())
+	if err != nil {
+		return x.push(f) // the broker's own frame: the client's parser judges it
+	}
+	send, err := x.lists.filter(cmd)
+	if err != nil {
+		x.s.with(x.s.srv.log.Debug()).Err(err).Msg("closing session")
+		x.inject(frame.Error(0, pb.ServerError_TooManyRequests, "pulsar-proxy: "+err.Error()))
+		x.s.close(ReasonCommandRefused)
+		return nil
+	}
+	if !send {
+		return nil
+	}
+	return x.inject(cmd)
+}
+
+// push queues a frame for the client.
+func (x *multiplexed) push(f mux.Frame) error {
+	if err := x.out.Push(f); err != nil {
+		if errors.Is(err, mux.ErrQueueFull) {
+			// Its writer may be stuck in a write the client does not read: close the socket.
+			x.s.with(x.s.srv.log.Info()).Int("bound_bytes", x.s.srv.cfg.Multiplex.ClientQueueBytes()).Msg("client does not read what its consumers asked for; disconnecting it (slow consumer)")
+			abortive(x.s.client.conn)
+			x.s.close(ReasonSlowConsumer)
+		}
+		return err
+	}
+	x.bytesOut.Add(uint64(f.Size()))
+	x.framesOut.Add(1)
+	x.downBytes.Add(float64(f.Size()))
+	x.downFrames.Inc()
+	return nil
+}
+
+// Lost closes at the client what it had on a broker connection that failed, as a broker
+// does when a topic is unloaded, so the client recreates it (over a new connection);
+// requests in flight fail with ServiceNotReady, which clients retry. A topic-list watcher
+// has no close a client understands: the client is disconnected and reconnects it all.
+func (x *multiplexed) Lost(held mux.Held) {
+	x.mu.Lock()
+	x.member = nil
+	x.mu.Unlock()
+	if len(held.Watchers) > 0 {
+		x.s.close(ReasonBrokerClosed)
+		return
+	}
+	own := uint64(math.MaxUint64) // the request id a broker's own closes carry
+	for id := range held.Producers {
+		x.inject(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: &pb.CommandCloseProducer{ProducerId: proto.Uint64(id), RequestId: proto.Uint64(own)}})
+	}
+	for id := range held.Consumers {
+		x.inject(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: &pb.CommandCloseConsumer{ConsumerId: proto.Uint64(id), RequestId: proto.Uint64(own)}})
+	}
+	for _, id := range held.Requests {
+		x.inject(frame.Error(id, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker connection lost, retry"))
+	}
+}
+
+// abortive makes the next close of c a reset: what the kernel still holds for a client
+// that does not read is dropped rather than trickled out to it.
+func abortive(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+}
+
+// inject queues one of the proxy's own commands for the client.
+func (x *multiplexed) inject(cmd *pb.BaseCommand) error {
+	f, err := mux.Encode(cmd, nil)
+	if err != nil {
+		return err
+	}
+	return x.push(f)
+}
+
+// multiplexMode serves a direct session over the pool (see multiplexed).
+func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) CloseReason {
+	m := s.srv.metrics
+	x := &multiplexed{s: s, key: mux.Key{Addr: addr, Principal: s.role()}, out: mux.NewOutQueue(s.srv.cfg.Multiplex.ClientQueueBytes()),
+		upFrames: m.frames.WithLabelValues(toBroker), upBytes: m.bytes.WithLabelValues(toBroker),
+		downFrames: m.frames.WithLabelValues(toClient), downBytes: m.bytes.WithLabelValues(toClient)}
+	began := time.Now()
+	mb, reason := x.attach()
+	if mb == nil {
+		return reason
+	}
+	s.srv.metrics.brokerDialSeconds.Observe(time.Since(began).Seconds())
+	if err := s.client.writeCommand(reflectConnected(mb.Connected(), connect), s.srv.cfg.HandshakeTimeout); err != nil {
+		mb.Leave()
+		return ReasonIOError
+	}
+	s.mu.Lock()
+	s.multiplexed = true
+	s.mu.Unlock()
+	s.enter(modeDirect)
+	s.srv.metrics.brokerSessions.WithLabelValues(addr).Inc()
+
+	writerDone := make(chan error, 1)
+	x.running.Store(true)
+	go func() {
+		err := x.out.Run(s.client.conn)
+		if err != nil {
+			s.conn.Close()
+		}
+		writerDone <- err
+	}()
+	if s.srv.sec.Policy != nil {
+		x.lists = newTopicLists(s.mayLookUp).counted(m.watchers)
+		defer x.lists.close()
+	}
+	stop := s.startMuxRefresher(x, connect.GetFeatureFlags().GetSupportsAuthRefresh())
+	reason = x.readClient()
+	stop()
+	if reason == ReasonDrained {
+		settle(&x.bytesOut) // answers already on their way still reach the client
+	}
+	x.leave() // its producers and consumers closed on the broker at once
+	x.out.Close(nil)
+	s.client.conn.SetWriteDeadline(time.Now().Add(s.srv.cfg.HandshakeTimeout))
+	<-writerDone
+	s.conn.Close()
+	s.mu.Lock()
+	s.bytesIn, s.framesIn = x.bytesIn.Load(), x.framesIn.Load()
+	s.bytesOut, s.framesOut = x.bytesOut.Load(), x.framesOut.Load()
+	s.mu.Unlock()
+	return reason
+}
+
+// reflectConnected is the CONNECTED the proxy gives a multiplexed client: the broker's (its
+// version, features, maximum message size) at the protocol version both speak.
+func reflectConnected(b *pb.CommandConnected, c *pb.CommandConnect) *pb.BaseCommand {
+	out := proto.Clone(b).(*pb.CommandConnected)
+	out.ProtocolVersion = proto.Int32(min(b.GetProtocolVersion(), c.GetProtocolVersion()))
+	return &pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: out}
+}
+
+// attach puts the client on a pooled connection; when that fails the client has been told
+// why, as in openBroker (once its queue runs, through the queue).
+func (x *multiplexed) attach() (*mux.Member, CloseReason) {
+	s := x.s
+	mb, err := s.srv.cfg.Multiplex.Attach(s.ctx, x.key, x)
+	if err == nil {
+		x.mu.Lock()
+		x.member = mb
+		x.mu.Unlock()
+		return mb, ""
+	}
+	tell := func(code pb.ServerError, msg string) {
+		if x.running.Load() {
+			x.inject(frame.Error(0, code, msg))
+		} else {
+			s.sendError(0, code, msg)
+		}
+	}
+	var dialErr *upstream.DialError
+	var refused *upstream.BrokerError
+	switch {
+	case errors.As(err, &refused):
+		tell(refused.Code, refused.Message)
+		return nil, ReasonBrokerRefused
+	case errors.As(err, &dialErr):
+		if upstream.CertificateRefused(err) {
+			s.with(s.srv.log.Warn()).Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")
+		}
+		tell(pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker: "+err.Error())
+	default:
+		tell(pb.ServerError_ServiceNotReady, "pulsar-proxy: broker did not complete CONNECT: "+err.Error())
+	}
+	return nil, ReasonBrokerUnreachable
+}
+
+// current is the member to send on, attaching anew after a lost connection.
+func (x *multiplexed) current() (*mux.Member, CloseReason) {
+	x.mu.Lock()
+	mb := x.member
+	x.mu.Unlock()
+	if mb != nil {
+		return mb, ""
+	}
+	return x.attach()
+}
+
+func (x *multiplexed) leave() {
+	x.mu.Lock()
+	mb := x.member
+	x.member = nil
+	x.mu.Unlock()
+	if mb != nil {
+		mb.Leave()
+	}
+}
+
+// startMuxRefresher renews expiring client credentials as in a direct session; its
+// challenge goes into the client's queue.
+func (s *session) startMuxRefresher(x *multiplexed, supportsRefresh bool) func() {
+	if s.srv.sec.Authenticator == nil {
+		return func() {}
+	}
+	x.s.muxRef = s.newRefresher(x.inject)
+	return x.s.muxRef.start(s.ctx, supportsRefresh, func() {
+		s.expireCredentials()
+		s.conn.Close()
+	})
+}
+
+// readClient reads the client's frames until it goes away and sends each on, mapped.
+func (x *multiplexed) readClient() CloseReason {
+	s := x.s
+	for {
+		fr, err := s.client.r.ReadFrame()
+		if err != nil {
+			if s.draining() && isTimeout(err) {
+				return ReasonDrained
+			}
+			if frame.IsFrameError(err) { // told through the queue: its writer owns the socket
+				x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error()))
+				return ReasonBadFrame
+			}
+			return s.readFailure(err)
+		}
+		n := len(fr.Command) + len(fr.Payload) + frame.HeaderSize
+		x.bytesIn.Add(uint64(n))
+		x.framesIn.Add(1)
+		x.upBytes.Add(float64(n))
+		x.upFrames.Inc()
+		if reason := x.handle(fr); reason != "" {
+			return reason
+		}
+	}
+}
+
+// handle answers the connection's own commands and sends the others on.
+func (x *multiplexed) handle(fr frame.Frame) CloseReason {
+	s := x.s
+	t, err := frame.PeekType(fr.Command)
+	if err != nil {
+		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error()))
+		return ReasonBadFrame
+	}
+	switch t {
+	case pb.BaseCommand_PING:
+		x.inject(frame.Pong())
+		return ""
+	case pb.BaseCommand_PONG:
+		return ""
+	case pb.BaseCommand_AUTH_RESPONSE:
+		// The pooled connection's credentials are the proxy's: only the proxy's own
+		// challenge is answered here.
+		if cmd, err := frame.Decode(fr.Command); err == nil && s.muxRef != nil {
+			s.muxRef.offer(cmd.GetAuthResponse())
+		}
+		return ""
+	case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA:
+		// On a shared connection nobody may speak as another principal.
+		if cmd, err := frame.Decode(fr.Command); err != nil || hasOriginalFields(cmd) {
+			s.srv.metrics.refusedCommands.WithLabelValues(refusedForgedFields).Inc()
+			x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: clients may not set original_principal or original_auth_*; only a proxy sets them"))
+			return ReasonCommandRefused
+		}
+	}
+	command := fr.Command
+	if s.srv.sec.InspectsFrames() {
+		var reason CloseReason
+		if command, reason = x.inspect(t, command); command == nil {
+			return reason
+		}
+	}
+	payload := fr.Payload // copied as the frame is built (mux.EncodeBytes)
+	for attempt := 0; ; attempt++ {
+		mb, reason := x.current()
+		if mb == nil {
+			return reason
+		}
+		err := mb.Send(command, payload)
+		switch {
+		case err == nil:
+			if t == pb.BaseCommand_SEND && s.srv.sec.Policy != nil {
+				s.pacePublishing(frame.HeaderSize + len(command) + len(payload)) // a role's publish rate
+			}
+			return ""
+		case errors.Is(err, mux.ErrLost) && attempt < 2:
+			continue // lost meanwhile: once more on a new connection
+		}
+		return x.refused(fr.Command, err)
+	}
+}
+
+// inspect applies the client rules of a direct session with authentication or authorization
+// on (see clientRule) and returns the command to send (re-encoded where the rule says so),
+// or nil: dropped (answered already; reason "") or refused (the session ends with reason).
+func (x *multiplexed) inspect(t pb.BaseCommand_Type, command []byte) ([]byte, CloseReason) {
+	s := x.s
+	rule := ruleFor(t)
+	if rule == pass {
+		return command, ""
+	}
+	if rule != checkTopics && rule != listTopics {
+		s.srv.metrics.refusedCommands.WithLabelValues(refusedType).Inc()
+		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: "+t.String()+" may not be sent on a connection to a broker"))
+		return nil, ReasonCommandRefused
+	}
+	cmd, canon, err := canonical(t, command)
+	if err != nil {
+		s.srv.metrics.refusedCommands.WithLabelValues(refusedUndecodable).Inc()
+		x.inject(frame.Error(0, pb.ServerError_AuthorizationError, "pulsar-proxy: cannot read "+t.String()+": "+err.Error()))
+		return nil, ReasonCommandRefused
+	}
+	canon = canon[frame.HeaderSize:]
+	if rule == listTopics {
+		if w := cmd.GetWatchTopicList(); w != nil && x.lists != nil && !x.lists.watch(w.GetWatcherId()) {
+			x.inject(failureFor(cmd, pb.ServerError_TooManyRequests, "pulsar-proxy: too many topic-list watchers on this connection"))
+			return nil, ""
+		}
+		if c := cmd.GetWatchTopicListClose(); c != nil && x.lists != nil {
+			x.lists.forget(c.GetWatcherId())
+		}
+		return canon, ""
+	}
+	check := topicChecks[t]
+	topics := check.topics(cmd)
+	if len(topics) == 0 {
+		topics = []string{""} // a command naming no topic is checked as the empty name: denied
+	}
+	for _, topic := range topics {
+		if !s.allowed(check.action, topic) {
+			x.inject(failureFor(cmd, pb.ServerError_AuthorizationError, denyMessage(s.role(), check.action, topic)))
+			return nil, ""
+		}
+	}
+	s.srv.sec.Metrics.Forwarded(check.action)
+	return canon, ""
+}
+
+// refused handles a command the mapping would not send: an id the client no longer has on
+// the connection (closed by the proxy after a lost connection) is answered as the broker
+// would, a command that has no place on a shared connection ends the session.
+func (x *multiplexed) refused(command []byte, err error) CloseReason {
+	s := x.s
+	cmd, derr := frame.Decode(command)
+	switch {
+	case derr != nil || errors.Is(err, frame.ErrMalformed):
+		s.srv.metrics.refusedCommands.WithLabelValues(refusedUndecodable).Inc()
+		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: cannot read command: "+err.Error()))
+		return ReasonCommandRefused
+	case errors.Is(err, mux.ErrUnknownID):
+		id, hasID := frame.RequestID(cmd)
+		switch {
+		case !hasID:
+		case cmd.GetType() == pb.BaseCommand_CLOSE_PRODUCER || cmd.GetType() == pb.BaseCommand_CLOSE_CONSUMER:
+			x.inject(&pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: proto.Uint64(id)}})
+		default:
+			x.inject(frame.Error(id, pb.ServerError_MetadataError, "pulsar-proxy: "+err.Error()))
+		}
+		return ""
+	case errors.Is(err, mux.ErrLost):
+		x.inject(frame.Error(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker connection lost"))
+		return ReasonBrokerClosed
+	}
+	s.srv.metrics.refusedCommands.WithLabelValues(refusedType).Inc()
+	x.inject(failureFor(cmd, pb.ServerError_NotAllowedError, "pulsar-proxy: "+cmd.GetType().String()+" may not be sent on a multiplexed connection"))
+	return ReasonCommandRefused
+}
