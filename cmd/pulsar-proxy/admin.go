@@ -16,7 +16,6 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
-	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // buildAdmin makes the admin API proxy (nil without admin.enabled): the brokers' web services
@@ -63,18 +62,9 @@ func buildAdmin(cfg *config.Config, brokers *lookup.BrokerSet, sec session.Secur
 		}
 		c.Workers = workers
 	}
-	if bt := cfg.Broker.TLS; bt.BrokerTLSEnabled {
-		tc, err := upstream.NewTLSConfig(upstream.TLSOptions{
-			TrustCertsFile:           bt.BrokerTrustCertsFile,
-			CertFile:                 bt.BrokerCertFile,
-			KeyFile:                  bt.BrokerKeyFile,
-			MinVersion:               uint16(bt.BrokerMinVersion),
-			SkipHostnameVerification: bt.BrokerSkipHostnameVerification,
-		}, log)
-		if err != nil {
-			return nil, err
-		}
-		c.TLS = tc
+	var err error
+	if c.TLS, err = brokerTLSConfig(cfg, log); err != nil {
+		return nil, err
 	}
 	return adminproxy.New(c)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 
@@ -85,21 +86,25 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 // brokerDialer is how the pool and the sessions reach brokers: broker.tls and
 // broker.proxyProtocol.
 func brokerDialer(cfg *config.Config, log zerolog.Logger) (*upstream.Dialer, error) {
-	d := &upstream.Dialer{Timeout: cfg.Broker.DialTimeout, ProxyHeader: cfg.Broker.ProxyHeaderVersion()}
+	tc, err := brokerTLSConfig(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return &upstream.Dialer{Timeout: cfg.Broker.DialTimeout, ProxyHeader: cfg.Broker.ProxyHeaderVersion(), TLS: tc}, nil
+}
+
+// brokerTLSConfig is broker.tls as a client configuration, for the brokers' Pulsar and web
+// ports alike; nil without broker.tls.enabled.
+func brokerTLSConfig(cfg *config.Config, log zerolog.Logger) (*tls.Config, error) {
 	bt := cfg.Broker.TLS
 	if !bt.BrokerTLSEnabled {
-		return d, nil
+		return nil, nil
 	}
-	tc, err := upstream.NewTLSConfig(upstream.TLSOptions{
+	return upstream.NewTLSConfig(upstream.TLSOptions{
 		TrustCertsFile:           bt.BrokerTrustCertsFile,
 		CertFile:                 bt.BrokerCertFile,
 		KeyFile:                  bt.BrokerKeyFile,
 		MinVersion:               uint16(bt.BrokerMinVersion),
 		SkipHostnameVerification: bt.BrokerSkipHostnameVerification,
 	}, log)
-	if err != nil {
-		return nil, err
-	}
-	d.TLS = tc
-	return d, nil
 }
