@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -61,14 +60,7 @@ func runMatrixProgram(cmd *exec.Cmd) (map[string]cell, string, error) {
 // goMatrixClient is the Go column: pulsar-client-go, the features of clientmatrix_go_test.go
 // run in this process.
 func goMatrixClient() *matrixClient {
-	version := "pulsar-client-go"
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range info.Deps {
-			if d.Path == "github.com/apache/pulsar-client-go" {
-				version = d.Version
-			}
-		}
-	}
+	version := goClientVersion()
 	return &matrixClient{name: "Go", run: func(ctx context.Context, env matrixEnv, features []string) (map[string]cell, string, error) {
 		cells := map[string]cell{}
 		for _, id := range features {
@@ -78,9 +70,20 @@ func goMatrixClient() *matrixClient {
 	}}
 }
 
+// goClientVersion is the pulsar-client-go version test/go.mod requires.
+func goClientVersion() string {
+	b, _ := os.ReadFile(filepath.Join(proxyproc.RepoRoot(), "test", "go.mod"))
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "github.com/apache/pulsar-client-go" {
+			return f[1]
+		}
+	}
+	return "(version unknown)"
+}
+
 // prepareTerminated produces m-0..m-2 to topic and terminates it, for the termination feature.
 func prepareTerminated(ctx context.Context, url, topic string) error {
-	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 30 * time.Second})
+	c, err := goMatrixClientOf(pulsar.ClientOptions{URL: url})
 	if err != nil {
 		return err
 	}

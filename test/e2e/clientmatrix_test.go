@@ -41,7 +41,7 @@ var matrixRows = []matrixRow{
 	{"regex-polling", "regex subscription, new topic found by polling (1 s period)"},
 	{"regex-watcher", "regex subscription, new topic found by a topic-list watcher (1 h polling period)"},
 	{"reader", "reader from earliest and from a message id"},
-	{"seek-id", "seek by message id"},
+	{"seek-id", "seek by message id (delivery resumes after that message)"},
 	{"seek-time", "seek by publish time"},
 	{"nack-redelivery", "negative ack and redelivery"},
 	{"dead-letter", "dead-letter topic"},
