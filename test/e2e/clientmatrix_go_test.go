@@ -21,60 +21,60 @@ type errUnsupported string
 
 func (e errUnsupported) Error() string { return string(e) }
 
-// goFeature runs one feature with a client of env.URL (c) on topics named from env.Prefix.
-type goFeature func(ctx context.Context, c pulsar.Client, env matrixEnv) error
+// mxGoFeature runs one feature with a client of env.URL (c) on topics named from env.Prefix.
+type mxGoFeature func(ctx context.Context, c pulsar.Client, env matrixEnv) error
 
-var goFeatures = map[string]goFeature{
+var mxGoFeatures = map[string]mxGoFeature{
 	"produce-consume": func(ctx context.Context, c pulsar.Client, e matrixEnv) error {
-		return goRoundtrip(ctx, c, e.Prefix+"-pc", 20)
+		return mxRoundtrip(ctx, c, e.Prefix+"-pc", 20)
 	},
-	"partitioned":        goPartitioned,
-	"sub-exclusive":      goSubExclusive,
-	"sub-shared":         goSubShared,
-	"sub-failover":       goSubFailover,
-	"sub-key-shared":     goSubKeyShared,
-	"batching-on":        func(ctx context.Context, c pulsar.Client, e matrixEnv) error { return goBatching(ctx, c, e, true) },
-	"batching-off":       func(ctx context.Context, c pulsar.Client, e matrixEnv) error { return goBatching(ctx, c, e, false) },
-	"compression-lz4":    goCompression(pulsar.LZ4, "lz4"),
-	"compression-zlib":   goCompression(pulsar.ZLib, "zlib"),
-	"compression-zstd":   goCompression(pulsar.ZSTD, "zstd"),
-	"compression-snappy": goCompression(pulsar.SNAPPY, "snappy"),
-	"schema-json":        goSchema("json", func(def string) pulsar.Schema { return pulsar.NewJSONSchema(def, nil) }),
-	"schema-avro":        goSchema("avro", func(def string) pulsar.Schema { return pulsar.NewAvroSchema(def, nil) }),
-	"regex-polling":      goRegexPolling,
+	"partitioned":        mxPartitioned,
+	"sub-exclusive":      mxSubExclusive,
+	"sub-shared":         mxSubShared,
+	"sub-failover":       mxSubFailover,
+	"sub-key-shared":     mxSubKeyShared,
+	"batching-on":        func(ctx context.Context, c pulsar.Client, e matrixEnv) error { return mxBatching(ctx, c, e, true) },
+	"batching-off":       func(ctx context.Context, c pulsar.Client, e matrixEnv) error { return mxBatching(ctx, c, e, false) },
+	"compression-lz4":    mxCompression(pulsar.LZ4, "lz4"),
+	"compression-zlib":   mxCompression(pulsar.ZLib, "zlib"),
+	"compression-zstd":   mxCompression(pulsar.ZSTD, "zstd"),
+	"compression-snappy": mxCompression(pulsar.SNAPPY, "snappy"),
+	"schema-json":        mxSchema("json", func(def string) pulsar.Schema { return pulsar.NewJSONSchema(def, nil) }),
+	"schema-avro":        mxSchema("avro", func(def string) pulsar.Schema { return pulsar.NewAvroSchema(def, nil) }),
+	"regex-polling":      mxRegexPolling,
 	"regex-watcher": func(context.Context, pulsar.Client, matrixEnv) error {
 		return errUnsupported("pulsar-client-go has no topic-list watcher (it never sends WATCH_TOPIC_LIST); pattern consumers only poll")
 	},
-	"reader":           goReader,
-	"seek-id":          goSeekID,
-	"seek-time":        goSeekTime,
-	"nack-redelivery":  goNack,
-	"dead-letter":      goDeadLetter,
-	"retry-topic":      goRetryTopic,
-	"delayed-delivery": goDelayed,
+	"reader":           mxReader,
+	"seek-id":          mxSeekID,
+	"seek-time":        mxSeekTime,
+	"nack-redelivery":  mxNack,
+	"dead-letter":      mxDeadLetter,
+	"retry-topic":      mxRetryTopic,
+	"delayed-delivery": mxDelayed,
 	"non-persistent": func(ctx context.Context, c pulsar.Client, e matrixEnv) error {
-		return goRoundtrip(ctx, c, strings.Replace(e.Prefix, "persistent://", "non-persistent://", 1)+"-np", 20)
+		return mxRoundtrip(ctx, c, strings.Replace(e.Prefix, "persistent://", "non-persistent://", 1)+"-np", 20)
 	},
-	"exclusive-producer": goExclusiveProducer,
+	"exclusive-producer": mxExclusiveProducer,
 	"termination": func(context.Context, pulsar.Client, matrixEnv) error {
 		return errUnsupported("pulsar-client-go ignores REACHED_END_OF_TOPIC and its Consumer has no HasReachedEndOfTopic")
 	},
-	"transactions":  goTransactions,
-	"chunking":      goChunking,
-	"token-refresh": goTokenRefresh,
-	"tls":           goTLS,
-	"mtls":          goMTLS,
+	"transactions":  mxTransactions,
+	"chunking":      mxChunking,
+	"token-refresh": mxTokenRefresh,
+	"tls":           mxTLS,
+	"mtls":          mxMTLS,
 }
 
 // runGoFeature runs feature id with a fresh client of env.URL, within 90 s.
 func runGoFeature(ctx context.Context, env matrixEnv, id string) cell {
-	f, ok := goFeatures[id]
+	f, ok := mxGoFeatures[id]
 	if !ok {
 		return cell{Result: cellUnsupported, Detail: "no such feature in the Go column"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	c, err := goMatrixClientOf(pulsar.ClientOptions{URL: env.URL})
+	c, err := mxClientOf(pulsar.ClientOptions{URL: env.URL})
 	if err != nil {
 		return cell{Result: cellFail, Detail: err.Error()}
 	}
@@ -91,14 +91,14 @@ func runGoFeature(ctx context.Context, env matrixEnv, id string) cell {
 	}
 }
 
-func goMatrixClientOf(o pulsar.ClientOptions) (pulsar.Client, error) {
+func mxClientOf(o pulsar.ClientOptions) (pulsar.Client, error) {
 	o.OperationTimeout, o.ConnectionTimeout, o.Logger = 30*time.Second, 10*time.Second, plog.DefaultNopLogger()
 	return pulsar.NewClient(o)
 }
 
 func mPayload(i int) []byte { return fmt.Appendf(nil, "m-%d", i) }
 
-func goSubscribe(c pulsar.Client, topic, name string, typ pulsar.SubscriptionType, more ...func(*pulsar.ConsumerOptions)) (pulsar.Consumer, error) {
+func mxSubscribe(c pulsar.Client, topic, name string, typ pulsar.SubscriptionType, more ...func(*pulsar.ConsumerOptions)) (pulsar.Consumer, error) {
 	o := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: typ, Name: name,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}
 	for _, f := range more {
@@ -107,7 +107,7 @@ func goSubscribe(c pulsar.Client, topic, name string, typ pulsar.SubscriptionTyp
 	return c.Subscribe(o)
 }
 
-func goReceive(ctx context.Context, c pulsar.Consumer, what string) (pulsar.Message, error) {
+func mxReceive(ctx context.Context, c pulsar.Consumer, what string) (pulsar.Message, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	m, err := c.Receive(ctx)
@@ -117,10 +117,10 @@ func goReceive(ctx context.Context, c pulsar.Consumer, what string) (pulsar.Mess
 	return m, nil
 }
 
-// goExpectInOrder receives m-from .. m-(n-1) in order, acknowledging each.
-func goExpectInOrder(ctx context.Context, c pulsar.Consumer, from, n int) error {
+// mxExpectInOrder receives m-from .. m-(n-1) in order, acknowledging each.
+func mxExpectInOrder(ctx context.Context, c pulsar.Consumer, from, n int) error {
 	for i := from; i < n; i++ {
-		m, err := goReceive(ctx, c, fmt.Sprint("message ", i))
+		m, err := mxReceive(ctx, c, fmt.Sprint("message ", i))
 		if err != nil {
 			return err
 		}
@@ -132,8 +132,8 @@ func goExpectInOrder(ctx context.Context, c pulsar.Consumer, from, n int) error 
 	return nil
 }
 
-// goProduceN sends m-0 .. m-(n-1) without batching and returns their ids.
-func goProduceN(ctx context.Context, c pulsar.Client, topic string, n int) ([]pulsar.MessageID, error) {
+// mxProduceN sends m-0 .. m-(n-1) without batching and returns their ids.
+func mxProduceN(ctx context.Context, c pulsar.Client, topic string, n int) ([]pulsar.MessageID, error) {
 	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	if err != nil {
 		return nil, err
@@ -150,20 +150,20 @@ func goProduceN(ctx context.Context, c pulsar.Client, topic string, n int) ([]pu
 	return ids, nil
 }
 
-func goRoundtrip(ctx context.Context, c pulsar.Client, topic string, n int) error {
-	cons, err := goSubscribe(c, topic, "", pulsar.Exclusive)
+func mxRoundtrip(ctx context.Context, c pulsar.Client, topic string, n int) error {
+	cons, err := mxSubscribe(c, topic, "", pulsar.Exclusive)
 	if err != nil {
 		return err
 	}
 	defer cons.Close()
-	if _, err := goProduceN(ctx, c, topic, n); err != nil {
+	if _, err := mxProduceN(ctx, c, topic, n); err != nil {
 		return err
 	}
-	return goExpectInOrder(ctx, cons, 0, n)
+	return mxExpectInOrder(ctx, cons, 0, n)
 }
 
-func goPartitioned(ctx context.Context, c pulsar.Client, e matrixEnv) error {
-	cons, err := goSubscribe(c, e.Partitioned, "", pulsar.Shared)
+func mxPartitioned(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+	cons, err := mxSubscribe(c, e.Partitioned, "", pulsar.Shared)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func goPartitioned(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	}
 	got, parts := map[string]bool{}, map[string]bool{}
 	for len(got) < 20 {
-		m, err := goReceive(ctx, cons, fmt.Sprint("partitioned, after ", len(got)))
+		m, err := mxReceive(ctx, cons, fmt.Sprint("partitioned, after ", len(got)))
 		if err != nil {
 			return err
 		}
@@ -194,30 +194,30 @@ func goPartitioned(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	return nil
 }
 
-func goSubExclusive(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+func mxSubExclusive(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	topic := e.Prefix + "-excl"
-	cons, err := goSubscribe(c, topic, "", pulsar.Exclusive)
+	cons, err := mxSubscribe(c, topic, "", pulsar.Exclusive)
 	if err != nil {
 		return err
 	}
 	defer cons.Close()
-	if second, err := goSubscribe(c, topic, "", pulsar.Exclusive); err == nil {
+	if second, err := mxSubscribe(c, topic, "", pulsar.Exclusive); err == nil {
 		second.Close()
 		return errors.New("a second consumer joined an Exclusive subscription")
 	}
-	if _, err := goProduceN(ctx, c, topic, 10); err != nil {
+	if _, err := mxProduceN(ctx, c, topic, 10); err != nil {
 		return err
 	}
-	return goExpectInOrder(ctx, cons, 0, 10)
+	return mxExpectInOrder(ctx, cons, 0, 10)
 }
 
-// goTwo subscribes two consumers, a and b, to one subscription of type typ.
-func goTwo(c pulsar.Client, topic string, typ pulsar.SubscriptionType) ([]pulsar.Consumer, error) {
+// mxTwo subscribes two consumers, a and b, to one subscription of type typ.
+func mxTwo(c pulsar.Client, topic string, typ pulsar.SubscriptionType) ([]pulsar.Consumer, error) {
 	var cs []pulsar.Consumer
 	for _, name := range []string{"a", "b"} {
-		cons, err := goSubscribe(c, topic, name, typ)
+		cons, err := mxSubscribe(c, topic, name, typ)
 		if err != nil {
-			goCloseAll(cs)
+			mxCloseAll(cs)
 			return nil, err
 		}
 		cs = append(cs, cons)
@@ -225,14 +225,14 @@ func goTwo(c pulsar.Client, topic string, typ pulsar.SubscriptionType) ([]pulsar
 	return cs, nil
 }
 
-func goCloseAll(cs []pulsar.Consumer) {
+func mxCloseAll(cs []pulsar.Consumer) {
 	for _, c := range cs {
 		c.Close()
 	}
 }
 
-// goSendKeyed sends m-0 .. m-(n-1) with keys k0 .. k(keys-1) in turn.
-func goSendKeyed(ctx context.Context, c pulsar.Client, topic string, n, keys int) error {
+// mxSendKeyed sends m-0 .. m-(n-1) with keys k0 .. k(keys-1) in turn.
+func mxSendKeyed(ctx context.Context, c pulsar.Client, topic string, n, keys int) error {
 	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	if err != nil {
 		return err
@@ -246,9 +246,9 @@ func goSendKeyed(ctx context.Context, c pulsar.Client, topic string, n, keys int
 	return nil
 }
 
-// goCollect receives n distinct messages from the consumers: which consumer got each
+// mxCollect receives n distinct messages from the consumers: which consumer got each
 // (payload|key).
-func goCollect(ctx context.Context, cs []pulsar.Consumer, n int) (map[string]int, error) {
+func mxCollect(ctx context.Context, cs []pulsar.Consumer, n int) (map[string]int, error) {
 	by := map[string]int{}
 	deadline := time.Now().Add(30 * time.Second)
 	for len(by) < n {
@@ -268,18 +268,18 @@ func goCollect(ctx context.Context, cs []pulsar.Consumer, n int) (map[string]int
 	return by, nil
 }
 
-// goShareOut sends n keyed messages to two consumers of one subscription and says which
+// mxShareOut sends n keyed messages to two consumers of one subscription and says which
 // consumer got each.
-func goShareOut(ctx context.Context, c pulsar.Client, topic string, typ pulsar.SubscriptionType, n, keys int) (map[string]int, error) {
-	cs, err := goTwo(c, topic, typ)
+func mxShareOut(ctx context.Context, c pulsar.Client, topic string, typ pulsar.SubscriptionType, n, keys int) (map[string]int, error) {
+	cs, err := mxTwo(c, topic, typ)
 	if err != nil {
 		return nil, err
 	}
-	defer goCloseAll(cs)
-	if err := goSendKeyed(ctx, c, topic, n, keys); err != nil {
+	defer mxCloseAll(cs)
+	if err := mxSendKeyed(ctx, c, topic, n, keys); err != nil {
 		return nil, err
 	}
-	return goCollect(ctx, cs, n)
+	return mxCollect(ctx, cs, n)
 }
 
 func consumersUsed(by map[string]int) map[int]bool {
@@ -290,8 +290,8 @@ func consumersUsed(by map[string]int) map[int]bool {
 	return used
 }
 
-func goSubShared(ctx context.Context, c pulsar.Client, e matrixEnv) error {
-	by, err := goShareOut(ctx, c, e.Prefix+"-shared", pulsar.Shared, 40, 40)
+func mxSubShared(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+	by, err := mxShareOut(ctx, c, e.Prefix+"-shared", pulsar.Shared, 40, 40)
 	if err != nil {
 		return err
 	}
@@ -301,8 +301,8 @@ func goSubShared(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	return nil
 }
 
-func goSubFailover(ctx context.Context, c pulsar.Client, e matrixEnv) error {
-	by, err := goShareOut(ctx, c, e.Prefix+"-failover", pulsar.Failover, 20, 20)
+func mxSubFailover(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+	by, err := mxShareOut(ctx, c, e.Prefix+"-failover", pulsar.Failover, 20, 20)
 	if err != nil {
 		return err
 	}
@@ -312,8 +312,8 @@ func goSubFailover(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	return nil
 }
 
-func goSubKeyShared(ctx context.Context, c pulsar.Client, e matrixEnv) error {
-	by, err := goShareOut(ctx, c, e.Prefix+"-keyshared", pulsar.KeyShared, 40, 8)
+func mxSubKeyShared(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+	by, err := mxShareOut(ctx, c, e.Prefix+"-keyshared", pulsar.KeyShared, 40, 8)
 	if err != nil {
 		return err
 	}
@@ -328,8 +328,8 @@ func goSubKeyShared(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	return nil
 }
 
-// goSendAsync sends payloads asynchronously, then flushes and waits for every receipt.
-func goSendAsync(ctx context.Context, p pulsar.Producer, payloads [][]byte) error {
+// mxSendAsync sends payloads asynchronously, then flushes and waits for every receipt.
+func mxSendAsync(ctx context.Context, p pulsar.Producer, payloads [][]byte) error {
 	errs := make(chan error, len(payloads))
 	for _, b := range payloads {
 		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: b}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) { errs <- err })
@@ -345,9 +345,9 @@ func goSendAsync(ctx context.Context, p pulsar.Producer, payloads [][]byte) erro
 	return nil
 }
 
-func goBatching(ctx context.Context, c pulsar.Client, e matrixEnv, on bool) error {
+func mxBatching(ctx context.Context, c pulsar.Client, e matrixEnv, on bool) error {
 	topic := e.Prefix + map[bool]string{true: "-batch-on", false: "-batch-off"}[on]
-	cons, err := goSubscribe(c, topic, "", pulsar.Exclusive)
+	cons, err := mxSubscribe(c, topic, "", pulsar.Exclusive)
 	if err != nil {
 		return err
 	}
@@ -361,12 +361,12 @@ func goBatching(ctx context.Context, c pulsar.Client, e matrixEnv, on bool) erro
 	for i := range 50 {
 		payloads = append(payloads, mPayload(i))
 	}
-	if err := goSendAsync(ctx, p, payloads); err != nil {
+	if err := mxSendAsync(ctx, p, payloads); err != nil {
 		return err
 	}
 	batched := 0
 	for i := range 50 {
-		m, err := goReceive(ctx, cons, fmt.Sprint("message ", i))
+		m, err := mxReceive(ctx, cons, fmt.Sprint("message ", i))
 		if err != nil {
 			return err
 		}
@@ -384,11 +384,11 @@ func goBatching(ctx context.Context, c pulsar.Client, e matrixEnv, on bool) erro
 	return nil
 }
 
-func goCompression(kind pulsar.CompressionType, name string) goFeature {
+func mxCompression(kind pulsar.CompressionType, name string) mxGoFeature {
 	return func(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 		topic := e.Prefix + "-compress-" + name
 		filler := strings.Repeat("compressible ", 100)
-		cons, err := goSubscribe(c, topic, "", pulsar.Exclusive)
+		cons, err := mxSubscribe(c, topic, "", pulsar.Exclusive)
 		if err != nil {
 			return err
 		}
@@ -402,11 +402,11 @@ func goCompression(kind pulsar.CompressionType, name string) goFeature {
 		for i := range 20 {
 			payloads = append(payloads, fmt.Appendf(nil, "m-%d%s", i, filler))
 		}
-		if err := goSendAsync(ctx, p, payloads); err != nil {
+		if err := mxSendAsync(ctx, p, payloads); err != nil {
 			return err
 		}
 		for i := range 20 {
-			m, err := goReceive(ctx, cons, fmt.Sprint("message ", i))
+			m, err := mxReceive(ctx, cons, fmt.Sprint("message ", i))
 			if err != nil {
 				return err
 			}
@@ -427,13 +427,13 @@ type matrixRec struct {
 
 const recSchemaDef = `{"type":"record","name":"Rec","namespace":"matrix","fields":[{"name":"name","type":"string"},{"name":"n","type":"int"}]}`
 
-// goSchema: a consumer of the schema subscribes (the broker records the schema); a producer
+// mxSchema: a consumer of the schema subscribes (the broker records the schema); a producer
 // without a schema then sends a typed message, for which the client asks for the schema's
 // version with GET_OR_CREATE_SCHEMA; the consumer decodes it.
-func goSchema(name string, schema func(def string) pulsar.Schema) goFeature {
+func mxSchema(name string, schema func(def string) pulsar.Schema) mxGoFeature {
 	return func(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 		topic := e.Prefix + "-schema-" + name
-		cons, err := goSubscribe(c, topic, "", pulsar.Exclusive, func(o *pulsar.ConsumerOptions) { o.Schema = schema(recSchemaDef) })
+		cons, err := mxSubscribe(c, topic, "", pulsar.Exclusive, func(o *pulsar.ConsumerOptions) { o.Schema = schema(recSchemaDef) })
 		if err != nil {
 			return err
 		}
@@ -446,7 +446,7 @@ func goSchema(name string, schema func(def string) pulsar.Schema) goFeature {
 		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Value: &matrixRec{"alice", 7}, Schema: schema(recSchemaDef)}); err != nil {
 			return err
 		}
-		m, err := goReceive(ctx, cons, "the typed message")
+		m, err := mxReceive(ctx, cons, "the typed message")
 		if err != nil {
 			return err
 		}
@@ -461,7 +461,7 @@ func goSchema(name string, schema func(def string) pulsar.Schema) goFeature {
 	}
 }
 
-func goRegexPolling(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+func mxRegexPolling(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	base := e.Prefix + "-rp"
 	cons, err := c.Subscribe(pulsar.ConsumerOptions{TopicsPattern: base + "-.*", SubscriptionName: "s",
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, AutoDiscoveryPeriod: time.Second})
@@ -469,7 +469,7 @@ func goRegexPolling(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 		return err
 	}
 	defer cons.Close()
-	if _, err := goProduceN(ctx, c, base+"-late", 1); err != nil {
+	if _, err := mxProduceN(ctx, c, base+"-late", 1); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -484,7 +484,7 @@ func goRegexPolling(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	return nil
 }
 
-func goReadNext(ctx context.Context, r pulsar.Reader) ([]byte, error) {
+func mxReadNext(ctx context.Context, r pulsar.Reader) ([]byte, error) {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	m, err := r.Next(rctx)
@@ -494,9 +494,9 @@ func goReadNext(ctx context.Context, r pulsar.Reader) ([]byte, error) {
 	return m.Payload(), nil
 }
 
-func goReader(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+func mxReader(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	topic := e.Prefix + "-reader"
-	ids, err := goProduceN(ctx, c, topic, 10)
+	ids, err := mxProduceN(ctx, c, topic, 10)
 	if err != nil {
 		return err
 	}
@@ -506,7 +506,7 @@ func goReader(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	}
 	defer r.Close()
 	for i := range 10 {
-		if b, err := goReadNext(ctx, r); err != nil || !bytes.Equal(b, mPayload(i)) {
+		if b, err := mxReadNext(ctx, r); err != nil || !bytes.Equal(b, mPayload(i)) {
 			return fmt.Errorf("reader from earliest: message %d: %q %v", i, b, err)
 		}
 	}
@@ -515,36 +515,36 @@ func goReader(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 		return err
 	}
 	defer r2.Close()
-	if b, err := goReadNext(ctx, r2); err != nil || !bytes.Equal(b, mPayload(5)) {
+	if b, err := mxReadNext(ctx, r2); err != nil || !bytes.Equal(b, mPayload(5)) {
 		return fmt.Errorf("reader after message 4 started at %q (%v), want m-5", b, err)
 	}
 	return nil
 }
 
-func goSeekID(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+func mxSeekID(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	topic := e.Prefix + "-seekid"
-	cons, err := goSubscribe(c, topic, "", pulsar.Exclusive)
+	cons, err := mxSubscribe(c, topic, "", pulsar.Exclusive)
 	if err != nil {
 		return err
 	}
 	defer cons.Close()
-	ids, err := goProduceN(ctx, c, topic, 10)
+	ids, err := mxProduceN(ctx, c, topic, 10)
 	if err != nil {
 		return err
 	}
-	if err := goExpectInOrder(ctx, cons, 0, 10); err != nil {
+	if err := mxExpectInOrder(ctx, cons, 0, 10); err != nil {
 		return err
 	}
 	// Delivery resumes after the given message, as every client does it directly too.
 	if err := cons.Seek(ids[3]); err != nil {
 		return err
 	}
-	return goExpectInOrder(ctx, cons, 4, 10)
+	return mxExpectInOrder(ctx, cons, 4, 10)
 }
 
-func goSeekTime(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+func mxSeekTime(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	topic := e.Prefix + "-seektime"
-	cons, err := goSubscribe(c, topic, "", pulsar.Exclusive)
+	cons, err := mxSubscribe(c, topic, "", pulsar.Exclusive)
 	if err != nil {
 		return err
 	}
@@ -565,31 +565,31 @@ func goSeekTime(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 			return err
 		}
 	}
-	if err := goExpectInOrder(ctx, cons, 0, 10); err != nil {
+	if err := mxExpectInOrder(ctx, cons, 0, 10); err != nil {
 		return err
 	}
 	if err := cons.SeekByTime(at); err != nil {
 		return err
 	}
-	return goExpectInOrder(ctx, cons, 5, 10)
+	return mxExpectInOrder(ctx, cons, 5, 10)
 }
 
-func goNack(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+func mxNack(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	topic := e.Prefix + "-nack"
-	cons, err := goSubscribe(c, topic, "", pulsar.Shared, func(o *pulsar.ConsumerOptions) { o.NackRedeliveryDelay = 500 * time.Millisecond })
+	cons, err := mxSubscribe(c, topic, "", pulsar.Shared, func(o *pulsar.ConsumerOptions) { o.NackRedeliveryDelay = 500 * time.Millisecond })
 	if err != nil {
 		return err
 	}
 	defer cons.Close()
-	if _, err := goProduceN(ctx, c, topic, 1); err != nil {
+	if _, err := mxProduceN(ctx, c, topic, 1); err != nil {
 		return err
 	}
-	m, err := goReceive(ctx, cons, "first delivery")
+	m, err := mxReceive(ctx, cons, "first delivery")
 	if err != nil {
 		return err
 	}
 	cons.Nack(m)
-	again, err := goReceive(ctx, cons, "redelivery after the negative ack")
+	again, err := mxReceive(ctx, cons, "redelivery after the negative ack")
 	if err != nil {
 		return err
 	}
@@ -600,14 +600,14 @@ func goNack(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	return nil
 }
 
-func goDeadLetter(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+func mxDeadLetter(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	topic := e.Prefix + "-dlq"
-	dlq, err := goSubscribe(c, topic+"-dead", "", pulsar.Exclusive)
+	dlq, err := mxSubscribe(c, topic+"-dead", "", pulsar.Exclusive)
 	if err != nil {
 		return err
 	}
 	defer dlq.Close()
-	cons, err := goSubscribe(c, topic, "", pulsar.Shared, func(o *pulsar.ConsumerOptions) {
+	cons, err := mxSubscribe(c, topic, "", pulsar.Shared, func(o *pulsar.ConsumerOptions) {
 		o.NackRedeliveryDelay = 300 * time.Millisecond
 		o.DLQ = &pulsar.DLQPolicy{MaxDeliveries: 1, DeadLetterTopic: topic + "-dead"}
 	})
@@ -615,18 +615,18 @@ func goDeadLetter(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 		return err
 	}
 	defer cons.Close()
-	if _, err := goProduceN(ctx, c, topic, 1); err != nil {
+	if _, err := mxProduceN(ctx, c, topic, 1); err != nil {
 		return err
 	}
 	// Negative acks until the message is moved: how many deliveries that takes is the client's
 	// reading of MaxDeliveries (pulsar-client-go: deliveries; Java: redeliveries).
 	deliveries := 0
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		if m, err := goReceiveWithin(ctx, cons, 200*time.Millisecond); err == nil {
+		if m, err := mxReceiveWithin(ctx, cons, 200*time.Millisecond); err == nil {
 			deliveries++
 			cons.Nack(m)
 		}
-		dead, err := goReceiveWithin(ctx, dlq, 200*time.Millisecond)
+		dead, err := mxReceiveWithin(ctx, dlq, 200*time.Millisecond)
 		if err != nil {
 			continue
 		}
@@ -638,15 +638,15 @@ func goDeadLetter(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	return fmt.Errorf("nothing on the dead-letter topic within 30 s (%d deliveries)", deliveries)
 }
 
-func goReceiveWithin(ctx context.Context, c pulsar.Consumer, d time.Duration) (pulsar.Message, error) {
+func mxReceiveWithin(ctx context.Context, c pulsar.Consumer, d time.Duration) (pulsar.Message, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return c.Receive(ctx)
 }
 
-func goRetryTopic(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+func mxRetryTopic(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	topic := e.Prefix + "-retry"
-	cons, err := goSubscribe(c, topic, "", pulsar.Shared, func(o *pulsar.ConsumerOptions) {
+	cons, err := mxSubscribe(c, topic, "", pulsar.Shared, func(o *pulsar.ConsumerOptions) {
 		o.RetryEnable = true
 		o.DLQ = &pulsar.DLQPolicy{MaxDeliveries: 3, RetryLetterTopic: topic + "-retry", DeadLetterTopic: topic + "-dead"}
 	})
@@ -654,15 +654,15 @@ func goRetryTopic(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 		return err
 	}
 	defer cons.Close()
-	if _, err := goProduceN(ctx, c, topic, 1); err != nil {
+	if _, err := mxProduceN(ctx, c, topic, 1); err != nil {
 		return err
 	}
-	m, err := goReceive(ctx, cons, "first delivery")
+	m, err := mxReceive(ctx, cons, "first delivery")
 	if err != nil {
 		return err
 	}
 	cons.ReconsumeLater(m, 500*time.Millisecond)
-	again, err := goReceive(ctx, cons, "the retried message")
+	again, err := mxReceive(ctx, cons, "the retried message")
 	if err != nil {
 		return err
 	}
@@ -673,10 +673,10 @@ func goRetryTopic(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	return nil
 }
 
-// goDelayed: a message delayed by 3 s is sent before an undelayed one and must arrive after it.
-func goDelayed(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+// mxDelayed: a message delayed by 3 s is sent before an undelayed one and must arrive after it.
+func mxDelayed(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	topic := e.Prefix + "-delayed"
-	cons, err := goSubscribe(c, topic, "", pulsar.Shared)
+	cons, err := mxSubscribe(c, topic, "", pulsar.Shared)
 	if err != nil {
 		return err
 	}
@@ -694,7 +694,7 @@ func goDelayed(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	}
 	var order []string
 	for i := range 2 {
-		m, err := goReceive(ctx, cons, fmt.Sprint("message ", i))
+		m, err := mxReceive(ctx, cons, fmt.Sprint("message ", i))
 		if err != nil {
 			return err
 		}
@@ -707,7 +707,7 @@ func goDelayed(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	return nil
 }
 
-func goExclusiveProducer(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+func mxExclusiveProducer(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	topic := e.Prefix + "-exclprod"
 	opts := pulsar.ProducerOptions{Topic: topic, ProducerAccessMode: pulsar.ProducerAccessModeExclusive}
 	a, err := c.CreateProducer(opts)
@@ -729,14 +729,14 @@ func goExclusiveProducer(ctx context.Context, c pulsar.Client, e matrixEnv) erro
 	return err
 }
 
-func goTransactions(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
+func mxTransactions(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
 	topic := e.Prefix + "-txn"
-	c, err := goMatrixClientOf(pulsar.ClientOptions{URL: e.URL, EnableTransaction: true})
+	c, err := mxClientOf(pulsar.ClientOptions{URL: e.URL, EnableTransaction: true})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	cons, err := goSubscribe(c, topic, "", pulsar.Exclusive)
+	cons, err := mxSubscribe(c, topic, "", pulsar.Exclusive)
 	if err != nil {
 		return err
 	}
@@ -772,7 +772,7 @@ func goTransactions(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
 	if err := txn.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	m, err = goReceive(ctx, cons, "the committed message")
+	m, err = mxReceive(ctx, cons, "the committed message")
 	if err != nil {
 		return err
 	}
@@ -782,13 +782,13 @@ func goTransactions(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
 	return nil
 }
 
-func goChunking(ctx context.Context, c pulsar.Client, e matrixEnv) error {
+func mxChunking(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	topic := e.Prefix + "-chunks"
 	big := make([]byte, 1<<20)
 	for i := range big {
 		big[i] = byte(i*31 + 7)
 	}
-	cons, err := goSubscribe(c, topic, "", pulsar.Exclusive)
+	cons, err := mxSubscribe(c, topic, "", pulsar.Exclusive)
 	if err != nil {
 		return err
 	}
@@ -801,7 +801,7 @@ func goChunking(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: big}); err != nil {
 		return err
 	}
-	m, err := goReceive(ctx, cons, "the chunked message")
+	m, err := mxReceive(ctx, cons, "the chunked message")
 	if err != nil {
 		return err
 	}
@@ -811,19 +811,19 @@ func goChunking(ctx context.Context, c pulsar.Client, e matrixEnv) error {
 	return nil
 }
 
-// goTokenRefresh: tokens that expire every few seconds, renewed by the harness in TokenFile;
+// mxTokenRefresh: tokens that expire every few seconds, renewed by the harness in TokenFile;
 // the client reads the file whenever the proxy challenges it.
-func goTokenRefresh(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
+func mxTokenRefresh(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
 	if _, err := os.Stat(e.TokenFile); err != nil {
 		return err
 	}
-	c, err := goMatrixClientOf(pulsar.ClientOptions{URL: e.AuthURL, Authentication: pulsar.NewAuthenticationTokenFromFile(e.TokenFile)})
+	c, err := mxClientOf(pulsar.ClientOptions{URL: e.AuthURL, Authentication: pulsar.NewAuthenticationTokenFromFile(e.TokenFile)})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	topic := e.Prefix + "-refresh"
-	cons, err := goSubscribe(c, topic, "", pulsar.Exclusive)
+	cons, err := mxSubscribe(c, topic, "", pulsar.Exclusive)
 	if err != nil {
 		return err
 	}
@@ -837,7 +837,7 @@ func goTokenRefresh(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
 		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: mPayload(i)}); err != nil {
 			return fmt.Errorf("send %d: %w", i, err)
 		}
-		if err := goExpectInOrder(ctx, cons, i, i+1); err != nil {
+		if err := mxExpectInOrder(ctx, cons, i, i+1); err != nil {
 			return err
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -845,21 +845,21 @@ func goTokenRefresh(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
 	return nil
 }
 
-func goTLS(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
-	c, err := goMatrixClientOf(pulsar.ClientOptions{URL: e.TLSURL, TLSTrustCertsFilePath: e.CAFile, TLSValidateHostname: true})
+func mxTLS(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
+	c, err := mxClientOf(pulsar.ClientOptions{URL: e.TLSURL, TLSTrustCertsFilePath: e.CAFile, TLSValidateHostname: true})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return goRoundtrip(ctx, c, e.Prefix+"-tls", 10)
+	return mxRoundtrip(ctx, c, e.Prefix+"-tls", 10)
 }
 
-func goMTLS(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
-	c, err := goMatrixClientOf(pulsar.ClientOptions{URL: e.MTLSURL, TLSTrustCertsFilePath: e.CAFile, TLSValidateHostname: true,
+func mxMTLS(ctx context.Context, _ pulsar.Client, e matrixEnv) error {
+	c, err := mxClientOf(pulsar.ClientOptions{URL: e.MTLSURL, TLSTrustCertsFilePath: e.CAFile, TLSValidateHostname: true,
 		Authentication: pulsar.NewAuthenticationTLS(e.CertFile, e.KeyFile)})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return goRoundtrip(ctx, c, e.Prefix+"-mtls", 10)
+	return mxRoundtrip(ctx, c, e.Prefix+"-mtls", 10)
 }

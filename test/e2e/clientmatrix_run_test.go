@@ -21,9 +21,9 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
-// javaMatrixClient is the Java column: testdata/MatrixClient.java, compiled once against the
+// mxJavaColumn is the Java column: testdata/MatrixClient.java, compiled once against the
 // rig's jars, one JVM per run for all its features.
-func javaMatrixClient(t *testing.T) *matrixClient {
+func mxJavaColumn(t *testing.T) *matrixClient {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	prog, err := rig.CompileJava(ctx, filepath.Join("testdata", "MatrixClient.java"), t.TempDir())
@@ -33,9 +33,9 @@ func javaMatrixClient(t *testing.T) *matrixClient {
 	}}
 }
 
-// pythonMatrixClient is the Python column: testdata/matrixclient.py in the rig's virtualenv of
+// mxPythonColumn is the Python column: testdata/matrixclient.py in the rig's virtualenv of
 // the pinned pulsar-client, one process per run.
-func pythonMatrixClient(t *testing.T) *matrixClient {
+func mxPythonColumn(t *testing.T) *matrixClient {
 	py := needPython(t)
 	return &matrixClient{name: "Python", run: func(ctx context.Context, env matrixEnv, features []string) (map[string]cell, string, error) {
 		args := append([]string{"-B", filepath.Join("testdata", "matrixclient.py")}, env.args(features)...)
@@ -57,10 +57,10 @@ func runMatrixProgram(cmd *exec.Cmd) (map[string]cell, string, error) {
 	return cells, version, err
 }
 
-// goMatrixClient is the Go column: pulsar-client-go, the features of clientmatrix_go_test.go
+// mxGoColumn is the Go column: pulsar-client-go, the features of clientmatrix_go_test.go
 // run in this process.
-func goMatrixClient() *matrixClient {
-	version := goClientVersion()
+func mxGoColumn() *matrixClient {
+	version := mxClientVersion()
 	return &matrixClient{name: "Go", run: func(ctx context.Context, env matrixEnv, features []string) (map[string]cell, string, error) {
 		cells := map[string]cell{}
 		for _, id := range features {
@@ -70,8 +70,8 @@ func goMatrixClient() *matrixClient {
 	}}
 }
 
-// goClientVersion is the pulsar-client-go version test/go.mod requires.
-func goClientVersion() string {
+// mxClientVersion is the pulsar-client-go version test/go.mod requires.
+func mxClientVersion() string {
 	b, _ := os.ReadFile(filepath.Join(proxyproc.RepoRoot(), "test", "go.mod"))
 	for _, line := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(line); len(f) == 2 && f[0] == "github.com/apache/pulsar-client-go" {
@@ -83,7 +83,7 @@ func goClientVersion() string {
 
 // prepareTerminated produces m-0..m-2 to topic and terminates it, for the termination feature.
 func prepareTerminated(ctx context.Context, url, topic string) error {
-	c, err := goMatrixClientOf(pulsar.ClientOptions{URL: url})
+	c, err := mxClientOf(pulsar.ClientOptions{URL: url})
 	if err != nil {
 		return err
 	}

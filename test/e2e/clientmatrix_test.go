@@ -113,7 +113,7 @@ func TestClientFeatureMatrix(t *testing.T) {
 	began := time.Now()
 	committed := readCommittedMatrix(t)
 	rigs := startMatrixProxies(t)
-	clients := []*matrixClient{goMatrixClient(), javaMatrixClient(t), pythonMatrixClient(t)}
+	clients := []*matrixClient{mxGoColumn(), mxJavaColumn(t), mxPythonColumn(t)}
 	cells := map[string]map[string]cell{} // feature -> client -> cell
 	for _, row := range matrixRows {
 		cells[row.id] = map[string]cell{}
