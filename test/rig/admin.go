@@ -264,6 +264,16 @@ func (r *Rig) UnloadTopic(ctx context.Context, topic string) error {
 	return r.admin(ctx, http.MethodPut, "/admin/v2/"+p+"/unload", []byte{}, nil)
 }
 
+// TerminateTopic terminates a non-partitioned topic: no more messages can be published, and
+// consumers that have read everything are told ReachedEndOfTopic.
+func (r *Rig) TerminateTopic(ctx context.Context, topic string) error {
+	p, err := topicPath(topic)
+	if err != nil {
+		return err
+	}
+	return r.admin(ctx, http.MethodPost, "/admin/v2/"+p+"/terminate", []byte{}, nil)
+}
+
 // GrantNamespacePermission grants role actions ("produce", "consume", ...) on tenant/namespace.
 func (r *Rig) GrantNamespacePermission(ctx context.Context, ns, role string, actions ...string) error {
 	p, err := nsPath(ns)
