@@ -103,6 +103,7 @@ e2e-python:
 # rig-starting package (test/e2e, test/e2eauth with its own port block) runs alone, so two
 # rigs never share the two cores.
 AUTH_RIG_DIR = $${RIG_CACHE:-$(CURDIR)/.cache}/rig-auth
+FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_CACHE:-$(CURDIR)/.cache}/rig-fault}
 e2e-run:
 	@rc=0; $(GO) test -C test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./... || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
@@ -114,6 +115,10 @@ e2e-run:
 	    st=0; RIG_DIR=$$d $(RIG) status >/dev/null 2>&1 || st=$$?; \
 	    if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $$d running; stopping it"; RIG_DIR=$$d $(RIG) down; rc=1; fi; \
 	  done; \
+	fi; \
+	if [[ -z "$$PULSAR_PROXY_FAULT_RIG" ]]; then \
+	  st=0; RIG_DIR=$(FAULT_RIG_DIR) $(RIG) status >/dev/null 2>&1 || st=$$?; \
+	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $(FAULT_RIG_DIR) running; stopping it"; RIG_DIR=$(FAULT_RIG_DIR) $(RIG) down; rc=1; fi; \
 	fi; \
 	exit $$rc
 
