@@ -1,13 +1,27 @@
 package e2efault
 
 import (
+	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// loadRate is each flow's messages per second in the broker fault tests.
-const loadRate = 200
+// loadRate is each flow's messages per second in the fault tests: 200, or
+// E2EFAULT_RATE (make test-fault-long: 1,000 per flow, 2,000 in all).
+var loadRate = envInt("E2EFAULT_RATE", 200)
+
+// afterRecovery is how long the load goes on once the flows have recovered: 3 s, or
+// E2EFAULT_AFTER_RECOVERY seconds (make test-fault-long: 60).
+var afterRecovery = time.Duration(envInt("E2EFAULT_AFTER_RECOVERY", 3)) * time.Second
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
 
 // TestBrokerKilledUnderLoad kills the broker that owns two topics with SIGKILL while each has a
 // producer and a consumer at loadRate, one pair through the proxy and one connected
@@ -32,7 +46,7 @@ func TestBrokerKilledUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	recovered := waitRecovered(flows, killed, 90*time.Second)
-	time.Sleep(3 * time.Second) // some load after recovery
+	time.Sleep(afterRecovery)
 	for _, f := range flows {
 		r := f.finish(t, killed)
 		t.Logf("%s: %v", f.name, r)
@@ -67,7 +81,7 @@ func TestBrokerFrozenUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("broker %d resumed after %s frozen", victim, time.Since(frozen).Round(100*time.Millisecond))
-	time.Sleep(5 * time.Second) // load while the resumed broker finds its session gone
+	time.Sleep(afterRecovery + 2*time.Second) // load while the resumed broker finds its session gone
 	for _, f := range flows {
 		r := f.finish(t, frozen)
 		t.Logf("%s: %v", f.name, r)

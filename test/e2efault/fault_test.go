@@ -175,7 +175,7 @@ func TestProxyKilledUnderLoad(t *testing.T) {
 	t.Cleanup(func() { stopProxy(t, restarted) })
 	t.Logf("proxy restarted %s after the kill", time.Since(killed).Round(time.Millisecond))
 	recovered := waitRecovered([]*flow{f}, killed, 90*time.Second)
-	time.Sleep(3 * time.Second)
+	time.Sleep(afterRecovery)
 	r := f.finish(t, killed)
 	t.Logf("%v", r)
 	t.Logf("RESULT proxy SIGKILL and restart: longest gap without an ack %s", r.ackGap.Round(10*time.Millisecond))

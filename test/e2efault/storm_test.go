@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,12 +21,7 @@ import (
 // stormClients is how many clients the reconnect storm opens at once. The machine's hard
 // limit on open files is 20,000 per process; the test process holds one descriptor per
 // client and the proxy another, so 10,000 fit each with room to spare.
-func stormClients() int {
-	if n, err := strconv.Atoi(os.Getenv("E2EFAULT_STORM_CLIENTS")); err == nil && n > 0 {
-		return n
-	}
-	return 10000
-}
+func stormClients() int { return envInt("E2EFAULT_STORM_CLIENTS", 10000) }
 
 // stormTopics is how many distinct topics the storm's clients look up: clients after a proxy
 // restart mostly look up the same few hot topics, whose lookups the proxy coalesces.
