@@ -3,6 +3,7 @@ package e2efault
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 )
 
 // fakeBroker listens on 127.0.0.1 and hands each connection to serve; it stops (closing the
@@ -93,10 +95,12 @@ func garbage() []byte {
 }
 
 // TestGarbageAfterConnected: a peer that sends garbage once its session is up ends that
-// session and no other. From a client: a frame header the proxy refuses (bad_frame), and a
-// well-framed command no broker can decode (the broker closes: broker_closed). From a broker:
-// garbage after its CONNECTED. Meanwhile a producer and a consumer through the same proxy to
-// the same real broker lose nothing.
+// session and no other, with the proxy forwarding unframed (passthrough, the default) and
+// framed. From a client: a frame header announcing 2 GiB (framed, the proxy refuses it:
+// bad_frame; unframed, the broker does and closes: broker_closed), and a well-framed command
+// no broker can decode (the broker closes). From a broker, garbage after its CONNECTED
+// (framed, the proxy refuses it; unframed, it reaches the client, which hangs up). Meanwhile a
+// producer and a consumer through the same proxy to the same real broker lose nothing.
 func TestGarbageAfterConnected(t *testing.T) {
 	noisy := fakeBroker(t, func(c net.Conn) {
 		r := frame.NewReader(c, 0)
@@ -109,44 +113,60 @@ func TestGarbageAfterConnected(t *testing.T) {
 		c.Write(garbage())
 		io.Copy(io.Discard, c)
 	})
-	proxy := startProxyFor(t, append(brokerURLs(), noisy), "")
-	f := startFlow(t, "bystander", newClient(t, proxy.PulsarURL, 0), placedTopic(t, "garbage", 1), loadRate)
-	time.Sleep(2 * time.Second)
-	began := time.Now()
-
-	cases := []struct {
-		name, broker, reason string
-		send                 []byte
-	}{
-		{"client sends a 2 GiB frame header", theRig.BrokerURL(1), "bad_frame", garbage()},
-		{"client sends an undecodable command", theRig.BrokerURL(1), "broker_closed", undecodable()},
-		{"broker sends garbage", noisy, "", nil},
+	for _, passthrough := range []bool{true, false} {
+		mode, tooBig, fromBroker := "passthrough", "broker_closed", "client_closed"
+		if !passthrough {
+			mode, tooBig, fromBroker = "framed", "bad_frame", "bad_frame"
+		}
+		t.Run(mode, func(t *testing.T) {
+			proxy := startProxyFor(t, append(brokerURLs(), noisy), fmt.Sprintf("session:\n  passthrough: %v\n", passthrough))
+			f := startFlow(t, "bystander", newClient(t, proxy.PulsarURL, 0), placedTopic(t, "garbage", 1), loadRate)
+			time.Sleep(2 * time.Second)
+			began := time.Now()
+			garbageSessions(t, proxy, []garbageCase{
+				{"client sends a 2 GiB frame header", theRig.BrokerURL(1), tooBig, garbage()},
+				{"client sends an undecodable command", theRig.BrokerURL(1), "broker_closed", undecodable()},
+				{"broker sends garbage", noisy, fromBroker, nil},
+			})
+			if !waitRecovered([]*flow{f}, time.Now(), 30*time.Second) {
+				t.Error("the bystander's flow stopped")
+			}
+			r := f.finish(t, began)
+			t.Logf("bystander: %v", r)
+			checkNoLoss(t, f, r)
+			if r.failed > 0 {
+				t.Errorf("the bystander had %d send errors", r.failed)
+			}
+		})
 	}
+}
+
+type garbageCase struct {
+	name, broker, reason string
+	send                 []byte
+}
+
+// garbageSessions opens a session per case, sends its bytes and checks the session ends
+// with the case's reason.
+func garbageSessions(t *testing.T, proxy *proxyproc.Proc, cases []garbageCase) {
+	t.Helper()
 	for _, c := range cases {
 		before := count(t, proxy, "pulsar_proxy_session_closes_total", "reason", c.reason)
 		conn, r := connected(t, proxy.Addr, c.broker)
 		conn.Write(c.send)
 		conn.SetReadDeadline(time.Now().Add(time.Minute))
 		err := untilClosed(r)
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		switch {
+		case isTimeoutErr(err):
 			t.Errorf("%s: the session was not ended", c.name)
 			continue
+		case frame.IsFrameError(err):
+			conn.Close() // garbage reached this client, which hangs up as a Pulsar client does
 		}
-		if c.reason != "" {
-			if n := waitCount(t, proxy, before+1, "pulsar_proxy_session_closes_total", "reason", c.reason); n != before+1 {
-				t.Errorf("%s: %s closes %v, want %v", c.name, c.reason, n, before+1)
-			}
+		if n := waitCount(t, proxy, before+1, "pulsar_proxy_session_closes_total", "reason", c.reason); n != before+1 {
+			t.Errorf("%s: %s closes %v, want %v", c.name, c.reason, n, before+1)
 		}
-		t.Logf("RESULT garbage after CONNECTED, %s: that session ended", c.name)
-	}
-	if !f.ackedSince(time.Now()) && !waitRecovered([]*flow{f}, time.Now(), 30*time.Second) {
-		t.Error("the bystander's flow stopped")
-	}
-	r := f.finish(t, began)
-	t.Logf("bystander: %v", r)
-	checkNoLoss(t, f, r)
-	if r.failed > 0 {
-		t.Errorf("the bystander had %d send errors", r.failed)
+		t.Logf("RESULT garbage after CONNECTED, %s: that session ended (%s)", c.name, c.reason)
 	}
 }
 
