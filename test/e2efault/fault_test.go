@@ -80,7 +80,7 @@ func TestBrokerPortThatNeverAnswers(t *testing.T) {
 	}
 	t.Logf("RESULT broker port that never answers CONNECT: client got ServiceNotReady after %s (broker.connectTimeout %s): %q",
 		took.Round(10*time.Millisecond), connectTimeout, e.GetMessage())
-	if n := waitCount(t, proxy, 1, "pulsar_proxy_session_closes_total", "reason", "broker_unreachable"); n != 1 {
+	if n := waitCount(t, proxy, 1, "pulsar_proxy_session_closes_total", label("reason", "broker_unreachable")); n != 1 {
 		t.Errorf("broker_unreachable closes: %v, want 1", n)
 	}
 	// The proxy serves the real brokers meanwhile.
@@ -151,7 +151,7 @@ type garbageCase struct {
 func garbageSessions(t *testing.T, proxy *proxyproc.Proc, cases []garbageCase) {
 	t.Helper()
 	for _, c := range cases {
-		before := count(t, proxy, "pulsar_proxy_session_closes_total", "reason", c.reason)
+		before := count(t, proxy, "pulsar_proxy_session_closes_total", label("reason", c.reason))
 		conn, r := connected(t, proxy.Addr, c.broker)
 		conn.Write(c.send)
 		conn.SetReadDeadline(time.Now().Add(time.Minute))
@@ -163,7 +163,7 @@ func garbageSessions(t *testing.T, proxy *proxyproc.Proc, cases []garbageCase) {
 		case frame.IsFrameError(err):
 			conn.Close() // garbage reached this client, which hangs up as a Pulsar client does
 		}
-		if n := waitCount(t, proxy, before+1, "pulsar_proxy_session_closes_total", "reason", c.reason); n != before+1 {
+		if n := waitCount(t, proxy, before+1, "pulsar_proxy_session_closes_total", label("reason", c.reason)); n != before+1 {
 			t.Errorf("%s: %s closes %v, want %v", c.name, c.reason, n, before+1)
 		}
 		t.Logf("RESULT garbage after CONNECTED, %s: that session ended (%s)", c.name, c.reason)

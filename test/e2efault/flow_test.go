@@ -27,8 +27,10 @@ type flow struct {
 	failed   int // sends that ended in an error (never acknowledged: not counted as loss)
 	sent     int
 
-	stop chan struct{}
-	done sync.WaitGroup
+	stop      chan struct{}
+	done      sync.WaitGroup
+	closeOnce sync.Once
+	stopOnce  sync.Once
 }
 
 // startFlow subscribes to topic, then sends rate messages per second until stopSending.
@@ -49,8 +51,17 @@ func startFlow(t *testing.T, name string, c pulsar.Client, topic string, rate in
 	f.done.Add(1)
 	go f.receive()
 	go f.send(rate)
-	t.Cleanup(func() { f.stopSending(); prod.Close(); cons.Close() })
+	t.Cleanup(f.close)
 	return f
+}
+
+// close stops the flow and closes its producer and consumer (once).
+func (f *flow) close() {
+	f.closeOnce.Do(func() {
+		f.stopSending()
+		f.prod.Close()
+		f.cons.Close()
+	})
 }
 
 func (f *flow) send(rate int) {
@@ -99,15 +110,12 @@ func (f *flow) receive() {
 	}
 }
 
-var stopOnce sync.Map
-
 // stopSending stops the producer's loop and flushes what is pending.
 func (f *flow) stopSending() {
-	if _, done := stopOnce.LoadOrStore(f, true); done {
-		return
-	}
-	close(f.stop)
-	f.prod.Flush()
+	f.stopOnce.Do(func() {
+		close(f.stop)
+		f.prod.Flush()
+	})
 }
 
 // ackedSince reports whether a message was acknowledged after t.
@@ -154,6 +162,7 @@ func (f *flow) finish(t *testing.T, from time.Time) flowResult {
 	for time.Now().Before(deadline) && len(f.missing()) > 0 {
 		time.Sleep(200 * time.Millisecond)
 	}
+	f.close() // before the test stops what the clients connect through
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := flowResult{sent: f.sent, acked: len(f.acked), received: len(f.received), dups: f.dups, failed: f.failed}

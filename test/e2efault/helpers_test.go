@@ -216,3 +216,6 @@ func connected(t *testing.T, addr, broker string) (net.Conn, *frame.Reader) {
 	conn.SetReadDeadline(time.Time{})
 	return conn, r
 }
+
+// label is a label matcher for metrics.Scrape: name="value".
+func label(name, value string) string { return name + "=" + strconv.Quote(value) }

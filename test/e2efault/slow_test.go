@@ -45,7 +45,7 @@ func TestStuckConsumerIsBounded(t *testing.T) {
 	var rssPeak int64
 	closed := make(chan float64, 1)
 	go func() {
-		closed <- waitCount(t, proxy, 1, "pulsar_proxy_stalled_sessions_total", "reason", "client_not_reading")
+		closed <- waitCount(t, proxy, 1, "pulsar_proxy_stalled_sessions_total", label("reason", "client_not_reading"))
 	}()
 	for waiting := true; waiting; {
 		select {
@@ -65,7 +65,7 @@ func TestStuckConsumerIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forwarded := count(t, proxy, "pulsar_proxy_bytes_total", "direction", "broker_to_client")
+	forwarded := count(t, proxy, "pulsar_proxy_bytes_total", label("direction", "broker_to_client"))
 	t.Logf("RESULT stuck consumer (receiver queue 100000, frozen): %d of %d MiB published; the broker sent %d of %d messages (backpressure); proxy RSS %s before, peak %s (+%s); closed as client_not_reading %s after it stopped (stallTimeout 5s); bytes forwarded to clients in all %s",
 		published*msgSize>>20, msgs*msgSize>>20, stats.MsgOutCounter, msgs, mib(rssBefore), mib(rssPeak), mib(rssPeak-rssBefore), took.Round(100*time.Millisecond), mib(int64(forwarded)))
 	t.Logf("RESULT bystander send latency p50/p99: before %s/%s, while the consumer was stuck %s/%s",
@@ -73,7 +73,7 @@ func TestStuckConsumerIsBounded(t *testing.T) {
 	if stats.MsgOutCounter >= int64(msgs) {
 		t.Errorf("the broker delivered all %d messages to a consumer that read nothing", msgs)
 	}
-	if n := waitCount(t, proxy, 1, "pulsar_proxy_session_closes_total", "reason", "client_not_reading"); n < 1 {
+	if n := waitCount(t, proxy, 1, "pulsar_proxy_session_closes_total", label("reason", "client_not_reading")); n < 1 {
 		t.Errorf("client_not_reading closes: %v", n)
 	}
 }
@@ -182,7 +182,7 @@ func TestHalfFrameIsTimedOut(t *testing.T) {
 	}
 	began := time.Now()
 	conn.Write(send[:len(send)/2])
-	if n := waitCount(t, proxy, 1, "pulsar_proxy_stalled_sessions_total", "reason", "client_stalled"); n != 1 {
+	if n := waitCount(t, proxy, 1, "pulsar_proxy_stalled_sessions_total", label("reason", "client_stalled")); n != 1 {
 		t.Fatalf("client_stalled: %v, want 1", n)
 	}
 	took := time.Since(began)
@@ -215,7 +215,7 @@ func TestClientThatNeverReads(t *testing.T) {
 		{"direct mode to a broker, sending PINGs", theRig.BrokerURL(1), "client_not_reading", true},
 	}
 	for _, c := range cases {
-		before := count(t, proxy, "pulsar_proxy_session_closes_total", "reason", c.reason)
+		before := count(t, proxy, "pulsar_proxy_session_closes_total", label("reason", c.reason))
 		conn, _ := rawConnect(t, proxy.Addr, func(cc *pb.CommandConnect) {
 			if c.broker != "" {
 				cc.ProxyToBrokerUrl = proto.String(c.broker)
@@ -226,7 +226,7 @@ func TestClientThatNeverReads(t *testing.T) {
 		if c.flood {
 			go floodPings(conn)
 		}
-		if n := waitCount(t, proxy, before+1, "pulsar_proxy_session_closes_total", "reason", c.reason); n != before+1 {
+		if n := waitCount(t, proxy, before+1, "pulsar_proxy_session_closes_total", label("reason", c.reason)); n != before+1 {
 			t.Fatalf("%s: %s closes %v, want %v", c.name, c.reason, n, before+1)
 		}
 		t.Logf("RESULT client that never reads, %s: closed as %s %s later (keepAliveInterval 3s, stallTimeout 5s)",

@@ -2,6 +2,7 @@ package e2efault
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -77,13 +78,16 @@ func TestReconnectStorm(t *testing.T) {
 	took := time.Since(began)
 	close(conns)
 	s := scrape(t, proxy)
-	open, _ := s.Value("pulsar_proxy_sessions_active", "mode", "lookup")
+	hwm, err := procStatus(proxy.PID(), "VmHWM")
 	for c := range conns {
 		c.Close()
 	}
-	hwm, _ := procStatus(proxy.PID(), "VmHWM")
-	coalesced, _ := s.Count("pulsar_proxy_lookups_coalesced_total", "type", "LOOKUP")
-	toBrokers, _ := s.Count("pulsar_proxy_broker_lookup_requests_total", "type", "LOOKUP")
+	open, err1 := s.Value("pulsar_proxy_sessions_active", label("mode", "lookup"))
+	coalesced, err2 := s.Count("pulsar_proxy_lookups_coalesced_total", label("type", "LOOKUP"))
+	toBrokers, err3 := s.Count("pulsar_proxy_broker_lookup_requests_total", label("type", "LOOKUP"))
+	if err := errors.Join(err, err1, err2, err3); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("RESULT reconnect storm: %d clients at once, %d served, %d refused, %d failed, in %s; %v lookup sessions open at the end; LOOKUPs coalesced %v, sent to brokers %v; proxy RSS %s idle, peak %s",
 		n, served.Load(), refused.Load(), failed.Load(), took.Round(10*time.Millisecond), open, coalesced, toBrokers, mib(rssIdle), mib(hwm))
 	if served.Load() != int64(n) {
