@@ -16,6 +16,18 @@ var loadRate = envInt("E2EFAULT_RATE", 200)
 // E2EFAULT_AFTER_RECOVERY seconds (make test-fault-long: 60).
 var afterRecovery = time.Duration(envInt("E2EFAULT_AFTER_RECOVERY", 3)) * time.Second
 
+// retry is how often the broker fault tests' clients retry, steadily, so that a recovery time
+// says when the cluster and the path were ready, not where the client's doubling backoff
+// (100 ms to 60 s) happened to be: 250 ms, or E2EFAULT_RETRY_MS (0: the client's backoff).
+var retry = time.Duration(envIntOr0("E2EFAULT_RETRY_MS", 250)) * time.Millisecond
+
+func envIntOr0(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n >= 0 {
+		return n
+	}
+	return def
+}
+
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
 		return n
@@ -25,7 +37,8 @@ func envInt(name string, def int) int {
 
 // TestBrokerKilledUnderLoad kills the broker that owns two topics with SIGKILL while each has a
 // producer and a consumer at loadRate, one pair through the proxy and one connected
-// directly (a service URL naming both brokers), so both see the same crash. Both recover once
+// directly (a service URL naming both brokers), so both see the same crash; all clients retry
+// every 250 ms (see retry). Both recover once
 // the crashed broker's ZooKeeper session expires and its bundles move to the other broker;
 // every acknowledged message arrives. The longest time without an acknowledgement after the
 // kill is each path's recovery time.
@@ -33,8 +46,8 @@ func TestBrokerKilledUnderLoad(t *testing.T) {
 	const victim = 2
 	restartBrokerAtEnd(t, victim)
 	proxy := startProxy(t, "")
-	proxied := startFlow(t, "proxied", newClient(t, proxy.PulsarURL, 0), placedTopic(t, "kill-proxied", victim), loadRate)
-	direct := startFlow(t, "direct", newClient(t, directURL(), 0), placedTopic(t, "kill-direct", victim), loadRate)
+	proxied := startFlow(t, "proxied", newClient(t, proxy.PulsarURL, 0), placedTopic(t, "kill-proxied", victim), loadRate, retry)
+	direct := startFlow(t, "direct", newClient(t, directURL(), 0), placedTopic(t, "kill-direct", victim), loadRate, retry)
 	flows := []*flow{proxied, direct}
 
 	time.Sleep(5 * time.Second)
@@ -67,8 +80,8 @@ func TestBrokerFrozenUnderLoad(t *testing.T) {
 	const victim = 2
 	restartBrokerAtEnd(t, victim)
 	proxy := startProxy(t, "")
-	proxied := startFlow(t, "proxied", newClient(t, proxy.PulsarURL, 2*time.Second), placedTopic(t, "freeze-proxied", victim), loadRate)
-	direct := startFlow(t, "direct", newClient(t, directURL(), 2*time.Second), placedTopic(t, "freeze-direct", victim), loadRate)
+	proxied := startFlow(t, "proxied", newClient(t, proxy.PulsarURL, 2*time.Second), placedTopic(t, "freeze-proxied", victim), loadRate, retry)
+	direct := startFlow(t, "direct", newClient(t, directURL(), 2*time.Second), placedTopic(t, "freeze-direct", victim), loadRate, retry)
 	flows := []*flow{proxied, direct}
 
 	time.Sleep(5 * time.Second)

@@ -120,7 +120,7 @@ func TestGarbageAfterConnected(t *testing.T) {
 		}
 		t.Run(mode, func(t *testing.T) {
 			proxy := startProxyFor(t, append(brokerURLs(), noisy), fmt.Sprintf("session:\n  passthrough: %v\n", passthrough))
-			f := startFlow(t, "bystander", newClient(t, proxy.PulsarURL, 0), placedTopic(t, "garbage", 1), loadRate)
+			f := startFlow(t, "bystander", newClient(t, proxy.PulsarURL, 0), placedTopic(t, "garbage", 1), loadRate, 0)
 			time.Sleep(2 * time.Second)
 			began := time.Now()
 			garbageSessions(t, proxy, []garbageCase{
@@ -184,7 +184,7 @@ func undecodable() []byte {
 // the clients saw it.
 func TestProxyKilledUnderLoad(t *testing.T) {
 	proxy := startProxy(t, "")
-	f := startFlow(t, "through-proxy", newClient(t, proxy.PulsarURL, 0), placedTopic(t, "proxy-kill", 1), loadRate)
+	f := startFlow(t, "through-proxy", newClient(t, proxy.PulsarURL, 0), placedTopic(t, "proxy-kill", 1), loadRate, 0)
 	time.Sleep(5 * time.Second)
 	killed := time.Now()
 	proxy.Kill()

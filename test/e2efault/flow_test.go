@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/backoff"
 )
 
 // flow is a producer and a consumer of one topic under steady load, recording every
@@ -34,15 +35,21 @@ type flow struct {
 }
 
 // startFlow subscribes to topic, then sends rate messages per second until stopSending.
-func startFlow(t *testing.T, name string, c pulsar.Client, topic string, rate int) *flow {
+// retry, when not 0, makes the producer and consumer reconnect at that steady pace instead of
+// the client's doubling backoff (100 ms to 60 s, with jitter).
+func startFlow(t *testing.T, name string, c pulsar.Client, topic string, rate int, retry time.Duration) *flow {
 	t.Helper()
+	var policy func() backoff.Policy
+	if retry > 0 {
+		policy = func() backoff.Policy { return steadyBackoff(retry) }
+	}
 	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "check",
-		Type: pulsar.Shared, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		Type: pulsar.Shared, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, BackOffPolicyFunc: policy})
 	if err != nil {
 		t.Fatalf("%s: subscribe: %v", name, err)
 	}
 	prod, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Minute,
-		DisableBatching: true})
+		DisableBatching: true, BackOffPolicyFunc: policy})
 	if err != nil {
 		t.Fatalf("%s: producer: %v", name, err)
 	}
@@ -63,6 +70,13 @@ func (f *flow) close() {
 		f.cons.Close()
 	})
 }
+
+// steadyBackoff retries at one pace.
+type steadyBackoff time.Duration
+
+func (b steadyBackoff) Next() time.Duration      { return time.Duration(b) }
+func (b steadyBackoff) IsMaxBackoffReached() bool { return false }
+func (b steadyBackoff) Reset()                    {}
 
 func (f *flow) send(rate int) {
 	tick := time.NewTicker(time.Second / time.Duration(rate))
