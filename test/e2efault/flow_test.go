@@ -74,7 +74,7 @@ func (f *flow) close() {
 // steadyBackoff retries at one pace.
 type steadyBackoff time.Duration
 
-func (b steadyBackoff) Next() time.Duration      { return time.Duration(b) }
+func (b steadyBackoff) Next() time.Duration       { return time.Duration(b) }
 func (b steadyBackoff) IsMaxBackoffReached() bool { return false }
 func (b steadyBackoff) Reset()                    {}
 
