@@ -112,6 +112,7 @@ func TestGarbageAfterConnected(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		c.Write(garbage())
 		io.Copy(io.Discard, c)
+		c.Close() // the proxy closed its side: so does this one
 	})
 	for _, passthrough := range []bool{true, false} {
 		mode, tooBig, fromBroker := "passthrough", "broker_closed", "client_closed"
