@@ -41,7 +41,12 @@ var rigPorts = []string{
 // and Java clients) then often waits past the end of a short run. 6 s is the least the rig's
 // ZooKeeper grants (2 ticks of 3 s; a smaller request is raised to it), and production
 // deployments on a good network run 6 to 10 s.
+//
+// keepAliveIntervalSeconds=10 (default 30): a broker pings an idle client after this long and
+// drops it when the next ping comes with no answer; shorter, so the test of a client that
+// stops mid-frame on an unframed session (which the broker ends) stays short.
 const faultConf = `metadataStoreSessionTimeoutMillis=6000
+keepAliveIntervalSeconds=10
 `
 
 var (

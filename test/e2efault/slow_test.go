@@ -2,6 +2,7 @@ package e2efault
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sort"
 	"sync"
@@ -153,38 +154,54 @@ func (lp *latencyProbe) sample(t *testing.T, n int) latencies {
 
 // TestHalfFrameIsTimedOut: a producer that sends half a SEND frame and then nothing. With
 // frames read (passthrough off) the proxy sees the frame is incomplete and closes the session
-// after session.stallTimeout as client_stalled. (With passthrough on, the default, the proxy
+// after session.stallTimeout as client_stalled. With passthrough on, the default, the proxy
 // does not read frames: the half frame goes to the broker, which closes the connection when
-// the client fails to answer its keep-alive pings, keepAliveIntervalSeconds, 30 s by default;
-// the session then ends as broker_closed.)
+// its keep-alive ping goes unanswered (after two keepAliveIntervalSeconds: 10 s on the fault
+// rig, 30 s by default), and the session ends as broker_closed.
 func TestHalfFrameIsTimedOut(t *testing.T) {
-	proxy := startProxy(t, stallYAML+"  passthrough: false\n")
-	topic := placedTopic(t, "half", 1)
-	conn, r := connected(t, proxy.Addr, theRig.BrokerURL(1))
+	for _, passthrough := range []bool{false, true} {
+		mode, counter, reason := "framed", "pulsar_proxy_stalled_sessions_total", "client_stalled"
+		if passthrough {
+			mode, counter, reason = "passthrough", "pulsar_proxy_session_closes_total", "broker_closed"
+		}
+		t.Run(mode, func(t *testing.T) {
+			proxy := startProxy(t, stallYAML+fmt.Sprintf("  passthrough: %v\n", passthrough))
+			conn, r := producerSession(t, proxy.Addr, placedTopic(t, "half", 1))
+			send, err := frame.AppendPayloadCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
+				ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(0)}}, nil,
+				&pb.MessageMetadata{ProducerName: proto.String("half"), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(uint64(time.Now().UnixMilli()))},
+				make([]byte, 4096))
+			if err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			conn.Write(send[:len(send)/2])
+			if n := waitCount(t, proxy, 1, counter, label("reason", reason)); n != 1 {
+				t.Fatalf("%s: %v, want 1", reason, n)
+			}
+			took := time.Since(began)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if err := untilClosed(r); isTimeoutErr(err) {
+				t.Fatal("the session is still open")
+			}
+			t.Logf("RESULT half a SEND frame, then nothing (%s): closed as %s %s later (stallTimeout 5s, the broker's keepAliveIntervalSeconds 10)",
+				mode, reason, took.Round(100*time.Millisecond))
+		})
+	}
+}
+
+// producerSession opens a direct session to broker 1 through the proxy and registers
+// producer 1 on topic.
+func producerSession(t *testing.T, addr, topic string) (net.Conn, *frame.Reader) {
+	t.Helper()
+	conn, r := connected(t, addr, theRig.BrokerURL(1))
 	frame.WriteCommand(conn, &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
 		Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)}})
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if resp, err := readCommand(conn, r); err != nil || resp.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
 		t.Fatalf("PRODUCER answered %v, %v", resp, err)
 	}
-	send, err := frame.AppendPayloadCommand(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
-		ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(0)}}, nil,
-		&pb.MessageMetadata{ProducerName: proto.String("half"), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(uint64(time.Now().UnixMilli()))},
-		make([]byte, 4096))
-	if err != nil {
-		t.Fatal(err)
-	}
-	began := time.Now()
-	conn.Write(send[:len(send)/2])
-	if n := waitCount(t, proxy, 1, "pulsar_proxy_stalled_sessions_total", label("reason", "client_stalled")); n != 1 {
-		t.Fatalf("client_stalled: %v, want 1", n)
-	}
-	took := time.Since(began)
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if err := untilClosed(r); isTimeoutErr(err) {
-		t.Fatal("the session is still open")
-	}
-	t.Logf("RESULT half a SEND frame, then nothing: closed as client_stalled %s later (stallTimeout 5s)", took.Round(100*time.Millisecond))
+	return conn, r
 }
 
 func isTimeoutErr(err error) bool {
