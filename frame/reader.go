@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
@@ -236,6 +237,22 @@ func (r *Reader) fill(n int) error {
 	return nil
 }
 
+// smallBuffers holds initial-size buffers given back by idle Readers (Release). Arrays, not
+// slices, so that putting one back allocates nothing.
+var smallBuffers = sync.Pool{New: func() any { return new([initialBufSize]byte) }}
+
+// Release gives the buffer back when it holds nothing unread, so that a Reader waiting for
+// its next frame (an idle connection) holds no memory; the next read takes one again.
+func (r *Reader) Release() {
+	if r.r != r.w || r.buf == nil {
+		return
+	}
+	if cap(r.buf) == initialBufSize {
+		smallBuffers.Put((*[initialBufSize]byte)(r.buf[:initialBufSize]))
+	}
+	r.buf, r.r, r.w = nil, 0, 0
+}
+
 // grow enlarges the buffer (which is full and has its unread data at the
 // front, or is empty) so that more of the n bytes being waited for fit. It
 // at most doubles the buffer, so memory follows the data that has arrived,
@@ -248,7 +265,12 @@ func (r *Reader) grow(n int) {
 		// and still short of n.
 		panic(errors.New("frame: internal error: reader buffer cannot grow"))
 	}
-	nb := make([]byte, size)
+	var nb []byte
+	if size == initialBufSize {
+		nb = smallBuffers.Get().(*[initialBufSize]byte)[:]
+	} else {
+		nb = make([]byte, size)
+	}
 	r.w = copy(nb, r.buf[r.r:r.w])
 	r.r = 0
 	r.buf = nb

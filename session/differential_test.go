@@ -88,7 +88,7 @@ func newFilterHarness(t testing.TB) *filterHarness {
 	}
 	srv := NewServer(testConfig(), nil, noTargets{}, NewMetrics(prometheus.NewRegistry()), zerolog.Nop())
 	srv.SetSecurity(Security{Policy: staticPolicy{p}, Metrics: authz.NewMetrics(prometheus.NewRegistry())})
-	s := &session{srv: srv, log: zerolog.Nop(), identity: authz.Identity{Role: "alice"}}
+	s := &session{srv: srv, identity: authz.Identity{Role: "alice"}}
 	h := &filterHarness{s: s, toBroker: &recordConn{}, toClient: &recordConn{}}
 	lists := newTopicLists(s.mayLookUp)
 	h.filter = s.upstreamFilter(newSink(h.toBroker), newSink(h.toClient), nil, lists)

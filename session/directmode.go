@@ -12,8 +12,8 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
-// directMode serves a client whose CONNECT names its broker: check the target, connect to
-// it on the client's behalf, then forward frames both ways untouched.
+// directMode sets up serving a client whose CONNECT names its broker: check the target,
+// connect to it on the client's behalf, then forward frames both ways untouched.
 func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 	target := connect.GetProxyToBrokerUrl()
 	b, err := s.srv.targets.Allow(target)
@@ -22,14 +22,14 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: "+err.Error())
 		return ReasonTargetNotAllowed
 	}
-	s.log = s.log.With().Str("broker", b.Addr()).Logger() // in every later line, and the summary
+	s.broker = b.Addr() // in every later line, and the summary
 
 	began := time.Now()
 	bc, reason := s.openBroker(b.Addr(), connect)
 	if bc == nil {
 		return reason
 	}
-	defer bc.Close()
+	s.atEnd(func() { bc.Close() })
 	s.srv.metrics.brokerDialSeconds.Observe(time.Since(began).Seconds())
 	connected := &pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: bc.Connected}
 	if err := s.client.writeCommand(connected, s.srv.cfg.HandshakeTimeout); err != nil {
@@ -57,7 +57,7 @@ func (s *session) openBroker(addr string, c *pb.CommandConnect) (*upstream.Conn,
 		return nil, ReasonBrokerRefused
 	case errors.As(err, &dialErr):
 		if upstream.CertificateRefused(err) {
-			s.log.Warn().Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")
+			s.with(s.srv.log.Warn()).Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")
 		}
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker: "+err.Error())
 	default:
@@ -66,63 +66,97 @@ func (s *session) openBroker(addr string, c *pb.CommandConnect) (*upstream.Conn,
 	return nil, ReasonBrokerUnreachable
 }
 
-// forward runs one pipe per direction until both ends are done (see firstEnd).
+// forward sets up one pipe per direction, each run by a goroutine of its own (runDown here,
+// runUp from serve): an idle direct session is two goroutines on the smallest stacks.
 func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	m, maxFrame := s.srv.metrics, s.srv.cfg.MaxFrameSize
 	toBrokerSink, toClientSink := newSink(broker.conn), newSink(s.client.conn)
-	up := &pipe{src: s.client, dst: toBrokerSink, limits: frame.ClientLimits(maxFrame),
+	d := &directSession{s: s, broker: broker, downDone: make(chan struct{})}
+	d.up = &pipe{src: s.client, dst: toBrokerSink, limits: frame.ClientLimits(maxFrame),
 		frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker),
 		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
-	down := &pipe{src: broker, dst: toClientSink, limits: frame.Limits{MaxFrame: maxFrame},
+	d.down = &pipe{src: broker, dst: toClientSink, limits: frame.Limits{MaxFrame: maxFrame},
 		frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient),
 		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
 	if s.srv.cfg.StallTimeout > 0 {
-		up.partial, down.partial = &s.stalls.clientPartial, &s.stalls.brokerPartial
+		d.up.partial, d.down.partial = &s.stalls.clientPartial, &s.stalls.brokerPartial
 		toClientSink.notRead, toBrokerSink.notRead = &s.stalls.clientNotRead, &s.stalls.brokerNotRead
 		s.stalls.broker.Store(broker)
 		s.stalls.watched.Store(true)
 	}
 	ref, stopRefresh := s.startRefresher(toClientSink, broker, supportsRefresh)
-	defer stopRefresh()
-	if lists := s.setFilters(up, down, toBrokerSink, toClientSink, ref); lists != nil {
-		defer lists.close()
+	s.atEnd(stopRefresh)
+	if lists := s.setFilters(d.up, d.down, toBrokerSink, toClientSink, ref); lists != nil {
+		s.atEnd(lists.close)
 	}
+	go d.runDown()
+	s.serve = d.serve
+	return ""
+}
 
-	// The client's direction runs on the session's own goroutine, the broker's on one more:
-	// an idle direct session is two goroutines. The first to end decides (firstEnd).
-	var first sync.Once
-	var reason CloseReason
-	var stuck *time.Timer
-	end := func(r pipeResult) {
-		first.Do(func() {
-			reason = s.firstEnd(r, broker, down)
-			if !r.up {
-				// After a half-close the client normally finishes at once; do not wait forever
-				// on one that never closes.
-				stuck = time.AfterFunc(s.srv.cfg.KeepAliveInterval, func() { s.closeBoth(broker) })
-			}
-		})
-	}
-	downDone := make(chan struct{})
-	go func() { defer close(downDone); end(pipeResult{false, down.run()}) }()
-	end(pipeResult{true, up.run()})
+// directSession is a forwarding session's two directions; the first to end decides how the
+// session ends (firstEnd).
+type directSession struct {
+	s        *session
+	broker   *wire
+	up, down *pipe
+	downDone chan struct{} // closed when the broker's direction has ended
+
+	first  sync.Once
+	reason CloseReason
+	stuck  *time.Timer // closes both ends of a session whose client never finishes a half-close
+}
+
+func (d *directSession) runDown() {
+	defer close(d.downDone)
+	d.end(pipeResult{false, d.down.run()})
+}
+
+// serve hands the client's direction on to a goroutine of its own, which ends the session:
+// the handshake's goroutine has a grown stack, a fresh one parks on the smallest (see
+// session.run).
+func (d *directSession) serve() CloseReason {
+	go d.runUp()
+	return ""
+}
+
+func (d *directSession) runUp() {
+	d.end(pipeResult{true, d.up.run()})
+	d.s.end(d.finish())
+}
+
+func (d *directSession) end(r pipeResult) {
+	d.first.Do(func() {
+		d.reason = d.s.firstEnd(r, d.broker, d.down)
+		if !r.up {
+			// After a half-close the client normally finishes at once; do not wait forever
+			// on one that never closes.
+			d.stuck = time.AfterFunc(d.s.srv.cfg.KeepAliveInterval, func() { d.s.closeBoth(d.broker) })
+		}
+	})
+}
+
+// finish waits for the broker's direction once the client's has ended, and records the
+// session's totals.
+func (d *directSession) finish() CloseReason {
+	s := d.s
 	select {
-	case <-downDone:
+	case <-d.downDone:
 	case <-time.After(s.srv.cfg.KeepAliveInterval): // the broker's side, likewise
-		s.closeBoth(broker)
-		<-downDone
+		s.closeBoth(d.broker)
+		<-d.downDone
 	case <-s.ctx.Done():
-		s.closeBoth(broker)
-		<-downDone
+		s.closeBoth(d.broker)
+		<-d.downDone
 	}
-	if stuck != nil {
-		stuck.Stop()
+	if d.stuck != nil {
+		d.stuck.Stop()
 	}
 	s.mu.Lock()
-	s.bytesIn, s.framesIn = up.totalBytes.Load(), up.totalFrames
-	s.bytesOut, s.framesOut = down.totalBytes.Load(), down.totalFrames
+	s.bytesIn, s.framesIn = d.up.totalBytes.Load(), d.up.totalFrames
+	s.bytesOut, s.framesOut = d.down.totalBytes.Load(), d.down.totalFrames
 	s.mu.Unlock()
-	return reason
+	return d.reason
 }
 
 // pipeResult is how one direction of a direct session ended.
@@ -223,7 +257,7 @@ func (s *session) pipeFailure(fromClient bool, err error) CloseReason {
 	}
 	if frame.IsFrameError(err) {
 		// No error frame here: the other pipe may be mid-frame on the same socket.
-		s.log.Debug().Bool("from_client", fromClient).Err(err).Msg("bad frame in direct session")
+		s.with(s.srv.log.Debug()).Bool("from_client", fromClient).Err(err).Msg("bad frame in direct session")
 		return ReasonBadFrame
 	}
 	if s.ctx.Err() != nil {

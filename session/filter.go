@@ -95,7 +95,7 @@ func (s *session) downstreamFilter(toClient *sink, lists *topicLists) filterFunc
 		}
 		send, err := lists.filter(cmd)
 		if err != nil {
-			s.log.Debug().Err(err).Msg("closing session")
+			s.with(s.srv.log.Debug()).Err(err).Msg("closing session")
 			s.injectWithin(toClient, frame.Error(0, pb.ServerError_TooManyRequests, "pulsar-proxy: "+err.Error()))
 			return endSession
 		}
@@ -148,7 +148,7 @@ const (
 // refuseCommand tells the client why its command ends the session; cmd may be nil when it
 // could not be decoded.
 func (s *session) refuseCommand(toClient *sink, cmd *pb.BaseCommand, why string, code pb.ServerError, msg string) verdict {
-	s.log.Debug().Str("message", msg).Msg("refusing client command; closing")
+	s.with(s.srv.log.Debug()).Str("message", msg).Msg("refusing client command; closing")
 	answer := frame.Error(0, code, msg)
 	if cmd != nil {
 		answer = failureFor(cmd, code, msg)

@@ -13,8 +13,8 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
-// lookupMode serves a client that connected without proxy_to_broker_url: the proxy is its
-// broker for discovery requests, answering from the pooled broker connections.
+// lookupMode sets up serving a client that connected without proxy_to_broker_url: the
+// proxy is its broker for discovery requests, answering from the pooled broker connections.
 func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 	cfg := s.srv.cfg
 	s.enter(modeLookup)
@@ -23,14 +23,19 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 		return ReasonIOError
 	}
 	l := &lookupSession{s: s, slots: make(chan struct{}, cfg.MaxPendingLookups)}
-	l.ref = s.newRefresher(s.reply)
-	stopRefresh := l.ref.start(s.ctx, connect.GetFeatureFlags().GetSupportsAuthRefresh(), s.expireCredentials)
-	defer func() {
+	stopRefresh := func() {}
+	if s.srv.sec.Authenticator != nil { // without authentication there is nothing to renew
+		l.ref = s.newRefresher(s.reply)
+		stopRefresh = l.ref.start(s.ctx, connect.GetFeatureFlags().GetSupportsAuthRefresh(), s.expireCredentials)
+	}
+	s.atEnd(func() {
 		s.cancel() // abandons broker round trips of a client that is gone
 		stopRefresh()
 		l.inFlight.Wait()
-	}()
-	return l.serve()
+	})
+	s.client.releaseIdle() // the CONNECT's buffer
+	s.serve = l.serve
+	return ""
 }
 
 // lookupSession is a lookup-mode session's state: its answers in flight and the refresher.
@@ -38,6 +43,7 @@ type lookupSession struct {
 	s                   *session
 	ref                 *refresher
 	slots               chan struct{}  // one per lookup in flight, at most MaxPendingLookups
+	pinged              bool           // a keep-alive PING is unanswered
 	inFlight, answering sync.WaitGroup // the background goroutines and answers; answers alone
 }
 
@@ -47,31 +53,52 @@ func (l *lookupSession) background(f func()) {
 }
 
 // serve reads the client's commands until it goes away, keeping an idle client alive: it is
-// pinged after one keep-alive interval and dropped after a second one.
+// pinged after one keep-alive interval and dropped after a second one. Each wait is a fresh
+// goroutine (await) that holds nothing while the client is quiet, so an idle lookup session
+// costs one goroutine on the runtime's smallest stack; the work a burst of commands brings
+// is done by the goroutine that waited, which then hands on to a fresh one and ends.
 func (l *lookupSession) serve() CloseReason {
-	s, cfg := l.s, l.s.srv.cfg
-	pinged := false
-	for {
-		s.setReadDeadline(time.Now().Add(cfg.KeepAliveInterval))
-		cmd, err := s.client.readCommand()
-		switch {
-		case err == nil:
-			pinged = false
-			if reason := l.handle(cmd); reason != "" {
-				return reason
-			}
-		case isTimeout(err) && s.draining():
-			// Nothing more is read; the answers in flight still go out.
-			l.answering.Wait() // bounded by broker.lookupTimeout
-			return ReasonDrained
-		case isTimeout(err) && !pinged && s.ctx.Err() == nil:
-			pinged = true
-			if s.reply(frame.Ping()) != nil {
-				return ReasonIOError // the reason is the one reply gave (see session.run)
-			}
-		default:
-			return s.readFailure(err)
+	go l.await()
+	return ""
+}
+
+// await is one wait for the client and the commands it brings (see serve).
+func (l *lookupSession) await() {
+	s := l.s
+	s.setReadDeadline(time.Now().Add(s.srv.cfg.KeepAliveInterval))
+	if reason := l.step(s.client.awaitInput()); reason != "" {
+		s.end(reason)
+		return
+	}
+	go l.await()
+}
+
+// step reads and handles one command once input has arrived (err nil), or acts on why none
+// did; a reason ends the session.
+func (l *lookupSession) step(err error) CloseReason {
+	s := l.s
+	var cmd *pb.BaseCommand
+	if err == nil {
+		cmd, err = s.client.readCommand()
+	}
+	switch {
+	case err == nil:
+		l.pinged = false
+		reason := l.handle(cmd)
+		s.client.releaseIdle()
+		return reason
+	case isTimeout(err) && s.draining():
+		// Nothing more is read; the answers in flight still go out.
+		l.answering.Wait() // bounded by broker.lookupTimeout
+		return ReasonDrained
+	case isTimeout(err) && !l.pinged && s.ctx.Err() == nil:
+		l.pinged = true
+		if s.reply(frame.Ping()) != nil {
+			return ReasonIOError // the reason is the one reply gave (see session.end)
 		}
+		return ""
+	default:
+		return s.readFailure(err)
 	}
 }
 
@@ -81,7 +108,7 @@ func (l *lookupSession) handle(cmd *pb.BaseCommand) CloseReason {
 	switch t := cmd.GetType(); t {
 	case pb.BaseCommand_PING:
 		if s.reply(frame.Pong()) != nil {
-			return ReasonIOError // the reason is the one reply gave (see session.run)
+			return ReasonIOError // the reason is the one reply gave (see session.end)
 		}
 	case pb.BaseCommand_PONG:
 	case pb.BaseCommand_AUTH_RESPONSE:

@@ -187,7 +187,7 @@ func (r *refresher) renew(id authz.Identity, resp *pb.CommandAuthResponse) error
 	s.clientCreds = creds
 	s.mu.Unlock()
 	s.srv.sec.Metrics.Refreshed(true)
-	s.log.Debug().Time("expires", fresh.Expires).Msg("client credentials refreshed")
+	s.with(s.srv.log.Debug()).Time("expires", fresh.Expires).Msg("client credentials refreshed")
 	return nil
 }
 
@@ -201,7 +201,7 @@ func (r *refresher) fail(method string, err error) error {
 	}
 	s.srv.sec.Metrics.AuthFailure(method, authz.ReasonOf(err))
 	s.srv.sec.Metrics.Refreshed(false)
-	s.log.Debug().Err(err).Msg("closing session: credentials not renewed")
+	s.with(s.srv.log.Debug()).Err(err).Msg("closing session: credentials not renewed")
 	stuck := time.AfterFunc(s.srv.cfg.HandshakeTimeout, r.abort)
 	defer stuck.Stop()
 	r.send(frame.Error(0, pb.ServerError_AuthenticationError, "pulsar-proxy: "+err.Error()))

@@ -125,7 +125,7 @@ func (s *session) allowed(a authz.Action, topic string) bool {
 		return true
 	}
 	s.srv.sec.Metrics.Denied(a)
-	s.log.Debug().Str("action", string(a)).Str("topic", topic).Msg("denied by policy")
+	s.with(s.srv.log.Debug()).Str("action", string(a)).Str("topic", topic).Msg("denied by policy")
 	return false
 }
 

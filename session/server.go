@@ -187,14 +187,16 @@ func (s *Server) start(c net.Conn) bool {
 	s.sessions[sess] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		sess.run()
-		s.mu.Lock()
-		delete(s.sessions, sess)
-		s.mu.Unlock()
-	}()
+	go sess.run()
 	return true
+}
+
+// forget drops a session that has ended (session.end).
+func (s *Server) forget(sess *session) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	s.mu.Unlock()
+	s.wg.Done()
 }
 
 // refuseWriteTimeout bounds telling a refused client why, which happens in the accepting

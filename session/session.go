@@ -27,7 +27,7 @@ type session struct {
 	id     uint64
 	conn   net.Conn // as accepted; closing it ends the session from any goroutine
 	client *wire    // reads and writes the client (through TLS where there is TLS)
-	log    zerolog.Logger
+	broker string   // direct mode: the broker's address, for the log lines
 	start  time.Time
 
 	ctx    context.Context // cancelled when the session ends or the server shuts down
@@ -44,6 +44,11 @@ type session struct {
 
 	stalls stalls // direct mode: what the stall watchdog looks at
 
+	// After the handshake: the mode's loop (see run), and what is undone once the session
+	// ends, last first.
+	serve    func() CloseReason
+	cleanups []func()
+
 	bytesIn, bytesOut   uint64 // direct mode, for the summary line
 	framesIn, framesOut uint64
 }
@@ -55,7 +60,6 @@ func newSession(srv *Server, c net.Conn, id uint64) *session {
 		id:     id,
 		conn:   c,
 		client: newWire(c, frame.ClientLimits(srv.cfg.MaxFrameSize)),
-		log:    srv.log.With().Uint64("conn", id).Str("remote", c.RemoteAddr().String()).Logger(),
 		start:  time.Now(),
 		ctx:    ctx,
 		cancel: cancel,
@@ -103,13 +107,30 @@ func (s *session) setReadDeadline(t time.Time) {
 	s.client.conn.SetReadDeadline(t)
 }
 
+// run is the session's first goroutine: the handshake, then the mode's loop. A mode may
+// hand its loop on to goroutines of its own (serve returns ""); the last of them ends the
+// session. Idle lookup sessions do (see lookupSession.serve): a goroutine whose stack grew
+// during the handshake never shrinks back to the runtime's 2 KiB minimum, a fresh one that
+// only waits does.
 func (s *session) run() {
-	m := s.srv.metrics
-	m.activeSessions.WithLabelValues(modeHandshake.String()).Inc()
-	defer s.cancel()
-	defer s.conn.Close()
-
+	s.srv.metrics.activeSessions.WithLabelValues(modeHandshake.String()).Inc()
 	reason := s.open()
+	if reason == "" {
+		if reason = s.serve(); reason == "" {
+			return
+		}
+	}
+	s.end(reason)
+}
+
+// end closes the session down once its mode's loop has ended: what atEnd registered, last
+// first, then the client's socket, the metrics and the summary line.
+func (s *session) end(reason CloseReason) {
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		s.cleanups[i]()
+	}
+	s.cancel()
+	s.conn.Close()
 	s.mu.Lock()
 	if s.closed != "" {
 		// Closed from outside: what the session's own goroutine then saw (a read error) is
@@ -117,21 +138,42 @@ func (s *session) run() {
 		reason = s.closed
 	}
 	s.mu.Unlock()
+	m := s.srv.metrics
 	m.activeSessions.WithLabelValues(s.currentMode().String()).Dec()
 	if reason.beforeSession() {
 		m.handshakeFailures.WithLabelValues(string(reason)).Inc()
 	}
 	m.closes.WithLabelValues(string(reason)).Inc()
 	s.summary(reason)
+	s.srv.forget(s)
 }
 
-// open prepares the transport, applies the per-IP limits and runs the session to its end.
+// with adds the session's fields to an event of the server's logger (a nil event, when its
+// level is off, stays nil). Built per line, not kept: a logger with fields of its own would
+// cost every idle session a buffer.
+func (s *session) with(e *zerolog.Event) *zerolog.Event {
+	if e == nil {
+		return nil
+	}
+	e = e.Uint64("conn", s.id).Str("remote", s.conn.RemoteAddr().String())
+	if s.broker != "" {
+		e = e.Str("broker", s.broker)
+	}
+	return e
+}
+
+// atEnd registers f to run when the session ends, after its mode's loop.
+func (s *session) atEnd(f func()) { s.cleanups = append(s.cleanups, f) }
+
+// open prepares the transport, applies the per-IP limits and sets the session's mode up; ""
+// means s.serve is to run.
+//
 // The per-IP limits are applied after prepare, because only then is the client's real
 // address (a PROXY header's) known; session.maxConnections was applied before (see
 // Server.refuse).
 func (s *session) open() CloseReason {
 	if err := s.prepare(); err != nil {
-		s.log.Debug().Err(err).Msg("TLS handshake or PROXY header failed")
+		s.with(s.srv.log.Debug()).Err(err).Msg("TLS handshake or PROXY header failed")
 		return ReasonTransportSetup
 	}
 	if !s.srv.connectRate.allow(s.conn.RemoteAddr()) {
@@ -143,7 +185,7 @@ func (s *session) open() CloseReason {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections from your address, retry later")
 		return ReasonTooManyFromIP
 	}
-	defer release()
+	s.atEnd(release)
 	return s.handshake()
 }
 
@@ -221,8 +263,8 @@ type tlsState interface {
 }
 
 // prepare runs the transport's own handshake here, in the session's goroutine and bounded
-// by the handshake timeout, so that a slow client cannot hold up Accept. The logger is
-// rebuilt afterwards: a PROXY header changes the client's address.
+// by the handshake timeout, so that a slow client cannot hold up Accept. A PROXY header
+// changes the client's address that log lines name (s.conn.RemoteAddr).
 func (s *session) prepare() error {
 	t, ok := s.conn.(transport)
 	if !ok {
@@ -233,7 +275,6 @@ func (s *session) prepare() error {
 	if err := t.HandshakeContext(ctx); err != nil {
 		return err
 	}
-	s.log = s.srv.log.With().Uint64("conn", s.id).Str("remote", s.conn.RemoteAddr().String()).Logger()
 	c := s.conn
 	if u, ok := s.conn.(tcpUnwrapper); ok {
 		if tc, ok := u.TCPConn(); ok {
@@ -257,7 +298,7 @@ func (s *session) peerCertificates() []*x509.Certificate {
 	return st.PeerCertificates
 }
 
-// handshake reads the client's CONNECT and hands over to the mode it asks for.
+// handshake reads the client's CONNECT and sets up the mode it asks for.
 func (s *session) handshake() CloseReason {
 	cfg := s.srv.cfg
 	s.client.conn.SetReadDeadline(time.Now().Add(cfg.HandshakeTimeout))
@@ -283,7 +324,7 @@ func (s *session) handshake() CloseReason {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: role "+quoteRole(s.role())+" has as many connections as its limit allows, retry later")
 		return ReasonTooManyForRole
 	}
-	defer release()
+	s.atEnd(release)
 	s.client.conn.SetReadDeadline(time.Time{})
 	if connect.GetProxyToBrokerUrl() == "" {
 		return s.lookupMode(connect)
@@ -330,7 +371,7 @@ func (s *session) readFailure(err error) CloseReason {
 
 // sendError tells the client why before a close; failures to send are moot.
 func (s *session) sendError(requestID uint64, code pb.ServerError, msg string) {
-	s.log.Debug().Stringer("code", code).Str("message", msg).Msg("refusing client")
+	s.with(s.srv.log.Debug()).Stringer("code", code).Str("message", msg).Msg("refusing client")
 	s.client.writeCommand(frame.Error(requestID, code, msg), s.srv.cfg.HandshakeTimeout)
 }
 
@@ -346,7 +387,7 @@ func (s *session) summary(reason CloseReason) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.log.WithLevel(lvl).
+	s.with(s.srv.log.WithLevel(lvl)).
 		Str("principal", s.identity.Role).
 		Stringer("mode", s.mode).
 		Uint64("bytes_in", s.bytesIn).Uint64("bytes_out", s.bytesOut).

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
@@ -16,13 +17,34 @@ import (
 // reader read ahead (takeReadAhead), so no byte the peer already sent is lost.
 type wire struct {
 	conn net.Conn
-	r    *frame.Reader // nil once a pipe took over
+	r    *frame.Reader   // nil once a pipe took over
+	raw  syscall.RawConn // a TCP conn's descriptor, to wait for input holding nothing (awaitInput); nil otherwise
 
 	wmu sync.Mutex // writers of decoded commands (lookup mode answers from several goroutines)
 }
 
 func newWire(c net.Conn, limits frame.Limits) *wire {
-	return &wire{conn: c, r: limits.Reader(c)}
+	w := &wire{conn: c, r: limits.Reader(c)}
+	if tc, ok := c.(*net.TCPConn); ok {
+		w.raw, _ = tc.SyscallConn()
+	}
+	return w
+}
+
+// awaitInput returns once the peer has sent something, its read deadline has passed or it is
+// gone, whichever comes first; the read that follows reports which. While it waits the
+// wire holds no buffer and its goroutine only the caller's frames. Without a descriptor
+// (TLS) it returns at once and the read that follows does the waiting.
+func (w *wire) awaitInput() error {
+	if w.raw == nil || len(w.r.Buffered()) > 0 {
+		return nil
+	}
+	return w.raw.Read(inputReady)
+}
+
+// releaseIdle gives the reader's buffer back when nothing unread is in it.
+func (w *wire) releaseIdle() {
+	w.r.Release()
 }
 
 // readCommand reads one whole frame and decodes its command; any payload is skipped.

@@ -30,6 +30,7 @@ import (
 func main() {
 	counts := flag.String("n", "1000,10000", "connection counts, comma-separated")
 	binary := flag.String("binary", "", "the proxy binary (default: build it)")
+	flag.StringVar(&profileDir, "profiles", "", "write each run's heap profile and goroutine stacks here")
 	flag.Parse()
 	if err := run(*counts, *binary); err != nil {
 		fmt.Fprintln(os.Stderr, "idlemem:", err)
@@ -78,6 +79,10 @@ func run(counts, binary string) error {
 	return nil
 }
 
+// profileDir, when set, receives heap-<mode>-<n>.pb.gz and goroutines-<mode>-<n>.txt taken
+// with the connections open: what holds the memory that is left.
+var profileDir string
+
 type cost struct{ rss, heap, stack, goroutines float64 }
 
 // measure starts a fresh proxy, reads its footprint, opens n idle connections, reads it again.
@@ -118,6 +123,11 @@ func measure(binary, dir, broker string, n int, direct bool) (cost, error) {
 	if err != nil {
 		return cost{}, err
 	}
+	if profileDir != "" {
+		if err := saveProfiles(pprof, fmt.Sprintf("%s-%d", map[bool]string{false: "lookup", true: "direct"}[direct], n)); err != nil {
+			return cost{}, err
+		}
+	}
 	return cost{after.rss - before.rss, after.heap - before.heap, after.stack - before.stack, after.goroutines - before.goroutines}, nil
 }
 
@@ -148,6 +158,28 @@ func footprint(p *proxyproc.Proc, pprof string) (cost, error) {
 		}
 	}
 	return c, nil
+}
+
+// saveProfiles keeps the live heap's profile and the goroutines' stacks under profileDir.
+func saveProfiles(pprof, name string) error {
+	for file, path := range map[string]string{
+		"heap-" + name + ".pb.gz":     "/debug/pprof/heap?gc=1",
+		"goroutines-" + name + ".txt": "/debug/pprof/goroutine?debug=1",
+	} {
+		resp, err := http.Get("http://" + pprof + path)
+		if err != nil {
+			return err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(profileDir, file), body, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func scrape(base, name string) (float64, error) {

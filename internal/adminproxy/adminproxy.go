@@ -208,47 +208,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rt route, pathErr 
 		p.metrics.done(label, rec.code(), time.Since(began).Seconds())
 		p.accessLog(r, x, rec, label, time.Since(began))
 	}()
-	if pathErr != nil {
-		x.reason = "path " + r.URL.Path + " is not in canonical form"
-		writeError(rec, http.StatusBadRequest, x.reason+": no '.' or '..' segments, empty segments, backslashes or control characters, also when percent-encoded")
+	release, ok := p.admit(rec, r, x, pathErr)
+	if !ok {
 		return
 	}
-	if r.Header.Get("Upgrade") != "" || r.Method == http.MethodConnect {
-		x.reason = "upgrade or CONNECT"
-		writeError(rec, http.StatusBadRequest, "protocol upgrades and CONNECT are not proxied")
-		return
-	}
-	select {
-	case p.sem <- struct{}{}:
-		defer func() { <-p.sem }()
-	default:
-		x.reason = "concurrency limit"
-		rec.Header().Set("Retry-After", "1")
-		writeError(rec, http.StatusTooManyRequests, fmt.Sprintf("more than %d admin requests at once; retry later", p.cfg.MaxConcurrent))
-		return
-	}
-	p.metrics.inFlight.Inc()
-	defer p.metrics.inFlight.Dec()
-
-	if p.cfg.Auth != nil {
-		id, err := p.cfg.Auth.Authenticate(credentials(r))
-		if err != nil {
-			var ae *authz.Error
-			if errors.As(err, &ae) && p.cfg.AuthFailures != nil {
-				p.cfg.AuthFailures.AuthFailure(ae.Method, ae.Reason)
-			}
-			x.reason = err.Error()
-			rec.Header().Set("WWW-Authenticate", `Bearer realm="pulsar-proxy"`)
-			writeError(rec, http.StatusUnauthorized, err.Error())
-			return
-		}
-		x.identity, x.authed = id, true
-	}
-	if r.ContentLength > p.cfg.MaxBodySize {
-		x.reason = "body too large"
-		writeError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is over the limit of %d (admin.maxRequestBodySize)", r.ContentLength, p.cfg.MaxBodySize))
-		return
-	}
+	defer release()
 	x.ups = p.cfg.Brokers
 	if rt.workers {
 		x.ups = p.cfg.Workers
@@ -262,6 +226,55 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rt route, pathErr 
 		defer x.body.release(5 * time.Second)
 	}
 	p.rp.ServeHTTP(rec, r.WithContext(ctx))
+}
+
+// admit applies what a request must pass before it is forwarded: a canonical path, no
+// upgrade, a place among the concurrent requests, credentials, a body within the limit. A
+// refused request has been answered; an admitted one gives its place back with release.
+func (p *Proxy) admit(rec *recorder, r *http.Request, x *exchange, pathErr error) (release func(), ok bool) {
+	if pathErr != nil {
+		x.reason = "path " + r.URL.Path + " is not in canonical form"
+		writeError(rec, http.StatusBadRequest, x.reason+": no '.' or '..' segments, empty segments, backslashes or control characters, also when percent-encoded")
+		return nil, false
+	}
+	if r.Header.Get("Upgrade") != "" || r.Method == http.MethodConnect {
+		x.reason = "upgrade or CONNECT"
+		writeError(rec, http.StatusBadRequest, "protocol upgrades and CONNECT are not proxied")
+		return nil, false
+	}
+	select {
+	case p.sem <- struct{}{}:
+	default:
+		x.reason = "concurrency limit"
+		rec.Header().Set("Retry-After", "1")
+		writeError(rec, http.StatusTooManyRequests, fmt.Sprintf("more than %d admin requests at once; retry later", p.cfg.MaxConcurrent))
+		return nil, false
+	}
+	p.metrics.inFlight.Inc()
+	release = func() { p.metrics.inFlight.Dec(); <-p.sem }
+
+	if p.cfg.Auth != nil {
+		id, err := p.cfg.Auth.Authenticate(credentials(r))
+		if err != nil {
+			var ae *authz.Error
+			if errors.As(err, &ae) && p.cfg.AuthFailures != nil {
+				p.cfg.AuthFailures.AuthFailure(ae.Method, ae.Reason)
+			}
+			x.reason = err.Error()
+			rec.Header().Set("WWW-Authenticate", `Bearer realm="pulsar-proxy"`)
+			writeError(rec, http.StatusUnauthorized, err.Error())
+			release()
+			return nil, false
+		}
+		x.identity, x.authed = id, true
+	}
+	if r.ContentLength > p.cfg.MaxBodySize {
+		x.reason = "body too large"
+		writeError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is over the limit of %d (admin.maxRequestBodySize)", r.ContentLength, p.cfg.MaxBodySize))
+		release()
+		return nil, false
+	}
+	return release, true
 }
 
 // rewrite is the ReverseProxy hook: the request as a broker gets it. The target is set per

@@ -52,6 +52,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Admin requests being served now (at most admin.maxConcurrentRequests; more are answered 429).",
 		}),
 	}
+	// The reasons are known in advance: their series exist from the start, so a rate() sees
+	// the first failure.
+	for _, r := range []string{reasonUnreachable, reasonTimeout, reasonRedirectRefused, reasonTooManyRedirect, reasonNoUpstream, reasonBroken, reasonBodyNotKept} {
+		m.upstream.WithLabelValues(r)
+	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.upstream, m.redirects, m.inFlight)
 	}

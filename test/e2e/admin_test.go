@@ -254,9 +254,14 @@ func TestAdminCLIThroughProxy(t *testing.T) {
 	pulsarAdmin(t, a, "namespaces", "delete", ns)
 	// A broker may still hold a child node of the namespace it just deleted in ZooKeeper for a
 	// moment ("Directory not empty for /namespace/<tenant>", a 500 of the broker's own): retry.
+	// Such a 500 may also come after the tenant itself is gone; the retry then hears that it
+	// does not exist (the listing below checks it is gone).
+	retried := false
 	waitUntil(t, 30*time.Second, "the tenant to be deleted", func() (bool, string) {
 		res := a.Run(context.Background(), "tenants", "delete", tenant)
-		return res.Err == nil, res.String()
+		gone := retried && strings.Contains(res.String(), "Tenant doesn't exist")
+		retried = true
+		return res.Err == nil || gone, res.String()
 	})
 	if out := pulsarAdmin(t, a, "tenants", "list"); slices.Contains(strings.Fields(out), tenant) {
 		t.Errorf("tenant %s still listed after its deletion:\n%s", tenant, out)
@@ -266,7 +271,7 @@ func TestAdminCLIThroughProxy(t *testing.T) {
 	h1, h2 := hostOf(theRig.BrokerHTTP(1)), hostOf(theRig.BrokerHTTP(2))
 	ways := map[string]int{}
 	for _, l := range accessLog(t, p.Proc) {
-		if l.Status >= 300 {
+		if l.Status >= 300 && !(l.Method == "DELETE" && l.Route == "/admin/v2/tenants" && retried) {
 			t.Errorf("access log: %s %s answered %d (%s)", l.Method, l.Path, l.Status, l.Error)
 		}
 		if l.Redirects > 0 {

@@ -97,6 +97,8 @@ log:
 		secure := newClientWith(t, pulsar.ClientOptions{URL: p.PulsarTLSURL, TLSTrustCertsFilePath: ca.CertFile,
 			TLSValidateHostname: true, Authentication: alice})
 		produce(t, secure, uniqueTopic(t, fmt.Sprintf("dashboard-tls-%d", round)), 50)
+		adminGet(t, p.HTTPURL+"/admin/v2/clusters", idp.token(t, "alice", idp.key)) // the admin API's panels
+		adminGet(t, p.HTTPURL+"/admin/v2/clusters", "")                             // 401 from the proxy
 		time.Sleep(3 * time.Second)
 	}
 	// bob may look topics up but not produce: the proxy refuses his producer.
@@ -272,4 +274,23 @@ func (k *keySet) token(t *testing.T, sub string, key *rsa.PrivateKey) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// adminGet sends one admin API request through the proxy (with token when not ""); what it
+// answers is for the metrics, not checked here.
+func adminGet(t *testing.T, url, token string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
 }

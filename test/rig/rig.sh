@@ -103,7 +103,7 @@ broker_id() { echo "$HOST:$(broker_http_port "$1")"; }
 pid_is_ours() {
   local pid="$1"
   [[ -n "$pid" && "$pid" =~ ^[0-9]+$ && -r "/proc/$pid/cmdline" ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -e "$RIG_DIR/" -e "$RIG_DIR "
+  tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -e "$RIG_DIR/" -e "$RIG_DIR "
 }
 read_pid() { if [[ -f "$PIDS/$1.pid" ]]; then cat "$PIDS/$1.pid"; fi; }
 
