@@ -6,6 +6,8 @@
 #                   tests (helm) and the image tool's (tools/image)
 #   make test-e2e   warm the rig cache (and the Python client's virtualenv), then go test of the
 #                   test module (test/...) against real brokers and Consul
+#   make test-fault the fault, storm and stuck-client tests alone (test/e2efault; test-fault-long:
+#                   the kills at 2,000 msg/s with a minute of load after recovery)
 #   make rig-up     start the test rig in .cache/rig and print its addresses (rig-down stops it)
 #
 # The end-to-end tests start their own rig; to run them against one started by `make rig-up`,
@@ -103,6 +105,7 @@ e2e-python:
 # rig-starting package (test/e2e, test/e2eauth with its own port block) runs alone, so two
 # rigs never share the two cores.
 AUTH_RIG_DIR = $${RIG_CACHE:-$(CURDIR)/.cache}/rig-auth
+FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_CACHE:-$(CURDIR)/.cache}/rig-fault}
 e2e-run:
 	@rc=0; $(GO) test -C test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./... || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
@@ -115,7 +118,22 @@ e2e-run:
 	    if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $$d running; stopping it"; RIG_DIR=$$d $(RIG) down; rc=1; fi; \
 	  done; \
 	fi; \
+	if [[ -z "$$PULSAR_PROXY_FAULT_RIG" ]]; then \
+	  st=0; RIG_DIR=$(FAULT_RIG_DIR) $(RIG) status >/dev/null 2>&1 || st=$$?; \
+	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $(FAULT_RIG_DIR) running; stopping it"; RIG_DIR=$(FAULT_RIG_DIR) $(RIG) down; rc=1; fi; \
+	fi; \
 	exit $$rc
+
+# The fault, storm and stuck-client tests alone (test/e2efault, its own rig; part of make test).
+.PHONY: test-fault test-fault-long
+test-fault:
+	$(GO) test -C test -count=1 -timeout $(E2E_TIMEOUT) -v ./e2efault
+
+# The broker and proxy kills at the issue's rate: 1,000 msg/s per flow (2,000 in all), a minute
+# of load after the clients recovered (about 6 minutes).
+test-fault-long:
+	E2EFAULT_RATE=1000 E2EFAULT_AFTER_RECOVERY=60 $(GO) test -C test -count=1 -timeout $(E2E_TIMEOUT) -v \
+	  -run 'TestBrokerKilledUnderLoad|TestBrokerFrozenUnderLoad|TestProxyKilledUnderLoad' ./e2efault
 
 rig-up:
 	$(RIG) up

@@ -25,7 +25,7 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 	l := &lookupSession{s: s, slots: make(chan struct{}, cfg.MaxPendingLookups)}
 	stopRefresh := func() {}
 	if s.srv.sec.Authenticator != nil { // without authentication there is nothing to renew
-		l.ref = s.newRefresher(func(c *pb.BaseCommand) error { return s.client.writeCommand(c, cfg.KeepAliveInterval) })
+		l.ref = s.newRefresher(s.reply)
 		stopRefresh = l.ref.start(s.ctx, connect.GetFeatureFlags().GetSupportsAuthRefresh(), s.expireCredentials)
 	}
 	s.atEnd(func() {
@@ -93,8 +93,8 @@ func (l *lookupSession) step(err error) CloseReason {
 		return ReasonDrained
 	case isTimeout(err) && !l.pinged && s.ctx.Err() == nil:
 		l.pinged = true
-		if s.client.writeCommand(frame.Ping(), s.srv.cfg.KeepAliveInterval) != nil {
-			return ReasonIOError
+		if s.reply(frame.Ping()) != nil {
+			return ReasonIOError // the reason is the one reply gave (see session.end)
 		}
 		return ""
 	default:
@@ -107,8 +107,8 @@ func (l *lookupSession) handle(cmd *pb.BaseCommand) CloseReason {
 	s := l.s
 	switch t := cmd.GetType(); t {
 	case pb.BaseCommand_PING:
-		if s.client.writeCommand(frame.Pong(), s.srv.cfg.KeepAliveInterval) != nil {
-			return ReasonIOError
+		if s.reply(frame.Pong()) != nil {
+			return ReasonIOError // the reason is the one reply gave (see session.end)
 		}
 	case pb.BaseCommand_PONG:
 	case pb.BaseCommand_AUTH_RESPONSE:
@@ -118,8 +118,8 @@ func (l *lookupSession) handle(cmd *pb.BaseCommand) CloseReason {
 		l.lookup(lookupRequest(cmd))
 	default:
 		id, _ := frame.RequestID(cmd)
-		s.sendError(id, pb.ServerError_NotAllowedError,
-			"pulsar-proxy: "+t.String()+" is not served on a lookup connection; connect with proxy_to_broker_url set to the owning broker")
+		s.reply(frame.Error(id, pb.ServerError_NotAllowedError,
+			"pulsar-proxy: "+t.String()+" is not served on a lookup connection; connect with proxy_to_broker_url set to the owning broker"))
 	}
 	return ""
 }
@@ -196,12 +196,28 @@ func (s *session) answer(cmd *pb.BaseCommand, resolved func()) {
 		// URLs name the endpoint the proxy dials, whichever the client takes).
 		lr.ProxyThroughServiceUrl = proto.Bool(true)
 	}
-	s.client.writeCommand(resp, s.srv.cfg.KeepAliveInterval)
+	s.reply(resp)
 }
 
 // writeFailure answers a request with the failure form its command expects.
 func (s *session) writeFailure(cmd *pb.BaseCommand, code pb.ServerError, msg string) {
-	s.client.writeCommand(failureFor(cmd, code, msg), s.srv.cfg.KeepAliveInterval)
+	s.reply(failureFor(cmd, code, msg))
+}
+
+// reply writes to a lookup-mode client. A client that takes nothing for a keep-alive interval
+// is not reading: its session ends (client_not_reading) instead of going on taking requests
+// whose answers pile up behind it, each holding a goroutine and a place among the lookups in
+// flight. Any other failed write ends it too: a frame may have been cut short.
+func (s *session) reply(cmd *pb.BaseCommand) error {
+	err := s.client.writeCommand(cmd, s.srv.cfg.KeepAliveInterval)
+	if err != nil {
+		if isTimeout(err) {
+			s.close(ReasonClientNotReading)
+		} else {
+			s.close(ReasonIOError)
+		}
+	}
+	return err
 }
 
 // resultOf labels a broker's answer for the lookups metric.

@@ -27,7 +27,7 @@ const (
 	ReasonTransportSetup     CloseReason = "transport_setup_failed" // TLS handshake or PROXY header
 	ReasonCommandRefused     CloseReason = "command_refused"        // a direct-mode command the client rules refuse
 	ReasonClientStalled      CloseReason = "client_stalled"         // sent part of a frame, then nothing for session.stallTimeout
-	ReasonClientNotReading   CloseReason = "client_not_reading"     // took nothing the broker sent for session.stallTimeout
+	ReasonClientNotReading   CloseReason = "client_not_reading"     // took nothing the broker sent for session.stallTimeout, or (lookup mode) no answer for keepAliveInterval
 	ReasonBrokerStalled      CloseReason = "broker_stalled"         // the broker, likewise
 	ReasonSlowConsumer       CloseReason = "slow_consumer"          // multiplexed: its outbound queue went over its bound
 )

@@ -1,12 +1,14 @@
 package session
 
 import (
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
@@ -70,4 +72,39 @@ func (ts targets) Allow(target string) (lookup.Broker, error) {
 		}
 	}
 	return lookup.Broker{}, lookup.ErrTargetNotAllowed
+}
+
+// A lookup-mode client that keeps asking but never reads (not even its CONNECTED) is closed
+// once an answer has waited a keep-alive interval, with the reason that says so; the proxy
+// does not go on taking its requests.
+func TestLookupClientNotReadingIsClosed(t *testing.T) {
+	topics := make([]string, 2000) // answers of about 64 KiB fill the socket buffers fast
+	for i := range topics {
+		topics[i] = fmt.Sprintf("persistent://public/default/a-topic-with-a-long-name-%05d", i)
+	}
+	addr, m := startProxy(t, testConfig(), fakeResolver(func(cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+		return &pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(), GetTopicsOfNamespaceResponse: &pb.CommandGetTopicsOfNamespaceResponse{
+			RequestId: proto.Uint64(cmd.GetGetTopicsOfNamespace().GetRequestId()), Topics: topics}}, nil
+	}), nil)
+	p := dialPeer(t, addr)
+	p.c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	p.c.SetDeadline(time.Time{})
+	p.send(connectCmd(nil))
+	done := make(chan error, 1)
+	go func() {
+		for id := uint64(1); ; id++ {
+			p.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			err := frame.WriteCommand(p.c, &pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.Enum(), GetTopicsOfNamespace: &pb.CommandGetTopicsOfNamespace{
+				Namespace: proto.String("public/default"), RequestId: proto.Uint64(id)}})
+			if err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	waitCounter(t, m.closes.WithLabelValues(string(ReasonClientNotReading)), 1)
+	if err := <-done; isTimeout(err) {
+		t.Fatalf("the proxy stopped reading but kept the connection: %v", err)
+	}
 }

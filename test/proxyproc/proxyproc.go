@@ -48,6 +48,9 @@ type Proc struct {
 	// HTTPSURL is https://127.0.0.1:port when extraYAML sets admin.listenHTTPS.
 	HTTPSURL string
 	LogPath  string
+	binary   string
+	cfgPath  string
+	env      []string
 	cmd      *exec.Cmd
 	exited   chan struct{}
 }
@@ -115,7 +118,7 @@ func StartConfig(binary, dir, cfgPath string, env []string) (*Proc, error) {
 }
 
 func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, error) {
-	p := &Proc{LogPath: filepath.Join(dir, "proxy.log"), exited: make(chan struct{})}
+	p := &Proc{LogPath: filepath.Join(dir, "proxy.log"), binary: binary, cfgPath: cfgPath, env: env, exited: make(chan struct{})}
 	logFile, err := os.Create(p.LogPath)
 	if err != nil {
 		return nil, err
@@ -234,6 +237,41 @@ func (p *Proc) Stop() (graceful bool) {
 		<-p.exited
 		return false
 	}
+}
+
+// Kill kills the process with SIGKILL, as a crash, and waits until it is gone.
+func (p *Proc) Kill() {
+	p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// Restart starts the same binary with the same configuration again, on the addresses this
+// process had bound (its listeners bind them again), once it has exited. It logs to
+// a fresh proxy.log, the old one in proxy.log.before-restart.
+func (p *Proc) Restart() (*Proc, error) {
+	select {
+	case <-p.exited:
+	default:
+		return nil, fmt.Errorf("pulsar-proxy is still running")
+	}
+	b, err := os.ReadFile(p.cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	cfg := strings.Replace(string(b), `pulsar: "127.0.0.1:0"`, fmt.Sprintf("pulsar: %q", p.Addr), 1)
+	cfg = strings.Replace(cfg, `http: "127.0.0.1:0"`, fmt.Sprintf("http: %q", strings.TrimPrefix(p.HTTPURL, "http://")), 1)
+	if err := os.WriteFile(p.cfgPath, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	logged, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	// start reads the new process's startup line from a fresh log; the old one is kept.
+	if err := os.WriteFile(p.LogPath+".before-restart", logged, 0o644); err != nil {
+		return nil, err
+	}
+	return start(p.binary, filepath.Dir(p.LogPath), p.cfgPath, p.env, p.PulsarTLSURL != "")
 }
 
 // Get fetches a path of the proxy's HTTP endpoint; status 0 when it cannot be reached.

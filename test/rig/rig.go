@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -379,6 +380,25 @@ func (r *Rig) StartBroker(ctx context.Context, n int) error {
 		return err
 	}
 	return r.reload()
+}
+
+// KillBroker kills broker n with SIGKILL, as a crash: nothing is closed cleanly, so its
+// ZooKeeper session (and the bundles it owns) stays until the session expires. Restart it
+// with StartBroker.
+func (r *Rig) KillBroker(ctx context.Context, n int) error {
+	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "kill-broker", strconv.Itoa(n)); err != nil {
+		return err
+	}
+	return r.reload()
+}
+
+// SignalBroker sends sig to broker n's process (SIGSTOP freezes it, SIGCONT resumes it).
+func (r *Rig) SignalBroker(n int, sig syscall.Signal) error {
+	pid, err := strconv.Atoi(r.State(fmt.Sprintf("BROKER%d_PID", n)))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("rig: broker %d is not running", n)
+	}
+	return syscall.Kill(pid, sig)
 }
 
 // StopConsul stops the Consul agent (SIGTERM). It is a dev agent: its registrations are gone

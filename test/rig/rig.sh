@@ -15,6 +15,8 @@
 #   rig.sh status               show the processes and whether they answer
 #   rig.sh stop-broker N        stop broker N (1 or 2) with SIGTERM, so its ZooKeeper session closes
 #   rig.sh start-broker N       start broker N again and wait until it is ready
+#   rig.sh kill-broker N        kill broker N with SIGKILL, as a crash: its ZooKeeper session
+#                               stays until it expires (metadataStoreSessionTimeoutMillis)
 #   rig.sh stop-consul          stop the Consul agent (a dev agent: its registrations are lost)
 #   rig.sh start-consul         start the Consul agent again and wait for its leader
 #   rig.sh stop-zookeeper       stop ZooKeeper alone (SIGTERM; its sessions survive a restart)
@@ -817,7 +819,7 @@ need_state() { [[ -f "$STATE" ]] || { err "no rig state in $RIG_DIR (rig.sh up f
 check_broker_arg() {
   case "${1:-}" in
     1 | 2) ;;
-    *) err "usage: rig.sh stop-broker|start-broker 1|2"; exit 2 ;;
+    *) err "usage: rig.sh stop-broker|start-broker|kill-broker 1|2"; exit 2 ;;
   esac
 }
 
@@ -836,6 +838,22 @@ cmd_stop_broker() {
       err "broker $other still lists $(broker_id "$n") (its ZooKeeper session expires within 30s)"
   fi
   log "broker $n stopped ($(since "$t0"))"
+}
+
+cmd_kill_broker() {
+  local n="$1" pid
+  check_broker_arg "$n"
+  need_state
+  pid="$(read_pid "broker$n")"
+  if ! pid_is_ours "$pid"; then
+    err "broker $n is not running"
+    exit 1
+  fi
+  kill -KILL "$pid"
+  while pid_is_ours "$pid"; do sleep 0.05; done
+  rm -f "$PIDS/broker$n.pid"
+  set_state "BROKER${n}_PID" ""
+  log "broker $n killed (SIGKILL $pid)"
 }
 
 cmd_start_broker() {
@@ -962,6 +980,7 @@ case "${1:-}" in
     ;;
   stop-broker) cmd_stop_broker "${2:-}" ;;
   start-broker) cmd_start_broker "${2:-}" ;;
+  kill-broker) cmd_kill_broker "${2:-}" ;;
   stop-consul) cmd_stop_consul ;;
   start-consul) cmd_start_consul ;;
   stop-zookeeper) cmd_stop_zookeeper ;;
@@ -972,7 +991,7 @@ case "${1:-}" in
     ;;
   classpath-file) echo "$CP_FILE" ;;
   *)
-    sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
