@@ -28,6 +28,11 @@ func stormClients() int { return envInt("E2EFAULT_STORM_CLIENTS", 10000) }
 // restart mostly look up the same few hot topics, whose lookups the proxy coalesces.
 const stormTopics = 20
 
+// TestReconnectStorm runs first in the package (this file's name sorts before the fault
+// tests'): it measures the proxy on a rig that no broker kill or freeze has touched yet. After
+// them, a restarted broker once hung creating the storm's topics, before the proxy under test
+// had even started.
+//
 // TestReconnectStorm: stormClients clients connect to a fresh proxy all at once, as after a
 // proxy restart, and each looks up one of stormTopics topics on the real brokers. All are
 // served (a Connect answer naming a rig broker), none is refused, and identical lookups in
