@@ -19,6 +19,10 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 	cfg := s.srv.cfg
 	s.enter(modeLookup)
 	connected := frame.Connected(cfg.ServerVersion, s.negotiatedVersion(connect), cfg.MaxMessageSize)
+	if s.srv.offersTopicWatchers() {
+		// Pattern consumers then watch a namespace's topics instead of polling for them.
+		connected.Connected.FeatureFlags = &pb.FeatureFlags{SupportsTopicWatchers: proto.Bool(true)}
+	}
 	if err := s.client.writeCommand(connected, cfg.HandshakeTimeout); err != nil {
 		return ReasonIOError
 	}
@@ -31,6 +35,9 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 	s.atEnd(func() {
 		s.cancel() // abandons broker round trips of a client that is gone
 		stopRefresh()
+		if l.watchers != nil {
+			l.watchers.end()
+		}
 		l.inFlight.Wait()
 	})
 	s.client.releaseIdle() // the CONNECT's buffer
@@ -42,9 +49,10 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 type lookupSession struct {
 	s                   *session
 	ref                 *refresher
-	slots               chan struct{}  // one per lookup in flight, at most MaxPendingLookups
-	pinged              bool           // a keep-alive PING is unanswered
-	inFlight, answering sync.WaitGroup // the background goroutines and answers; answers alone
+	slots               chan struct{}   // one per lookup in flight, at most MaxPendingLookups
+	pinged              bool            // a keep-alive PING is unanswered
+	inFlight, answering sync.WaitGroup  // the background goroutines and answers; answers alone
+	watchers            *lookupWatchers // topic-list watchers, made by the first one opened
 }
 
 func (l *lookupSession) background(f func()) {
@@ -116,36 +124,37 @@ func (l *lookupSession) handle(cmd *pb.BaseCommand) CloseReason {
 	case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA,
 		pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, pb.BaseCommand_GET_SCHEMA:
 		l.lookup(lookupRequest(cmd))
+	case pb.BaseCommand_WATCH_TOPIC_LIST:
+		if _, ok := s.srv.resolver.(topicWatchResolver); ok {
+			l.watchTopics(lookupRequest(cmd))
+			return ""
+		}
+		l.refuse(cmd)
+	case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
+		if l.watchers != nil {
+			l.watchers.close(cmd)
+			return ""
+		}
+		l.refuse(cmd)
 	default:
-		id, _ := frame.RequestID(cmd)
-		s.reply(frame.Error(id, pb.ServerError_NotAllowedError,
-			"pulsar-proxy: "+t.String()+" is not served on a lookup connection; connect with proxy_to_broker_url set to the owning broker"))
+		l.refuse(cmd)
 	}
 	return ""
+}
+
+// refuse answers a command a lookup connection does not serve.
+func (l *lookupSession) refuse(cmd *pb.BaseCommand) {
+	t := cmd.GetType()
+	id, _ := frame.RequestID(cmd)
+	l.s.reply(frame.Error(id, pb.ServerError_NotAllowedError,
+		"pulsar-proxy: "+t.String()+" is not served on a lookup connection; connect with proxy_to_broker_url set to the owning broker"))
 }
 
 // lookup checks a discovery request against the policy and answers it in the background,
 // within the connection's bound on lookups in flight.
 func (l *lookupSession) lookup(cmd *pb.BaseCommand) {
-	s, t := l.s, cmd.GetType().String()
-	if action, topic := lookupTarget(cmd); topic != "" && !s.allowed(action, topic) {
-		s.srv.metrics.lookups.WithLabelValues(t, "denied").Inc()
-		s.writeFailure(cmd, pb.ServerError_AuthorizationError, denyMessage(s.role(), action, topic))
-		return
-	}
-	if !s.lookupAllowed() {
-		l.tooMany(cmd, limitRoleLookupRate, "pulsar-proxy: role "+quoteRole(s.role())+" is over its lookup rate, retry later")
-		return
-	}
-	select {
-	case l.slots <- struct{}{}:
-	default:
-		l.tooMany(cmd, "", "pulsar-proxy: too many lookups in flight on this connection")
-		return
-	}
-	if !s.srv.takeLookup() {
-		<-l.slots
-		l.tooMany(cmd, limitLookupsInFlight, "pulsar-proxy: the proxy has too many lookups in flight, retry later")
+	s := l.s
+	if !l.admit(cmd) {
 		return
 	}
 	l.answering.Add(1)
@@ -153,6 +162,49 @@ func (l *lookupSession) lookup(cmd *pb.BaseCommand) {
 		defer func() { <-l.slots; l.answering.Done() }()
 		s.answer(cmd, s.srv.giveLookup)
 	})
+}
+
+// watchTopics opens a topic-list watcher on a broker for the client, admitted as a lookup
+// (the slot is held until the broker answered).
+func (l *lookupSession) watchTopics(cmd *pb.BaseCommand) {
+	if !l.admit(cmd) {
+		return
+	}
+	if l.watchers == nil {
+		l.watchers = newLookupWatchers(l)
+	}
+	l.answering.Add(1)
+	l.background(func() {
+		defer l.answering.Done()
+		l.watchers.start(cmd, func() { <-l.slots; l.s.srv.giveLookup() })
+	})
+}
+
+// admit applies the policy and the lookup limits to a request; false: it was answered with
+// the refusal.
+func (l *lookupSession) admit(cmd *pb.BaseCommand) bool {
+	s, t := l.s, cmd.GetType().String()
+	if action, topic := lookupTarget(cmd); topic != "" && !s.allowed(action, topic) {
+		s.srv.metrics.lookups.WithLabelValues(t, "denied").Inc()
+		s.writeFailure(cmd, pb.ServerError_AuthorizationError, denyMessage(s.role(), action, topic))
+		return false
+	}
+	if !s.lookupAllowed() {
+		l.tooMany(cmd, limitRoleLookupRate, "pulsar-proxy: role "+quoteRole(s.role())+" is over its lookup rate, retry later")
+		return false
+	}
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		l.tooMany(cmd, "", "pulsar-proxy: too many lookups in flight on this connection")
+		return false
+	}
+	if !s.srv.takeLookup() {
+		<-l.slots
+		l.tooMany(cmd, limitLookupsInFlight, "pulsar-proxy: the proxy has too many lookups in flight, retry later")
+		return false
+	}
+	return true
 }
 
 // tooMany answers TooManyRequests, which clients retry after a while; limit names the

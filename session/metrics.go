@@ -32,7 +32,7 @@ type Metrics struct {
 // and the topic-list watchers.
 func (m *Metrics) newGuardMetrics() {
 	m.watchers = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "pulsar_proxy_topic_list_watchers", Help: "Topic-list watchers (WATCH_TOPIC_LIST) open in inspected direct sessions, whose updates the proxy filters by the policy.",
+		Name: "pulsar_proxy_topic_list_watchers", Help: "Topic-list watchers (WATCH_TOPIC_LIST) open through the proxy: on lookup connections (opened by the proxy on a pooled broker connection) and in inspected direct sessions; with a policy their topics are filtered by it.",
 	})
 	m.stalled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pulsar_proxy_stalled_sessions_total", Help: "Direct sessions closed by the stall watchdog (session.stallTimeout), by reason: client_stalled (part of a frame, then nothing), client_not_reading, broker_stalled.",
@@ -106,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // lookupTypes and lookupResults are the label values of pulsar_proxy_lookups_total.
 var (
 	lookupTypes = []string{pb.BaseCommand_LOOKUP.String(), pb.BaseCommand_PARTITIONED_METADATA.String(),
-		pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.String(), pb.BaseCommand_GET_SCHEMA.String()}
+		pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.String(), pb.BaseCommand_GET_SCHEMA.String(), pb.BaseCommand_WATCH_TOPIC_LIST.String()}
 	lookupResults = []string{"ok", "failed", "denied", "rejected", "error"}
 )
 

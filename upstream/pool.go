@@ -63,6 +63,8 @@ type Pool struct {
 	closed bool
 
 	refusals sync.Map // broker addr → the CONNECT refusal last logged by Ping
+
+	watchersOffered atomic.Pointer[bool] // the last broker CONNECTED's supports_topic_watchers
 }
 
 // NewPool makes an empty pool; connections are dialled on first use.
@@ -185,15 +187,15 @@ func (p *Pool) evictLocked() {
 	var oldestKey string
 	var oldest int64
 	for k, c := range p.conns {
-		if c.client.Principal == "" {
-			continue
+		if c.client.Principal == "" || c.watching() {
+			continue // clients' topic-list watchers would be lost with it
 		}
 		n++
 		if t := c.lastUsed.Load(); oldestKey == "" || t < oldest {
 			oldestKey, oldest = k, t
 		}
 	}
-	if n >= limit {
+	if n >= limit && oldestKey != "" {
 		c := p.conns[oldestKey]
 		delete(p.conns, oldestKey)
 		c.close(errors.New("pooled connection evicted: too many principals"))
@@ -224,6 +226,7 @@ func (p *Pool) dial(addr string, client Client) (*brokerConn, error) {
 		creds:   p.cfg.Connector.Credentials,
 	}
 	c.lastUsed.Store(time.Now().UnixNano())
+	p.topicWatchersOffered(bc.Connected)
 	go c.readLoop(bc.Reader)
 	if !client.Expires.IsZero() && client.AuthData != nil {
 		// The broker would challenge for credentials the pool cannot renew: retire the
@@ -252,6 +255,8 @@ type brokerConn struct {
 
 	pingMu sync.Mutex // one ping in flight
 	pongs  chan struct{}
+
+	watchers map[uint64]TopicWatcher // topic-list watchers open on it, by their id here
 
 	client   Client      // whom it looks up for; an empty Principal is the proxy itself
 	retire   *time.Timer // closes a connection carrying client credentials at their expiry
@@ -355,6 +360,8 @@ func (c *brokerConn) readLoop(r *frame.Reader) {
 			if c.answerChallenge() != nil {
 				return
 			}
+		case pb.BaseCommand_WATCH_TOPIC_UPDATE:
+			c.topicUpdate(cmd.GetWatchTopicUpdate())
 		default:
 			id, ok := frame.RequestID(cmd)
 			if !ok {
@@ -392,8 +399,8 @@ func (c *brokerConn) answerChallenge() error {
 
 func (c *brokerConn) close(err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.err != nil {
+		c.mu.Unlock()
 		return
 	}
 	c.err = err
@@ -402,6 +409,8 @@ func (c *brokerConn) close(err error) {
 	if c.retire != nil {
 		c.retire.Stop()
 	}
+	c.mu.Unlock()
+	c.loseWatchers()
 }
 
 func (c *brokerConn) closeErr() error {

@@ -1,0 +1,53 @@
+package lookup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
+)
+
+// watchPool is a RoundTripper that also opens topic-list watchers (upstream.Pool does).
+type watchPool interface {
+	WatchTopics(ctx context.Context, addr string, cmd *pb.BaseCommand, w upstream.TopicWatcher) (*pb.BaseCommand, *upstream.TopicWatch, error)
+	TopicWatchers() bool
+}
+
+// TopicWatchers says whether lookup-mode clients may be offered topic-list watchers: the
+// brokers offer them (as far as the pool has seen) and the pool can open them.
+func (r *Resolver) TopicWatchers() bool {
+	p, ok := r.pool.(watchPool)
+	return ok && p.TopicWatchers()
+}
+
+// WatchTopics opens a lookup-mode client's topic-list watcher (cmd: its WATCH_TOPIC_LIST) on
+// the first broker that answers, over the pooled connection of ctx's principal. Any broker
+// serves a namespace's watcher: it follows the metadata store, not bundle ownership. The
+// answer's ids are the pool's; the caller restores its own.
+func (r *Resolver) WatchTopics(ctx context.Context, cmd *pb.BaseCommand, w upstream.TopicWatcher) (*pb.BaseCommand, *upstream.TopicWatch, error) {
+	p, ok := r.pool.(watchPool)
+	if !ok {
+		return nil, nil, &Error{Code: pb.ServerError_NotAllowedError, Message: "topic-list watchers are not served here"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	brokers, err := r.set.pick()
+	if err != nil {
+		return nil, nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: err.Error()}
+	}
+	var errs []error
+	for _, b := range brokers {
+		r.metrics.brokerRequests.WithLabelValues(cmd.GetType().String(), b.Addr()).Inc()
+		resp, watch, err := p.WatchTopics(ctx, b.Addr(), cmd, w)
+		if err == nil {
+			return resp, watch, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || errors.Is(err, upstream.ErrPoolClosed) {
+			break
+		}
+	}
+	return nil, nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("no broker answered: %v", errors.Join(errs...))}
+}
