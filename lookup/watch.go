@@ -12,14 +12,30 @@ import (
 // watchPool is a RoundTripper that also opens topic-list watchers (upstream.Pool does).
 type watchPool interface {
 	WatchTopics(ctx context.Context, addr string, cmd *pb.BaseCommand, w upstream.TopicWatcher) (*pb.BaseCommand, *upstream.TopicWatch, error)
-	TopicWatchers() bool
+	TopicWatchers() (offered, known bool)
+	Ping(ctx context.Context, addr string) error
 }
 
 // TopicWatchers says whether lookup-mode clients may be offered topic-list watchers: the
-// brokers offer them (as far as the pool has seen) and the pool can open them.
-func (r *Resolver) TopicWatchers() bool {
+// brokers offer them and the pool can open them. Until the pool has seen a broker's
+// CONNECTED, it connects to one for ctx's client (whose lookups will use that connection).
+func (r *Resolver) TopicWatchers(ctx context.Context) bool {
 	p, ok := r.pool.(watchPool)
-	return ok && p.TopicWatchers()
+	if !ok {
+		return false
+	}
+	if offered, known := p.TopicWatchers(); known {
+		return offered
+	}
+	brokers, err := r.set.pick()
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	p.Ping(ctx, brokers[0].Addr()) // a failure leaves it unknown: not offered
+	offered, _ := p.TopicWatchers()
+	return offered
 }
 
 // WatchTopics opens a lookup-mode client's topic-list watcher (cmd: its WATCH_TOPIC_LIST) on

@@ -19,7 +19,7 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 	cfg := s.srv.cfg
 	s.enter(modeLookup)
 	connected := frame.Connected(cfg.ServerVersion, s.negotiatedVersion(connect), cfg.MaxMessageSize)
-	if s.srv.offersTopicWatchers() {
+	if s.offersTopicWatchers() {
 		// Pattern consumers then watch a namespace's topics instead of polling for them.
 		connected.Connected.FeatureFlags = &pb.FeatureFlags{SupportsTopicWatchers: proto.Bool(true)}
 	}

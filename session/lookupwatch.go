@@ -16,15 +16,15 @@ import (
 // topicWatchResolver is a Resolver that also opens topic-list watchers on brokers for
 // lookup-mode clients (lookup.Resolver).
 type topicWatchResolver interface {
-	TopicWatchers() bool
+	TopicWatchers(ctx context.Context) bool
 	WatchTopics(ctx context.Context, cmd *pb.BaseCommand, w upstream.TopicWatcher) (*pb.BaseCommand, *upstream.TopicWatch, error)
 }
 
 // offersTopicWatchers says whether a lookup-mode CONNECTED offers topic-list watchers: when
 // the brokers do and the resolver can open them.
-func (s *Server) offersTopicWatchers() bool {
-	r, ok := s.resolver.(topicWatchResolver)
-	return ok && r.TopicWatchers()
+func (s *session) offersTopicWatchers() bool {
+	r, ok := s.srv.resolver.(topicWatchResolver)
+	return ok && r.TopicWatchers(s.lookupContext())
 }
 
 // maxEarlyUpdates bounds the updates a watcher may get before the broker's answer to its

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"net"
 	"sync"
 	"testing"
@@ -143,8 +142,8 @@ func (b *watchBroker) waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// watchResolver is the resolver and pool of a proxy in front of b, with the pool already
-// holding a connection (as after the readiness probe), so CONNECTED can offer watchers.
+// watchResolver is the resolver and pool of a proxy in front of b. The pool has no
+// connection yet: the first CONNECTED makes one to learn whether the broker offers watchers.
 func watchResolver(t *testing.T, b *watchBroker) *lookup.Resolver {
 	t.Helper()
 	static, err := lookup.NewStatic([]string{"pulsar://" + b.addr})
@@ -153,9 +152,6 @@ func watchResolver(t *testing.T, b *watchBroker) *lookup.Resolver {
 	}
 	pool := upstream.NewPool(upstream.PoolConfig{Connector: testConfig().Upstream, MaxPending: 10, ConnsPerBroker: 1, Logger: zerolog.Nop()})
 	t.Cleanup(pool.Close)
-	if err := pool.Ping(context.Background(), b.addr); err != nil {
-		t.Fatal(err)
-	}
 	return lookup.NewResolver(lookup.NewBrokerSet(static, lookup.SetOptions{}), pool, 5*time.Second, 3, false, nil)
 }
 

@@ -148,8 +148,8 @@ func (p *Pool) topicWatchersOffered(connected *pb.CommandConnected) {
 }
 
 // TopicWatchers says whether the brokers offer topic-list watchers, as the last broker
-// CONNECTED the pool saw said (false before the pool has seen one).
-func (p *Pool) TopicWatchers() bool {
-	offered := p.watchersOffered.Load()
-	return offered != nil && *offered
+// CONNECTED the pool saw said; known is false before the pool has seen one.
+func (p *Pool) TopicWatchers() (offered, known bool) {
+	o := p.watchersOffered.Load()
+	return o != nil && *o, o != nil
 }

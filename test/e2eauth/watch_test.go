@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
@@ -91,5 +94,63 @@ func waitLine(t *testing.T, lines <-chan string, prefix string) string {
 		case <-timeout:
 			t.Fatalf("no %q from the probe in two minutes", prefix)
 		}
+	}
+}
+
+// A topic-list watcher opened on a lookup connection (the proxy offers watchers in its own
+// CONNECTED when the brokers do) is opened by the proxy on the brokers as the client's role:
+// the client learns of a topic created after it subscribed from the broker's update, under
+// its own watcher id, with the topics its role may not look up filtered out, and closing it
+// closes it on the broker.
+func TestLookupConnectionWatchesTopicList(t *testing.T) {
+	prefix := strings.TrimPrefix(uniqueTopic(nsShared, "lw"), "persistent://")
+	p := startProxy(t, `
+rules:
+  - roles: [carol]
+    resources: ["`+prefix+`-a*"]
+    actions: [lookup]
+  - roles: [alice]
+    resources: ["`+prefix+`-*"]
+    actions: [lookup, produce]
+`, "")
+	c, r, resp := rawConnect(t, p.Addr, "token", []byte(mustToken("carol", 0)))
+	if !resp.GetConnected().GetFeatureFlags().GetSupportsTopicWatchers() {
+		t.Fatalf("the lookup connection's CONNECTED does not offer topic-list watchers: %v", resp)
+	}
+	send := func(cmd *pb.BaseCommand) {
+		if err := frame.WriteCommand(c, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(&pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST.Enum(), WatchTopicList: &pb.CommandWatchTopicList{
+		RequestId: proto.Uint64(1), WatcherId: proto.Uint64(77), Namespace: proto.String(nsShared),
+		TopicsPattern: proto.String("persistent://" + prefix + "-.*")}})
+	ok := readCmd(t, r)
+	if s := ok.GetWatchTopicListSuccess(); s == nil || s.GetRequestId() != 1 || s.GetWatcherId() != 77 || len(s.Topic) != 0 {
+		t.Fatalf("WATCH_TOPIC_LIST answered with %v", ok)
+	}
+	if n := p.metric(t, "pulsar_proxy_topic_list_watchers"); n != 1 {
+		t.Fatalf("the proxy counts %v topic-list watchers, want 1", n)
+	}
+
+	// A topic carol may not look up is created first: had its update not been filtered, it
+	// would be the first to arrive.
+	produceOne(t, p.PulsarURL, "persistent://"+prefix+"-b1", "hidden")
+	created := time.Now()
+	produceOne(t, p.PulsarURL, "persistent://"+prefix+"-a1", "visible")
+	u := readCmd(t, r)
+	if w := u.GetWatchTopicUpdate(); w == nil || w.GetWatcherId() != 77 || len(w.NewTopics) != 1 ||
+		w.NewTopics[0] != "persistent://"+prefix+"-a1" || len(w.DeletedTopics) != 0 {
+		t.Fatalf("first update %v", u)
+	}
+	t.Logf("the update for the new topic arrived %v after it was created", time.Since(created).Round(time.Millisecond))
+
+	send(&pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE.Enum(), WatchTopicListClose: &pb.CommandWatchTopicListClose{
+		RequestId: proto.Uint64(2), WatcherId: proto.Uint64(77)}})
+	if s := readCmd(t, r); s.GetSuccess().GetRequestId() != 2 {
+		t.Fatalf("WATCH_TOPIC_LIST_CLOSE answered with %v", s)
+	}
+	if n := p.metric(t, "pulsar_proxy_topic_list_watchers"); n != 0 {
+		t.Fatalf("the proxy counts %v topic-list watchers after the close, want 0", n)
 	}
 }
