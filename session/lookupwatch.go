@@ -230,7 +230,15 @@ func (ws *lookupWatchers) close(cmd *pb.BaseCommand) {
 		s.reply(success) // still opening: opened() closes it on the broker
 		return
 	}
+	select { // a close waits on the broker like a lookup, within the same bound
+	case ws.l.slots <- struct{}{}:
+	default:
+		watch.Forget()
+		s.reply(success)
+		return
+	}
 	ws.l.background(func() {
+		defer func() { <-ws.l.slots }()
 		ctx, cancel := context.WithTimeout(s.ctx, s.srv.cfg.KeepAliveInterval)
 		defer cancel()
 		resp, err := watch.Close(ctx)
