@@ -64,7 +64,8 @@ check-files:
 FUZZ_TARGETS = ./frame:FuzzReadFrame ./session:FuzzClientRules ./session:FuzzDirectPipe \
 	./session:FuzzHandshake ./authz:FuzzParseTopic ./lookup:FuzzAllowTarget \
 	./authz:FuzzTokenAuthenticate ./lookup:FuzzLookupAnswer ./internal/config:FuzzLoad \
-	./internal/listener:FuzzProxyHeader ./internal/adminproxy:FuzzClassify ./lookup:FuzzZKBroker
+	./internal/listener:FuzzProxyHeader ./internal/adminproxy:FuzzClassify ./lookup:FuzzZKBroker \
+	./mux:FuzzMappingRoundTrip
 FUZZTIME ?= 4s
 FUZZ_LONG ?= 10m
 
