@@ -177,6 +177,13 @@ func failureFor(cmd *pb.BaseCommand, code pb.ServerError, msg string) *pb.BaseCo
 	return frame.Error(id, code, msg)
 }
 
+// hasOwnMessage reports whether cmd carries the sub-message of its type.
+func hasOwnMessage(cmd *pb.BaseCommand) bool {
+	m := cmd.ProtoReflect()
+	fd := m.Descriptor().Fields().ByNumber(protowire.Number(cmd.GetType()))
+	return fd != nil && m.Has(fd)
+}
+
 // lookupRequest is the request a lookup-mode client's command becomes towards a broker: the
 // type and its own sub-message only, without unknown fields and without the fields only a
 // proxy sets (original_principal, original_auth_*: the pooled connection already names the

@@ -123,19 +123,21 @@ func (l *lookupSession) handle(cmd *pb.BaseCommand) CloseReason {
 		l.ref.offer(cmd.GetAuthResponse()) // unasked-for answers are dropped: there is no broker here
 	case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA,
 		pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, pb.BaseCommand_GET_SCHEMA:
-		l.lookup(lookupRequest(cmd))
+		if l.complete(cmd) {
+			l.lookup(lookupRequest(cmd))
+		}
 	case pb.BaseCommand_WATCH_TOPIC_LIST:
-		if _, ok := s.srv.resolver.(topicWatchResolver); ok {
+		if !s.watchesTopics() {
+			l.refuse(cmd)
+		} else if l.complete(cmd) {
 			l.watchTopics(lookupRequest(cmd))
-			return ""
 		}
-		l.refuse(cmd)
 	case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
-		if l.watchers != nil {
+		if l.watchers == nil {
+			l.refuse(cmd)
+		} else if l.complete(cmd) {
 			l.watchers.close(cmd)
-			return ""
 		}
-		l.refuse(cmd)
 	default:
 		l.refuse(cmd)
 	}
@@ -148,6 +150,17 @@ func (l *lookupSession) refuse(cmd *pb.BaseCommand) {
 	id, _ := frame.RequestID(cmd)
 	l.s.reply(frame.Error(id, pb.ServerError_NotAllowedError,
 		"pulsar-proxy: "+t.String()+" is not served on a lookup connection; connect with proxy_to_broker_url set to the owning broker"))
+}
+
+// complete refuses a request without the sub-message of its type (BaseCommand has them all
+// optional, so such a frame decodes): nothing of it could be checked or answered.
+func (l *lookupSession) complete(cmd *pb.BaseCommand) bool {
+	if hasOwnMessage(cmd) {
+		return true
+	}
+	l.s.srv.metrics.lookups.WithLabelValues(cmd.GetType().String(), "rejected").Inc()
+	l.s.reply(frame.Error(0, pb.ServerError_MetadataError, "pulsar-proxy: "+cmd.GetType().String()+" without its command"))
+	return false
 }
 
 // lookup checks a discovery request against the policy and answers it in the background,

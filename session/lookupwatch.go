@@ -21,10 +21,17 @@ type topicWatchResolver interface {
 }
 
 // offersTopicWatchers says whether a lookup-mode CONNECTED offers topic-list watchers: when
-// the brokers do and the resolver can open them.
+// the brokers do and the proxy can open them (see watchesTopics).
 func (s *session) offersTopicWatchers() bool {
-	r, ok := s.srv.resolver.(topicWatchResolver)
-	return ok && r.TopicWatchers(s.lookupContext())
+	return s.watchesTopics() && s.srv.resolver.(topicWatchResolver).TopicWatchers(s.lookupContext())
+}
+
+// watchesTopics says whether the proxy opens lookup-mode clients' topic-list watchers. Not
+// with forwarded client credentials: a pooled connection carrying them is retired when they
+// expire, and a watcher on it would be lost at each expiry however the client renews.
+func (s *session) watchesTopics() bool {
+	_, ok := s.srv.resolver.(topicWatchResolver)
+	return ok && !s.srv.sec.ForwardClientCredentials
 }
 
 // maxEarlyUpdates bounds the updates a watcher may get before the broker's answer to its
@@ -89,6 +96,7 @@ func (ws *lookupWatchers) start(cmd *pb.BaseCommand, done func()) {
 	resolver := s.srv.resolver.(topicWatchResolver)
 	resp, watch, err := resolver.WatchTopics(s.lookupContext(), cmd, cw)
 	done()
+	frame.SetRequestID(cmd, reqID) // the pool gave it its own
 	if err != nil {
 		ws.unregister(cw)
 		code, msg := pb.ServerError_ServiceNotReady, "pulsar-proxy: "+err.Error()
@@ -201,9 +209,14 @@ func (ws *lookupWatchers) updateLocked(cw *clientWatch, u *pb.CommandWatchTopicU
 // Lost is called when the pooled connection carrying the watcher went away: the broker
 // forgot it, and no command tells a client so. The client's connection is closed, as a
 // broker's would be, and the client opens its watchers again on a new one.
+// A watcher still opening is left to its opening, which fails on its own (or moves to
+// another broker).
 func (cw *clientWatch) Lost(error) {
 	ws := cw.ws
-	if !ws.unregister(cw) {
+	ws.mu.Lock()
+	opening := cw.watch == nil
+	ws.mu.Unlock()
+	if opening || !ws.unregister(cw) {
 		return
 	}
 	ws.mu.Lock()

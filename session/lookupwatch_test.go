@@ -265,6 +265,7 @@ rules:
     resources: ["public/default/open-*", "public/default/early"]
     actions: [lookup]
 `)
+	sec.ForwardClientCredentials = false
 	addr, _ := startSecureProxy(t, sec, watchResolver(t, b), noTargets{})
 	p := dialPeer(t, addr)
 	p.send(connectCmd(nil))
@@ -288,5 +289,109 @@ rules:
 	want := []string{"persistent://public/default/early", "persistent://public/default/open-1", "persistent://public/default/open-2"}
 	if len(u.NewTopics) != 1 || u.NewTopics[0] != want[2] || u.GetTopicsHash() != topicsHash(want) {
 		t.Fatalf("filtered update %v", u)
+	}
+}
+
+// silentBroker answers CONNECT (offering watchers) and nothing else; drop closes its conns.
+func silentBroker(t *testing.T) (*watchBroker, func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &watchBroker{addr: ln.Addr().String(), watches: map[uint64]*pb.CommandWatchTopicList{}, changed: make(chan struct{}, 100)}
+	seen := make(chan struct{}, 10)
+	t.Cleanup(func() { ln.Close(); b.dropConnections() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, c)
+			b.mu.Unlock()
+			go func() {
+				defer c.Close()
+				r := frame.NewReader(c, frame.DefaultMaxFrameSize)
+				for {
+					f, err := r.ReadFrame()
+					if err != nil {
+						return
+					}
+					cmd, _ := frame.Decode(f.Command)
+					switch cmd.GetType() {
+					case pb.BaseCommand_CONNECT:
+						connected := frame.Connected("fake", 21, 5<<20)
+						connected.Connected.FeatureFlags = &pb.FeatureFlags{SupportsTopicWatchers: proto.Bool(true)}
+						frame.WriteCommand(c, connected)
+					case pb.BaseCommand_WATCH_TOPIC_LIST:
+						seen <- struct{}{}
+					}
+				}
+			}()
+		}
+	}()
+	return b, func() { <-seen; b.dropConnections() }
+}
+
+// A broker connection that drops while a watcher opens fails that WATCH_TOPIC_LIST (the
+// client may try again), as a lookup failing the same way does; the client's connection stays.
+func TestLookupModeWatcherOpeningWhenBrokerDrops(t *testing.T) {
+	b, dropOnWatch := silentBroker(t)
+	addr, _ := startProxy(t, testConfig(), watchResolver(t, b), noTargets{})
+	p := dialPeer(t, addr)
+	p.send(connectCmd(nil))
+	p.recv()
+	p.send(watchCmd(3, 7))
+	dropOnWatch()
+	p.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	cmd, err := p.r.ReadCommand()
+	if err != nil {
+		t.Fatalf("expected an ERROR answering WATCH_TOPIC_LIST request 3; the proxy closed the client connection instead: %v", err)
+	}
+	if e := cmd.GetError(); e.GetRequestId() != 3 || e.GetError() != pb.ServerError_ServiceNotReady {
+		t.Fatalf("WATCH_TOPIC_LIST answered with %v", cmd)
+	}
+	p.send(frame.Ping())
+	if got := p.recv().GetType(); got != pb.BaseCommand_PONG {
+		t.Fatalf("the connection did not go on: %v", got)
+	}
+}
+
+// A request without the sub-message of its type decodes (BaseCommand has them all optional):
+// it is refused, and the connection goes on.
+func TestLookupModeRequestWithoutItsCommand(t *testing.T) {
+	b := newWatchBroker(t, "persistent://public/default/a")
+	addr, _ := startProxy(t, testConfig(), watchResolver(t, b), noTargets{})
+	p := dialPeer(t, addr)
+	p.send(connectCmd(nil))
+	p.recv()
+	for _, typ := range []pb.BaseCommand_Type{pb.BaseCommand_WATCH_TOPIC_LIST, pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA,
+		pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, pb.BaseCommand_GET_SCHEMA} {
+		p.send(&pb.BaseCommand{Type: typ.Enum()})
+		if e := p.recv().GetError(); e.GetError() != pb.ServerError_MetadataError {
+			t.Fatalf("%v without its command answered with %v", typ, e)
+		}
+	}
+	p.send(watchCmd(1, 1))
+	if ok := p.recv().GetWatchTopicListSuccess(); ok.GetRequestId() != 1 {
+		t.Fatalf("a whole WATCH_TOPIC_LIST afterwards: %v", ok)
+	}
+}
+
+// With forwarded client credentials the proxy neither offers nor opens lookup-mode watchers:
+// the pooled connection carrying a client's credentials is retired when they expire.
+func TestLookupModeWatchersNotWithForwardedCredentials(t *testing.T) {
+	b := newWatchBroker(t, "persistent://public/default/a")
+	sec, _ := testSecurity(t, "", "") // ForwardClientCredentials on
+	addr, _ := startSecureProxy(t, sec, watchResolver(t, b), noTargets{})
+	p := dialPeer(t, addr)
+	p.send(connectCmd(withToken(token(t, testSecret, "alice", time.Hour))))
+	if c := p.recv().GetConnected(); c == nil || c.GetFeatureFlags().GetSupportsTopicWatchers() {
+		t.Fatalf("CONNECTED %v", c)
+	}
+	p.send(watchCmd(3, 7))
+	if e := p.recv().GetError(); e.GetRequestId() != 3 || e.GetError() != pb.ServerError_NotAllowedError {
+		t.Fatalf("WATCH_TOPIC_LIST answered with %v", e)
 	}
 }

@@ -162,7 +162,10 @@ func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
 			return nil, ErrPoolClosed
 		}
 		if principal != "" {
-			p.evictLocked()
+			if err := p.evictLocked(); err != nil {
+				c.close(err)
+				return nil, err
+			}
 		}
 		p.conns[key] = c
 		return c, nil
@@ -176,9 +179,15 @@ func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
 	return v.(*brokerConn), nil
 }
 
+// ErrTooManyPrincipals is returned for a new principal when MaxPrincipals connections carry
+// topic-list watchers, which are not evicted.
+var ErrTooManyPrincipals = errors.New("too many client roles hold pooled broker connections with topic-list watchers")
+
 // evictLocked closes the least recently used per-principal connection when there are
 // MaxPrincipals of them, so clients inventing roles cannot grow the pool without bound.
-func (p *Pool) evictLocked() {
+// Connections carrying topic-list watchers count but are not evicted (their clients would
+// lose the watchers): when all are such, the new principal is refused.
+func (p *Pool) evictLocked() error {
 	limit := p.cfg.MaxPrincipals
 	if limit <= 0 {
 		limit = 1000
@@ -187,19 +196,27 @@ func (p *Pool) evictLocked() {
 	var oldestKey string
 	var oldest int64
 	for k, c := range p.conns {
-		if c.client.Principal == "" || c.watching() {
-			continue // clients' topic-list watchers would be lost with it
+		if c.client.Principal == "" {
+			continue
 		}
 		n++
+		if c.watching() {
+			continue // clients' topic-list watchers would be lost with it
+		}
 		if t := c.lastUsed.Load(); oldestKey == "" || t < oldest {
 			oldestKey, oldest = k, t
 		}
 	}
-	if n >= limit && oldestKey != "" {
+	switch {
+	case n < limit:
+	case oldestKey == "":
+		return ErrTooManyPrincipals
+	default:
 		c := p.conns[oldestKey]
 		delete(p.conns, oldestKey)
 		c.close(errors.New("pooled connection evicted: too many principals"))
 	}
+	return nil
 }
 
 func (p *Pool) dial(addr string, client Client) (*brokerConn, error) {
@@ -323,9 +340,15 @@ func (c *brokerConn) ping(ctx context.Context) error {
 	}
 }
 
+// pooledWriteTimeout bounds a write on a pooled connection: a broker that takes nothing for
+// that long is stuck, and its connection is closed rather than holding up its callers
+// (lookups, a session's teardown closing its topic-list watchers).
+const pooledWriteTimeout = 10 * time.Second
+
 func (c *brokerConn) write(cmd *pb.BaseCommand) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.nc.SetWriteDeadline(time.Now().Add(pooledWriteTimeout))
 	if err := frame.WriteCommand(c.nc, cmd); err != nil {
 		c.close(fmt.Errorf("write to broker %s: %w", c.addr, err))
 		return c.closeErr()

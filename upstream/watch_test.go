@@ -1,0 +1,132 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+type nopWatcher struct {
+	mu   sync.Mutex
+	lost bool
+}
+
+func (*nopWatcher) Update(*pb.CommandWatchTopicUpdate) {}
+func (w *nopWatcher) Lost(error)                       { w.mu.Lock(); w.lost = true; w.mu.Unlock() }
+
+// watchingBroker answers CONNECT and WATCH_TOPIC_LIST; open counts its live connections.
+func watchingBroker(t *testing.T) (addr string, open func() int) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	n := 0
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			n++
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { c.Close(); mu.Lock(); n--; mu.Unlock() }()
+				r := frame.NewReader(c, frame.DefaultMaxFrameSize)
+				for {
+					f, err := r.ReadFrame()
+					if err != nil {
+						return
+					}
+					cmd, _ := frame.Decode(f.Command)
+					switch cmd.GetType() {
+					case pb.BaseCommand_CONNECT:
+						frame.WriteCommand(c, frame.Connected("fake", 21, 5<<20))
+					case pb.BaseCommand_WATCH_TOPIC_LIST:
+						w := cmd.GetWatchTopicList()
+						frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST_SUCCESS.Enum(),
+							WatchTopicListSuccess: &pb.CommandWatchTopicListSuccess{RequestId: w.RequestId, WatcherId: w.WatcherId, TopicsHash: proto.String("0")}})
+					case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
+						frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(),
+							Success: &pb.CommandSuccess{RequestId: cmd.GetWatchTopicListClose().RequestId}})
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// Connections carrying topic-list watchers are not evicted, but they count towards
+// MaxPrincipals: once that many roles hold watchers, a new role is refused rather than the
+// pool growing, and the broker never sees more connections than the bound. When a role
+// closes its watcher, its connection may be evicted again and the new role gets one.
+func TestWatchersCountTowardsMaxPrincipals(t *testing.T) {
+	addr, open := watchingBroker(t)
+	pool := NewPool(PoolConfig{Connector: testConnector(), MaxPending: 10, ConnsPerBroker: 1, Logger: zerolog.Nop(), MaxPrincipals: 2})
+	defer pool.Close()
+	watch := func(role string) (*TopicWatch, error) {
+		cmd := &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST.Enum(), WatchTopicList: &pb.CommandWatchTopicList{
+			RequestId: proto.Uint64(1), WatcherId: proto.Uint64(1), Namespace: proto.String("public/default"), TopicsPattern: proto.String("persistent://public/default/.*")}}
+		_, w, err := pool.WatchTopics(WithPrincipal(context.Background(), role), addr, cmd, &nopWatcher{})
+		return w, err
+	}
+	var held []*TopicWatch
+	for i := range 2 {
+		w, err := watch(fmt.Sprintf("role-%d", i))
+		if err != nil || w == nil {
+			t.Fatalf("watch %d: %v", i, err)
+		}
+		held = append(held, w)
+	}
+	for i := 2; i < 20; i++ {
+		if _, err := watch(fmt.Sprintf("role-%d", i)); !errors.Is(err, ErrTooManyPrincipals) {
+			t.Fatalf("role %d's watch with 2 roles holding watchers: %v, want ErrTooManyPrincipals", i, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := held[0].Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := watch("role-new"); err != nil || w == nil {
+		t.Fatalf("watch after one role closed its watcher: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for open() > 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the evicted connection's close reaching the broker
+	}
+	pool.mu.Lock()
+	pooled := len(pool.conns)
+	pool.mu.Unlock()
+	if pooled > 2 || open() > 2 {
+		t.Fatalf("MaxPrincipals=2, but the pool holds %d per-principal connections and the broker sees %d open", pooled, open())
+	}
+}
