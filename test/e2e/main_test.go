@@ -87,7 +87,34 @@ func runMain(m *testing.M) int {
 			fmt.Printf("setup %s: %s\n", s.name, time.Since(t0).Round(100*time.Millisecond))
 		}
 	}
-	return m.Run()
+	code := m.Run()
+	if code == 0 && os.Getenv(EnvBothModes) == "1" && !multiplexed() {
+		code = runMultiplexed(m)
+	}
+	return code
+}
+
+// EnvBothModes (E2E_BOTH_MODES=1, set by make test) runs the direct-session tests a second
+// time, on the same rig, with every proxy multiplexing its broker connections.
+const EnvBothModes = "E2E_BOTH_MODES"
+
+// directSessionTests are the tests that exercise direct sessions with every client: Go, Java
+// and Python clients, chunking, TLS on both sides, unload, drain, pattern consumers.
+const directSessionTests = "^(TestGateway|TestDataPath|TestBrokerTLS|TestDrain|TestPython|TestTLS)"
+
+// runMultiplexed is the second pass of EnvBothModes (testing.M.Run may run again; only the
+// tests the -run pattern selects do).
+func runMultiplexed(m *testing.M) int {
+	began := time.Now()
+	fmt.Printf("== the direct-session tests again with broker.multiplex on (%s)\n", directSessionTests)
+	setMultiplexed()
+	if err := flag.Set("test.run", directSessionTests); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		return 1
+	}
+	code := m.Run()
+	fmt.Printf("== multiplexed pass: exit %d in %s\n", code, time.Since(began).Round(time.Second))
+	return code
 }
 
 // startRig attaches to the rig named by PULSAR_PROXY_RIG, or starts one whose brokers also

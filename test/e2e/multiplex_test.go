@@ -309,8 +309,13 @@ func multiplexed() bool { return len(proxyproc.Env) > 0 }
 
 func init() {
 	if os.Getenv(EnvMultiplex) == "1" {
-		proxyproc.Env = []string{"PULSAR_PROXY_BROKER_MULTIPLEX=true", "PULSAR_PROXY_SESSION_PASSTHROUGH=false"}
+		setMultiplexed()
 	}
+}
+
+// setMultiplexed makes every proxy the suite starts from now on multiplex.
+func setMultiplexed() {
+	proxyproc.Env = []string{"PULSAR_PROXY_BROKER_MULTIPLEX=true", "PULSAR_PROXY_SESSION_PASSTHROUGH=false"}
 }
 
 // EnvMuxClients sets how many producers, each on its own client connection,
