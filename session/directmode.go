@@ -32,7 +32,8 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 	if bc == nil {
 		return reason
 	}
-	s.atEnd(func() { bc.Close() })
+	conn := bc.Conn // not bc: its Reader (and the buffer that read CONNECTED) is let go
+	s.atEnd(func() { conn.Close() })
 	s.srv.metrics.brokerDialSeconds.Observe(time.Since(began).Seconds())
 	connected := &pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: bc.Connected}
 	if err := s.client.writeCommand(connected, s.srv.cfg.HandshakeTimeout); err != nil {
