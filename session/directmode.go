@@ -93,6 +93,8 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	if lists := s.setFilters(d.up, d.down, toBrokerSink, toClientSink, ref); lists != nil {
 		s.atEnd(lists.close)
 	}
+	d.up.parkWhenIdle(s, true, d.resumeUp)
+	d.down.parkWhenIdle(s, false, d.resumeDown)
 	go d.runDown()
 	s.serve = d.serve
 	return ""
@@ -111,9 +113,16 @@ type directSession struct {
 	stuck  *time.Timer // closes both ends of a session whose client never finishes a half-close
 }
 
-func (d *directSession) runDown() {
+func (d *directSession) runDown()    { d.downEnded(d.down.run()) }
+func (d *directSession) resumeDown() { d.downEnded(d.down.resume()) }
+
+// downEnded acts on the broker's direction's run unless it only parked.
+func (d *directSession) downEnded(err error) {
+	if err == errParked {
+		return
+	}
 	defer close(d.downDone)
-	d.end(pipeResult{false, d.down.run()})
+	d.end(pipeResult{false, err})
 }
 
 // serve hands the client's direction on to a goroutine of its own, which ends the session:
@@ -124,8 +133,15 @@ func (d *directSession) serve() CloseReason {
 	return ""
 }
 
-func (d *directSession) runUp() {
-	d.end(pipeResult{true, d.up.run()})
+func (d *directSession) runUp()    { d.upEnded(d.up.run()) }
+func (d *directSession) resumeUp() { d.upEnded(d.up.resume()) }
+
+// upEnded ends the session once the client's direction has ended (not parked).
+func (d *directSession) upEnded(err error) {
+	if err == errParked {
+		return
+	}
+	d.end(pipeResult{true, err})
 	d.s.end(d.finish())
 }
 
@@ -193,8 +209,8 @@ func (s *session) firstEnd(first pipeResult, broker *wire, down *pipe) CloseReas
 }
 
 func (s *session) closeBoth(broker *wire) {
-	s.client.conn.Close()
-	broker.conn.Close()
+	s.client.close()
+	broker.close()
 }
 
 // startRefresher renews expiring client credentials (see refresher) while the session
@@ -207,7 +223,7 @@ func (s *session) startRefresher(toClient *sink, broker *wire, supportsRefresh b
 	ref := s.newRefresher(toClient.inject)
 	stop := ref.start(s.ctx, supportsRefresh, func() {
 		s.expireCredentials()
-		broker.conn.Close()
+		broker.close()
 	})
 	return ref, stop
 }

@@ -84,6 +84,7 @@ func (s *session) drain() {
 	defer s.mu.Unlock()
 	if s.mode != modeHandshake {
 		s.client.conn.SetReadDeadline(drainDeadline)
+		s.client.wake() // a parked socket has no read to fail
 	}
 }
 
@@ -238,8 +239,12 @@ func (s *session) close(r CloseReason) {
 	if s.closed == "" {
 		s.closed = r
 	}
+	moded := s.mode != modeHandshake // s.client is final, and may be parked
 	s.mu.Unlock()
 	s.conn.Close()
+	if moded {
+		s.client.wake() // a parked socket has no read to fail
+	}
 }
 
 // shutdown ends the session from outside (server drain deadline).
