@@ -50,7 +50,10 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 func (s *session) openBroker(addr string, c *pb.CommandConnect) (*upstream.Conn, CloseReason) {
 	from := &upstream.Origin{Client: s.conn.RemoteAddr(), Proxy: s.conn.LocalAddr()} // s.conn: a PROXY header's address
 	hello := &upstream.Hello{ClientVersion: c.GetClientVersion(), ProtocolVersion: c.GetProtocolVersion(), FeatureFlags: c.FeatureFlags}
-	bc, err := s.srv.cfg.Upstream.Open(s.ctx, addr, from, hello, s.brokerClient())
+	// The server's context, not the session's: while the session dials, only a forced
+	// shutdown cancels either, and a context derived from the session's would cost every
+	// direct session the map and channel that link the two, for its whole life.
+	bc, err := s.srv.cfg.Upstream.Open(s.srv.forced, addr, from, hello, s.brokerClient())
 	var dialErr *upstream.DialError
 	var refused *upstream.BrokerError
 	switch {

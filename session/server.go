@@ -89,6 +89,9 @@ type Server struct {
 	watchdog  sync.Once     // the stall watchdog, started by the first Serve
 	stopWatch chan struct{} // closed by Shutdown
 
+	forced      context.Context // cancelled when Shutdown's deadline passes (see shutdown)
+	forceCancel context.CancelFunc
+
 	idleOnce sync.Once        // the poller, started by the first Serve
 	idle     *idlewait.Poller // where idle sessions' sockets wait (idle.go); nil: on goroutines
 
@@ -117,6 +120,7 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 		srv.lookups = make(chan struct{}, cfg.MaxLookupsInFlight)
 	}
 	srv.stopWatch = make(chan struct{})
+	srv.forced, srv.forceCancel = context.WithCancel(context.Background())
 	m.lookupsInFlight.Set(0)
 	return srv
 }
@@ -270,6 +274,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
+	s.forceCancel()
 	s.mu.Lock()
 	for sess := range s.sessions {
 		sess.shutdown()
