@@ -32,7 +32,8 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 	if bc == nil {
 		return reason
 	}
-	s.atEnd(func() { bc.Close() })
+	conn := bc.Conn // not bc: its Reader (and the buffer that read CONNECTED) is let go
+	s.atEnd(func() { conn.Close() })
 	s.srv.metrics.brokerDialSeconds.Observe(time.Since(began).Seconds())
 	connected := &pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: bc.Connected}
 	if err := s.client.writeCommand(connected, s.srv.cfg.HandshakeTimeout); err != nil {
@@ -49,7 +50,10 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 func (s *session) openBroker(addr string, c *pb.CommandConnect) (*upstream.Conn, CloseReason) {
 	from := &upstream.Origin{Client: s.conn.RemoteAddr(), Proxy: s.conn.LocalAddr()} // s.conn: a PROXY header's address
 	hello := &upstream.Hello{ClientVersion: c.GetClientVersion(), ProtocolVersion: c.GetProtocolVersion(), FeatureFlags: c.FeatureFlags}
-	bc, err := s.srv.cfg.Upstream.Open(s.ctx, addr, from, hello, s.brokerClient())
+	// The server's context, not the session's: while the session dials, only a forced
+	// shutdown cancels either, and a context derived from the session's would cost every
+	// direct session the map and channel that link the two, for its whole life.
+	bc, err := s.srv.cfg.Upstream.Open(s.srv.forced, addr, from, hello, s.brokerClient())
 	var dialErr *upstream.DialError
 	var refused *upstream.BrokerError
 	switch {
@@ -92,6 +96,8 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	if lists := s.setFilters(d.up, d.down, toBrokerSink, toClientSink, ref); lists != nil {
 		s.atEnd(lists.close)
 	}
+	d.up.parkWhenIdle(s, true, d.resumeUp)
+	d.down.parkWhenIdle(s, false, d.resumeDown)
 	go d.runDown()
 	s.serve = d.serve
 	return ""
@@ -110,9 +116,16 @@ type directSession struct {
 	stuck  *time.Timer // closes both ends of a session whose client never finishes a half-close
 }
 
-func (d *directSession) runDown() {
+func (d *directSession) runDown()    { d.downEnded(d.down.run()) }
+func (d *directSession) resumeDown() { d.downEnded(d.down.resume()) }
+
+// downEnded acts on the broker's direction's run unless it only parked.
+func (d *directSession) downEnded(err error) {
+	if err == errParked {
+		return
+	}
 	defer close(d.downDone)
-	d.end(pipeResult{false, d.down.run()})
+	d.end(pipeResult{false, err})
 }
 
 // serve hands the client's direction on to a goroutine of its own, which ends the session:
@@ -123,8 +136,15 @@ func (d *directSession) serve() CloseReason {
 	return ""
 }
 
-func (d *directSession) runUp() {
-	d.end(pipeResult{true, d.up.run()})
+func (d *directSession) runUp()    { d.upEnded(d.up.run()) }
+func (d *directSession) resumeUp() { d.upEnded(d.up.resume()) }
+
+// upEnded ends the session once the client's direction has ended (not parked).
+func (d *directSession) upEnded(err error) {
+	if err == errParked {
+		return
+	}
+	d.end(pipeResult{true, err})
 	d.s.end(d.finish())
 }
 
@@ -192,8 +212,8 @@ func (s *session) firstEnd(first pipeResult, broker *wire, down *pipe) CloseReas
 }
 
 func (s *session) closeBoth(broker *wire) {
-	s.client.conn.Close()
-	broker.conn.Close()
+	s.client.close()
+	broker.close()
 }
 
 // startRefresher renews expiring client credentials (see refresher) while the session
@@ -206,7 +226,7 @@ func (s *session) startRefresher(toClient *sink, broker *wire, supportsRefresh b
 	ref := s.newRefresher(toClient.inject)
 	stop := ref.start(s.ctx, supportsRefresh, func() {
 		s.expireCredentials()
-		broker.conn.Close()
+		broker.close()
 	})
 	return ref, stop
 }

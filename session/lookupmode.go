@@ -10,6 +10,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
@@ -35,6 +36,7 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 	s.atEnd(func() {
 		s.cancel() // abandons broker round trips of a client that is gone
 		stopRefresh()
+		l.stopKeepAlive()
 		if l.watchers != nil {
 			l.watchers.end()
 		}
@@ -53,6 +55,8 @@ type lookupSession struct {
 	pinged              bool            // a keep-alive PING is unanswered
 	inFlight, answering sync.WaitGroup  // the background goroutines and answers; answers alone
 	watchers            *lookupWatchers // topic-list watchers, made by the first one opened
+	idle                *idlewait.Waiter
+	keepAlive           *time.Timer // wakes the parked client when its read deadline is due
 }
 
 func (l *lookupSession) background(f func()) {
@@ -61,24 +65,47 @@ func (l *lookupSession) background(f func()) {
 }
 
 // serve reads the client's commands until it goes away, keeping an idle client alive: it is
-// pinged after one keep-alive interval and dropped after a second one. Each wait is a fresh
-// goroutine (await) that holds nothing while the client is quiet, so an idle lookup session
-// costs one goroutine on the runtime's smallest stack; the work a burst of commands brings
-// is done by the goroutine that waited, which then hands on to a fresh one and ends.
+// pinged after one keep-alive interval and dropped after a second one. Each wait parks the
+// client's socket (idle.go), so an idle lookup session holds no goroutine; the work a burst
+// of commands brings is done by a fresh goroutine (resume), which parks again and ends.
+// Without a poller each wait is a fresh goroutine on the runtime's smallest stack.
 func (l *lookupSession) serve() CloseReason {
-	go l.await()
+	l.idle = l.s.parker(l.s.client, l.resume)
+	l.await()
 	return ""
 }
 
-// await is one wait for the client and the commands it brings (see serve).
+// await sets up one wait for the client and the commands it brings (see serve).
 func (l *lookupSession) await() {
+	s, interval := l.s, l.s.srv.cfg.KeepAliveInterval
+	s.setReadDeadline(time.Now().Add(interval))
+	if l.idle == nil || s.draining() || s.client.hasBuffered() { // nothing to park for
+		go l.resume()
+		return
+	}
+	if l.keepAlive == nil {
+		l.keepAlive = time.AfterFunc(interval, l.idle.Wake)
+	} else {
+		l.keepAlive.Reset(interval)
+	}
+	l.idle.Park()
+}
+
+// resume handles what the wait brought: input, the keep-alive deadline, a close or a drain.
+func (l *lookupSession) resume() {
 	s := l.s
-	s.setReadDeadline(time.Now().Add(s.srv.cfg.KeepAliveInterval))
 	if reason := l.step(s.client.awaitInput()); reason != "" {
 		s.end(reason)
 		return
 	}
-	go l.await()
+	l.await()
+}
+
+// stopKeepAlive lets the keep-alive timer go with the session.
+func (l *lookupSession) stopKeepAlive() {
+	if l.keepAlive != nil {
+		l.keepAlive.Stop()
+	}
 }
 
 // step reads and handles one command once input has arrived (err nil), or acts on why none

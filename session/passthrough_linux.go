@@ -35,10 +35,23 @@ func (p *pipe) passthrough(src, dst *net.TCPConn) error {
 	if err != nil {
 		return err
 	}
-	var sc splicer
-	fill, drain := sc.fill, sc.drain // bound once: a method value allocates
+	sc := &splicer{rc: rc, wc: wc, p: p}
+	sc.fillFn, sc.drainFn = sc.fill, sc.drain // bound once: a method value allocates
+	p.splice = sc
+	return p.splicing()
+}
+
+// splicing moves bytes until src ends, or until it parks (errParked) while src is idle.
+func (p *pipe) splicing() error {
+	sc := p.splice
 	for {
-		if err := rc.Read(fill); err != nil {
+		if err := sc.rc.Read(sc.fillFn); err != nil {
+			switch err = p.waitIdle(err, sc.sp == nil); err {
+			case nil:
+				continue
+			case errParked:
+				return err
+			}
 			sc.inErr = err
 		}
 		if sc.moved > 0 {
@@ -46,7 +59,7 @@ func (p *pipe) passthrough(src, dst *net.TCPConn) error {
 			if m := p.dst.notRead; m != nil {
 				m.begin()
 			}
-			err := wc.Write(drain)
+			err := sc.wc.Write(sc.drainFn)
 			if m := p.dst.notRead; m != nil {
 				m.end()
 			}
@@ -69,11 +82,14 @@ func (p *pipe) passthrough(src, dst *net.TCPConn) error {
 // splicer is one direction's state between the poller's callbacks: the pipe it holds (nil
 // while idle), what the last fill moved, and what drain still has to write.
 type splicer struct {
-	sp      *splicePipe
-	moved   int
-	pending int
-	inErr   error
-	outErr  error
+	p               *pipe
+	rc, wc          syscall.RawConn
+	fillFn, drainFn func(uintptr) bool
+	sp              *splicePipe
+	moved           int
+	pending         int
+	inErr           error
+	outErr          error
 }
 
 // fill splices what the source has into the pipe, taking a pipe first; with nothing to
@@ -92,6 +108,7 @@ func (sc *splicer) fill(fd uintptr) bool {
 		case err == syscall.EAGAIN:
 			putSplicePipe(sc.sp) // empty: nothing is held while waiting
 			sc.sp = nil
+			sc.p.armIdle()
 			return false
 		case err != nil:
 			sc.inErr = os.NewSyscallError("splice", err)

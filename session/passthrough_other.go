@@ -8,3 +8,8 @@ import "net"
 const canPassthrough = false
 
 func (p *pipe) passthrough(src, dst *net.TCPConn) error { panic("passthrough without splice") }
+
+// splicer: no passthrough state without splice(2).
+type splicer struct{}
+
+func (p *pipe) splicing() error { panic("passthrough without splice") }

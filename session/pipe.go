@@ -12,6 +12,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
 )
 
 // sink is the write side of one socket in direct mode. Forwarded frames and frames the proxy
@@ -123,6 +124,13 @@ type pipe struct {
 	readErr          error
 	rest             io.LimitedReader // the unbuffered part of a streamed frame
 	srcTCP, dstTCP   *net.TCPConn
+
+	// Parking while src is idle (see idle.go); idle nil: the pipe waits on its goroutine.
+	idle      *idlewait.Waiter
+	sess      *session
+	client    bool     // src is the client (its read deadline also serves a drain)
+	idleUntil int64    // unix nanoseconds of the idle read deadline armed on src; 0: none
+	splice    *splicer // passthrough's state between parks
 }
 
 func (p *pipe) init() {
@@ -151,7 +159,23 @@ func (p *pipe) run() error {
 		}
 	}
 	p.init()
-	defer p.buffers.put(&p.buf)
+	return p.resume()
+}
+
+// resume runs the pipe until src ends, or until it parks (errParked) while src is idle; a
+// parked pipe is resumed by its waiter.
+func (p *pipe) resume() error {
+	if p.splice != nil {
+		return p.splicing()
+	}
+	err := p.forwardFrames()
+	if err != errParked {
+		p.buffers.put(&p.buf)
+	}
+	return err
+}
+
+func (p *pipe) forwardFrames() error {
 	for {
 		next, err := p.walk()
 		if werr := p.writeOut(); werr != nil {
@@ -172,7 +196,7 @@ func (p *pipe) run() error {
 			return err
 		}
 		p.markPartial()
-		if err := p.read(); err != nil {
+		if err := p.read(true); err != nil {
 			if errors.Is(err, io.EOF) && p.start != p.end {
 				return io.ErrUnexpectedEOF
 			}
@@ -272,6 +296,7 @@ func (p *pipe) filterOutsideBuffer(span frame.Span) error {
 	if err := p.writeOut(); err != nil {
 		return err
 	}
+	p.disarmIdle()
 	whole := make([]byte, span.Size)
 	k := copy(whole, p.buf.bytes()[p.scan:p.end])
 	p.reset()
@@ -382,10 +407,17 @@ func (p *pipe) makeRoom(need int) error {
 }
 
 // read reads what src has into the free end of the buffer, taking a buffer if it holds none.
-func (p *pipe) read() error {
+// Where mayPark, a src idle for long parks the pipe (errParked).
+func (p *pipe) read(mayPark bool) error {
 	if p.raw != nil {
-		if err := p.raw.Read(p.readFn); err != nil {
-			return err
+		for {
+			err := p.raw.Read(p.readFn)
+			if err == nil {
+				break
+			}
+			if err = p.waitIdle(err, mayPark); err != nil {
+				return err
+			}
 		}
 		if p.readErr != nil {
 			return p.readErr
@@ -430,6 +462,7 @@ func (p *pipe) stream(n int) error {
 		return err
 	}
 	p.reset()
+	p.disarmIdle()
 	if p.partial != nil {
 		p.partial.progress() // the rest of the frame is due
 		defer p.partial.end()
@@ -474,7 +507,7 @@ func (p *pipe) copyThroughBuffer(rest int64) error {
 func (p *pipe) discard(rest int) error {
 	p.reset()
 	for rest > 0 {
-		if err := p.read(); err != nil {
+		if err := p.read(false); err != nil {
 			return eofIsUnexpected(err)
 		}
 		k := min(rest, p.end)

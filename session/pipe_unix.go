@@ -38,6 +38,7 @@ func (p *pipe) readRaw(fd uintptr) bool {
 				p.buffers.put(&p.buf)
 				p.reset()
 			}
+			p.armIdle()
 			return false
 		case err != nil:
 			p.readN, p.readErr = 0, os.NewSyscallError("read", err)

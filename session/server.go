@@ -14,6 +14,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -88,6 +89,12 @@ type Server struct {
 	watchdog  sync.Once     // the stall watchdog, started by the first Serve
 	stopWatch chan struct{} // closed by Shutdown
 
+	forced      context.Context // cancelled when Shutdown's deadline passes (see shutdown)
+	forceCancel context.CancelFunc
+
+	idleOnce sync.Once        // the poller, started by the first Serve
+	idle     *idlewait.Poller // where idle sessions' sockets wait (idle.go); nil: on goroutines
+
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[*session]struct{}
@@ -113,6 +120,7 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 		srv.lookups = make(chan struct{}, cfg.MaxLookupsInFlight)
 	}
 	srv.stopWatch = make(chan struct{})
+	srv.forced, srv.forceCancel = context.WithCancel(context.Background())
 	m.lookupsInFlight.Set(0)
 	return srv
 }
@@ -132,6 +140,12 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.listeners[ln] = struct{}{}
+	s.idleOnce.Do(func() {
+		var err error
+		if s.idle, err = idlewait.New(); err != nil {
+			s.log.Debug().Err(err).Msg("idle sessions will wait on goroutines")
+		}
+	})
 	if s.cfg.StallTimeout > 0 {
 		s.watchdog.Do(func() {
 			s.wg.Add(1)
@@ -244,6 +258,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		sess.drain()
 	}
 	s.watchdog.Do(func() {}) // none may start after this
+	s.idleOnce.Do(func() {})
 	select {
 	case <-s.stopWatch:
 	default:
@@ -253,11 +268,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
+	defer s.stopIdle(done)
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
 	}
+	s.forceCancel()
 	s.mu.Lock()
 	for sess := range s.sessions {
 		sess.shutdown()
@@ -265,6 +282,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	<-done
 	return ctx.Err()
+}
+
+// stopIdle stops the poller once every session has ended (done).
+func (s *Server) stopIdle(done <-chan struct{}) {
+	<-done
+	if s.idle != nil {
+		s.idle.Close()
+	}
 }
 
 // Draining reports whether Shutdown has begun; readiness turns false then.

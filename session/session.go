@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -39,8 +40,7 @@ type session struct {
 
 	identity    authz.Identity    // who the client is (Role "" without authentication), renewed on refresh
 	clientCreds authz.Credentials // what it presented, for forwardClientCredentials
-	drainC      chan struct{}     // closed when the server starts draining
-	drainOnce   sync.Once
+	drained     atomic.Bool       // set when the server starts draining
 
 	stalls stalls // direct mode: what the stall watchdog looks at
 
@@ -67,7 +67,6 @@ func newSession(srv *Server, c net.Conn, id uint64) *session {
 		ctx:    ctx,
 		cancel: cancel,
 		mode:   modeHandshake,
-		drainC: make(chan struct{}),
 	}
 }
 
@@ -79,25 +78,19 @@ func newSession(srv *Server, c net.Conn, id uint64) *session {
 // session still in its handshake finishes it and stops reading as its mode begins (enter).
 // No goroutine waits for a drain: an idle session costs one goroutine less.
 func (s *session) drain() {
-	s.drainOnce.Do(func() { close(s.drainC) })
+	s.drained.Store(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mode != modeHandshake {
 		s.client.conn.SetReadDeadline(drainDeadline)
+		s.client.wake() // a parked socket has no read to fail
 	}
 }
 
 // drainDeadline is a read deadline long past.
 var drainDeadline = time.Unix(1, 0)
 
-func (s *session) draining() bool {
-	select {
-	case <-s.drainC:
-		return true
-	default:
-		return false
-	}
-}
+func (s *session) draining() bool { return s.drained.Load() }
 
 // setReadDeadline sets the client's read deadline, except that once draining has begun the
 // deadline stays in the past: a later keep-alive deadline must not undo the drain's.
@@ -238,8 +231,12 @@ func (s *session) close(r CloseReason) {
 	if s.closed == "" {
 		s.closed = r
 	}
+	moded := s.mode != modeHandshake // s.client is final, and may be parked
 	s.mu.Unlock()
 	s.conn.Close()
+	if moded {
+		s.client.wake() // a parked socket has no read to fail
+	}
 }
 
 // shutdown ends the session from outside (server drain deadline).

@@ -83,7 +83,7 @@ func (s *Server) watchStalls(stop <-chan struct{}) {
 				s.metrics.stalled.WithLabelValues(string(reasons[i])).Inc()
 				sess.close(reasons[i])
 				if b := sess.stalls.broker.Load(); b != nil {
-					b.conn.Close() // a write to a broker that stopped reading fails only so
+					b.close() // a write to a broker that stopped reading fails only so
 				}
 			}
 		}

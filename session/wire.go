@@ -5,11 +5,13 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
 )
 
 // wire is one socket of a session: its reader of commands (the handshake, lookup mode), and
@@ -17,8 +19,9 @@ import (
 // reader read ahead (takeReadAhead), so no byte the peer already sent is lost.
 type wire struct {
 	conn net.Conn
-	r    *frame.Reader   // nil once a pipe took over
-	raw  syscall.RawConn // a TCP conn's descriptor, to wait for input holding nothing (awaitInput); nil otherwise
+	r    *frame.Reader                   // nil once a pipe took over
+	raw  syscall.RawConn                 // a TCP conn's descriptor, to wait for input holding nothing (awaitInput); nil otherwise
+	idle atomic.Pointer[idlewait.Waiter] // parks the socket while idle (see idle.go); nil: waits hold a goroutine
 
 	wmu sync.Mutex // writers of decoded commands (lookup mode answers from several goroutines)
 }
@@ -41,6 +44,10 @@ func (w *wire) awaitInput() error {
 	}
 	return w.raw.Read(inputReady)
 }
+
+// hasBuffered reports whether the reader holds bytes read ahead (a parked socket would not
+// report them).
+func (w *wire) hasBuffered() bool { return len(w.r.Buffered()) > 0 }
 
 // releaseIdle gives the reader's buffer back when nothing unread is in it.
 func (w *wire) releaseIdle() {

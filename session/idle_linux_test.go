@@ -1,0 +1,136 @@
+package session
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+// waitParked waits until n sockets are parked on the server's poller.
+func waitParked(t *testing.T, srv *Server, n int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.idle.Parked() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d sockets parked, want %d", what, srv.idle.Parked(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// An idle lookup session parks its client's socket (no goroutine waits for it), answers
+// what comes after, parks again, and is drained from the park.
+func TestIdleLookupSessionParks(t *testing.T) {
+	cfg := testConfig()
+	cfg.KeepAliveInterval = time.Minute // no keep-alive during the test: only the drain wakes it
+	srv, addr, m := serveForDrain(t, cfg, answerLookups(), noTargets{})
+	p := dialPeer(t, addr)
+	p.send(connectCmd(nil))
+	p.recv() // CONNECTED
+	waitParked(t, srv, 1, "after CONNECTED")
+	for id := range uint64(3) {
+		p.send(lookupCmd("persistent://acme/ns/t", id))
+		if r := p.recv().GetLookupTopicResponse(); r.GetRequestId() != id || r.GetResponse() != pb.CommandLookupTopicResponse_Connect {
+			t.Fatalf("lookup %d answered %v", id, r)
+		}
+		waitParked(t, srv, 1, "after a lookup")
+	}
+	stopped := shutdownIn(srv)
+	p.expectClosed()
+	if err := <-stopped; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if got := testutil.ToFloat64(m.closes.WithLabelValues(string(ReasonDrained))); got != 1 {
+		t.Fatalf("drained closes = %v", got)
+	}
+}
+
+// A direct session quiet for idleAfter parks both sockets; frames each way wake it and are
+// forwarded, it parks again; the client's half-close, seen from the park, ends it as usual.
+// Framed and passthrough forwarding alike.
+func TestIdleDirectSessionParksAndResumes(t *testing.T) {
+	for _, passthrough := range []bool{false, true} {
+		t.Run(map[bool]string{false: "framed", true: "passthrough"}[passthrough], func(t *testing.T) {
+			b, _, _ := fakeBroker(t)
+			cfg := testConfig()
+			cfg.Passthrough = passthrough
+			srv, addr, m := serveForDrain(t, cfg, nil, oneTarget{b})
+			p := dialPeer(t, addr)
+			p.send(connectCmd(func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(b.Addr()) }))
+			if got := p.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
+				t.Fatalf("got %v", got)
+			}
+			waitParked(t, srv, 2, "after CONNECTED")
+			for range 3 {
+				p.send(frame.Ping()) // the fake broker echoes it
+				if got := p.recv(); got.GetType() != pb.BaseCommand_PING {
+					t.Fatalf("got %v, want the echoed PING", got)
+				}
+				waitParked(t, srv, 2, "after an exchange")
+			}
+			p.c.(*net.TCPConn).CloseWrite()
+			p.expectClosed()
+			waitCounter(t, m.closes.WithLabelValues(string(ReasonClientClosed)), 1)
+			waitParked(t, srv, 0, "after the end")
+			if err := <-shutdownIn(srv); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+		})
+	}
+}
+
+// A parked direct session is drained: woken, it closes both ends (drained) long before the
+// drain deadline.
+func TestParkedDirectSessionDrains(t *testing.T) {
+	for _, passthrough := range []bool{false, true} {
+		t.Run(map[bool]string{false: "framed", true: "passthrough"}[passthrough], func(t *testing.T) {
+			b, _, _ := fakeBroker(t)
+			cfg := testConfig()
+			cfg.Passthrough = passthrough
+			cfg.KeepAliveInterval = time.Minute // the drain, not a timer, must end it
+			srv, addr, m := serveForDrain(t, cfg, nil, oneTarget{b})
+			p := dialPeer(t, addr)
+			p.send(connectCmd(func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(b.Addr()) }))
+			p.recv()
+			waitParked(t, srv, 2, "after CONNECTED")
+			stopped := shutdownIn(srv)
+			p.expectClosed()
+			if err := <-stopped; err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			if got := testutil.ToFloat64(m.closes.WithLabelValues(string(ReasonDrained))); got != 1 {
+				t.Fatalf("drained closes = %v", got)
+			}
+		})
+	}
+}
+
+// A parked direct session whose client is closed from the proxy's side (here the stall
+// watchdog's path: session.close and the broker's wire closed) ends.
+func TestParkedDirectSessionClosedFromOutside(t *testing.T) {
+	b, _, _ := fakeBroker(t)
+	cfg := testConfig()
+	cfg.KeepAliveInterval = time.Minute
+	srv, addr, m := serveForDrain(t, cfg, nil, oneTarget{b})
+	p := dialPeer(t, addr)
+	p.send(connectCmd(func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(b.Addr()) }))
+	p.recv()
+	waitParked(t, srv, 2, "after CONNECTED")
+	srv.mu.Lock()
+	for sess := range srv.sessions {
+		sess.close(ReasonAuthExpired)
+	}
+	srv.mu.Unlock()
+	p.expectClosed()
+	waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
+	waitParked(t, srv, 0, "after the end")
+	if err := <-shutdownIn(srv); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
