@@ -40,10 +40,13 @@ const EnvMuxClients = "E2E_MUX_CLIENTS"
 // machine's limit.
 const clientsPerLoadProc = 2000
 
-// lookupConnLife is how long a client's lookup connection stays open after its last lookup
-// at most: the client's idle check runs every minute and closes connections idle for more
-// than a minute, plus a margin.
-const lookupConnLife = 130 * time.Second
+// lookupConnLife is how long a client's lookup connection stays open, with a margin: the
+// client's idle check runs every minute from the client's start and closes connections idle
+// for more than a minute, so one used at the start closes at the second check, two minutes
+// in. At 73 clients a second for 130 s, a run of 10,000 reached the proxy's limit of 20,000
+// descriptors (11,437 lookup connections for 10,000 clients: some were refused and
+// retried), hence three minutes.
+const lookupConnLife = 180 * time.Second
 
 // TestMultiplexManyConnections: thousands of clients (pulsar-client-go, each its own client
 // and connection to the proxy, spread over muxload processes), each with a producer, on 20
@@ -69,7 +72,11 @@ func TestMultiplexManyConnections(t *testing.T) {
 	for i, topic := range names {
 		consumers[i] = subscribe(t, c, topic, "all", pulsar.Exclusive)
 	}
-	rate := creationRate(t, proxy.PID(), clients)
+	limit, err := openFilesLimit(proxy.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := creationRate(t, limit, clients)
 	sampler := sampleProc(proxy.PID())
 	defer sampler.stop()
 
@@ -104,11 +111,15 @@ func TestMultiplexManyConnections(t *testing.T) {
 	}
 	peakFDs, peakRSS := sampler.stop()
 	hwm, _ := procStatus(proxy.PID(), "VmHWM")
+	lookupTotal := proxy.metric(t, "pulsar_proxy_sessions_total", `mode="lookup"`)
 	t.Logf("RESULT %d clients with a producer each through one proxy (broker.multiplex, multiplexConnections %d): the brokers saw %s; "+
 		"%d messages arrived, each producer's in order, sent and received in %v; %v from the first client to the last message; "+
-		"proxy: %d descriptors at most, RSS %s at most (VmHWM %s)",
+		"proxy: %d descriptors at most (limit %d), %v lookup connections in all, RSS %s at most (VmHWM %s)",
 		clients, maxConns, perBroker, clients*perProducer, time.Since(sendBegan).Round(time.Millisecond),
-		time.Since(began).Round(time.Millisecond), peakFDs, mib(peakRSS), mib(hwm))
+		time.Since(began).Round(time.Millisecond), peakFDs, limit, lookupTotal, mib(peakRSS), mib(hwm))
+	if peakFDs >= limit {
+		t.Errorf("the proxy reached its descriptor limit (%d): connections may have been refused and retried", limit)
+	}
 }
 
 // checkBrokerConns checks the brokers' topic stats: every producer listed, and the proxy on at
@@ -134,13 +145,9 @@ func checkBrokerConns(t *testing.T, topics []string, clients, maxConns int) stri
 // stays below its descriptor limit (0: no pacing needed). A real client keeps its lookup
 // connection for as long as it likes: at this machine's limit, 10,000 clients with two
 // connections each do not fit in one process, so the clients' own idle timeout frees them.
-func creationRate(t *testing.T, pid, clients int) float64 {
+func creationRate(t *testing.T, limit, clients int) float64 {
 	t.Helper()
-	limit, err := openFilesLimit(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const reserve = 500 // listeners, broker connections, log, the test's own clients
+	const reserve = 1000 // listeners, broker connections, log, the test's own clients, handshakes
 	if 2*clients+reserve <= limit {
 		return 0
 	}
