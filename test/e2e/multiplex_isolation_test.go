@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ import (
 const isolationQueueBytes = 8 << 20
 
 // TestMultiplexStuckNeighbourIsolation: two clients consume at full rate (each its own
-// connection to the proxy and its own topic, a paced producer of 1 KiB messages each) while
+// connection to the proxy and its own topic, a producer of 250 1-KiB messages a second each) while
 // a third client (testdata/muxclient, a real process) on the same shared broker connection
 // is stopped with SIGSTOP, so its socket is no longer read, and its topic is fed 128 KiB
 // messages its consumer has permits for. Asserted: all three share one broker connection
@@ -48,11 +49,13 @@ func TestMultiplexStuckNeighbourIsolation(t *testing.T) {
 	stuck := startStuckClient(t, proxy.PulsarURL, stuckTopic)
 	checkOneBrokerConnection(t, append(slices.Clone(fastTopics), stuckTopic))
 
-	pc := newClient(t, proxy.PulsarURL)
 	mem := sampleMemory(t, proxy)
 	defer mem.stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The same load in every phase: the fast topics, and the stuck client's topic fed
+	// 128 KiB messages, which it reads until it is stopped.
+	pc := newClient(t, proxy.PulsarURL)
 	var wg sync.WaitGroup
 	for i, topic := range fastTopics {
 		p, err := pc.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
@@ -60,33 +63,15 @@ func TestMultiplexStuckNeighbourIsolation(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Add(2)
-		go func() { defer wg.Done(); fast[i].produce(ctx, p, 2*time.Millisecond) }()
+		go func() { defer wg.Done(); fast[i].produce(ctx, p, 4*time.Millisecond) }()
 		go func() { defer wg.Done(); fast[i].consume() }()
 	}
+	var fed atomic.Int64
+	wg.Add(1)
+	go func() { defer wg.Done(); feedStuck(ctx, t, pc, stuckTopic, &fed) }()
+	warmUp(t, fast)
 
-	const phase = 10 * time.Second
-	time.Sleep(2 * time.Second) // warm-up, not measured
-	alone := window{"neighbour reading", time.Now(), time.Time{}}
-	time.Sleep(phase)
-	alone.end = time.Now()
-
-	before := proxy.metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total")
-	stuck.Process.Signal(syscall.SIGSTOP)
-	stuckWin := window{"neighbour stopped", time.Now(), time.Time{}}
-	feedCtx, stopFeed := context.WithCancel(ctx)
-	fed := make(chan int, 1)
-	go func() { fed <- feedStuck(feedCtx, t, pc, stuckTopic) }()
-	for proxy.metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total") <= before {
-		if time.Since(stuckWin.start) > 3*time.Minute {
-			t.Fatal("the stopped client was not disconnected as a slow consumer")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stuckWin.end = time.Now()
-	stopFeed()
-	after := window{"neighbour disconnected", time.Now(), time.Time{}}
-	time.Sleep(phase)
-	after.end = time.Now()
+	alone, stuckWin, after := phases(t, proxy, stuck, &fed, 10*time.Second)
 	cancel()
 	wg.Wait()
 
@@ -105,16 +90,52 @@ func TestMultiplexStuckNeighbourIsolation(t *testing.T) {
 	for _, w := range []window{alone, stuckWin, after} {
 		t.Logf("RESULT %s", w.report(fast, heap))
 	}
-	n := <-fed
-	t.Logf("RESULT stuck client: %d messages of 128 KiB (%s) fed to its topic while it was stopped; disconnected as a slow consumer %v after SIGSTOP, with multiplexClientQueueBytes %s",
-		n, mib(int64(n*stuckMessageBytes)), stuckWin.end.Sub(stuckWin.start).Round(time.Millisecond), mib(isolationQueueBytes))
 	// Without the bound the proxy would hold what the stuck client's permits let the broker
 	// send (at least 500 messages of 128 KiB: the client asks for more at half its queue).
 	grew := heap.peak(stuckWin, heapInUse) - heap.peak(alone, heapInUse)
-	t.Logf("RESULT the proxy's heap in use grew by %s while the client was stuck (bound %s)", mib(grew), mib(isolationQueueBytes))
+	t.Logf("RESULT stuck client: disconnected as a slow consumer %v after SIGSTOP, %s fed to its topic meanwhile; the proxy's heap in use grew by %s (multiplexClientQueueBytes %s)",
+		stuckWin.end.Sub(stuckWin.start).Round(time.Millisecond), mib(stuckWin.fed*stuckMessageBytes), mib(grew), mib(isolationQueueBytes))
 	if grew > 4*isolationQueueBytes {
 		t.Errorf("the proxy's heap grew by %s while the client was stuck, more than 4 times the bound %s", mib(grew), mib(isolationQueueBytes))
 	}
+}
+
+// warmUp waits, unmeasured, until the fast consumers have caught up with their producers
+// once (the topics' first ledgers, the clients' first permits), then a few seconds more.
+func warmUp(t *testing.T, fast []*paceConsumer) {
+	t.Helper()
+	for began := time.Now(); !fast[0].caughtUp() || !fast[1].caughtUp(); time.Sleep(10 * time.Millisecond) {
+		if time.Since(began) > time.Minute {
+			t.Fatal("the fast consumers did not catch up with their producers within a minute")
+		}
+	}
+	time.Sleep(3 * time.Second)
+}
+
+// phases runs the measured phases: length with the neighbour reading, from its SIGSTOP until
+// the proxy disconnects it as a slow consumer, and length after that.
+func phases(t *testing.T, proxy *proxy, stuck *exec.Cmd, fed *atomic.Int64, length time.Duration) (alone, stopped, after window) {
+	t.Helper()
+	alone = window{name: "neighbour reading", start: time.Now()}
+	time.Sleep(length)
+	alone.end = time.Now()
+
+	before := proxy.metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total")
+	stuck.Process.Signal(syscall.SIGSTOP)
+	stopped = window{name: "neighbour stopped", start: time.Now()}
+	fedBefore := fed.Load()
+	for proxy.metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total") <= before {
+		if time.Since(stopped.start) > 3*time.Minute {
+			t.Fatal("the stopped client was not disconnected as a slow consumer")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopped.end, stopped.fed = time.Now(), fed.Load()-fedBefore
+
+	after = window{name: "neighbour disconnected", start: time.Now()}
+	time.Sleep(length)
+	after.end = time.Now()
+	return alone, stopped, after
 }
 
 // stuckMessageBytes is the size of the messages fed to the stuck client's topic.
@@ -159,24 +180,25 @@ func checkOneBrokerConnection(t *testing.T, topics []string) {
 }
 
 // feedStuck sends stuckMessageBytes messages to topic, 16 a second (2 MiB/s), until ctx
-// ends, and returns how many it sent.
-func feedStuck(ctx context.Context, t *testing.T, c pulsar.Client, topic string) int {
+// ends, counting them in fed.
+func feedStuck(ctx context.Context, t *testing.T, c pulsar.Client, topic string, fed *atomic.Int64) {
 	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	if err != nil {
 		t.Errorf("stuck topic's producer: %v", err)
-		return 0
+		return
 	}
 	defer p.Close()
 	payload := make([]byte, stuckMessageBytes)
 	tick := time.NewTicker(time.Second / 16)
 	defer tick.Stop()
-	for n := 0; ; n++ {
+	for {
 		select {
 		case <-ctx.Done():
-			return n
+			return
 		case <-tick.C:
 		}
 		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload}, func(pulsar.MessageID, *pulsar.ProducerMessage, error) {})
+		fed.Add(1)
 	}
 }
 
@@ -229,6 +251,13 @@ func (f *paceConsumer) produce(ctx context.Context, p pulsar.Producer, interval 
 	f.mu.Unlock()
 }
 
+// caughtUp reports whether the consumer has received all that was sent so far.
+func (f *paceConsumer) caughtUp() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sent > 0 && f.received >= f.sent
+}
+
 // consume receives until the producer is done and everything it sent arrived, checking the
 // order; a minute without a message while some are missing is an error.
 func (f *paceConsumer) consume() {
@@ -274,6 +303,7 @@ func (f *paceConsumer) consume() {
 type window struct {
 	name       string
 	start, end time.Time
+	fed        int64 // messages fed to the stuck client's topic in the window
 }
 
 func (w window) has(at time.Time) bool { return !at.Before(w.start) && at.Before(w.end) }

@@ -72,9 +72,11 @@ func main() {
 }
 
 // create makes count clients with a producer each, at most 16 at a time and, with rate > 0,
-// at most rate a second. Each client keeps its lookup connection to the proxy only while
-// that is in use plus the client's idle time (one minute, the least it allows), so a paced
-// run holds fewer connections at once than two per client.
+// at most rate a second. A client closes its lookup connection to the proxy once it has been
+// idle for its idle time (one minute, the least it allows; checked every minute), so a paced
+// run holds fewer connections at once than two per client. The producers' partition
+// discovery, a lookup every minute by default, would keep that connection in use: the
+// topics are not partitioned, so it runs hourly here.
 func create(url string, topics []string, first, count int, rate float64) ([]pulsar.Client, []pulsar.Producer, error) {
 	clients := make([]pulsar.Client, count)
 	producers := make([]pulsar.Producer, count)
@@ -103,7 +105,8 @@ func create(url string, topics []string, first, count int, rate float64) ([]puls
 			if err == nil {
 				clients[i] = c
 				producers[i], err = c.CreateProducer(pulsar.ProducerOptions{Topic: topics[n%len(topics)],
-					Name: fmt.Sprintf("p%05d", n), DisableBatching: true, SendTimeout: 2 * time.Minute})
+					Name: fmt.Sprintf("p%05d", n), DisableBatching: true, SendTimeout: 2 * time.Minute,
+					PartitionsAutoDiscoveryInterval: time.Hour})
 			}
 			if err != nil {
 				once.Do(func() { firstErr = fmt.Errorf("producer p%05d: %w", n, err) })
