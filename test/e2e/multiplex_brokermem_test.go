@@ -42,47 +42,10 @@ func TestMultiplexBrokerMemoryPerClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const maxConns = 4
-	type result struct{ heap, direct int64 }
-	results := map[bool]result{}
+	results := map[bool]memDelta{}
 	for _, multiplex := range []bool{true, false} {
 		t.Run(fmt.Sprintf("multiplex=%v", multiplex), func(t *testing.T) {
-			yaml := "session:\n  passthrough: false\n"
-			if multiplex {
-				yaml = muxYAML(maxConns)
-			} else {
-				saved := proxyproc.Env // the suite may run with multiplexing on (E2E_MULTIPLEX)
-				proxyproc.Env = nil
-				t.Cleanup(func() { proxyproc.Env = saved })
-			}
-			heap0, direct0 := brokerMemory(t, pid, 1)
-			proxy := startProxy(t, brokerURLs(), yaml)
-			load := startLoads(t, proxy.PulsarURL, names, clients, 0, 0)
-			for _, l := range load {
-				l.await(t, "ready", 10*time.Minute)
-			}
-			publishers, addrs := publisherAddrs(t, names)
-			conns := 0
-			for _, a := range addrs {
-				conns += len(a)
-			}
-			switch {
-			case publishers != clients:
-				t.Fatalf("broker 1 lists %d producers, want %d", publishers, clients)
-			case multiplex && conns > maxConns:
-				t.Fatalf("multiplexed: %d connections from the proxy, want at most %d", conns, maxConns)
-			case !multiplex && conns != clients:
-				t.Fatalf("a connection per client: %d connections from the proxy, want %d", conns, clients)
-			}
-			heap1, direct1 := brokerMemory(t, pid, 1)
-			results[multiplex] = result{heap1 - heap0, direct1 - direct0}
-			t.Logf("multiplex=%v: %d producers over %d broker connections; broker 1's heap after a full GC %s -> %s, direct memory %s -> %s",
-				multiplex, publishers, conns, mib(heap0), mib(heap1), mib(direct0), mib(direct1))
-			for _, l := range load {
-				l.stdin.Close()
-				l.cmd.Wait()
-			}
-			waitNoPublishers(t, names)
+			results[multiplex] = brokerMemoryWith(t, multiplex, pid, names, clients)
 		})
 	}
 	if t.Failed() {
@@ -91,6 +54,52 @@ func TestMultiplexBrokerMemoryPerClient(t *testing.T) {
 	per := func(b int64) string { return fmt.Sprintf("%.1f KiB", float64(b)/float64(clients)/1024) }
 	t.Logf("RESULT broker-side memory per client (%d clients with a producer each, broker 1, baseline subtracted): multiplexed: heap %s, direct %s; a broker connection per client: heap %s, direct %s",
 		clients, per(results[true].heap), per(results[true].direct), per(results[false].heap), per(results[false].direct))
+}
+
+// memDelta is what broker memory grew by.
+type memDelta struct{ heap, direct int64 }
+
+// brokerMemoryWith measures broker 1 (process pid) before and after clients clients with a
+// producer each on topics connect through a proxy with or without multiplexing, checks the
+// connections the broker sees, and ends the clients.
+func brokerMemoryWith(t *testing.T, multiplex bool, pid int, topics []string, clients int) memDelta {
+	const maxConns = 4
+	yaml := "session:\n  passthrough: false\n"
+	if multiplex {
+		yaml = muxYAML(maxConns)
+	} else {
+		saved := proxyproc.Env // the suite may run with multiplexing on (E2E_MULTIPLEX)
+		proxyproc.Env = nil
+		t.Cleanup(func() { proxyproc.Env = saved })
+	}
+	heap0, direct0 := brokerMemory(t, pid, 1)
+	proxy := startProxy(t, brokerURLs(), yaml)
+	load := startLoads(t, proxy.PulsarURL, topics, clients, 0, 0)
+	for _, l := range load {
+		l.await(t, "ready", 10*time.Minute)
+	}
+	publishers, addrs := publisherAddrs(t, topics)
+	conns := 0
+	for _, a := range addrs {
+		conns += len(a)
+	}
+	switch {
+	case publishers != clients:
+		t.Fatalf("broker 1 lists %d producers, want %d", publishers, clients)
+	case multiplex && conns > maxConns:
+		t.Fatalf("multiplexed: %d connections from the proxy, want at most %d", conns, maxConns)
+	case !multiplex && conns != clients:
+		t.Fatalf("a connection per client: %d connections from the proxy, want %d", conns, clients)
+	}
+	heap1, direct1 := brokerMemory(t, pid, 1)
+	t.Logf("multiplex=%v: %d producers over %d broker connections; broker 1's heap after a full GC %s -> %s, direct memory %s -> %s",
+		multiplex, publishers, conns, mib(heap0), mib(heap1), mib(direct0), mib(direct1))
+	for _, l := range load {
+		l.stdin.Close()
+		l.cmd.Wait()
+	}
+	waitNoPublishers(t, topics)
+	return memDelta{heap1 - heap0, direct1 - direct0}
 }
 
 // heapUsed matches G1's line in GC.heap_info: " garbage-first heap   total 1048576K, used 123456K [...".

@@ -101,13 +101,7 @@ func TestMultiplexManyConnections(t *testing.T) {
 	for _, l := range procs {
 		l.await(t, "sent", 10*time.Minute)
 	}
-	for i, cons := range consumers {
-		n := clients / topics
-		if i < clients%topics {
-			n++
-		}
-		receiveInProducerOrder(t, cons, n, perProducer)
-	}
+	receiveSpread(t, consumers, clients, perProducer)
 	peakFDs, peakRSS := sampler.stop()
 	hwm, _ := procStatus(proxy.PID(), "VmHWM")
 	lookupTotal := proxy.metric(t, "pulsar_proxy_sessions_total", `mode="lookup"`)
@@ -118,6 +112,19 @@ func TestMultiplexManyConnections(t *testing.T) {
 		time.Since(began).Round(time.Millisecond), peakFDs, limit, lookupTotal, mib(peakRSS), mib(hwm))
 	if peakFDs >= limit {
 		t.Errorf("the proxy reached its descriptor limit (%d): connections may have been refused and retried", limit)
+	}
+}
+
+// receiveSpread receives, on each topic's consumer, the messages of its share of producers
+// (producer i on topic i mod the topics), each producer's in order.
+func receiveSpread(t *testing.T, consumers []pulsar.Consumer, producers, perProducer int) {
+	t.Helper()
+	for i, cons := range consumers {
+		n := producers / len(consumers)
+		if i < producers%len(consumers) {
+			n++
+		}
+		receiveInProducerOrder(t, cons, n, perProducer)
 	}
 }
 
