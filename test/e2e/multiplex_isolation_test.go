@@ -79,12 +79,7 @@ func TestMultiplexStuckNeighbourIsolation(t *testing.T) {
 		t.Fatalf("session closes for slow_consumer: %v", n)
 	}
 	for i, f := range fast {
-		if f.err != nil {
-			t.Fatalf("fast client %d: %v", i, f.err)
-		}
-		if f.received != f.sent {
-			t.Fatalf("fast client %d received %d of %d messages", i, f.received, f.sent)
-		}
+		f.check(t, i)
 	}
 	heap := mem.stop()
 	for _, w := range []window{alone, stuckWin, after} {
@@ -249,6 +244,17 @@ func (f *paceConsumer) produce(ctx context.Context, p pulsar.Producer, interval 
 	f.mu.Lock()
 	f.done = true
 	f.mu.Unlock()
+}
+
+// check fails the test unless the client received every message sent to it, in order.
+func (f *paceConsumer) check(t *testing.T, i int) {
+	t.Helper()
+	if f.err != nil {
+		t.Fatalf("fast client %d: %v", i, f.err)
+	}
+	if f.received != f.sent {
+		t.Fatalf("fast client %d received %d of %d messages", i, f.received, f.sent)
+	}
 }
 
 // caughtUp reports whether the consumer has received all that was sent so far.
