@@ -1,6 +1,7 @@
 // Command muxclient is a Pulsar client (pulsar-client-go) for the multiplexing end-to-end
-// test to kill: it creates a producer and a consumer on a topic through the proxy, prints
-// "ready" once a message went round, then keeps producing until it is killed.
+// test to kill or stop: it creates a producer and a consumer on a topic through the proxy,
+// prints "ready" once a message went round, then keeps producing and consuming until it is
+// killed (so its consumer has permits out when it is stopped).
 package main
 
 import (
@@ -39,6 +40,15 @@ func main() {
 		fail(err)
 	}
 	fmt.Println("ready")
+	go func() {
+		for {
+			msg, err := cons.Receive(ctx)
+			if err != nil {
+				fail(err)
+			}
+			cons.Ack(msg)
+		}
+	}()
 	for i := 0; ; i++ {
 		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)}); err != nil {
 			fail(err)
