@@ -32,7 +32,10 @@ func TestCommittedProxyResultsAreWellFormed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	summary, _, _ := strings.Cut(string(md), proxyDetailsHead)
+	summary, details, _ := strings.Cut(string(md), proxyDetailsHead)
+	if !strings.Contains(details, "- "+pathPulsarProxyMultiplex+": pulsar_proxy_multiplex_dials_total ") {
+		t.Errorf("%s.md: no check of the shared broker connections the multiplexed path opened", proxyResultsName)
+	}
 	if !strings.Contains(string(readme), proxyReadmeBegin+"\n"+summary+proxyReadmeEnd) {
 		t.Fatalf("README.md's proxy-bound section differs from the summary in bench/results/%s.md; run the benchmark, or copy it", proxyResultsName)
 	}

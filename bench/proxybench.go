@@ -285,6 +285,15 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 				continue
 			}
 			res.Checks = append(res.Checks, fmt.Sprintf("%s: pulsar_proxy_frames_total %.0f (frames read one by one; passthrough reads none)", p.Name, v))
+			if p.Name == pathPulsarProxyMultiplex {
+				// That its clients shared broker connections: a few opened for every fleet.
+				if d, err := scrapeSum(p.metrics, "pulsar_proxy_multiplex_dials_total"); err != nil {
+					res.Checks = append(res.Checks, fmt.Sprintf("%s: /metrics: %v", p.Name, err))
+				} else {
+					res.Checks = append(res.Checks, fmt.Sprintf("%s: pulsar_proxy_multiplex_dials_total %.0f (shared broker connections opened over the run, for fleets of up to %d clients)",
+						p.Name, d, slices.Max(cfg.Conns)))
+				}
+			}
 		}
 		if p.pid != 0 {
 			if hwm, err := memKiB(p.pid, "VmHWM"); err == nil {
