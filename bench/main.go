@@ -49,6 +49,7 @@ func main() {
 	conns := flag.String("conns", "", "proxy-bound: connection counts instead of the mode's, comma-separated, \"max\" for -max-conns (development runs)")
 	keep := flag.Bool("keep", false, "proxy-bound: keep the work directory with the proxies' configs and logs")
 	roles := flag.String("roles", "", "proxy-bound: producer, consumer or both (comma-separated) instead of the mode's")
+	rerender := flag.Bool("rerender", false, "proxy-bound: no run; the summary, Markdown, chart and README table written anew from the -out directory's proxy-bound.json (after a change of the report)")
 	latencyFractions := flag.String("latency-fractions", "0.5,0.1", "proxy-bound: the latency runs' rates as fractions of the direct path's, comma-separated")
 	flag.Parse()
 	if *proxyBound {
@@ -86,7 +87,11 @@ func main() {
 				cfg.Conns = append(cfg.Conns, n)
 			}
 		}
-		if err := runProxyBench(cfg, *out, *maxConns, *keep); err != nil {
+		run := func() error { return runProxyBench(cfg, *out, *maxConns, *keep) }
+		if *rerender {
+			run = func() error { return rerenderProxyResults(*out) }
+		}
+		if err := run(); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

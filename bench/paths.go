@@ -37,7 +37,7 @@ const (
 	// it forwards when authentication or authorization is on.
 	pathPulsarProxyFramed = "pulsar-proxy-framed"
 	// pathPulsarProxyMultiplex is pulsar-proxy with broker.multiplex on: the clients share a few
-	// broker connections (ids mapped, every frame read). Only when named in -paths.
+	// broker connections (ids mapped, every frame read), otherwise configured as the framed path.
 	pathPulsarProxyMultiplex = "pulsar-proxy-multiplex"
 	pathJavaProxy            = "java-proxy"
 	pathHAProxy              = "haproxy"

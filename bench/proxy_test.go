@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -17,7 +18,28 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/bench/speaker"
 )
 
-var proxyPaths = []string{pathDirect, pathPulsarProxy, pathPulsarProxyFramed, pathJavaProxy, pathHAProxy, pathHAProxySplice}
+var proxyPaths = []string{pathDirect, pathPulsarProxy, pathPulsarProxyFramed, pathPulsarProxyMultiplex, pathJavaProxy, pathHAProxy, pathHAProxySplice}
+
+// The committed results are well formed too (every path, the multiplexed one beside the framed
+// one included), and README.md shows their summary, as the benchmark leaves it.
+func TestCommittedProxyResultsAreWellFormed(t *testing.T) {
+	checkProxyResultsDir(t, "results")
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join("results", proxyResultsName+".md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary, details, _ := strings.Cut(string(md), proxyDetailsHead)
+	if !strings.Contains(details, "- "+pathPulsarProxyMultiplex+": pulsar_proxy_multiplex_dials_total ") {
+		t.Errorf("%s.md: no check of the shared broker connections the multiplexed path opened", proxyResultsName)
+	}
+	if !strings.Contains(string(readme), proxyReadmeBegin+"\n"+summary+proxyReadmeEnd) {
+		t.Fatalf("README.md's proxy-bound section differs from the summary in bench/results/%s.md; run the benchmark, or copy it", proxyResultsName)
+	}
+}
 
 // A run's writer produces files that checkProxyResultsDir (also run on the committed results)
 // accepts.
@@ -99,6 +121,16 @@ func checkProxyResultsDir(t *testing.T, dir string) {
 	for _, path := range r.Paths {
 		if !strings.Contains(summary, "\n| "+path+" |") || !strings.Contains(details, "| "+path+" |") {
 			t.Errorf("%s.md: no row for %s", proxyResultsName, path)
+		}
+	}
+	// The multiplexed path beside the framed one: a row for every role, count and workload.
+	for _, role := range r.Config.Roles {
+		for _, n := range r.Config.Conns {
+			for _, w := range r.Config.Workloads {
+				if row := fmt.Sprintf("\n| %s | %d | %s (", role, n, w.label()); !strings.Contains(summary, row) {
+					t.Errorf("%s.md: no multiplexed-vs-per-client row %q", proxyResultsName, row)
+				}
+			}
 		}
 	}
 	for _, want := range []string{"| goal | target | measured | met |", "load average", "Pinning", "p50 / p99 / p99.9"} {

@@ -285,6 +285,15 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 				continue
 			}
 			res.Checks = append(res.Checks, fmt.Sprintf("%s: pulsar_proxy_frames_total %.0f (frames read one by one; passthrough reads none)", p.Name, v))
+			if p.Name == pathPulsarProxyMultiplex {
+				// That its clients shared broker connections: a few opened for every fleet.
+				if d, err := scrapeSum(p.metrics, "pulsar_proxy_multiplex_dials_total"); err != nil {
+					res.Checks = append(res.Checks, fmt.Sprintf("%s: /metrics: %v", p.Name, err))
+				} else {
+					res.Checks = append(res.Checks, fmt.Sprintf("%s: pulsar_proxy_multiplex_dials_total %.0f (shared broker connections opened over the run, for fleets of up to %d clients)",
+						p.Name, d, slices.Max(cfg.Conns)))
+				}
+			}
 		}
 		if p.pid != 0 {
 			if hwm, err := memKiB(p.pid, "VmHWM"); err == nil {
@@ -431,17 +440,16 @@ func startProxyPaths(ctx context.Context, dir, bin, far string, cfg proxyConfig)
 		paths = append(paths, pp)
 	}
 	if want(pathPulsarProxyFramed) {
-		fp, err := startFramedProxy(dir, bin, far, quiet, cfg.ProxyCPU)
+		fp, err := startFramedProxy(dir, bin, far, pathPulsarProxyFramed, quiet, cfg.ProxyCPU)
 		if err != nil {
 			return paths, err
 		}
 		paths = append(paths, fp)
 	}
-	if slices.Contains(cfg.Only, pathPulsarProxyMultiplex) {
-		mdir := filepath.Join(dir, pathPulsarProxyMultiplex)
-		os.MkdirAll(mdir, 0o755)
-		log("starting %s", pathPulsarProxyMultiplex)
-		mp, err := startPulsarProxy(bin, mdir, farURL, far, pathPulsarProxyMultiplex,
+	if want(pathPulsarProxyMultiplex) {
+		// The framed path's configuration plus multiplexing: the one difference between the two
+		// is whether the clients share broker connections.
+		mp, err := startFramedProxy(dir, bin, far, pathPulsarProxyMultiplex,
 			"broker:\n  multiplex: true\nsession:\n  passthrough: false\n"+quiet, cfg.ProxyCPU)
 		if err != nil {
 			return paths, err
@@ -479,12 +487,11 @@ func startProxyPaths(ctx context.Context, dir, bin, far string, cfg proxyConfig)
 	return paths, nil
 }
 
-// startFramedProxy runs pulsar-proxy with authentication and authorization on, so that it
-// reads every frame: a client token checked at CONNECT (the path's endpoint carries one for
-// role bench), a policy checked at PRODUCER and SUBSCRIBE.
-func startFramedProxy(dir, bin, far, quiet string, cpu int) (*path, error) {
-
-	fdir := filepath.Join(dir, pathPulsarProxyFramed)
+// startFramedProxy runs pulsar-proxy as path name with authentication and authorization on, so
+// that it reads every frame: a client token checked at CONNECT (the path's endpoint carries one
+// for role bench), a policy checked at PRODUCER and SUBSCRIBE; extraYAML ends its config.
+func startFramedProxy(dir, bin, far, name, extraYAML string, cpu int) (*path, error) {
+	fdir := filepath.Join(dir, name)
 	os.MkdirAll(fdir, 0o755)
 	secret := make([]byte, 32)
 	rand.Read(secret)
@@ -497,9 +504,9 @@ func startFramedProxy(dir, bin, far, quiet string, cpu int) (*path, error) {
 		return nil, err
 	}
 	framedYAML := fmt.Sprintf("auth:\n  enabled: true\n  token:\n    secretKeyFile: %s\n  brokerClient:\n    token: %s\n"+
-		"authz:\n  enabled: true\n  policyFile: %s\n", secretFile, hs256Token(secret, "pulsar-proxy"), policyFile) + quiet
-	log("starting %s", pathPulsarProxyFramed)
-	fp, err := startPulsarProxy(bin, fdir, "pulsar://"+far, far, pathPulsarProxyFramed, framedYAML, cpu)
+		"authz:\n  enabled: true\n  policyFile: %s\n", secretFile, hs256Token(secret, "pulsar-proxy"), policyFile) + extraYAML
+	log("starting %s", name)
+	fp, err := startPulsarProxy(bin, fdir, "pulsar://"+far, far, name, framedYAML, cpu)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -291,6 +292,22 @@ func writeProxyResults(r *proxyResults, dir string) error {
 	return os.WriteFile(filepath.Join(dir, proxyResultsName+".png"), img.Bytes(), 0o644)
 }
 
+// rerenderProxyResults writes dir's proxy-bound files anew from its JSON: the cells and goals
+// from the recorded runs, the Markdown and the chart in the report's current form.
+func rerenderProxyResults(dir string) error {
+	raw, err := os.ReadFile(filepath.Join(dir, proxyResultsName+".json"))
+	if err != nil {
+		return err
+	}
+	var r proxyResults
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("%s.json: %w", proxyResultsName, err)
+	}
+	summarizeProxy(&r)
+	r.Goals = proxyGoals(&r)
+	return writeProxyResults(&r, dir)
+}
+
 // jsonSafe returns r with NaN goal values (not measured) as 0: JSON has no NaN.
 func jsonSafe(r *proxyResults) *proxyResults {
 	c := *r
@@ -410,6 +427,8 @@ func proxyMarkdown(r *proxyResults) (summary, details string) {
 		}
 		b.WriteString("\n")
 	}
+
+	b.WriteString(muxComparison(r))
 
 	// Latency.
 	fmt.Fprintf(&b, "Latency: SEND to SEND_RECEIPT round trip of %s messages on one producer connection, paced (sent every %d µs), µs; "+
@@ -545,6 +564,62 @@ func proxyMarkdown(r *proxyResults) (summary, details string) {
 		}
 	}
 	return summary, dt.String()
+}
+
+// muxComparison is the table of the multiplexed path beside the framed one (one broker
+// connection per client, otherwise configured alike) for every role, connection count and
+// workload of the run, with the ratios; "" when the run lacks either path.
+func muxComparison(r *proxyResults) string {
+	if !slices.Contains(r.Paths, pathPulsarProxyMultiplex) || !slices.Contains(r.Paths, pathPulsarProxyFramed) {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Multiplexed broker connections (%s: the clients share the proxy's broker connections) beside one broker connection per client (%s), "+
+		"configured alike otherwise (token authentication and the topic policy on), measured in the same run: throughput (msg/s for unbatched messages up to 1 KiB, "+
+		"else MB/s of payload), the proxy's CPU s/GB, and the ratio multiplexed / per client.\n\n"+
+		"| role | connections | workload | throughput per client | multiplexed | ratio | CPU s/GB per client | multiplexed | ratio |\n|---|--:|---|--:|--:|--:|--:|--:|--:|\n",
+		pathPulsarProxyMultiplex, pathPulsarProxyFramed)
+	for _, role := range r.Config.Roles {
+		for _, n := range r.Config.Conns {
+			for _, w := range r.Config.Workloads {
+				fr, mx := r.cell(pathPulsarProxyFramed, role, n, w), r.cell(pathPulsarProxyMultiplex, role, n, w)
+				unit := "MB/s"
+				if w.Batch == 1 && w.Size <= 1<<10 {
+					unit = "msg/s"
+				}
+				tput := func(c *proxyCell) float64 {
+					if c == nil || c.Rounds == 0 {
+						return math.NaN()
+					}
+					if unit == "msg/s" {
+						return c.MsgsPerSec
+					}
+					return c.MBPerSec
+				}
+				cpu := func(c *proxyCell) float64 {
+					if c == nil || c.Rounds == 0 || c.CPUSecondsPerGB == nil {
+						return math.NaN()
+					}
+					return *c.CPUSecondsPerGB
+				}
+				ft, mt, fc, mc := tput(fr), tput(mx), cpu(fr), cpu(mx)
+				fmt.Fprintf(&b, "| %s | %d | %s (%s) | %s | %s | %s | %s | %s | %s |\n", role, n, w.label(), unit,
+					orFailed(ft, fmtRate), orFailed(mt, fmtRate), ratio(mt, ft), orFailed(fc, fmtCPU), orFailed(mc, fmtCPU), ratio(mc, fc))
+			}
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func fmtCPU(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+// orFailed renders v with f, or "failed" when it was not measured (NaN).
+func orFailed(v float64, f func(float64) string) string {
+	if math.IsNaN(v) {
+		return "failed"
+	}
+	return f(v)
 }
 
 func firstLine(s string) string {

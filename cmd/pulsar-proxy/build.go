@@ -75,6 +75,9 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 	})
 	resolver := lookup.NewResolver(p.brokers, p.pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
 	sc := sessionConfig(cfg, connector, summaryLevel)
+	// Registered with multiplexing off too (all zero), so that the dashboard's panels and
+	// queries hold whichever way a replica runs.
+	muxMetrics := mux.NewMetrics(p.reg)
 	if cfg.Broker.Multiplex {
 		p.muxPool = mux.NewPool(mux.Config{
 			Connector:            connector,
@@ -83,7 +86,7 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 			ClientQueueBytes:     cfg.Broker.MultiplexClientQueueBytes,
 			Linger:               muxLinger,
 			Logger:               log,
-			Metrics:              mux.NewMetrics(p.reg),
+			Metrics:              muxMetrics,
 		})
 		sc.Multiplex = p.muxPool
 	}

@@ -30,12 +30,12 @@ rules:
 `, "")
 	ctx := ctxT(t, 2*time.Minute)
 	for _, topic := range []string{a, b} {
-		if err := theRig.CreateTopic(ctx, topic); err != nil {
+		if err := brokers().CreateTopic(ctx, topic); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ownerOf := func(topic string) string {
-		o, err := theRig.TopicOwner(ctx, topic)
+		o, err := brokers().TopicOwner(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,17 +44,20 @@ rules:
 
 	// The control: the crafted frame for A is a working SUBSCRIBE.
 	c, r := directConnect(t, p.Addr, ownerOf(a), "dave")
-	frame.WriteCommand(c, craftedSubscribe(a, a, 1))
-	if got := readCmd(t, r); got.GetType() != pb.BaseCommand_SUCCESS {
-		t.Fatalf("SUBSCRIBE to A: %v, want SUCCESS from the broker", got)
+	// Ids well above those a shared broker connection hands out first, so that an answer
+	// not mapped back to the client's id (TestAuthMultiplexed) shows.
+	frame.WriteCommand(c, craftedSubscribe(a, a, 7001))
+	if got := readCmd(t, r); got.GetType() != pb.BaseCommand_SUCCESS || got.GetSuccess().GetRequestId() != 7001 {
+		t.Fatalf("SUBSCRIBE 7001 to A: %v, want SUCCESS from the broker for request 7001", got)
 	}
 
 	c, r = directConnect(t, p.Addr, ownerOf(b), "dave")
-	frame.WriteCommand(c, craftedSubscribe(b, a, 2))
-	if got := readCmd(t, r); got.GetType() != pb.BaseCommand_ERROR || got.GetError().GetError() != pb.ServerError_AuthorizationError {
-		t.Fatalf("crafted SUBSCRIBE to B: %v, want AuthorizationError", got)
+	frame.WriteCommand(c, craftedSubscribe(b, a, 7002))
+	if got := readCmd(t, r); got.GetType() != pb.BaseCommand_ERROR || got.GetError().GetError() != pb.ServerError_AuthorizationError ||
+		got.GetError().GetRequestId() != 7002 {
+		t.Fatalf("crafted SUBSCRIBE 7002 to B: %v, want AuthorizationError for request 7002", got)
 	}
-	c.Write(rawFrame(undecodableProducer(t, b, 3)))
+	c.Write(rawFrame(undecodableProducer(t, b, 7003)))
 	if got := readCmd(t, r); got.GetType() != pb.BaseCommand_ERROR || got.GetError().GetError() != pb.ServerError_AuthorizationError ||
 		!strings.Contains(got.GetError().GetMessage(), "cannot read PRODUCER") {
 		t.Fatalf("undecodable PRODUCER for B: %v, want the proxy's AuthorizationError \"cannot read PRODUCER\"", got)
@@ -68,7 +71,7 @@ rules:
 		t.Fatalf("the session was neither closed nor answered after an undecodable command: %v", err)
 	}
 
-	st, err := theRig.TopicStats(ctx, b)
+	st, err := brokers().TopicStats(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ type proxy struct {
 // own token, and policy as its authorization policy ("" = no policy at the proxy).
 func startProxy(t *testing.T, policy string, extraAuth string) *proxy {
 	t.Helper()
-	return startProxyOn(t, theRig, policy, extraAuth)
+	return startProxyOn(t, brokers(), policy, extraAuth)
 }
 
 // startProxyOn is startProxy in front of the brokers of r. extraAuth goes at the end of the
@@ -45,6 +45,22 @@ func startProxyOn(t *testing.T, r *rig.Rig, policy string, extraAuth string) *pr
 		yaml += "authz:\n  enabled: true\n  policyFile: " + p.policyFile + "\n  reloadInterval: 1s\n"
 	}
 	p.Proc = runProxy(t, dir, r, yaml)
+	if multiplexed() {
+		// Before the proxy stops (cleanups run last first): how many shared broker
+		// connections it opened, for TestAuthMultiplexed to check that the test used them.
+		t.Cleanup(func() {
+			s, err := metrics.Fetch(p.HTTPURL + "/metrics")
+			if err == nil {
+				var v float64
+				if v, err = s.Value("pulsar_proxy_multiplex_dials_total", `result="ok"`); err == nil {
+					muxDials += v
+				}
+			}
+			if err != nil {
+				t.Errorf("multiplexed broker connections opened: %v", err)
+			}
+		})
+	}
 	return p
 }
 
