@@ -11,6 +11,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -19,81 +20,54 @@ import (
 // answers WATCH_TOPIC_LIST with its list and at once an update (so the update races the
 // answer through the proxy), and records what it is asked.
 type watchBroker struct {
-	addr   string
+	*testbroker.Broker
 	topics []string
+	silent bool // WATCH_TOPIC_LIST goes unanswered
 
 	mu      sync.Mutex
-	conns   []net.Conn
 	watches map[uint64]*pb.CommandWatchTopicList // by the watcher id it was given
 	closed  []uint64                             // watcher ids closed
 	changed chan struct{}
 }
 
 func newWatchBroker(t *testing.T, topics ...string) *watchBroker {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &watchBroker{addr: ln.Addr().String(), topics: topics, watches: map[uint64]*pb.CommandWatchTopicList{}, changed: make(chan struct{}, 100)}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		b.dropConnections()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.conns = append(b.conns, c)
-			b.mu.Unlock()
-			wg.Add(1)
-			go func() { defer wg.Done(); defer c.Close(); b.serve(c) }()
-		}
-	}()
+	b := &watchBroker{topics: topics, watches: map[uint64]*pb.CommandWatchTopicList{}, changed: make(chan struct{}, 1)}
+	b.Broker = testbroker.Start(t, b.handle)
 	return b
 }
 
-func (b *watchBroker) serve(c net.Conn) {
-	r := frame.NewReader(c, frame.DefaultMaxFrameSize)
-	for {
-		f, err := r.ReadFrame()
-		if err != nil {
-			return
-		}
-		cmd, _ := frame.Decode(f.Command)
-		var out []*pb.BaseCommand
-		switch cmd.GetType() {
-		case pb.BaseCommand_CONNECT:
-			connected := frame.Connected("fake", 21, 5<<20)
-			connected.Connected.FeatureFlags = &pb.FeatureFlags{SupportsTopicWatchers: proto.Bool(true)}
-			out = append(out, connected)
-		case pb.BaseCommand_PING:
-			out = append(out, frame.Pong())
-		case pb.BaseCommand_WATCH_TOPIC_LIST:
-			w := cmd.GetWatchTopicList()
-			b.mu.Lock()
-			b.watches[w.GetWatcherId()] = w
-			b.mu.Unlock()
+func (b *watchBroker) handle(c net.Conn, cmd *pb.BaseCommand) {
+	var out []*pb.BaseCommand
+	switch cmd.GetType() {
+	case pb.BaseCommand_CONNECT:
+		connected := frame.Connected("fake", 21, 5<<20)
+		connected.Connected.FeatureFlags = &pb.FeatureFlags{SupportsTopicWatchers: proto.Bool(true)}
+		out = append(out, connected)
+	case pb.BaseCommand_PING:
+		out = append(out, frame.Pong())
+	case pb.BaseCommand_WATCH_TOPIC_LIST:
+		w := cmd.GetWatchTopicList()
+		b.mu.Lock()
+		b.watches[w.GetWatcherId()] = w
+		b.mu.Unlock()
+		if !b.silent {
 			out = append(out, &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST_SUCCESS.Enum(), WatchTopicListSuccess: &pb.CommandWatchTopicListSuccess{
 				RequestId: w.RequestId, WatcherId: w.WatcherId, Topic: b.topics, TopicsHash: proto.String(topicsHash(b.topics))}},
 				b.update(w.GetWatcherId(), w.GetNamespace()+"/early"))
-		case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
-			w := cmd.GetWatchTopicListClose()
-			b.mu.Lock()
-			b.closed = append(b.closed, w.GetWatcherId())
-			b.mu.Unlock()
-			out = append(out, &pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: w.RequestId}})
 		}
-		for _, o := range out {
-			frame.WriteCommand(c, o)
-		}
-		b.changed <- struct{}{}
+	case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
+		w := cmd.GetWatchTopicListClose()
+		b.mu.Lock()
+		b.closed = append(b.closed, w.GetWatcherId())
+		b.mu.Unlock()
+		out = append(out, &pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: w.RequestId}})
+	}
+	for _, o := range out {
+		frame.WriteCommand(c, o)
+	}
+	select { // wakes waitFor
+	case b.changed <- struct{}{}:
+	default:
 	}
 }
 
@@ -102,23 +76,13 @@ func (b *watchBroker) update(watcher uint64, topic string) *pb.BaseCommand {
 		WatcherId: proto.Uint64(watcher), NewTopics: []string{"persistent://" + topic}, TopicsHash: proto.String("broker-hash")}}
 }
 
-// send writes an update for the watcher it knows as id on every connection (the pool has one).
+// send writes cmd on every connection (the pool has one).
 func (b *watchBroker) send(t *testing.T, cmd *pb.BaseCommand) {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, c := range b.conns {
+	for _, c := range b.Conns() {
 		if err := frame.WriteCommand(c, cmd); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-func (b *watchBroker) dropConnections() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, c := range b.conns {
-		c.Close()
 	}
 }
 
@@ -146,7 +110,7 @@ func (b *watchBroker) waitFor(t *testing.T, what string, cond func() bool) {
 // connection yet: the first CONNECTED makes one to learn whether the broker offers watchers.
 func watchResolver(t *testing.T, b *watchBroker) *lookup.Resolver {
 	t.Helper()
-	static, err := lookup.NewStatic([]string{"pulsar://" + b.addr})
+	static, err := lookup.NewStatic([]string{"pulsar://" + b.Addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +214,7 @@ func TestLookupModeWatcherLostWithBrokerConnection(t *testing.T) {
 		t.Fatalf("answer %v", ok)
 	}
 	p.recv() // the early update
-	b.dropConnections()
+	b.DropConnections()
 	p.expectClosed()
 	waitCounter(t, m.watchers, 0)
 }
@@ -292,58 +256,18 @@ rules:
 	}
 }
 
-// silentBroker answers CONNECT (offering watchers) and nothing else; drop closes its conns.
-func silentBroker(t *testing.T) (*watchBroker, func()) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &watchBroker{addr: ln.Addr().String(), watches: map[uint64]*pb.CommandWatchTopicList{}, changed: make(chan struct{}, 100)}
-	seen := make(chan struct{}, 10)
-	t.Cleanup(func() { ln.Close(); b.dropConnections() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.conns = append(b.conns, c)
-			b.mu.Unlock()
-			go func() {
-				defer c.Close()
-				r := frame.NewReader(c, frame.DefaultMaxFrameSize)
-				for {
-					f, err := r.ReadFrame()
-					if err != nil {
-						return
-					}
-					cmd, _ := frame.Decode(f.Command)
-					switch cmd.GetType() {
-					case pb.BaseCommand_CONNECT:
-						connected := frame.Connected("fake", 21, 5<<20)
-						connected.Connected.FeatureFlags = &pb.FeatureFlags{SupportsTopicWatchers: proto.Bool(true)}
-						frame.WriteCommand(c, connected)
-					case pb.BaseCommand_WATCH_TOPIC_LIST:
-						seen <- struct{}{}
-					}
-				}
-			}()
-		}
-	}()
-	return b, func() { <-seen; b.dropConnections() }
-}
-
 // A broker connection that drops while a watcher opens fails that WATCH_TOPIC_LIST (the
 // client may try again), as a lookup failing the same way does; the client's connection stays.
 func TestLookupModeWatcherOpeningWhenBrokerDrops(t *testing.T) {
-	b, dropOnWatch := silentBroker(t)
+	b := newWatchBroker(t)
+	b.silent = true
 	addr, _ := startProxy(t, testConfig(), watchResolver(t, b), noTargets{})
 	p := dialPeer(t, addr)
 	p.send(connectCmd(nil))
 	p.recv()
 	p.send(watchCmd(3, 7))
-	dropOnWatch()
+	b.waitFor(t, "the watcher", func() bool { return len(b.watches) == 1 })
+	b.DropConnections()
 	p.c.SetReadDeadline(time.Now().Add(3 * time.Second))
 	cmd, err := p.r.ReadCommand()
 	if err != nil {

@@ -12,85 +12,45 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
 )
 
 // recordingBroker records every CONNECT and AUTH_RESPONSE it receives, challenges each
 // connection once right after CONNECTED, and answers LOOKUPs with Connect.
 type recordingBroker struct {
+	*testbroker.Broker
 	addr string
 	mu   sync.Mutex
 	conn []*pb.CommandConnect
 	auth []*pb.CommandAuthResponse
-	open int
 }
 
 func newRecordingBroker(t *testing.T) *recordingBroker {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &recordingBroker{addr: ln.Addr().String()}
-	var wg sync.WaitGroup
-	var conns []net.Conn
-	var cmu sync.Mutex
-	t.Cleanup(func() {
-		ln.Close()
-		cmu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		cmu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			cmu.Lock()
-			conns = append(conns, c)
-			cmu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				b.mu.Lock()
-				b.open++
-				b.mu.Unlock()
-				defer func() { b.mu.Lock(); b.open--; b.mu.Unlock() }()
-				r := frame.NewReader(c, frame.DefaultMaxFrameSize)
-				for {
-					f, err := r.ReadFrame()
-					if err != nil {
-						return
-					}
-					cmd, _ := frame.Decode(f.Command)
-					switch cmd.GetType() {
-					case pb.BaseCommand_CONNECT:
-						b.mu.Lock()
-						b.conn = append(b.conn, cmd.GetConnect())
-						b.mu.Unlock()
-						frame.WriteCommand(c, frame.Connected("fake", 21, 5<<20))
-						frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_AUTH_CHALLENGE.Enum(), AuthChallenge: &pb.CommandAuthChallenge{
-							Challenge: &pb.AuthData{AuthMethodName: proto.String("token"), AuthData: []byte("PulsarAuthRefresh")}}})
-					case pb.BaseCommand_AUTH_RESPONSE:
-						b.mu.Lock()
-						b.auth = append(b.auth, cmd.GetAuthResponse())
-						b.mu.Unlock()
-					case pb.BaseCommand_PING:
-						frame.WriteCommand(c, frame.Pong())
-					case pb.BaseCommand_LOOKUP:
-						frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
-							RequestId: cmd.GetLookupTopic().RequestId, Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: proto.String("pulsar://" + b.addr)}})
-					}
-				}
-			}()
-		}
-	}()
+	b := &recordingBroker{}
+	b.Broker = testbroker.Start(t, b.handle)
+	b.addr = b.Addr
 	return b
+}
+
+func (b *recordingBroker) handle(c net.Conn, cmd *pb.BaseCommand) {
+	switch cmd.GetType() {
+	case pb.BaseCommand_CONNECT:
+		b.mu.Lock()
+		b.conn = append(b.conn, cmd.GetConnect())
+		b.mu.Unlock()
+		frame.WriteCommand(c, frame.Connected("fake", 21, 5<<20))
+		frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_AUTH_CHALLENGE.Enum(), AuthChallenge: &pb.CommandAuthChallenge{
+			Challenge: &pb.AuthData{AuthMethodName: proto.String("token"), AuthData: []byte("PulsarAuthRefresh")}}})
+	case pb.BaseCommand_AUTH_RESPONSE:
+		b.mu.Lock()
+		b.auth = append(b.auth, cmd.GetAuthResponse())
+		b.mu.Unlock()
+	case pb.BaseCommand_PING:
+		frame.WriteCommand(c, frame.Pong())
+	case pb.BaseCommand_LOOKUP:
+		frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
+			RequestId: cmd.GetLookupTopic().RequestId, Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: proto.String("pulsar://" + b.addr)}})
+	}
 }
 
 func (b *recordingBroker) principals() (connects []string, authResponses int, open int) {
@@ -104,7 +64,7 @@ func (b *recordingBroker) principals() (connects []string, authResponses int, op
 			authResponses++
 		}
 	}
-	return connects, authResponses, b.open
+	return connects, authResponses, b.Open()
 }
 
 func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,74 +13,30 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
 )
 
-type nopWatcher struct {
-	mu   sync.Mutex
-	lost bool
-}
+type nopWatcher struct{}
 
-func (*nopWatcher) Update(*pb.CommandWatchTopicUpdate) {}
-func (w *nopWatcher) Lost(error)                       { w.mu.Lock(); w.lost = true; w.mu.Unlock() }
+func (nopWatcher) Update(*pb.CommandWatchTopicUpdate) {}
+func (nopWatcher) Lost(error)                         {}
 
-// watchingBroker answers CONNECT and WATCH_TOPIC_LIST; open counts its live connections.
+// watchingBroker answers CONNECT, WATCH_TOPIC_LIST and WATCH_TOPIC_LIST_CLOSE.
 func watchingBroker(t *testing.T) (addr string, open func() int) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	n := 0
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+	b := testbroker.Start(t, func(c net.Conn, cmd *pb.BaseCommand) {
+		switch cmd.GetType() {
+		case pb.BaseCommand_CONNECT:
+			frame.WriteCommand(c, frame.Connected("fake", 21, 5<<20))
+		case pb.BaseCommand_WATCH_TOPIC_LIST:
+			w := cmd.GetWatchTopicList()
+			frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST_SUCCESS.Enum(),
+				WatchTopicListSuccess: &pb.CommandWatchTopicListSuccess{RequestId: w.RequestId, WatcherId: w.WatcherId, TopicsHash: proto.String("0")}})
+		case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
+			frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(),
+				Success: &pb.CommandSuccess{RequestId: cmd.GetWatchTopicListClose().RequestId}})
 		}
-		mu.Unlock()
-		wg.Wait()
 	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			n++
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { c.Close(); mu.Lock(); n--; mu.Unlock() }()
-				r := frame.NewReader(c, frame.DefaultMaxFrameSize)
-				for {
-					f, err := r.ReadFrame()
-					if err != nil {
-						return
-					}
-					cmd, _ := frame.Decode(f.Command)
-					switch cmd.GetType() {
-					case pb.BaseCommand_CONNECT:
-						frame.WriteCommand(c, frame.Connected("fake", 21, 5<<20))
-					case pb.BaseCommand_WATCH_TOPIC_LIST:
-						w := cmd.GetWatchTopicList()
-						frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST_SUCCESS.Enum(),
-							WatchTopicListSuccess: &pb.CommandWatchTopicListSuccess{RequestId: w.RequestId, WatcherId: w.WatcherId, TopicsHash: proto.String("0")}})
-					case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
-						frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(),
-							Success: &pb.CommandSuccess{RequestId: cmd.GetWatchTopicListClose().RequestId}})
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return n }
+	return b.Addr, b.Open
 }
 
 // Connections carrying topic-list watchers are not evicted, but they count towards
@@ -95,7 +50,7 @@ func TestWatchersCountTowardsMaxPrincipals(t *testing.T) {
 	watch := func(role string) (*TopicWatch, error) {
 		cmd := &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST.Enum(), WatchTopicList: &pb.CommandWatchTopicList{
 			RequestId: proto.Uint64(1), WatcherId: proto.Uint64(1), Namespace: proto.String("public/default"), TopicsPattern: proto.String("persistent://public/default/.*")}}
-		_, w, err := pool.WatchTopics(WithPrincipal(context.Background(), role), addr, cmd, &nopWatcher{})
+		_, w, err := pool.WatchTopics(WithPrincipal(context.Background(), role), addr, cmd, nopWatcher{})
 		return w, err
 	}
 	var held []*TopicWatch
