@@ -77,7 +77,7 @@ func (s *session) openBroker(addr string, c *pb.CommandConnect) (*upstream.Conn,
 // runUp from serve): an idle direct session is two goroutines on the smallest stacks.
 func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	m, maxFrame := s.srv.metrics, s.srv.cfg.MaxFrameSize
-	toBrokerSink, toClientSink := newSink(broker.conn), newSink(s.client.conn)
+	toBrokerSink, toClientSink := sinkOf(broker), sinkOf(s.client)
 	d := &directSession{s: s, broker: broker, downDone: make(chan struct{})}
 	d.up = &pipe{src: s.client, dst: toBrokerSink, limits: frame.ClientLimits(maxFrame),
 		frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker),

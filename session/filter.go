@@ -133,7 +133,7 @@ func (s *session) takeAuthResponse(t pb.BaseCommand_Type, command []byte, toBrok
 // closes the broker's socket; the pipe then fails on it as on any broken connection.
 func (s *session) forwardCanonical(toBroker *sink, canon []byte) verdict {
 	if toBroker.write(canon) != nil {
-		toBroker.conn.Close()
+		toBroker.close()
 	}
 	return dropFrame
 }
@@ -162,7 +162,7 @@ func (s *session) refuseCommand(toClient *sink, cmd *pb.BaseCommand, why string,
 // which ends the session) when the client does not take it within the handshake timeout: a
 // client that stops reading must not hold the filter, and with it the broker's side, forever.
 func (s *session) injectWithin(toClient *sink, cmd *pb.BaseCommand) {
-	stuck := time.AfterFunc(s.srv.cfg.HandshakeTimeout, func() { toClient.conn.Close() })
+	stuck := time.AfterFunc(s.srv.cfg.HandshakeTimeout, toClient.close)
 	defer stuck.Stop()
 	toClient.inject(cmd)
 }

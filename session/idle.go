@@ -65,8 +65,12 @@ func (p *pipe) parkWhenIdle(s *session, client bool, resume func()) {
 // armIdle, when the source has nothing to read, makes sure a read deadline idleAfter away
 // is set: the wait that follows ends there and the pipe parks (waitIdle). It is moved only
 // when half of it has gone, so a busy source costs a deadline now and then.
+//
+// Not while part of a frame is held: the rest must come (the stall watchdog bounds that
+// wait), and a deadline would only wake the pipe every idleAfter to wait again. Not either
+// when the poller refused the source: the pipe then waits on its goroutine.
 func (p *pipe) armIdle() {
-	if p.idle == nil {
+	if p.idle == nil || p.start != p.end || p.idleRefused() {
 		return
 	}
 	now := time.Now().UnixNano()
@@ -75,6 +79,20 @@ func (p *pipe) armIdle() {
 	}
 	p.idleUntil = now + int64(idleAfter)
 	p.setSrcDeadline(time.Unix(0, p.idleUntil))
+}
+
+// idleRefused reports (and logs, once for the pipe) that the poller refused the source.
+func (p *pipe) idleRefused() bool {
+	if p.refused {
+		return true
+	}
+	err := p.idle.Failed()
+	if err == nil {
+		return false
+	}
+	p.refused = true
+	p.sess.with(p.sess.srv.log.Warn()).Err(err).Msg("the idle poller refused a socket (fs.epoll.max_user_watches?); its session waits on a goroutine")
+	return true
 }
 
 // disarmIdle clears the idle deadline before reads that must not time out (the rest of a

@@ -23,10 +23,25 @@ type sink struct {
 	mu      sync.Mutex
 	conn    net.Conn
 	notRead *stallMark // set while a write has not returned; nil: not watched
+	w       *wire      // the socket's wire, whose parked reader a close must wake; nil in tests
 }
 
 func newSink(c net.Conn) *sink {
 	return &sink{conn: c}
+}
+
+// sinkOf is the write side of a session's wire; its close wakes the wire's parked reader.
+func sinkOf(w *wire) *sink {
+	return &sink{conn: w.conn, w: w}
+}
+
+// close closes the socket, waking its parked reader (wire.close) when it has one.
+func (s *sink) close() {
+	if s.w != nil {
+		s.w.close()
+		return
+	}
+	s.conn.Close()
 }
 
 // inject writes one command frame.
@@ -130,6 +145,7 @@ type pipe struct {
 	sess      *session
 	client    bool     // src is the client (its read deadline also serves a drain)
 	idleUntil int64    // unix nanoseconds of the idle read deadline armed on src; 0: none
+	refused   bool     // the poller refused src: the pipe waits on its goroutine
 	splice    *splicer // passthrough's state between parks
 }
 

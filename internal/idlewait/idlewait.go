@@ -28,6 +28,7 @@ type Waiter struct {
 	token  uint64 // while parked: its key in p.parked; 0 otherwise
 	kicked bool   // woken while not parked: the next Park wakes at once
 	armed  bool   // the socket is in the epoll set (oneshot: disarmed after each event)
+	failed error  // the poller could not take the socket (ENOSPC, ENOMEM): do not park again
 }
 
 var errUnsupported = errors.New("idlewait: not supported on this platform")
@@ -65,11 +66,23 @@ func (w *Waiter) Park() {
 		p.mu.Unlock()
 		return
 	}
-	// Closed meanwhile, or not waitable: the owner's read reports what is wrong.
+	// Closed meanwhile (the owner's read reports it), or the poller refused the socket: its
+	// owner then waits on a goroutine again (Failed).
 	delete(p.parked, w.token)
 	w.token = 0
+	if cerr := w.rc.Control(func(uintptr) {}); cerr == nil {
+		w.failed = err
+	}
 	p.mu.Unlock()
 	go w.wake()
+}
+
+// Failed is the poller's refusal of the socket (the epoll set full, or out of memory); nil
+// while it may be parked. An owner it refused waits on its goroutine, as without a poller.
+func (w *Waiter) Failed() error {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.failed
 }
 
 // Wake ends the waiter's Park now (see Park); the socket may have nothing to read.
