@@ -90,16 +90,16 @@ func TestSoak(t *testing.T) {
 		churn(load, lookupEvery, &tl, "churned lookup", func() error { return lookupOnce(ep, lookupTopic, 4, &tl) })
 	})
 	<-load.Done()
+	close(smp.stop) // the samples cover the load only; one more comes once every client closed
+	<-samplerDone
 	churners.Wait()
 	t.Logf("load ended after %s; draining the flows", time.Since(began).Round(time.Second))
 	waitDrained(flows, 2*time.Minute)
 	stopDrain()
 	wg.Wait()
-	close(smp.stop)
-	<-samplerDone
 	afterClose := settle(t, smp)
 	samples, sampleErrs := smp.all()
-	report(t, out, duration, samples, sampleErrs, afterClose, flows, &tl, proc)
+	report(t, out, d, duration, samples, sampleErrs, afterClose, flows, &tl, proc)
 	for i, err := range flowErrs {
 		if err != nil {
 			t.Errorf("flow %d (%s) did not start: %v", i, flows[i].topic, err)

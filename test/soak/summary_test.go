@@ -14,7 +14,7 @@ import (
 // report writes summary.md and soak.png, prints the summary, and fails the test for what must
 // hold whatever the machine: no acknowledged message lost, no client or sampling error, token
 // refreshes that happened and never failed.
-func report(t *testing.T, out string, duration time.Duration, samples []Sample, sampleErrs []error, afterClose Sample,
+func report(t *testing.T, out, durationArg string, duration time.Duration, samples []Sample, sampleErrs []error, afterClose Sample,
 	flows []*flow, tl *tally, proc *proxyproc.Proc) {
 	if len(samples) < 2 {
 		t.Fatalf("only %d samples (errors: %v)", len(samples), sampleErrs)
@@ -31,16 +31,18 @@ func report(t *testing.T, out string, duration time.Duration, samples []Sample, 
 	expired := scrapeCount(t, proc, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`)
 	command := "make soak"
 	if duration != 30*time.Minute {
-		command = "make soak SOAK_DURATION=" + duration.String()
+		command = "make soak SOAK_DURATION=" + durationArg
 	}
 	run := Run{
 		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Commit: commit(), Command: command,
 		Duration: duration, WarmUp: warmUp, Trends: Trends(samples, warmUp), Final: last, AfterClose: afterClose,
 		Facts: []string{
-			fmt.Sprintf("messages: %d acknowledged on %d flows (%d msg/s each, one over TLS), %d of them not received", acked, len(flows), flowRate, lost),
+			fmt.Sprintf("messages: %d acknowledged (%.0f/s) on %d flows (paced at %d msg/s each, one over TLS), %d of them not received",
+				acked, float64(acked)/duration.Seconds(), len(flows), flowRate, lost),
 			fmt.Sprintf("clients churned (opened, used, closed): %d plaintext, %d TLS; %d producers created and closed, %d partitioned-metadata lookups",
 				tl.clients.Load(), tl.tlsClients.Load(), tl.producers.Load(), tl.lookups.Load()),
-			fmt.Sprintf("client connections through the proxy (pulsar_proxy_sessions_total): %.0f", last.SessionsTotal-first.SessionsTotal),
+			fmt.Sprintf("client connections through the proxy (pulsar_proxy_sessions_total): %.0f (%.1f/s)",
+				afterClose.SessionsTotal-first.SessionsTotal, (afterClose.SessionsTotal-first.SessionsTotal)/duration.Seconds()),
 			fmt.Sprintf("token refreshes (%s tokens, AUTH_CHALLENGE answered): %.0f ok, %.0f failed; sessions closed for expired credentials: %.0f",
 				tokenTTL, afterClose.Refreshes, refreshFailed, expired),
 			fmt.Sprintf("client errors: %d; sampling errors: %d; %d samples every %s", nErrs, len(sampleErrs), len(samples), sampleEvery),
