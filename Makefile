@@ -8,6 +8,7 @@
 #                   test module (test/...) against real brokers and Consul
 #   make test-fault the fault, storm and stuck-client tests alone (test/e2efault; test-fault-long:
 #                   the kills at 2,000 msg/s with a minute of load after recovery)
+#   make soak       30 minutes of mixed load through one proxy, its resources sampled (test/soak)
 #   make rig-up     start the test rig in .cache/rig and print its addresses (rig-down stops it)
 #
 # The end-to-end tests start their own rig; to run them against one started by `make rig-up`,
@@ -136,6 +137,16 @@ test-fault:
 test-fault-long:
 	E2EFAULT_RATE=1000 E2EFAULT_AFTER_RECOVERY=60 $(GO) test -C test -count=1 -timeout $(E2E_TIMEOUT) -v \
 	  -run 'TestBrokerKilledUnderLoad|TestBrokerFrozenUnderLoad|TestProxyKilledUnderLoad' ./e2efault
+
+# The soak (test/soak; not part of make test): SOAK_DURATION of mixed load through one proxy
+# against a rig of its own (ports 21xxx, .cache/rig-soak), the proxy's RSS, heap, goroutines
+# and descriptors sampled every 5 s; results in test/soak/results (soak.csv, summary.md,
+# soak.png) and, by hand, README.md's Reliability section.
+SOAK_DURATION ?= 30m
+.PHONY: soak
+soak:
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -C test -count=1 -run TestSoak -timeout 60m -v ./soak
 
 rig-up:
 	$(RIG) up

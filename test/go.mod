@@ -10,6 +10,7 @@ require (
 	github.com/pires/go-proxyproto v0.8.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/pulsar-proxy/pulsar-proxy v0.0.0
+	golang.org/x/image v0.48.0
 	google.golang.org/protobuf v1.36.12
 )
 
