@@ -44,6 +44,7 @@ test-unit:
 	$(call timed,helm (pinned; built once into .cache),$(MAKE) --no-print-directory helm-prepare)
 	$(GO) vet ./...
 	$(GO) vet -C test ./...
+	$(GO) vet -C test -tags soak ./soak
 	$(GO) vet -C bench ./...
 	$(GO) test -race ./...
 	$(GO) test -C bench -race ./...
@@ -146,7 +147,7 @@ SOAK_DURATION ?= 30m
 .PHONY: soak
 soak:
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
-	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -C test -count=1 -run TestSoak -timeout 60m -v ./soak
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -C test -tags soak -count=1 -run TestSoak -timeout 60m -v ./soak
 
 rig-up:
 	$(RIG) up
