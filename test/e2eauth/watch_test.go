@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
@@ -101,10 +103,15 @@ func waitLine(t *testing.T, lines <-chan string, prefix string) string {
 // CONNECTED when the brokers do) is opened by the proxy on the brokers as the client's role:
 // the client learns of a topic created after it subscribed from the broker's update, under
 // its own watcher id, with the topics its role may not look up filtered out, and closing it
-// closes it on the broker.
+// closes it on the broker. In front of the brokers that trust original_principal: with
+// forwarded client credentials (the auth rig's) the proxy offers no such watchers.
 func TestLookupConnectionWatchesTopicList(t *testing.T) {
+	trust := trustingRig(t)
+	saved := proxyproc.Env
+	proxyproc.Env = append(slices.Clone(saved), "PULSAR_PROXY_AUTH_FORWARD_CLIENT_CREDENTIALS=false")
+	t.Cleanup(func() { proxyproc.Env = saved })
 	prefix := strings.TrimPrefix(uniqueTopic(nsShared, "lw"), "persistent://")
-	p := startProxy(t, `
+	p := startProxyOn(t, trust, `
 rules:
   - roles: [carol]
     resources: ["`+prefix+`-a*"]
