@@ -20,19 +20,7 @@ type proxy struct {
 // (SIGTERM) when the test ends, printing its log if the test failed.
 func startProxy(t *testing.T, brokers []string, extraYAML string) *proxy {
 	t.Helper()
-	p, err := proxyproc.Start(proxyBinary, t.TempDir(), brokers, extraYAML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !p.Stop() {
-			t.Errorf("pulsar-proxy did not stop on SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("proxy log tail:\n%s", p.LogTail(60))
-		}
-	})
-	return &proxy{Proc: p, t: t}
+	return &proxy{Proc: proxyproc.StartForTest(t, proxyBinary, t.TempDir(), brokers, extraYAML), t: t}
 }
 
 func (p *proxy) get(path string) (int, string) { return p.Get(path) }

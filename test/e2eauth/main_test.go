@@ -72,16 +72,13 @@ func runMain(m *testing.M) int {
 		}()
 	}
 	defer stopTrustingRig()
-	dir, err := os.MkdirTemp("", "pulsar-proxy-e2eauth-")
+	bin, remove, err := proxyproc.BuildTemp("pulsar-proxy-e2eauth-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	if proxyBinary, err = proxyproc.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
+	defer remove()
+	proxyBinary = bin
 	if err := setupTenants(ctx, theRig); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: setup:", err)
 		return 1
@@ -92,14 +89,7 @@ func runMain(m *testing.M) int {
 // rigDir is where the auth rig keeps its state; its auth/ folder (key and broker config)
 // survives `rig.sh down`, so a later run can attach.
 func rigDir() string {
-	if d := os.Getenv("RIG_AUTH_DIR"); d != "" {
-		return d
-	}
-	cache := os.Getenv("RIG_CACHE")
-	if cache == "" {
-		cache = filepath.Join(proxyproc.RepoRoot(), ".cache")
-	}
-	return filepath.Join(cache, "rig-auth")
+	return rig.PrivateDir("RIG_AUTH_DIR", "rig-auth")
 }
 
 func startRig(ctx context.Context) (*rig.Rig, error) {

@@ -78,19 +78,7 @@ func proxyTokenFile(t *testing.T, dir string) string {
 // test ends (showing its log tail if the test failed).
 func runProxy(t *testing.T, dir string, r *rig.Rig, yaml string) *proxyproc.Proc {
 	t.Helper()
-	proc, err := proxyproc.Start(proxyBinary, dir, []string{r.BrokerURL(1), r.BrokerURL(2)}, yaml)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !proc.Stop() {
-			t.Errorf("pulsar-proxy did not stop on SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("proxy log tail:\n%s", proc.LogTail(80))
-		}
-	})
-	return proc
+	return proxyproc.StartForTest(t, proxyBinary, dir, []string{r.BrokerURL(1), r.BrokerURL(2)}, yaml)
 }
 
 // metric reads a series that must be in the proxy's /metrics (a gauge, an unlabelled counter,

@@ -80,29 +80,19 @@ func runMain(m *testing.M) int {
 			}
 		}()
 	}
-	dir, err := os.MkdirTemp("", "pulsar-proxy-e2efault-")
+	bin, remove, err := proxyproc.BuildTemp("pulsar-proxy-e2efault-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	if proxyBinary, err = proxyproc.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
+	defer remove()
+	proxyBinary = bin
 	return m.Run()
 }
 
 // rigDir is where the fault rig keeps its state.
 func rigDir() string {
-	if d := os.Getenv("RIG_FAULT_DIR"); d != "" {
-		return d
-	}
-	cache := os.Getenv("RIG_CACHE")
-	if cache == "" {
-		cache = filepath.Join(proxyproc.RepoRoot(), ".cache")
-	}
-	return filepath.Join(cache, "rig-fault")
+	return rig.PrivateDir("RIG_FAULT_DIR", "rig-fault")
 }
 
 func startRig(ctx context.Context) (*rig.Rig, error) {

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -297,4 +298,38 @@ func (p *Proc) LogTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// BuildTemp builds the proxy into a new temporary folder named after prefix; remove deletes
+// the folder.
+func BuildTemp(prefix string) (bin string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	remove = func() { os.RemoveAll(dir) }
+	if bin, err = Build(dir); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return bin, remove, nil
+}
+
+// StartForTest is Start for a test: a failure to start fails it, and the proxy is stopped
+// (SIGTERM) when it ends, its log tail shown if the test failed.
+func StartForTest(t testing.TB, bin, dir string, brokers []string, extraYAML string) *Proc {
+	t.Helper()
+	p, err := Start(bin, dir, brokers, extraYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !p.Stop() {
+			t.Errorf("pulsar-proxy did not stop on SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("proxy log tail:\n%s", p.LogTail(80))
+		}
+	})
+	return p
 }

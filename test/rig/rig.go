@@ -217,18 +217,27 @@ func defaultDirHint() string {
 // the cache's rig folder).
 func DefaultDir() string { return filepath.Dir(stateFileFromEnv()) }
 
+// PrivateDir is the state folder of a package's own rig: the folder env names, or name in
+// the rig cache (RIG_CACHE, default the repository's .cache).
+func PrivateDir(env, name string) string {
+	if d := os.Getenv(env); d != "" {
+		return d
+	}
+	cache, err := cacheDir()
+	if err != nil {
+		cache = "."
+	}
+	return filepath.Join(cache, name)
+}
+
 // stateFileFromEnv is where rig.sh up writes its state with the current environment.
 func stateFileFromEnv() string {
 	if d := os.Getenv("RIG_DIR"); d != "" {
 		return filepath.Join(d, "rig.env")
 	}
-	dir, err := ScriptsDir()
+	cache, err := cacheDir()
 	if err != nil {
 		return "rig.env"
-	}
-	cache := os.Getenv("RIG_CACHE")
-	if cache == "" {
-		cache = filepath.Join(dir, "..", "..", ".cache")
 	}
 	return filepath.Join(cache, "rig", "rig.env")
 }

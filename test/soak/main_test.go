@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -61,27 +60,17 @@ func runMain(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "rig: stopping the soak rig failed: %v\n", err)
 		}
 	}()
-	dir, err := os.MkdirTemp("", "pulsar-proxy-soak-")
+	bin, remove, err := proxyproc.BuildTemp("pulsar-proxy-soak-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	if proxyBinary, err = proxyproc.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
+	defer remove()
+	proxyBinary = bin
 	return m.Run()
 }
 
 // rigDir is where the soak rig keeps its state: RIG_SOAK_DIR, or rig-soak in the rig cache.
 func rigDir() string {
-	if d := os.Getenv("RIG_SOAK_DIR"); d != "" {
-		return d
-	}
-	cache := os.Getenv("RIG_CACHE")
-	if cache == "" {
-		cache = filepath.Join(proxyproc.RepoRoot(), ".cache")
-	}
-	return filepath.Join(cache, "rig-soak")
+	return rig.PrivateDir("RIG_SOAK_DIR", "rig-soak")
 }

@@ -131,18 +131,7 @@ log:
   level: info
   sessionSummary: off
 `, server.CertFile, server.KeyFile, secretFile)
-	p, err := proxyproc.Start(proxyBinary, dir, []string{theRig.BrokerURL(1), theRig.BrokerURL(2)}, yaml)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !p.Stop() {
-			t.Errorf("pulsar-proxy did not stop on SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("proxy log tail:\n%s", p.LogTail(60))
-		}
-	})
+	p := proxyproc.StartForTest(t, proxyBinary, dir, []string{theRig.BrokerURL(1), theRig.BrokerURL(2)}, yaml)
 	return endpoint{plainURL: p.PulsarURL, tlsURL: p.PulsarTLSURL, caFile: ca.CertFile, secret: secret}, p
 }
 
