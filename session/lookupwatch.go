@@ -139,7 +139,11 @@ func (ws *lookupWatchers) register(cw *clientWatch) (pb.ServerError, string) {
 func (ws *lookupWatchers) unregister(cw *clientWatch) bool {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if ws.open[cw.id] != cw {
+	return ws.unregisterLocked(cw)
+}
+
+func (ws *lookupWatchers) unregisterLocked(cw *clientWatch) bool {
+	if cw == nil || ws.open[cw.id] != cw {
 		return false
 	}
 	delete(ws.open, cw.id)
@@ -214,14 +218,10 @@ func (ws *lookupWatchers) updateLocked(cw *clientWatch, u *pb.CommandWatchTopicU
 func (cw *clientWatch) Lost(error) {
 	ws := cw.ws
 	ws.mu.Lock()
-	opening := cw.watch == nil
-	ws.mu.Unlock()
-	if opening || !ws.unregister(cw) {
-		return
-	}
-	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	ws.failLocked(ReasonBrokerClosed)
+	if cw.watch != nil && ws.unregisterLocked(cw) {
+		ws.failLocked(ReasonBrokerClosed)
+	}
 }
 
 // close answers the client's WATCH_TOPIC_LIST_CLOSE once the broker closed the watcher.
@@ -230,17 +230,14 @@ func (ws *lookupWatchers) close(cmd *pb.BaseCommand) {
 	c := cmd.GetWatchTopicListClose()
 	success := &pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: proto.Uint64(c.GetRequestId())}}
 	ws.mu.Lock()
-	cw := ws.open[c.GetWatcherId()]
-	ws.mu.Unlock()
-	if cw == nil || !ws.unregister(cw) {
-		s.reply(success) // not open (any more): closing it is done
-		return
+	var watch *upstream.TopicWatch
+	if cw := ws.open[c.GetWatcherId()]; ws.unregisterLocked(cw) {
+		watch = cw.watch
 	}
-	ws.mu.Lock()
-	watch := cw.watch
 	ws.mu.Unlock()
 	if watch == nil {
-		s.reply(success) // still opening: opened() closes it on the broker
+		// Not open (any more), or still opening: opened() then closes it on the broker.
+		s.reply(success)
 		return
 	}
 	select { // a close waits on the broker like a lookup, within the same bound
