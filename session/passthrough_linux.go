@@ -88,6 +88,7 @@ type splicer struct {
 	sp              *splicePipe
 	moved           int
 	pending         int
+	remain          int64 // for a frame's rest (spliceRest): what is still to come; 0 in passthrough
 	inErr           error
 	outErr          error
 }
@@ -100,11 +101,17 @@ func (sc *splicer) fill(fd uintptr) bool {
 			return true
 		}
 	}
+	want := spliceChunk
+	if sc.remain > 0 {
+		want = int(min(sc.remain, spliceChunk))
+	}
 	for {
-		n, err := syscall.Splice(int(fd), nil, sc.sp.w, nil, spliceChunk, spliceFlags)
+		n, err := syscall.Splice(int(fd), nil, sc.sp.w, nil, want, spliceFlags)
 		switch {
 		case err == syscall.EINTR:
 			continue
+		case err == syscall.EAGAIN && sc.remain > 0:
+			return false // the rest of a frame is due: no idle deadline, the pipe kept
 		case err == syscall.EAGAIN:
 			putSplicePipe(sc.sp) // empty: nothing is held while waiting
 			sc.sp = nil
@@ -138,6 +145,61 @@ func (sc *splicer) drain(fd uintptr) bool {
 		sc.pending -= int(k)
 	}
 	return true
+}
+
+// spliceRest moves the unread rest of a frame, n bytes, from src to dst in the kernel; the
+// caller holds dst's lock. Like a buffered write, a write that does not return marks dst as
+// not reading for the stall watchdog, and bytes that arrive mark the frame's progress.
+func (p *pipe) spliceRest(n int64) error {
+	sc := p.rest
+	if sc == nil {
+		rc, err := p.srcTCP.SyscallConn()
+		if err != nil {
+			return err
+		}
+		wc, err := p.dstTCP.SyscallConn()
+		if err != nil {
+			return err
+		}
+		sc = &splicer{rc: rc, wc: wc, p: p}
+		sc.fillFn, sc.drainFn = sc.fill, sc.drain
+		p.rest = sc
+	}
+	sc.remain, sc.inErr, sc.outErr = n, nil, nil
+	defer func() { sc.remain = 0 }()
+	for sc.remain > 0 {
+		if err := sc.rc.Read(sc.fillFn); err != nil {
+			sc.inErr = err
+		}
+		if sc.inErr != nil {
+			if sc.sp != nil {
+				putSplicePipe(sc.sp) // empty: a fill that failed moved nothing
+				sc.sp = nil
+			}
+			return eofIsUnexpected(sc.inErr)
+		}
+		if p.partial != nil {
+			p.partial.progress()
+		}
+		sc.pending = sc.moved
+		if m := p.dst.notRead; m != nil {
+			m.begin()
+		}
+		err := sc.wc.Write(sc.drainFn)
+		if m := p.dst.notRead; m != nil {
+			m.end()
+		}
+		if err != nil || sc.outErr != nil {
+			discardSplicePipe(sc.sp) // may hold bytes that will never be written
+			sc.sp = nil
+			return cmp.Or(err, sc.outErr)
+		}
+		sc.remain -= int64(sc.moved)
+		sc.moved = 0
+	}
+	putSplicePipe(sc.sp)
+	sc.sp = nil
+	return nil
 }
 
 // forwardReadAhead writes the bytes the handshake read past CONNECT (or CONNECTED) first.

@@ -13,3 +13,5 @@ func (p *pipe) passthrough(src, dst *net.TCPConn) error { panic("passthrough wit
 type splicer struct{}
 
 func (p *pipe) splicing() error { panic("passthrough without splice") }
+
+func (p *pipe) spliceRest(n int64) error { panic("splice without splice(2)") }

@@ -94,6 +94,17 @@ type filterFunc func(t pb.BaseCommand_Type, command []byte) verdict
 // than splicing the remainder, so only frames larger than the buffer are spliced.
 const defaultSpliceAbove = largeBufferSize
 
+// While big frames come (headReads), a read at a frame boundary takes only the frame's head
+// (headReadSize: its header, command and the start of its payload), so the rest of a frame
+// longer than headSpliceAbove goes socket to socket without entering user space. A frame of
+// bigFrameSize or more that had to be streamed turns this on; a frame that fits a read turns
+// it off.
+const (
+	headReadSize    = 1 << 10
+	headSpliceAbove = 16 << 10
+	bigFrameSize    = 32 << 10
+)
+
 // pipe forwards whole frames from src to dst until src ends. It returns io.EOF when src
 // ended cleanly on a frame boundary. Frames are checked (header and size limits, by
 // frame.Limits.Scan) before a byte of them is written, never decoded: the header gives the
@@ -124,6 +135,7 @@ type pipe struct {
 	// draining session watches it settle)
 	totalFrames uint64
 	totalBytes  atomic.Uint64
+	readBytes   uint64 // bytes read into user space (what else was forwarded was spliced)
 
 	// The buffer: buf[start:scan] are complete frames cleared for the next write (batch of
 	// them), buf[scan:end] is what is still to be looked at.
@@ -137,7 +149,9 @@ type pipe struct {
 	readFn           func(fd uintptr) bool
 	readN            int
 	readErr          error
-	rest             io.LimitedReader // the unbuffered part of a streamed frame
+	readLimit        int      // the most the next read takes; 0: all the buffer holds
+	headReads        bool     // big frames come: reads at a frame boundary take only a head
+	rest             *splicer // moves the unbuffered rest of a streamed frame
 	srcTCP, dstTCP   *net.TCPConn
 
 	// Parking while src is idle (see idle.go); idle nil: the pipe waits on its goroutine.
@@ -201,7 +215,7 @@ func (p *pipe) forwardFrames() error {
 			return err
 		}
 		if next.size > 0 && next.need == next.size {
-			if have := p.end - p.start; next.size > largeBufferSize || next.size-have > p.spliceAbove {
+			if have := p.end - p.start; next.size > largeBufferSize || next.size-have > p.restSpliceAbove() {
 				if err := p.stream(next.size); err != nil {
 					return err
 				}
@@ -212,6 +226,10 @@ func (p *pipe) forwardFrames() error {
 			return err
 		}
 		p.markPartial()
+		p.readLimit = 0
+		if p.headReads && p.start == p.end {
+			p.readLimit = headReadSize
+		}
 		if err := p.read(true); err != nil {
 			if errors.Is(err, io.EOF) && p.start != p.end {
 				return io.ErrUnexpectedEOF
@@ -266,6 +284,7 @@ func (p *pipe) walk() (next, error) {
 		p.scan += span.Size
 		p.batch++
 		p.approved = false
+		p.headReads = false
 	}
 }
 
@@ -319,6 +338,7 @@ func (p *pipe) filterOutsideBuffer(span frame.Span) error {
 	if _, err := io.ReadFull(p.src.conn, whole[k:]); err != nil {
 		return eofIsUnexpected(err)
 	}
+	p.readBytes += uint64(len(whole) - k)
 	cmd := span.Command(whole)
 	t, err := frame.PeekType(cmd)
 	if err != nil {
@@ -442,13 +462,18 @@ func (p *pipe) read(mayPark bool) error {
 		if p.buf.bytes() == nil {
 			p.buffers.get(&p.buf, p.wantLarge)
 		}
-		n, err := p.src.conn.Read(p.buf.bytes()[p.end:])
+		into := p.buf.bytes()[p.end:]
+		if p.readLimit > 0 && len(into) > p.readLimit {
+			into = into[:p.readLimit]
+		}
+		n, err := p.src.conn.Read(into)
 		p.readN = n
 		if n == 0 && err != nil {
 			return err
 		}
 	}
 	p.end += p.readN
+	p.readBytes += uint64(p.readN)
 	// The class follows the traffic: a read that fills the buffer asks for a large one; only
 	// a long run of short reads goes back to small ones.
 	switch {
@@ -466,9 +491,9 @@ func (p *pipe) read(mayPark bool) error {
 
 // stream forwards a frame of n bytes whose head is buffered: the head, then the rest
 // straight from socket to socket, holding the sink so nothing is injected mid-frame.
-// Between two TCP sockets the kernel moves a rest longer than spliceAbove (splice); a
-// shorter one (a 64 KiB message is 64 KiB and a few dozen bytes) and any rest on other
-// connections (TLS) go through the read buffer, a chunk at a time.
+// Between two TCP sockets the kernel moves a rest longer than restSpliceAbove (splice); a
+// shorter one and any rest on other connections (TLS) go through the read buffer, a chunk at
+// a time.
 func (p *pipe) stream(n int) error {
 	head := p.buf.bytes()[p.start:p.end]
 	rest := int64(n - len(head))
@@ -483,20 +508,26 @@ func (p *pipe) stream(n int) error {
 		p.partial.progress() // the rest of the frame is due
 		defer p.partial.end()
 	}
-	if p.srcTCP != nil && p.dstTCP != nil && rest > int64(p.spliceAbove) {
-		p.rest = io.LimitedReader{R: p.srcTCP, N: rest}
-		copied, err := p.dstTCP.ReadFrom(&p.rest)
-		if err == nil && copied < rest {
-			err = io.ErrUnexpectedEOF
-		}
-		if err != nil {
-			return eofIsUnexpected(err)
+	tcp := canPassthrough && p.srcTCP != nil && p.dstTCP != nil
+	spliced := tcp && rest > int64(p.restSpliceAbove())
+	p.headReads = tcp && n >= bigFrameSize
+	if spliced {
+		if err := p.spliceRest(rest); err != nil {
+			return err
 		}
 	} else if err := p.copyThroughBuffer(rest); err != nil {
 		return err
 	}
 	p.count(1, n)
 	return nil
+}
+
+// restSpliceAbove is the length above which the unread rest of a frame is spliced.
+func (p *pipe) restSpliceAbove() int {
+	if p.headReads {
+		return min(p.spliceAbove, headSpliceAbove)
+	}
+	return p.spliceAbove
 }
 
 func (p *pipe) copyThroughBuffer(rest int64) error {
@@ -506,6 +537,7 @@ func (p *pipe) copyThroughBuffer(rest int64) error {
 	b := p.buf.bytes()
 	for rest > 0 {
 		k, err := p.src.conn.Read(b[:min(int64(len(b)), rest)])
+		p.readBytes += uint64(k)
 		if k > 0 {
 			if werr := p.dst.writeLocked(b[:k]); werr != nil {
 				return werr
@@ -522,6 +554,7 @@ func (p *pipe) copyThroughBuffer(rest int64) error {
 // discard drops the unread rest of a frame the filter refused.
 func (p *pipe) discard(rest int) error {
 	p.reset()
+	p.readLimit = 0
 	for rest > 0 {
 		if err := p.read(false); err != nil {
 			return eofIsUnexpected(err)

@@ -195,6 +195,81 @@ func testPipeFilter(t *testing.T, watch func(pb.BaseCommand_Type) bool, wantSeen
 	}
 }
 
+// While big frames come, the pipe reads only their heads and splices the rest: the filter
+// still sees every command (a refused big frame is skipped from the socket), small frames
+// between them are batched as before, and most bytes never enter user space.
+func TestPipeSplicesTheRestOfBigFrames(t *testing.T) {
+	var seen []pb.BaseCommand_Type
+	in, out, p, done := runPipe(t, newBufferPools(), func(p *pipe) filterFunc {
+		return func(typ pb.BaseCommand_Type, cmd []byte) verdict {
+			seen = append(seen, typ)
+			if typ == pb.BaseCommand_PRODUCER {
+				p.dst.inject(frame.Ping())
+				return dropFrame
+			}
+			return forwardFrame
+		}
+	})
+	refused := commandFrame(t, &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+		Topic: proto.String("persistent://t/n/x"), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)}})
+	refused = append(refused, make([]byte, 20<<10)...)
+	total := len(refused) - 4
+	refused[0], refused[1], refused[2], refused[3] = byte(total>>24), byte(total>>16), byte(total>>8), byte(total)
+
+	var stream, want []byte
+	var wantSeen []pb.BaseCommand_Type
+	add := func(f []byte, typ pb.BaseCommand_Type, forwarded []byte) {
+		stream = append(stream, f...)
+		want = append(want, forwarded...)
+		wantSeen = append(wantSeen, typ)
+	}
+	ping := commandFrame(t, frame.Ping())
+	for i := range 40 {
+		var f []byte
+		switch i % 8 {
+		case 3:
+			f = sendFrame(t, 10, uint64(i)) // small frames between big ones
+		case 5:
+			add(refused, pb.BaseCommand_PRODUCER, ping)
+			continue
+		case 6:
+			f = sendFrame(t, 40<<10, uint64(i)) // big, yet fits a read buffer
+		default:
+			f = sendFrame(t, 64<<10+i*1000, uint64(i))
+		}
+		add(f, pb.BaseCommand_SEND, f)
+	}
+	go func() {
+		writeSplit(t, in, stream, 1<<20)
+		in.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got %d bytes, want %d (frames in order, refused ones replaced by the injected PING)", len(got), len(want))
+	}
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("pipe ended with %v, want io.EOF", err)
+	}
+	if len(seen) != len(wantSeen) {
+		t.Fatalf("filter saw %d commands, want each of the %d frames once", len(seen), len(wantSeen))
+	}
+	for i := range seen {
+		if seen[i] != wantSeen[i] {
+			t.Fatalf("filter saw %v at frame %d, want %v", seen[i], i, wantSeen[i])
+		}
+	}
+	forwarded := p.totalBytes.Load()
+	// Heads, the refused frames and the first big frame after a small one (read whole, as
+	// any frame after small ones is) are about a quarter; copied, it would be all.
+	if p.readBytes > forwarded/3 {
+		t.Fatalf("%d of the %d bytes forwarded went through user space; the rest of big frames should be spliced", p.readBytes, forwarded)
+	}
+	t.Logf("%d of %d bytes forwarded went through user space", p.readBytes, forwarded)
+}
+
 func TestPipeHoldsNoBufferWhileIdle(t *testing.T) {
 	pools := newBufferPools()
 	in, out, _, done := runPipe(t, pools, nil)

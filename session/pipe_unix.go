@@ -28,8 +28,12 @@ func (p *pipe) readRaw(fd uintptr) bool {
 	if p.buf.bytes() == nil {
 		p.buffers.get(&p.buf, p.wantLarge)
 	}
+	into := p.buf.bytes()[p.end:]
+	if p.readLimit > 0 && len(into) > p.readLimit {
+		into = into[:p.readLimit]
+	}
 	for {
-		n, err := syscall.Read(int(fd), p.buf.bytes()[p.end:])
+		n, err := syscall.Read(int(fd), into)
 		switch {
 		case err == syscall.EINTR:
 			continue
