@@ -91,6 +91,9 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("replicas %v, want 2", d.Spec.Replicas)
 	}
 	objs.get(t, "PodDisruptionBudget")
+	if len(pod.SecurityContext.Sysctls) != 0 {
+		t.Errorf("sysctls %+v rendered, none by default", pod.SecurityContext.Sysctls)
+	}
 	for _, kind := range []string{"HorizontalPodAutoscaler", "ServiceMonitor"} {
 		if _, ok := objs[kind]; ok {
 			t.Errorf("%s rendered but off by default", kind)
@@ -150,6 +153,15 @@ func TestTLSAndAuth(t *testing.T) {
 	}
 	if sm := objs.get(t, "ServiceMonitor"); len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "http" || sm.Spec.Endpoints[0].Path != "/metrics" {
 		t.Errorf("ServiceMonitor endpoints %+v", sm.Spec.Endpoints)
+	}
+}
+
+// TestSysctls: a wider ephemeral port range (README, Reliability) reaches the pod.
+func TestSysctls(t *testing.T) {
+	objs := helmTemplate(t, helmBinary(t), "--set", "sysctls[0].name=net.ipv4.ip_local_port_range", "--set-string", "sysctls[0].value=1024 65535")
+	_, pod := checkCommon(t, objs)
+	if s := pod.SecurityContext.Sysctls; len(s) != 1 || s[0].Name != "net.ipv4.ip_local_port_range" || s[0].Value != "1024 65535" {
+		t.Errorf("pod sysctls %+v, want the port range", s)
 	}
 }
 

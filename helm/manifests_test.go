@@ -50,6 +50,10 @@ type podSpec struct {
 	SecurityContext               struct {
 		RunAsNonRoot bool `yaml:"runAsNonRoot"`
 		RunAsUser    int  `yaml:"runAsUser"`
+		Sysctls      []struct {
+			Name  string `yaml:"name"`
+			Value string `yaml:"value"`
+		} `yaml:"sysctls"`
 	} `yaml:"securityContext"`
 	Containers []container `yaml:"containers"`
 	Volumes    []volume    `yaml:"volumes"`

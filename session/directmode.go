@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
@@ -63,14 +64,27 @@ func (s *session) openBroker(addr string, c *pb.CommandConnect) (*upstream.Conn,
 		s.sendError(0, refused.Code, refused.Message)
 		return nil, ReasonBrokerRefused
 	case errors.As(err, &dialErr):
-		if upstream.CertificateRefused(err) {
-			s.with(s.srv.log.Warn()).Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")
-		}
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker: "+err.Error())
+		msg, reason := s.dialFailure(err)
+		s.sendError(0, pb.ServerError_ServiceNotReady, msg)
+		return nil, reason
 	default:
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker did not complete CONNECT: "+err.Error())
 	}
 	return nil, ReasonBrokerUnreachable
+}
+
+// dialFailure is what the client is told, and why its connection ends, when the proxy could
+// not dial its broker. One case has a reason of its own: every local port towards that
+// broker address is taken (EADDRNOTAVAIL), which is the proxy host's limit, not the broker's
+// fault; the remedy is on the proxy's side (README, Reliability).
+func (s *session) dialFailure(err error) (string, CloseReason) {
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return "pulsar-proxy: no local port left towards the broker (the proxy host's ephemeral port range to it is used up; retry later): " + err.Error(), ReasonBrokerPorts
+	}
+	if upstream.CertificateRefused(err) {
+		s.with(s.srv.log.Warn()).Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")
+	}
+	return "pulsar-proxy: cannot reach broker: " + err.Error(), ReasonBrokerUnreachable
 }
 
 // forward sets up one pipe per direction, each run by a goroutine of its own (runDown here,

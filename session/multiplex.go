@@ -212,10 +212,9 @@ func (x *multiplexed) attach() (*mux.Member, CloseReason) {
 		tell(refused.Code, refused.Message)
 		return nil, ReasonBrokerRefused
 	case errors.As(err, &dialErr):
-		if upstream.CertificateRefused(err) {
-			s.with(s.srv.log.Warn()).Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")
-		}
-		tell(pb.ServerError_ServiceNotReady, "pulsar-proxy: cannot reach broker: "+err.Error())
+		msg, reason := s.dialFailure(err)
+		tell(pb.ServerError_ServiceNotReady, msg)
+		return nil, reason
 	default:
 		tell(pb.ServerError_ServiceNotReady, "pulsar-proxy: broker did not complete CONNECT: "+err.Error())
 	}

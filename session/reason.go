@@ -14,6 +14,7 @@ const (
 	ReasonForgedProxyFields  CloseReason = "forged_proxy_fields"
 	ReasonTargetNotAllowed   CloseReason = "target_not_allowed"
 	ReasonBrokerUnreachable  CloseReason = "broker_unreachable"
+	ReasonBrokerPorts        CloseReason = "broker_ports_exhausted" // no local port left to dial the broker from
 	ReasonBrokerRefused      CloseReason = "broker_refused"
 	ReasonKeepAliveTimeout   CloseReason = "keepalive_timeout"
 	ReasonTooManyConnections CloseReason = "too_many_connections"
@@ -35,7 +36,7 @@ const (
 // closeReasons is every CloseReason, for the metrics made at start (see Metrics.initSeries).
 var closeReasons = []CloseReason{
 	ReasonClientClosed, ReasonBrokerClosed, ReasonIOError, ReasonHandshakeTimeout, ReasonExpectedConnect,
-	ReasonBadFrame, ReasonForgedProxyFields, ReasonTargetNotAllowed, ReasonBrokerUnreachable,
+	ReasonBadFrame, ReasonForgedProxyFields, ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerPorts,
 	ReasonBrokerRefused, ReasonKeepAliveTimeout, ReasonTooManyConnections, ReasonTooManyFromIP,
 	ReasonConnectRate, ReasonShutdown, ReasonDrained, ReasonAuthFailed, ReasonAuthExpired,
 	ReasonTransportSetup, ReasonCommandRefused, ReasonTooManyForRole, ReasonClientStalled,
@@ -47,7 +48,7 @@ var closeReasons = []CloseReason{
 func (r CloseReason) beforeSession() bool {
 	switch r {
 	case ReasonHandshakeTimeout, ReasonExpectedConnect, ReasonForgedProxyFields, ReasonAuthFailed,
-		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerRefused, ReasonTooManyConnections, ReasonTooManyFromIP, ReasonConnectRate, ReasonTooManyForRole, ReasonTransportSetup:
+		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerPorts, ReasonBrokerRefused, ReasonTooManyConnections, ReasonTooManyFromIP, ReasonConnectRate, ReasonTooManyForRole, ReasonTransportSetup:
 		return true
 	}
 	return false
