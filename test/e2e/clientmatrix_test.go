@@ -122,24 +122,14 @@ func TestClientFeatureMatrix(t *testing.T) {
 	for _, row := range matrixRows {
 		ids = append(ids, row.id)
 	}
-	// The columns run side by side, each with an authenticating proxy of its own, so that
-	// the credential refreshes one counts are its client's.
-	var mu sync.Mutex
-	t.Run("clients", func(t *testing.T) {
-		for _, c := range clients {
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				t0 := time.Now()
-				got := rigs.withAuthProxy(t).measure(t, c, ids)
-				mu.Lock()
-				defer mu.Unlock()
-				for id, v := range got {
-					cells[id][c.name] = v
-				}
-				t.Logf("%s client: %d features in %s", c.name, len(ids), time.Since(t0).Round(time.Second))
-			})
+	for _, c := range clients {
+		t0 := time.Now()
+		got := rigs.measure(t, c, ids)
+		for id, v := range got {
+			cells[id][c.name] = v
 		}
-	})
+		t.Logf("%s client: %d features in %s", c.name, len(ids), time.Since(t0).Round(time.Second))
+	}
 	doc := renderMatrix(clients, cells)
 	path := filepath.Join(proxyproc.RepoRoot(), "docs", "client-matrix.md")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -162,16 +152,14 @@ func TestClientFeatureMatrix(t *testing.T) {
 	}
 }
 
-// matrixProxies are the two proxies of a column's run: the plain one (plaintext and TLS
-// listeners, no authentication) that most features use and the columns share, and one of the
-// column's own that authenticates (tokens on its plaintext listener, client certificates
-// required on its TLS listener).
+// matrixProxies are the two proxies of the matrix run: the plain one (plaintext and TLS
+// listeners, no authentication) that most features use, and one that authenticates (tokens on
+// its plaintext listener, client certificates required on its TLS listener).
 type matrixProxies struct {
-	plain, auth           *proxy
-	ca, cert, key         string
-	serverCert, serverKey string
-	secret, tokenFile     string
-	prefix                string
+	plain, auth   *proxy
+	ca, cert, key string
+	tokenFile     string
+	prefix        string
 }
 
 func startMatrixProxies(t *testing.T) *matrixProxies {
@@ -184,16 +172,7 @@ func startMatrixProxies(t *testing.T) *matrixProxies {
 	if err := newSecretKey(secret); err != nil {
 		t.Fatal(err)
 	}
-	tokenFile := filepath.Join(dir, "token")
-	renewTokens(t, secret, tokenFile)
-	return &matrixProxies{plain: plain, ca: ca.CertFile, cert: alice.CertFile, key: alice.KeyFile,
-		serverCert: server.CertFile, serverKey: server.KeyFile, secret: secret, tokenFile: tokenFile, prefix: rig.UniqueName("matrix")}
-}
-
-// withAuthProxy is m with an authenticating proxy of the test's own, stopped when it ends.
-func (m *matrixProxies) withAuthProxy(t *testing.T) *matrixProxies {
-	own := *m
-	own.auth = startProxy(t, brokerURLs(), fmt.Sprintf(`tls:
+	auth := startProxy(t, brokerURLs(), fmt.Sprintf(`tls:
   certFile: %q
   keyFile: %q
   clientCAFile: %q
@@ -206,8 +185,11 @@ auth:
     leeway: 1s
   tls:
     roleFrom: cn
-`, m.serverCert, m.serverKey, m.ca, m.secret))
-	return &own
+`, server.CertFile, server.KeyFile, ca.CertFile, secret))
+	tokenFile := filepath.Join(dir, "token")
+	renewTokens(t, secret, tokenFile)
+	return &matrixProxies{plain: plain, auth: auth, ca: ca.CertFile, cert: alice.CertFile, key: alice.KeyFile,
+		tokenFile: tokenFile, prefix: rig.UniqueName("matrix")}
 }
 
 // renewTokens keeps tokenFile holding a token for the role alice that expires 3 s after it was
