@@ -27,18 +27,27 @@ func (p *pipe) passthrough(src, dst *net.TCPConn) error {
 	if err := p.forwardReadAhead(dst); err != nil {
 		return err
 	}
-	rc, err := src.SyscallConn()
+	sc, err := newSplicer(p, src, dst)
 	if err != nil {
 		return err
+	}
+	p.splice = sc
+	return p.splicing()
+}
+
+// newSplicer is the splicing state of p from src to dst.
+func newSplicer(p *pipe, src, dst *net.TCPConn) (*splicer, error) {
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return nil, err
 	}
 	wc, err := dst.SyscallConn()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sc := &splicer{rc: rc, wc: wc, p: p}
 	sc.fillFn, sc.drainFn = sc.fill, sc.drain // bound once: a method value allocates
-	p.splice = sc
-	return p.splicing()
+	return sc, nil
 }
 
 // splicing moves bytes until src ends, or until it parks (errParked) while src is idle.
@@ -55,17 +64,8 @@ func (p *pipe) splicing() error {
 			sc.inErr = err
 		}
 		if sc.moved > 0 {
-			sc.pending = sc.moved
-			if m := p.dst.notRead; m != nil {
-				m.begin()
-			}
-			err := sc.wc.Write(sc.drainFn)
-			if m := p.dst.notRead; m != nil {
-				m.end()
-			}
-			if err != nil || sc.outErr != nil {
-				discardSplicePipe(sc.sp) // may hold bytes that will never be written
-				return cmp.Or(err, sc.outErr)
+			if err := sc.writeOut(); err != nil {
+				return err
 			}
 			p.count(0, sc.moved)
 			sc.moved = 0
@@ -128,6 +128,23 @@ func (sc *splicer) fill(fd uintptr) bool {
 	}
 }
 
+// writeOut writes what the last fill moved into the pipe to dst, waiting while dst is full;
+// a write that does not return marks dst as not reading for the stall watchdog. On failure
+// the pipe, which may still hold bytes, is discarded.
+func (sc *splicer) writeOut() error {
+	sc.pending = sc.moved
+	if m := sc.p.dst.notRead; m != nil {
+		m.begin()
+		defer m.end()
+	}
+	if err := cmp.Or(sc.wc.Write(sc.drainFn), sc.outErr); err != nil {
+		discardSplicePipe(sc.sp)
+		sc.sp = nil
+		return err
+	}
+	return nil
+}
+
 // drain splices the pipe's pending bytes into the destination, asking the poller to wait
 // while it is full (backpressure: until then, the source is not read).
 func (sc *splicer) drain(fd uintptr) bool {
@@ -151,20 +168,14 @@ func (sc *splicer) drain(fd uintptr) bool {
 // caller holds dst's lock. Like a buffered write, a write that does not return marks dst as
 // not reading for the stall watchdog, and bytes that arrive mark the frame's progress.
 func (p *pipe) spliceRest(n int64) error {
-	sc := p.rest
-	if sc == nil {
-		rc, err := p.srcTCP.SyscallConn()
+	if p.rest == nil {
+		sc, err := newSplicer(p, p.srcTCP, p.dstTCP)
 		if err != nil {
 			return err
 		}
-		wc, err := p.dstTCP.SyscallConn()
-		if err != nil {
-			return err
-		}
-		sc = &splicer{rc: rc, wc: wc, p: p}
-		sc.fillFn, sc.drainFn = sc.fill, sc.drain
 		p.rest = sc
 	}
+	sc := p.rest
 	sc.remain, sc.inErr, sc.outErr = n, nil, nil
 	defer func() { sc.remain = 0 }()
 	for sc.remain > 0 {
@@ -181,18 +192,8 @@ func (p *pipe) spliceRest(n int64) error {
 		if p.partial != nil {
 			p.partial.progress()
 		}
-		sc.pending = sc.moved
-		if m := p.dst.notRead; m != nil {
-			m.begin()
-		}
-		err := sc.wc.Write(sc.drainFn)
-		if m := p.dst.notRead; m != nil {
-			m.end()
-		}
-		if err != nil || sc.outErr != nil {
-			discardSplicePipe(sc.sp) // may hold bytes that will never be written
-			sc.sp = nil
-			return cmp.Or(err, sc.outErr)
+		if err := sc.writeOut(); err != nil {
+			return err
 		}
 		sc.remain -= int64(sc.moved)
 		sc.moved = 0

@@ -95,6 +95,30 @@ func writeSplit(t *testing.T, c net.Conn, b []byte, pieces ...int) {
 	}
 }
 
+// refusingProducers is a filter that notes every command it sees and refuses PRODUCER,
+// telling the far side with a PING (what came before must already be there).
+func refusingProducers(p *pipe, seen *[]pb.BaseCommand_Type) filterFunc {
+	return func(typ pb.BaseCommand_Type, cmd []byte) verdict {
+		*seen = append(*seen, typ)
+		if typ == pb.BaseCommand_PRODUCER {
+			p.dst.inject(frame.Ping())
+			return dropFrame
+		}
+		return forwardFrame
+	}
+}
+
+// producerFrame is a PRODUCER frame with a body of n bytes after its command (which a
+// filter, looking only at commands, must skip).
+func producerFrame(t *testing.T, n int) []byte {
+	f := commandFrame(t, &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+		Topic: proto.String("persistent://t/n/x"), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)}})
+	f = append(f, make([]byte, n)...)
+	total := len(f) - 4
+	f[0], f[1], f[2], f[3] = byte(total>>24), byte(total>>16), byte(total>>8), byte(total)
+	return f
+}
+
 func TestPipeForwardsEveryByteAcrossSplitsAndSizes(t *testing.T) {
 	in, out, p, done := runPipe(t, newBufferPools(), nil)
 	var stream []byte
@@ -140,24 +164,11 @@ func testPipeFilter(t *testing.T, watch func(pb.BaseCommand_Type) bool, wantSeen
 	var seen []pb.BaseCommand_Type
 	in, out, p, done := runPipe(t, newBufferPools(), func(p *pipe) filterFunc {
 		p.watch = watch
-		return func(typ pb.BaseCommand_Type, cmd []byte) verdict {
-			seen = append(seen, typ)
-			if typ == pb.BaseCommand_PRODUCER {
-				// Refuse it and tell the far side; what came before must already be there.
-				p.dst.inject(frame.Ping())
-				return dropFrame
-			}
-			return forwardFrame
-		}
+		return refusingProducers(p, &seen)
 	})
-	producer := commandFrame(t, &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
-		Topic: proto.String("persistent://t/n/x"), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)}})
 	// A refused PRODUCER small enough to be buffered, then a refused frame with a 300 KiB body
 	// (the filter only looks at commands; the body must be skipped from the socket).
-	bigRefused := append([]byte(nil), producer...)
-	bigRefused = append(bigRefused, make([]byte, 300<<10)...)
-	total := len(bigRefused) - 4
-	bigRefused[0], bigRefused[1], bigRefused[2], bigRefused[3] = byte(total>>24), byte(total>>16), byte(total>>8), byte(total)
+	producer, bigRefused := producerFrame(t, 0), producerFrame(t, 300<<10)
 
 	a, b, c := sendFrame(t, 10, 1), sendFrame(t, 50<<10, 2), sendFrame(t, 20, 3)
 	var stream []byte
@@ -200,21 +211,8 @@ func testPipeFilter(t *testing.T, watch func(pb.BaseCommand_Type) bool, wantSeen
 // between them are batched as before, and most bytes never enter user space.
 func TestPipeSplicesTheRestOfBigFrames(t *testing.T) {
 	var seen []pb.BaseCommand_Type
-	in, out, p, done := runPipe(t, newBufferPools(), func(p *pipe) filterFunc {
-		return func(typ pb.BaseCommand_Type, cmd []byte) verdict {
-			seen = append(seen, typ)
-			if typ == pb.BaseCommand_PRODUCER {
-				p.dst.inject(frame.Ping())
-				return dropFrame
-			}
-			return forwardFrame
-		}
-	})
-	refused := commandFrame(t, &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
-		Topic: proto.String("persistent://t/n/x"), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)}})
-	refused = append(refused, make([]byte, 20<<10)...)
-	total := len(refused) - 4
-	refused[0], refused[1], refused[2], refused[3] = byte(total>>24), byte(total>>16), byte(total>>8), byte(total)
+	in, out, p, done := runPipe(t, newBufferPools(), func(p *pipe) filterFunc { return refusingProducers(p, &seen) })
+	refused := producerFrame(t, 20<<10)
 
 	var stream, want []byte
 	var wantSeen []pb.BaseCommand_Type
