@@ -79,7 +79,7 @@ func (s *session) openBroker(addr string, c *pb.CommandConnect) (*upstream.Conn,
 // fault; the remedy is on the proxy's side (README, Reliability).
 func (s *session) dialFailure(err error) (string, CloseReason) {
 	if errors.Is(err, syscall.EADDRNOTAVAIL) {
-		return "pulsar-proxy: no local port left towards the broker (the proxy host's ephemeral port range to it is used up; retry later): " + err.Error(), ReasonBrokerPorts
+		return "pulsar-proxy: no local port left towards the broker (EADDRNOTAVAIL: most often the proxy host's ephemeral port range to it is used up; retry later): " + err.Error(), ReasonBrokerPorts
 	}
 	if upstream.CertificateRefused(err) {
 		s.with(s.srv.log.Warn()).Err(err).Msg("broker certificate refused; check broker.tls and the broker's certificate")

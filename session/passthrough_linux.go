@@ -176,6 +176,13 @@ func (p *pipe) spliceRest(n int64) error {
 		p.rest = sc
 	}
 	sc := p.rest
+	if sc.sp == nil {
+		sp, err := getSplicePipe()
+		if err != nil { // out of descriptors for a pipe: copy the rest instead
+			return p.copyThroughBuffer(n)
+		}
+		sc.sp = sp
+	}
 	sc.remain, sc.inErr, sc.outErr = n, nil, nil
 	defer func() { sc.remain = 0 }()
 	for sc.remain > 0 {
@@ -189,12 +196,11 @@ func (p *pipe) spliceRest(n int64) error {
 			}
 			return eofIsUnexpected(sc.inErr)
 		}
-		if p.partial != nil {
-			p.partial.progress()
-		}
+		p.restDue(false)
 		if err := sc.writeOut(); err != nil {
 			return err
 		}
+		p.restDue(true)
 		sc.remain -= int64(sc.moved)
 		sc.moved = 0
 	}

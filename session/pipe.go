@@ -214,7 +214,7 @@ func (p *pipe) forwardFrames() error {
 		if err != nil {
 			return err
 		}
-		if next.size > 0 && next.need == next.size {
+		if next.passed {
 			if have := p.end - p.start; next.size > largeBufferSize || next.size-have > p.restSpliceAbove() {
 				if err := p.stream(next.size); err != nil {
 					return err
@@ -244,6 +244,9 @@ func (p *pipe) forwardFrames() error {
 type next struct {
 	size int // the whole frame, once its header is read
 	need int // the bytes of it the buffer must hold
+	// passed: the filter has passed the frame's command (or there is none), so its bytes may
+	// go out before the frame is whole (stream). Until then only the buffer may hold them.
+	passed bool
 }
 
 // walk moves scan over the frames in the buffer: each complete frame joins the batch, after
@@ -279,7 +282,7 @@ func (p *pipe) walk() (next, error) {
 		}
 		if len(b) < span.Size {
 			p.approved = p.filter != nil
-			return next{size: span.Size, need: span.Size}, nil
+			return next{size: span.Size, need: span.Size, passed: true}, nil
 		}
 		p.scan += span.Size
 		p.batch++
@@ -504,10 +507,8 @@ func (p *pipe) stream(n int) error {
 	}
 	p.reset()
 	p.disarmIdle()
-	if p.partial != nil {
-		p.partial.progress() // the rest of the frame is due
-		defer p.partial.end()
-	}
+	p.restDue(true)
+	defer p.restDue(false)
 	tcp := canPassthrough && p.srcTCP != nil && p.dstTCP != nil
 	spliced := tcp && rest > int64(p.restSpliceAbove())
 	p.headReads = tcp && n >= bigFrameSize
@@ -520,6 +521,19 @@ func (p *pipe) stream(n int) error {
 	}
 	p.count(1, n)
 	return nil
+}
+
+// restDue starts (true) or stops the stall watchdog's clock on the rest of a frame from src.
+// It runs only while the pipe waits for src, not while it writes to dst: a dst that stops
+// reading then shows as such (dst's own mark), not as src stalling.
+func (p *pipe) restDue(due bool) {
+	switch {
+	case p.partial == nil:
+	case due:
+		p.partial.progress()
+	default:
+		p.partial.end()
+	}
 }
 
 // restSpliceAbove is the length above which the unread rest of a frame is spliced.
@@ -539,9 +553,11 @@ func (p *pipe) copyThroughBuffer(rest int64) error {
 		k, err := p.src.conn.Read(b[:min(int64(len(b)), rest)])
 		p.readBytes += uint64(k)
 		if k > 0 {
+			p.restDue(false)
 			if werr := p.dst.writeLocked(b[:k]); werr != nil {
 				return werr
 			}
+			p.restDue(true)
 			rest -= int64(k)
 		}
 		if err != nil && rest > 0 {

@@ -3,8 +3,10 @@ package session
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -266,6 +268,97 @@ func TestPipeSplicesTheRestOfBigFrames(t *testing.T) {
 		t.Fatalf("%d of the %d bytes forwarded went through user space; the rest of big frames should be spliced", p.readBytes, forwarded)
 	}
 	t.Logf("%d of %d bytes forwarded went through user space", p.readBytes, forwarded)
+}
+
+// After a big frame has put the pipe into head reads, a frame that is all command (no
+// payload) and bigger than a head must still be held until the filter has seen it: its
+// bytes are not streamed before. Upstream that is a PRODUCER padded past 16 KiB; downstream a
+// topic list the policy filters.
+func TestPipeFiltersBigCommandsAfterBigFrames(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		refuse pb.BaseCommand_Type
+		limits frame.Limits
+		frame  func(t *testing.T) []byte
+		secret string
+	}{
+		{"a padded PRODUCER from a client", pb.BaseCommand_PRODUCER, frame.ClientLimits(frame.DefaultMaxFrameSize), func(t *testing.T) []byte {
+			return commandFrame(t, &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+				Topic: proto.String("persistent://t/n/forbidden"), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1),
+				ProducerName: proto.String(strings.Repeat("x", 20<<10))}})
+		}, "t/n/forbidden"},
+		{"a topic list from a broker", pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE, frame.Limits{MaxFrame: frame.DefaultMaxFrameSize}, func(t *testing.T) []byte {
+			topics := make([]string, 400)
+			for i := range topics {
+				topics[i] = fmt.Sprintf("persistent://t/secret/topic-%03d-%s", i, strings.Repeat("s", 40))
+			}
+			return commandFrame(t, &pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(),
+				GetTopicsOfNamespaceResponse: &pb.CommandGetTopicsOfNamespaceResponse{RequestId: proto.Uint64(7), Topics: topics}})
+		}, "t/secret/"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var seen []pb.BaseCommand_Type
+			in, out, _, done := runPipe(t, newBufferPools(), func(p *pipe) filterFunc {
+				p.limits = c.limits
+				return func(typ pb.BaseCommand_Type, cmd []byte) verdict {
+					seen = append(seen, typ)
+					if typ == c.refuse {
+						p.dst.inject(frame.Ping())
+						return dropFrame
+					}
+					return forwardFrame
+				}
+			})
+			big, refused := sendFrame(t, 100<<10, 1), c.frame(t) // big: streamed, so head reads begin
+			if len(refused) < 17<<10 {
+				t.Fatalf("the refused frame is %d bytes; it must be longer than a head and the splice threshold", len(refused))
+			}
+			go func() {
+				writeSplit(t, in, append(append([]byte(nil), big...), refused...), 1<<20)
+				in.(*net.TCPConn).CloseWrite()
+			}()
+			got, err := io.ReadAll(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			if bytes.Contains(got, []byte(c.secret)) || len(seen) != 2 || seen[1] != c.refuse {
+				t.Fatalf("filter saw %v; %q reached the far side: %v (want it refused, seen by the filter)", seen, c.secret, bytes.Contains(got, []byte(c.secret)))
+			}
+			if want := append(append([]byte(nil), big...), commandFrame(t, frame.Ping())...); !bytes.Equal(got, want) {
+				t.Fatalf("forwarded %d bytes, want the big frame and the injected PING (%d)", len(got), len(want))
+			}
+		})
+	}
+}
+
+// While the rest of a big frame is spliced and the far side stops reading, the stall
+// watchdog blames the far side (its not-reading mark), not the sender (whose clock runs only
+// while the pipe waits for it).
+func TestPipeStallDuringSplicedRestBlamesTheReader(t *testing.T) {
+	var st stalls
+	in, _, p, _ := runPipe(t, newBufferPools(), func(p *pipe) filterFunc {
+		p.partial, p.dst.notRead = &st.clientPartial, &st.brokerNotRead
+		return refusingProducers(p, new([]pb.BaseCommand_Type))
+	})
+	p.dst.conn.(*net.TCPConn).SetWriteBuffer(16 << 10)
+	go func() {
+		// Two big frames: the first turns head reads on, the second's rest is spliced into a
+		// far side that never reads.
+		in.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		in.Write(append(sendFrame(t, 100<<10, 1), sendFrame(t, 4<<20, 2)...))
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for st.brokerNotRead.stuckFor(time.Now()) < 300*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatal("the far side's not-reading mark never held for 300 ms")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := st.check(time.Now(), 250*time.Millisecond); r != ReasonBrokerStalled {
+		t.Fatalf("stall verdict %q (sender's mark %v, reader's %v), want %s", r,
+			st.clientPartial.stuckFor(time.Now()), st.brokerNotRead.stuckFor(time.Now()), ReasonBrokerStalled)
+	}
 }
 
 func TestPipeHoldsNoBufferWhileIdle(t *testing.T) {
