@@ -332,6 +332,16 @@ func FuzzDirectPipe(f *testing.F) {
 		}
 		f.Add(seed, uint16(r.IntN(200)), uint16(r.IntN(400)))
 	}
+	// Big frames (an empty command marks the next one big): a padded SEND puts the pipe into
+	// head reads, then a padded PRODUCER on a forbidden topic must still be refused.
+	send, _ := proto.Marshal(&pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(1)}})
+	producer, _ := proto.Marshal(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+		Topic: proto.String(forbiddenTopic), ProducerId: proto.Uint64(2), RequestId: proto.Uint64(2)}})
+	var big []byte
+	for _, c := range [][]byte{send, producer, send} {
+		big = append(append(big, 0, byte(len(c))), c...)
+	}
+	f.Add(big, uint16(1000), uint16(30000))
 	f.Fuzz(func(t *testing.T, data []byte, cut1, cut2 uint16) {
 		stream, frames := framesOf(data)
 		if len(frames) == 0 {
@@ -370,21 +380,34 @@ func FuzzDirectPipe(f *testing.F) {
 }
 
 // framesOf turns fuzz input (length-prefixed commands) into a stream of frames; a SEND gets
-// a few payload bytes, as its frames carry.
+// a few payload bytes, as its frames carry. An empty command makes the next frame big, so
+// the pipe's head reads are reached: a SEND gets a 70 KiB payload (more than a read buffer), any other command an
+// unknown field of 20 KiB (which a broker's decoder skips).
 func framesOf(data []byte) (stream []byte, frames [][]byte) {
+	big := false
 	for len(data) > 0 {
 		n := min(int(data[0]), len(data)-1)
 		cmd := data[1 : 1+n]
 		data = data[1+n:]
 		if len(cmd) == 0 {
+			big = true
 			continue
 		}
+		t, err := frame.PeekType(cmd)
+		isSend := err == nil && t == pb.BaseCommand_SEND
+		if big && !isSend {
+			cmd = protowire.AppendBytes(protowire.AppendTag(slices.Clone(cmd), 1000, protowire.BytesType), make([]byte, 20<<10))
+		}
 		fr := rawFrame(cmd)
-		if t, err := frame.PeekType(cmd); err == nil && t == pb.BaseCommand_SEND {
+		if isSend {
 			fr = append(fr, 0x0e, 0x01, 0, 0, 0, 0)
+			if big {
+				fr = append(fr, make([]byte, 70<<10)...)
+			}
 			total := len(fr) - 4
 			fr[0], fr[1], fr[2], fr[3] = byte(total>>24), byte(total>>16), byte(total>>8), byte(total)
 		}
+		big = false
 		frames = append(frames, fr)
 		stream = append(stream, fr...)
 	}
