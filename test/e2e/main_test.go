@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -87,12 +88,39 @@ func runMain(m *testing.M) int {
 			fmt.Printf("setup %s: %s\n", s.name, time.Since(t0).Round(100*time.Millisecond))
 		}
 	}
+	if os.Getenv(EnvBothModes) == "1" && !multiplexed() {
+		return runBothModes(m)
+	}
+	return m.Run()
+}
+
+// runBothModes runs the package as make test does: every test but the disruptive ones, then
+// the direct-session tests again multiplexed, then the disruptive tests, so that no test runs
+// on a rig still recovering from a ZooKeeper outage or a killed broker.
+func runBothModes(m *testing.M) int {
+	if err := flag.Set("test.skip", disruptiveTests); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		return 1
+	}
 	code := m.Run()
-	if code == 0 && os.Getenv(EnvBothModes) == "1" && !multiplexed() {
+	if code == 0 {
 		code = runMultiplexed(m)
 	}
-	return code
+	if code != 0 {
+		return code
+	}
+	fmt.Printf("== the disruptive tests, last (%s)\n", disruptiveTests)
+	setPerClient()
+	if err := errors.Join(flag.Set("test.skip", ""), flag.Set("test.run", disruptiveTests)); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		return 1
+	}
+	return m.Run()
 }
+
+// disruptiveTests stop the rig's ZooKeeper or kill and restart its brokers; the brokers take a
+// while to serve every bundle again afterwards.
+const disruptiveTests = "^(TestRigBrokerRestart|TestDiscoveryMetadataStoreFollowsBrokers|TestDiscoveryMetadataStoreOutage)$"
 
 // EnvBothModes (E2E_BOTH_MODES=1, set by make test) runs the direct-session tests a second
 // time, on the same rig, with every proxy multiplexing its broker connections.

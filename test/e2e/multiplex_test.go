@@ -318,6 +318,10 @@ func setMultiplexed() {
 	proxyproc.Env = []string{"PULSAR_PROXY_BROKER_MULTIPLEX=true", "PULSAR_PROXY_SESSION_PASSTHROUGH=false"}
 }
 
+// setPerClient undoes setMultiplexed: proxies started from now on are configured by their
+// tests alone.
+func setPerClient() { proxyproc.Env = nil }
+
 // TestMultiplexBrokerConnectionLost: when broker 2 goes away, the proxy closes, at the client,
 // the producer and consumer it had over the shared connection to broker 2 (its connection to
 // the proxy stays open), and the client recreates them where the topic moves: every message
