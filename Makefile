@@ -107,7 +107,8 @@ e2e-python:
 # Runs the end-to-end tests, then checks that they left no rig process behind. -p 1: each
 # rig-starting package (test/e2e, test/e2eauth with its own port block) runs alone, so two
 # rigs never share the two cores. E2E_BOTH_MODES: test/e2e then runs its direct-session tests
-# again on the same rig with broker.multiplex on.
+# again on the same rig with broker.multiplex on, and the tests that stop ZooKeeper or kill
+# brokers last of all.
 AUTH_RIG_DIR = $${RIG_CACHE:-$(CURDIR)/.cache}/rig-auth
 FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_CACHE:-$(CURDIR)/.cache}/rig-fault}
 e2e-run:
