@@ -82,7 +82,7 @@ func TestReconnectStorm(t *testing.T) {
 	wg.Wait()
 	took := time.Since(began)
 	close(conns)
-	s := scrape(t, proxy)
+	s := proxy.Scrape(t)
 	hwm, err := procStatus(proxy.PID(), "VmHWM")
 	for c := range conns {
 		c.Close()
