@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testenv"
 )
 
 const (
@@ -52,12 +53,8 @@ func helmBinary(t *testing.T) string {
 		}
 		bin = filepath.Join(cache, "helm-"+version)
 	}
-	if _, err := os.Stat(bin); err != nil {
-		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-			t.Fatalf("helm could not be prepared: no helm at %s", bin)
-		}
-		t.Skipf("helm cannot be prepared here: no helm at %s (`make helm` builds it: test/rig/build-helm.sh)", bin)
-	}
+	_, err := os.Stat(bin)
+	testenv.Need(t, "helm (`make helm` builds it: test/rig/build-helm.sh)", err)
 	return bin
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testenv"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
@@ -101,12 +102,7 @@ func runInOwnNetns(t *testing.T, name, ports string) {
 	if err == nil && os.Geteuid() != 0 {
 		err = os.ErrPermission
 	}
-	if err != nil {
-		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-			t.Fatalf("a network namespace of the test's own needs root, unshare and ip: %v", err)
-		}
-		t.Skipf("a network namespace of the test's own needs root, unshare and ip: %v", err)
-	}
+	testenv.Need(t, "a network namespace of the test's own (root, unshare and ip)", err)
 	script := `ip link set lo up && echo "$0" > /proc/sys/net/ipv4/ip_local_port_range && exec "$@"`
 	cmd := exec.Command(unshare, "-n", "sh", "-c", script, ports, os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), inNetns+"=1")
