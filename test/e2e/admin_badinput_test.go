@@ -96,7 +96,7 @@ func TestAdminBadInput(t *testing.T) {
 	})
 
 	t.Run("path tricks", func(t *testing.T) {
-		before := p.Count(t, "pulsar_proxy_http_requests_total", `route="/invalid"`, `code="400"`)
+		before := p.count(t, "pulsar_proxy_http_requests_total", `route="/invalid"`, `code="400"`)
 		tricks := []string{
 			"/admin/v2/../../metrics",
 			"/admin/v2/%2e%2e/%2e%2e/metrics",
@@ -113,7 +113,7 @@ func TestAdminBadInput(t *testing.T) {
 				t.Errorf("%s: %q", path, statusLine(resp))
 			}
 		}
-		if n := p.Count(t, "pulsar_proxy_http_requests_total", `route="/invalid"`, `code="400"`) - before; n != float64(len(tricks)) {
+		if n := p.count(t, "pulsar_proxy_http_requests_total", `route="/invalid"`, `code="400"`) - before; n != float64(len(tricks)) {
 			t.Errorf("%v refused, want %d", n, len(tricks))
 		}
 		for _, l := range accessLog(t, p.Proc) {
@@ -150,7 +150,7 @@ func TestAdminConcurrencyLimit(t *testing.T) {
 	}
 	defer func() { close(release); wg.Wait() }()
 	deadline := time.Now().Add(10 * time.Second)
-	for p.Metric(t, "pulsar_proxy_http_requests_in_flight") < 2 {
+	for p.metric(t, "pulsar_proxy_http_requests_in_flight") < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the held requests never got in")
 		}
@@ -202,7 +202,7 @@ func TestAdminBrokerWebServiceDown(t *testing.T) {
 	if code, body := p2.get("/readyz"); code != 200 {
 		t.Errorf("/readyz %d %s while the brokers' binary ports answer", code, body)
 	}
-	if n := p2.Count(t, "pulsar_proxy_http_upstream_errors_total", `reason="unreachable"`); n != 1 {
+	if n := p2.count(t, "pulsar_proxy_http_upstream_errors_total", `reason="unreachable"`); n != 1 {
 		t.Errorf("upstream_errors_total{reason=unreachable} = %v", n)
 	}
 }

@@ -282,10 +282,10 @@ func TestAdminCLIThroughProxy(t *testing.T) {
 	if ways[h1+" -> "+h2] == 0 || ways[h2+" -> "+h1] == 0 {
 		t.Errorf("want redirects followed both ways (%s and %s), got %v", h1+" -> "+h2, h2+" -> "+h1, ways)
 	}
-	if n := p.Count(t, "pulsar_proxy_http_redirects_followed_total"); n < 2 {
+	if n := p.count(t, "pulsar_proxy_http_redirects_followed_total"); n < 2 {
 		t.Errorf("pulsar_proxy_http_redirects_followed_total = %v", n)
 	}
-	if n := p.Count(t, "pulsar_proxy_http_requests_total", `route="/admin/v2/persistent"`, `code="200"`); n < 4 {
+	if n := p.count(t, "pulsar_proxy_http_requests_total", `route="/admin/v2/persistent"`, `code="200"`); n < 4 {
 		t.Errorf("requests_total{route=/admin/v2/persistent,code=200} = %v", n)
 	}
 }

@@ -69,7 +69,7 @@ func TestBrokerTLSProduceConsume(t *testing.T) {
 	consumeAll(t, consumer, produce(t, plain, topic, 1000))
 	for _, n := range owners {
 		addr := strings.TrimPrefix(theRig.Brokers[n-1].TLSURL, "pulsar+ssl://")
-		if got := proxy.Metric(t, "pulsar_proxy_broker_sessions_total", fmt.Sprintf("broker=%q", addr)); got < 1 {
+		if got := proxy.metric(t, "pulsar_proxy_broker_sessions_total", fmt.Sprintf("broker=%q", addr)); got < 1 {
 			t.Errorf("no session to broker %d's TLS port %s", n, addr)
 		}
 	}

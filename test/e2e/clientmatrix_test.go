@@ -260,7 +260,7 @@ func (m *matrixProxies) env(t *testing.T, client string, direct bool) matrixEnv 
 func (m *matrixProxies) measure(t *testing.T, c *matrixClient, ids []string) map[string]cell {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	refreshesBefore := m.auth.Count(t, "pulsar_proxy_credential_refreshes_total", `result="ok"`)
+	refreshesBefore := m.auth.count(t, "pulsar_proxy_credential_refreshes_total", `result="ok"`)
 	cells, version, err := c.run(ctx, m.env(t, c.name, false), ids)
 	if err != nil {
 		t.Errorf("%s client: %v", c.name, err)
@@ -273,7 +273,7 @@ func (m *matrixProxies) measure(t *testing.T, c *matrixClient, ids []string) map
 		}
 	}
 	// The token feature passes only when the proxy really challenged the client and it answered.
-	refreshes := m.auth.Count(t, "pulsar_proxy_credential_refreshes_total", `result="ok"`) - refreshesBefore
+	refreshes := m.auth.count(t, "pulsar_proxy_credential_refreshes_total", `result="ok"`) - refreshesBefore
 	if v := cells["token-refresh"]; v.Result == cellPass && refreshes < 1 {
 		cells["token-refresh"] = cell{Result: cellFail, Detail: "messages flowed but the proxy counted no credential refresh"}
 	} else if v.Result == cellPass {

@@ -108,7 +108,7 @@ func TestDataPathLargestMessage(t *testing.T) {
 	payloads := func(i int) []byte { return sizedPayload(i, size) }
 	sendChecked(t, p, payloads, 3)
 	receiveChecked(t, consumer, payloads, 3)
-	if out := proxy.Metric(t, "pulsar_proxy_bytes_total", `direction="broker_to_client"`); out < 3*size {
+	if out := proxy.metric(t, "pulsar_proxy_bytes_total", `direction="broker_to_client"`); out < 3*size {
 		t.Errorf("broker_to_client bytes = %v, want at least %d", out, 3*size)
 	}
 }
@@ -128,8 +128,8 @@ func TestDataPathMixedSizeStream(t *testing.T) {
 	total := sendChecked(t, p, payloads, n)
 	receiveChecked(t, consumer, payloads, n)
 	t.Logf("%d messages, %d payload bytes", n, total)
-	in := proxy.Metric(t, "pulsar_proxy_bytes_total", `direction="client_to_broker"`)
-	out := proxy.Metric(t, "pulsar_proxy_bytes_total", `direction="broker_to_client"`)
+	in := proxy.metric(t, "pulsar_proxy_bytes_total", `direction="client_to_broker"`)
+	out := proxy.metric(t, "pulsar_proxy_bytes_total", `direction="broker_to_client"`)
 	if in < float64(total) || out < float64(total) {
 		t.Errorf("bytes forwarded: in=%v out=%v, want both at least the %d payload bytes", in, out, total)
 	}

@@ -155,7 +155,7 @@ func lookupOwner(t *testing.T, addr, topic string) string {
 }
 
 func brokerRequests(t *testing.T, p *proxy, n int) float64 {
-	return p.Count(t, "pulsar_proxy_broker_lookup_requests_total", fmt.Sprintf(`broker="%s"`, brokerAddrs()[n-1]))
+	return p.count(t, "pulsar_proxy_broker_lookup_requests_total", fmt.Sprintf(`broker="%s"`, brokerAddrs()[n-1]))
 }
 
 // TestDiscoveryConsulFollowsRegistrations: both brokers registered in the rig's Consul agent
@@ -212,7 +212,7 @@ func TestDiscoveryConsulFollowsRegistrations(t *testing.T) {
 	deregisterBroker(t, service, 2)
 	took := waitFor(t, 5*time.Second, "broker 2 refused as a target", func() bool { return !targetAllowed(t, proxy, 2) })
 	t.Logf("broker 2 refused %s after its deregistration", took.Round(10*time.Millisecond))
-	if live := proxy.Metric(t, "pulsar_proxy_brokers", `state="live"`); live != 1 {
+	if live := proxy.metric(t, "pulsar_proxy_brokers", `state="live"`); live != 1 {
 		t.Fatalf("live brokers = %v, want 1", live)
 	}
 	before := brokerRequests(t, proxy, 2)
@@ -238,7 +238,7 @@ func TestDiscoveryConsulFollowsRegistrations(t *testing.T) {
 	registerBroker(t, service, 2)
 	waitFor(t, 30*time.Second, "broker 2 allowed again", func() bool { return targetAllowed(t, proxy, 2) })
 	waitFor(t, 30*time.Second, "broker 2 healthy again", func() bool {
-		return proxy.Metric(t, "pulsar_proxy_brokers", `state="healthy"`) == 2
+		return proxy.metric(t, "pulsar_proxy_brokers", `state="healthy"`) == 2
 	})
 	before = brokerRequests(t, proxy, 2)
 	for range 20 {
@@ -255,7 +255,7 @@ func TestDiscoveryConsulFollowsRegistrations(t *testing.T) {
 		}
 	}
 	receive(send(400, 200), 400)
-	if n := proxy.Metric(t, "pulsar_proxy_broker_sessions_total", fmt.Sprintf(`broker="%s"`, brokerAddrs()[1])); n < 2 {
+	if n := proxy.metric(t, "pulsar_proxy_broker_sessions_total", fmt.Sprintf(`broker="%s"`, brokerAddrs()[1])); n < 2 {
 		t.Fatalf("direct sessions to broker 2 = %v, want one before and one after re-registration", n)
 	}
 }
@@ -316,25 +316,25 @@ func TestDiscoveryConsulOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "discovery marked stale", func() bool {
-		return proxy.Metric(t, "pulsar_proxy_discovery_stale", `provider="consul"`) == 1
+		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="consul"`) == 1
 	})
-	s1 := proxy.Metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="consul"`)
+	s1 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="consul"`)
 	base := ackedNow()
 	waitFor(t, 60*time.Second, "messages acknowledged while Consul is down", func() bool { return ackedNow() >= base+100 })
-	s2 := proxy.Metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="consul"`)
+	s2 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="consul"`)
 	if s2 <= s1 {
 		t.Fatalf("staleness did not grow: %v then %v", s1, s2)
 	}
 	if code, body := proxy.get("/readyz"); code != 200 {
 		t.Fatalf("/readyz %d while the last known brokers answer: %s", code, body)
 	}
-	if live := proxy.Metric(t, "pulsar_proxy_brokers", `state="live"`); live != 2 {
+	if live := proxy.metric(t, "pulsar_proxy_brokers", `state="live"`); live != 2 {
 		t.Fatalf("live brokers = %v during the outage, want the last known 2", live)
 	}
 	// A new client (new lookups, new direct sessions) works on the last known set.
 	c2 := newClient(t, proxy.PulsarURL)
 	sent := produce(t, c2, uniqueTopic(t, "during-outage"), 50)
-	if errs := proxy.Metric(t, "pulsar_proxy_discovery_errors_total", `provider="consul"`); errs < 1 {
+	if errs := proxy.metric(t, "pulsar_proxy_discovery_errors_total", `provider="consul"`); errs < 1 {
 		t.Fatalf("discovery errors = %v", errs)
 	}
 	t.Logf("during the outage: staleness %.1fs → %.1fs, %d sends acknowledged, %d produced by a new client",
@@ -347,9 +347,9 @@ func TestDiscoveryConsulOutage(t *testing.T) {
 	consulDown = false
 	registerBothBrokers(t, service)
 	waitFor(t, 60*time.Second, "discovery fresh again", func() bool {
-		return proxy.Metric(t, "pulsar_proxy_discovery_stale", `provider="consul"`) == 0
+		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="consul"`) == 0
 	})
-	if s3 := proxy.Metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="consul"`); s3 >= s2 {
+	if s3 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="consul"`); s3 >= s2 {
 		t.Fatalf("staleness %v after recovery, was %v", s3, s2)
 	}
 	base = ackedNow()
@@ -480,7 +480,7 @@ func TestDiscoveryConsulUnreachableAtStart(t *testing.T) {
 	consul := reservePort(t) // refuses connections until it listens
 	proxy := startConsulProxy(t, service, consul.addr)
 	waitFor(t, 30*time.Second, "discovery errors counted", func() bool {
-		return proxy.Metric(t, "pulsar_proxy_discovery_errors_total", `provider="consul"`) >= 1
+		return proxy.metric(t, "pulsar_proxy_discovery_errors_total", `provider="consul"`) >= 1
 	})
 	code, body := proxy.get("/readyz")
 	if code != 503 || !strings.Contains(body, "consul") {
@@ -498,7 +498,7 @@ func TestDiscoveryConsulUnreachableAtStart(t *testing.T) {
 	fwd := &tcpForwarder{target: theRig.ConsulAddr}
 	fwd.serve(t, consul.listen(t))
 	proxy.waitReady(t)
-	if live := proxy.Metric(t, "pulsar_proxy_brokers", `state="live"`); live != 1 {
+	if live := proxy.metric(t, "pulsar_proxy_brokers", `state="live"`); live != 1 {
 		t.Fatalf("live brokers = %v, want 1 (the malformed instance skipped)", live)
 	}
 	if !strings.Contains(proxyLog(t, proxy), "skipping a Consul instance") {
@@ -548,8 +548,8 @@ func TestDiscoveryCoalescesLookups(t *testing.T) {
 
 	herd := func(topic string) (brokerReqs, coalesced float64, answers map[string]int) {
 		t.Helper()
-		reqBefore := proxy.Count(t, "pulsar_proxy_broker_lookup_requests_total", `type="LOOKUP"`)
-		coBefore := proxy.Count(t, "pulsar_proxy_lookups_coalesced_total", `type="LOOKUP"`)
+		reqBefore := proxy.count(t, "pulsar_proxy_broker_lookup_requests_total", `type="LOOKUP"`)
+		coBefore := proxy.count(t, "pulsar_proxy_lookups_coalesced_total", `type="LOOKUP"`)
 		const conns, perConn = 50, 20
 		var ready, done sync.WaitGroup
 		gate := make(chan struct{})
@@ -596,8 +596,8 @@ func TestDiscoveryCoalescesLookups(t *testing.T) {
 		ready.Wait()
 		close(gate)
 		done.Wait()
-		return proxy.Count(t, "pulsar_proxy_broker_lookup_requests_total", `type="LOOKUP"`) - reqBefore,
-			proxy.Count(t, "pulsar_proxy_lookups_coalesced_total", `type="LOOKUP"`) - coBefore, answers
+		return proxy.count(t, "pulsar_proxy_broker_lookup_requests_total", `type="LOOKUP"`) - reqBefore,
+			proxy.count(t, "pulsar_proxy_lookups_coalesced_total", `type="LOOKUP"`) - coBefore, answers
 	}
 
 	reqs, co, answers := herd(topic)

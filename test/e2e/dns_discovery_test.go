@@ -84,7 +84,7 @@ broker:
   allowedPorts: [%s]
 `, name, srv.addr, rigPorts()))
 	proxy.waitReady(t)
-	if live := proxy.Metric(t, "pulsar_proxy_brokers", `state="live"`); live != 2 {
+	if live := proxy.metric(t, "pulsar_proxy_brokers", `state="live"`); live != 2 {
 		t.Fatalf("live brokers %v, want 2", live)
 	}
 	// 127.0.0.1:port is not what DNS lists: refused until a broker names it in a lookup.
@@ -104,7 +104,7 @@ broker:
 	// DNS drops broker 2: lookups stop going to it; its DNS name is refused as a target.
 	srv.set(t, name, 1)
 	waitFor(t, 10*time.Second, "broker 2 gone from the live set", func() bool {
-		return proxy.Metric(t, "pulsar_proxy_brokers", `state="live"`) == 1
+		return proxy.metric(t, "pulsar_proxy_brokers", `state="live"`) == 1
 	})
 	_, port2, _ := net.SplitHostPort(brokerAddrs()[1])
 	resp, conn := rawConnect(t, proxy.Addr, func(cc *pb.CommandConnect) { cc.ProxyToBrokerUrl = proto.String("localhost:" + port2) })
@@ -114,6 +114,6 @@ broker:
 	}
 	srv.set(t, name, 1, 2)
 	waitFor(t, 10*time.Second, "broker 2 back in the live set", func() bool {
-		return proxy.Metric(t, "pulsar_proxy_brokers", `state="live"`) == 2
+		return proxy.metric(t, "pulsar_proxy_brokers", `state="live"`) == 2
 	})
 }

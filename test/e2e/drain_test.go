@@ -138,7 +138,7 @@ func TestDrainHandsClientsToAnotherProxy(t *testing.T) {
 	if log := first.LogTail(100000); !strings.Contains(log, `"reason":"drained"`) || !strings.Contains(log, "every session handed over") {
 		t.Fatalf("no session of the first proxy ended drained, or the drain did not finish:\n%s", first.LogTail(20))
 	}
-	if got := second.Metric(t, "pulsar_proxy_broker_sessions_total"); got < 1 {
+	if got := second.metric(t, "pulsar_proxy_broker_sessions_total"); got < 1 {
 		t.Fatalf("the second proxy opened %v broker sessions: the clients did not move to it", got)
 	}
 }

@@ -140,7 +140,7 @@ func TestGatewayNonPartitionedTopic(t *testing.T) {
 	consumer := subscribe(t, c, topic, "s", pulsar.Exclusive)
 	sent := produce(t, c, topic, 10000)
 	consumeAll(t, consumer, sent)
-	if n := proxy.Metric(t, "pulsar_proxy_lookups_total", `type="LOOKUP"`, `result="ok"`); n < 1 {
+	if n := proxy.metric(t, "pulsar_proxy_lookups_total", `type="LOOKUP"`, `result="ok"`); n < 1 {
 		t.Errorf("no successful LOOKUP counted")
 	}
 
@@ -175,12 +175,12 @@ func TestGatewayPartitionedTopicOnBothBrokers(t *testing.T) {
 	consumeAll(t, consumer, sent)
 
 	for _, b := range brokerAddrs() {
-		if n := proxy.Metric(t, "pulsar_proxy_broker_sessions_total", fmt.Sprintf(`broker=%q`, b)); n < 1 {
+		if n := proxy.metric(t, "pulsar_proxy_broker_sessions_total", fmt.Sprintf(`broker=%q`, b)); n < 1 {
 			t.Errorf("no direct session to broker %s in the proxy's metrics", b)
 		}
 	}
-	in := proxy.Metric(t, "pulsar_proxy_bytes_total", `direction="client_to_broker"`)
-	out := proxy.Metric(t, "pulsar_proxy_bytes_total", `direction="broker_to_client"`)
+	in := proxy.metric(t, "pulsar_proxy_bytes_total", `direction="client_to_broker"`)
+	out := proxy.metric(t, "pulsar_proxy_bytes_total", `direction="broker_to_client"`)
 	if in < 10000*16 || out < 10000*16 {
 		t.Errorf("bytes forwarded: in=%v out=%v, want both above the payload total", in, out)
 	}
@@ -210,7 +210,7 @@ func TestGatewayTopicUnloadLosesNoAckedMessage(t *testing.T) {
 	var lookupsBefore float64
 	for i := range n {
 		if i == n/3 {
-			lookupsBefore = proxy.Metric(t, "pulsar_proxy_lookups_total", `type="LOOKUP"`)
+			lookupsBefore = proxy.metric(t, "pulsar_proxy_lookups_total", `type="LOOKUP"`)
 			unloadTopic(t, topic)
 		}
 		sent[i] = payloadFor(i)
@@ -235,7 +235,7 @@ func TestGatewayTopicUnloadLosesNoAckedMessage(t *testing.T) {
 		t.Fatalf("%d of %d sends failed across the unload, first: %s", len(failures), n, failures[0])
 	}
 	// The client found the topic again through the proxy after the unload.
-	if after := proxy.Metric(t, "pulsar_proxy_lookups_total", `type="LOOKUP"`); after <= lookupsBefore {
+	if after := proxy.metric(t, "pulsar_proxy_lookups_total", `type="LOOKUP"`); after <= lookupsBefore {
 		t.Errorf("no LOOKUP through the proxy after the unload (%v before, %v after)", lookupsBefore, after)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -458,7 +458,7 @@ func TestGatewayRefusals(t *testing.T) {
 		}
 		expectClosed(t, conn)
 	}
-	if n := proxy.Metric(t, "pulsar_proxy_handshake_failures_total", `reason="target_not_allowed"`); n != float64(len(refusals)) {
+	if n := proxy.metric(t, "pulsar_proxy_handshake_failures_total", `reason="target_not_allowed"`); n != float64(len(refusals)) {
 		t.Errorf("handshake failures for refused targets = %v, want %d", n, len(refusals))
 	}
 	otherPort.Close()
@@ -543,7 +543,7 @@ func TestGatewayBadBytesCloseOnlyThatConnection(t *testing.T) {
 			roundTrip(i + 1)
 		})
 	}
-	if n := proxy.Metric(t, "pulsar_proxy_handshake_failures_total", `reason="handshake_timeout"`); n < 1 {
+	if n := proxy.metric(t, "pulsar_proxy_handshake_failures_total", `reason="handshake_timeout"`); n < 1 {
 		t.Errorf("the stalled frame was not closed by the handshake timeout")
 	}
 }

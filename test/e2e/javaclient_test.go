@@ -46,7 +46,7 @@ func TestGatewayJavaClientPulsarPerf(t *testing.T) {
 		}
 		consumer.Ack(msg)
 	}
-	if v := proxy.Metric(t, "pulsar_proxy_lookups_total", `type="LOOKUP"`, `result="ok"`); v < 2 {
+	if v := proxy.metric(t, "pulsar_proxy_lookups_total", `type="LOOKUP"`, `result="ok"`); v < 2 {
 		t.Errorf("LOOKUPs through the proxy = %v, want the Go and the Java client's", v)
 	}
 }

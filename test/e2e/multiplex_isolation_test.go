@@ -75,7 +75,7 @@ func TestMultiplexStuckNeighbourIsolation(t *testing.T) {
 	cancel()
 	wg.Wait()
 
-	if n := proxy.Count(t, "pulsar_proxy_session_closes_total", `reason="slow_consumer"`); n < 1 {
+	if n := proxy.count(t, "pulsar_proxy_session_closes_total", `reason="slow_consumer"`); n < 1 {
 		t.Fatalf("session closes for slow_consumer: %v", n)
 	}
 	for i, f := range fast {
@@ -115,11 +115,11 @@ func phases(t *testing.T, proxy *proxy, stuck *exec.Cmd, fed *atomic.Int64, leng
 	time.Sleep(length)
 	alone.end = time.Now()
 
-	before := proxy.Metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total")
+	before := proxy.metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total")
 	stuck.Process.Signal(syscall.SIGSTOP)
 	stopped = window{name: "neighbour stopped", start: time.Now()}
 	fedBefore := fed.Load()
-	for proxy.Metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total") <= before {
+	for proxy.metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total") <= before {
 		if time.Since(stopped.start) > 3*time.Minute {
 			t.Fatal("the stopped client was not disconnected as a slow consumer")
 		}

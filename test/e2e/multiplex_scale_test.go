@@ -85,8 +85,8 @@ func TestMultiplexManyConnections(t *testing.T) {
 		l.await(t, "ready", 30*time.Minute)
 	}
 	created := time.Since(began)
-	direct := proxy.Metric(t, "pulsar_proxy_sessions_active", `mode="direct"`)
-	lookups := proxy.Metric(t, "pulsar_proxy_sessions_active", `mode="lookup"`)
+	direct := proxy.metric(t, "pulsar_proxy_sessions_active", `mode="direct"`)
+	lookups := proxy.metric(t, "pulsar_proxy_sessions_active", `mode="lookup"`)
 	t.Logf("%d producers created in %v by %d processes (%.0f a second at most); the proxy has %v direct and %v lookup sessions",
 		clients, created.Round(time.Millisecond), len(procs), rate, direct, lookups)
 	if direct < float64(clients) {
@@ -104,7 +104,7 @@ func TestMultiplexManyConnections(t *testing.T) {
 	receiveSpread(t, consumers, clients, perProducer)
 	peakFDs, peakRSS := sampler.stop()
 	hwm, _ := procStatus(proxy.PID(), "VmHWM")
-	lookupTotal := proxy.Metric(t, "pulsar_proxy_sessions_total", `mode="lookup"`)
+	lookupTotal := proxy.metric(t, "pulsar_proxy_sessions_total", `mode="lookup"`)
 	t.Logf("RESULT %d clients with a producer each through one proxy (broker.multiplex, multiplexConnections %d): the brokers saw %s; "+
 		"%d messages arrived, each producer's in order, sent and received in %v; %v from the first client to the last message; "+
 		"proxy: %d descriptors at most (limit %d), %v lookup connections in all, RSS %s at most (VmHWM %s)",

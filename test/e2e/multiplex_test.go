@@ -109,7 +109,7 @@ func TestMultiplexManyClientsFewBrokerConnections(t *testing.T) {
 			produceAll(t, producers, perClient)
 			receiveInProducerOrder(t, consumer, clients, perClient)
 			if multiplex {
-				if n := proxy.Metric(t, "pulsar_proxy_multiplex_broker_connections"); n < 1 || n > 2*maxConns {
+				if n := proxy.metric(t, "pulsar_proxy_multiplex_broker_connections"); n < 1 || n > 2*maxConns {
 					t.Errorf("pulsar_proxy_multiplex_broker_connections = %v", n)
 				}
 			}
@@ -200,7 +200,7 @@ func TestMultiplexPartitionedAndSubscriptionTypes(t *testing.T) {
 		}
 		cancel()
 	}
-	if proxy.Metric(t, "pulsar_proxy_multiplex_clients") < 2 {
+	if proxy.metric(t, "pulsar_proxy_multiplex_clients") < 2 {
 		t.Errorf("pulsar_proxy_multiplex_clients below the two clients")
 	}
 }
@@ -278,7 +278,7 @@ func TestMultiplexKilledClient(t *testing.T) {
 	if _, err := cons.Receive(ctx); err != nil {
 		t.Fatalf("the other client's consumer: %v", err)
 	}
-	if n := proxy.Metric(t, "pulsar_proxy_multiplex_closes_on_leave_total"); n < 2 {
+	if n := proxy.metric(t, "pulsar_proxy_multiplex_closes_on_leave_total"); n < 2 {
 		t.Errorf("pulsar_proxy_multiplex_closes_on_leave_total = %v, want the killed client's producer and consumer", n)
 	}
 }
@@ -358,7 +358,7 @@ func TestMultiplexBrokerConnectionLost(t *testing.T) {
 	}
 	send(moving, 0, 50)
 	send(staying, 0, 50)
-	closesBefore := proxy.Count(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`)
+	closesBefore := proxy.count(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`)
 	stopBroker2(t)
 	send(staying, 50, 100) // the other broker's client, meanwhile
 	send(moving, 50, 100)  // recreated on broker 1 once the topic moved there
@@ -378,7 +378,7 @@ func TestMultiplexBrokerConnectionLost(t *testing.T) {
 	}
 	// The client of the moving topic kept its connections to the proxy: only its producer
 	// and consumer were closed.
-	if n := proxy.Count(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`); n != closesBefore {
+	if n := proxy.count(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`); n != closesBefore {
 		t.Errorf("%v client connections closed as broker_closed, want none (producers and consumers are closed, not connections)", n-closesBefore)
 	}
 	startBroker2(t)

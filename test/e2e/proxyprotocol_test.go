@@ -113,20 +113,20 @@ func TestProxyHeaderAddressIsCountedPerIP(t *testing.T) {
 	}
 	expectClosed(t, second)
 	refusals := func() float64 {
-		return proxy.Count(t, "pulsar_proxy_handshake_failures_total", `reason="too_many_connections_per_ip"`)
+		return proxy.count(t, "pulsar_proxy_handshake_failures_total", `reason="too_many_connections_per_ip"`)
 	}
 	waitFor(t, 10*time.Second, "the refusal counted", func() bool { return refusals() == 1 })
 	waitLogLine(t, proxy, `"remote":"203.0.113.7:41001"`, `"reason":"too_many_connections_per_ip"`)
 
 	connectedAs(t, proxy.Addr, "203.0.113.8:41000")
-	if n := proxy.Metric(t, "pulsar_proxy_client_ips_active"); n != 2 {
+	if n := proxy.metric(t, "pulsar_proxy_client_ips_active"); n != 2 {
 		t.Fatalf("pulsar_proxy_client_ips_active = %v, want 2", n)
 	}
 
 	// Closing the first connection frees its address's slot.
 	first.Close()
 	waitFor(t, 10*time.Second, "the first session ended", func() bool {
-		return proxy.Count(t, "pulsar_proxy_session_closes_total", `reason="client_closed"`) == 1
+		return proxy.count(t, "pulsar_proxy_session_closes_total", `reason="client_closed"`) == 1
 	})
 	connectedAs(t, proxy.Addr, "203.0.113.7:41002")
 	if n := refusals(); n != 1 {
@@ -149,7 +149,7 @@ func TestProxyHeaderAddressIsRateLimited(t *testing.T) {
 	expectClosed(t, third)
 	waitLogLine(t, proxy, `"remote":"203.0.113.7:41002"`, `"reason":"connection_rate_per_ip"`)
 	connectedAs(t, proxy.Addr, "203.0.113.8:41000")
-	if n := proxy.Metric(t, "pulsar_proxy_handshake_failures_total", `reason="connection_rate_per_ip"`); n != 1 {
+	if n := proxy.metric(t, "pulsar_proxy_handshake_failures_total", `reason="connection_rate_per_ip"`); n != 1 {
 		t.Fatalf("%v refusals counted, want 1", n)
 	}
 }
@@ -169,7 +169,7 @@ func TestProxyHeaderFromUntrustedAddressRefused(t *testing.T) {
 		Connect: &pb.CommandConnect{ClientVersion: proto.String("e2e-raw"), ProtocolVersion: proto.Int32(21)}})
 	expectClosed(t, conn)
 	waitFor(t, 10*time.Second, "the refusal counted", func() bool {
-		return proxy.Count(t, "pulsar_proxy_handshake_failures_total", `reason="transport_setup_failed"`) == 1
+		return proxy.count(t, "pulsar_proxy_handshake_failures_total", `reason="transport_setup_failed"`) == 1
 	})
 	waitLogLine(t, proxy, `"error":"PROXY protocol header from an untrusted address"`)
 	if strings.Contains(proxyLog(t, proxy), "203.0.113.7") {
@@ -201,7 +201,7 @@ func TestProxyHeaderThatNeverCompletesTimesOut(t *testing.T) {
 	connectedAs(t, proxy.Addr, "203.0.113.8:41000")
 	expectClosed(t, stalled) // within 10 s, so not the 60 s handshake timeout
 	waitFor(t, 10*time.Second, "the timeout counted", func() bool {
-		return proxy.Count(t, "pulsar_proxy_handshake_failures_total", `reason="transport_setup_failed"`) == 1
+		return proxy.count(t, "pulsar_proxy_handshake_failures_total", `reason="transport_setup_failed"`) == 1
 	})
 	waitLogLine(t, proxy, `"error":"PROXY protocol header not complete in time"`)
 	connectedAs(t, proxy.Addr, "203.0.113.7:41001")

@@ -85,7 +85,7 @@ func TestPythonClientPartitionedTopicThroughProxy(t *testing.T) {
 		t.Errorf("messages by owning broker %v; want both brokers to serve some", byBroker)
 	}
 	for _, b := range brokerAddrs() {
-		if v := proxy.Metric(t, "pulsar_proxy_broker_sessions_total", fmt.Sprintf("broker=%q", b)); v < 1 {
+		if v := proxy.metric(t, "pulsar_proxy_broker_sessions_total", fmt.Sprintf("broker=%q", b)); v < 1 {
 			t.Errorf("no direct session to %s through the proxy", b)
 		}
 	}
@@ -187,7 +187,7 @@ func TestPythonClientTLSThroughProxy(t *testing.T) {
 	if s.Received != n {
 		t.Fatalf("received %d of %d", s.Received, n)
 	}
-	if v := proxy.Metric(t, "pulsar_proxy_tls_handshakes_total", `result="ok"`); v < 1 {
+	if v := proxy.metric(t, "pulsar_proxy_tls_handshakes_total", `result="ok"`); v < 1 {
 		t.Errorf("%v successful TLS handshakes counted", v)
 	}
 

@@ -33,10 +33,10 @@ func TestTLSProduceConsumeThroughProxy(t *testing.T) {
 	sent := produce(t, c, topic, 1000)
 	consumeAll(t, consumer, sent)
 
-	if n := proxy.Metric(t, "pulsar_proxy_tls_handshakes_total", `result="ok"`); n < 1 {
+	if n := proxy.metric(t, "pulsar_proxy_tls_handshakes_total", `result="ok"`); n < 1 {
 		t.Errorf("%v successful TLS handshakes counted", n)
 	}
-	if got := proxy.Metric(t, "pulsar_proxy_tls_certificate_expiry_timestamp_seconds"); got != float64(server.Cert.NotAfter.Unix()) {
+	if got := proxy.metric(t, "pulsar_proxy_tls_certificate_expiry_timestamp_seconds"); got != float64(server.Cert.NotAfter.Unix()) {
 		t.Errorf("expiry gauge %v, want %v", got, server.Cert.NotAfter.Unix())
 	}
 
@@ -51,7 +51,7 @@ func TestTLSProduceConsumeThroughProxy(t *testing.T) {
 	io.Copy(io.Discard, raw)
 	raw.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for proxy.Count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) < 1 {
+	for proxy.count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("plaintext client on the TLS port not counted as a handshake error")
 		}
@@ -110,7 +110,7 @@ func TestTLSCertificateRenewedOnDisk(t *testing.T) {
 	}
 	// The client's connections from before the renewal still carry its traffic.
 	consumeAll(t, consumer, produce(t, c, topic, 100))
-	if got := proxy.Metric(t, "pulsar_proxy_tls_certificate_expiry_timestamp_seconds"); got != float64(renewed.Cert.NotAfter.Unix()) {
+	if got := proxy.metric(t, "pulsar_proxy_tls_certificate_expiry_timestamp_seconds"); got != float64(renewed.Cert.NotAfter.Unix()) {
 		t.Errorf("expiry gauge %v, want the renewed %v", got, renewed.Cert.NotAfter.Unix())
 	}
 }
@@ -163,7 +163,7 @@ func TestTLSRefusalsWithMutualTLS(t *testing.T) {
 		t.Logf("refusal %d: %v", i, err)
 		want := float64(i + 1)
 		waitFor(t, 10*time.Second, fmt.Sprintf("%v TLS handshake errors counted", want), func() bool {
-			return proxy.Count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) >= want
+			return proxy.count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) >= want
 		})
 	}
 	consumeAll(t, consumer, produce(t, c, topic, 100))

@@ -401,10 +401,10 @@ func checkInspected(t *testing.T, target txnTarget, producers, partitionsAdded, 
 		return
 	}
 	p := target.proxy
-	produce := p.Count(t, "pulsar_proxy_authorized_commands_total", `action="produce"`)
-	consume := p.Count(t, "pulsar_proxy_authorized_commands_total", `action="consume"`)
-	denied := p.Count(t, "pulsar_proxy_authorization_denials_total")
-	refused := p.Count(t, "pulsar_proxy_refused_commands_total")
+	produce := p.count(t, "pulsar_proxy_authorized_commands_total", `action="produce"`)
+	consume := p.count(t, "pulsar_proxy_authorized_commands_total", `action="consume"`)
+	denied := p.count(t, "pulsar_proxy_authorization_denials_total")
+	refused := p.count(t, "pulsar_proxy_refused_commands_total")
 	t.Logf("proxy-authz: %v produce and %v consume checks passed, %v denied, %v commands refused", produce, consume, denied, refused)
 	if produce < float64(producers+partitionsAdded) || consume < float64(subscriptionsAdded) || denied != 0 || refused != 0 {
 		t.Fatalf("the inspecting proxy saw %v produce and %v consume checks (want at least %d and %d), %v denials, %v refusals",
@@ -473,7 +473,7 @@ func TestGatewayTransactionsNeedCoordinatorLookup(t *testing.T) {
 		c.Close()
 		t.Fatal("a client without lookup on the coordinators' topic started transactions")
 	}
-	if n := p.Count(t, "pulsar_proxy_authorization_denials_total", `action="lookup"`); n < 1 {
+	if n := p.count(t, "pulsar_proxy_authorization_denials_total", `action="lookup"`); n < 1 {
 		t.Fatalf("the client failed (%v) but the proxy denied no lookup", err)
 	}
 	t.Logf("refused as expected: %v", err)

@@ -103,7 +103,7 @@ func TestDiscoveryMetadataStoreFollowsBrokers(t *testing.T) {
 
 	proxy := startZKProxy(t)
 	proxy.waitReady(t)
-	if n := proxy.Metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 2 {
+	if n := proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 2 {
 		t.Fatalf("metadataStore lists %v brokers, want 2", n)
 	}
 	if !targetAllowed(t, proxy, 1) || !targetAllowed(t, proxy, 2) {
@@ -158,8 +158,8 @@ func TestDiscoveryMetadataStoreFollowsBrokers(t *testing.T) {
 	// thawed proxy opens a new one and reads the brokers again.
 	expireSession(t, proxy)
 	fresh := waitFor(t, 60*time.Second, "discovery fresh on a new session", func() bool {
-		return proxy.Metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 0 &&
-			proxy.Metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`) == 2
+		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 0 &&
+			proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`) == 2
 	})
 	if !targetAllowed(t, proxy, 1) || !targetAllowed(t, proxy, 2) {
 		t.Fatal("a broker refused after the session was replaced")
@@ -180,7 +180,7 @@ func restartBroker2(t *testing.T, zc *zk.Conn, proxy *proxy) {
 		t.Fatal("restarted broker 2 refused as a target")
 	}
 	waitFor(t, 60*time.Second, "both brokers healthy", func() bool {
-		return proxy.Metric(t, "pulsar_proxy_brokers", `state="healthy"`) == 2
+		return proxy.metric(t, "pulsar_proxy_brokers", `state="healthy"`) == 2
 	})
 }
 
@@ -248,7 +248,7 @@ func watchRegistration(t *testing.T, c *zk.Conn, id string, present bool) <-chan
 // expireSession stops the proxy process (SIGSTOP) until ZooKeeper has expired its session.
 func expireSession(t *testing.T, p *proxy) {
 	t.Helper()
-	expired := p.Count(t, "pulsar_proxy_discovery_errors_total", `provider="metadataStore"`)
+	expired := p.count(t, "pulsar_proxy_discovery_errors_total", `provider="metadataStore"`)
 	if err := syscall.Kill(p.PID(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func expireSession(t *testing.T, p *proxy) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "the lost session reported", func() bool {
-		return p.Count(t, "pulsar_proxy_discovery_errors_total", `provider="metadataStore"`) > expired
+		return p.count(t, "pulsar_proxy_discovery_errors_total", `provider="metadataStore"`) > expired
 	})
 	waitFor(t, 30*time.Second, "the proxy's log says the session expired", func() bool {
 		return strings.Contains(p.LogTail(400), "session has been expired")
@@ -340,9 +340,9 @@ func TestDiscoveryMetadataStoreOutage(t *testing.T) {
 	}
 	stopped := time.Since(t0)
 	staleAfter := waitFor(t, 30*time.Second, "discovery marked stale", func() bool {
-		return proxy.Metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 1
+		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 1
 	})
-	s1 := proxy.Metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`)
+	s1 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`)
 	base := tr.ackedNow()
 	waitFor(t, 20*time.Second, "messages acknowledged while ZooKeeper is down", func() bool { return tr.ackedNow() >= base+100 })
 	for i := range 50 {
@@ -351,13 +351,13 @@ func TestDiscoveryMetadataStoreOutage(t *testing.T) {
 		}
 	}
 	waitFor(t, 20*time.Second, "staleness growing", func() bool {
-		return proxy.Metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`) > s1+2
+		return proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`) > s1+2
 	})
-	s2 := proxy.Metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`)
+	s2 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`)
 	if code, body := proxy.get("/readyz"); code != 200 {
 		t.Fatalf("/readyz %d while the last known brokers answer: %s", code, body)
 	}
-	if live := proxy.Metric(t, "pulsar_proxy_brokers", `state="live"`); live != 2 {
+	if live := proxy.metric(t, "pulsar_proxy_brokers", `state="live"`); live != 2 {
 		t.Fatalf("live brokers = %v during the outage, want the last known 2", live)
 	}
 	if !targetAllowed(t, proxy, 1) || !targetAllowed(t, proxy, 2) {
@@ -372,12 +372,12 @@ func TestDiscoveryMetadataStoreOutage(t *testing.T) {
 	zkDown = false
 	outage := time.Since(t0)
 	fresh := waitFor(t, 60*time.Second, "discovery fresh again", func() bool {
-		return proxy.Metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 0
+		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 0
 	})
-	if s3 := proxy.Metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`); s3 != 0 {
+	if s3 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`); s3 != 0 {
 		t.Fatalf("staleness %v after recovery, was %v", s3, s2)
 	}
-	if n := proxy.Metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 2 {
+	if n := proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 2 {
 		t.Fatalf("metadataStore lists %v brokers after recovery, want 2", n)
 	}
 	base = tr.ackedNow()
@@ -421,7 +421,7 @@ broker:
   allowedPorts: [%s]
 `, theRig.ZooKeeperTLS, rigCA(), cert, key, rigPorts()))
 	proxy.waitReady(t)
-	if n := proxy.Metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 2 {
+	if n := proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 2 {
 		t.Fatalf("metadataStore over TLS lists %v brokers, want 2", n)
 	}
 	if !targetAllowed(t, proxy, 1) || !targetAllowed(t, proxy, 2) {
@@ -438,9 +438,9 @@ broker:
   allowedPorts: [%s]
 `, theRig.ZooKeeperTLS, rigCA(), rigPorts()))
 	waitFor(t, 30*time.Second, "the refused session reported", func() bool {
-		return bare.Count(t, "pulsar_proxy_discovery_errors_total", `provider="metadataStore"`) >= 1
+		return bare.count(t, "pulsar_proxy_discovery_errors_total", `provider="metadataStore"`) >= 1
 	})
-	if n := bare.Metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 0 {
+	if n := bare.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 0 {
 		t.Fatalf("%v brokers discovered without a client certificate", n)
 	}
 }

@@ -29,7 +29,7 @@ rules:
 func TestAuthorizedClientProducesAndConsumes(t *testing.T) {
 	p := startProxy(t, allowAll, "")
 	produceConsume(t, tokenClient(t, p.PulsarURL, "alice"), uniqueTopic(nsShared, "alice"), 1000)
-	if got := p.Metric(t, "pulsar_proxy_authorized_commands_total", `action="produce"`); got < 1 {
+	if got := p.metric(t, "pulsar_proxy_authorized_commands_total", `action="produce"`); got < 1 {
 		t.Fatalf("authorized PRODUCER commands = %v", got)
 	}
 }
@@ -48,7 +48,7 @@ func TestBrokerAuthorizesOriginalPrincipal(t *testing.T) {
 		t.Fatalf("bob's producer: err = %v, want the broker's authorization refusal", err)
 	}
 	t.Logf("bob refused: %v", err)
-	if got := p.Count(t, "pulsar_proxy_authorization_denials_total"); got != 0 {
+	if got := p.count(t, "pulsar_proxy_authorization_denials_total"); got != 0 {
 		t.Fatalf("the proxy denied %v commands; the refusal must be the broker's", got)
 	}
 }
@@ -72,10 +72,10 @@ rules:
 		t.Fatalf("bob's producer: err = %v, want AuthorizationError", err)
 	}
 	t.Logf("bob refused: %v", err)
-	if got := p.Metric(t, "pulsar_proxy_authorization_denials_total", `action="produce"`); got < 1 {
+	if got := p.metric(t, "pulsar_proxy_authorization_denials_total", `action="produce"`); got < 1 {
 		t.Fatalf("denials = %v", got)
 	}
-	if got := p.Count(t, "pulsar_proxy_authorized_commands_total", `action="produce"`); got != 0 {
+	if got := p.count(t, "pulsar_proxy_authorized_commands_total", `action="produce"`); got != 0 {
 		t.Fatalf("%v PRODUCER commands were forwarded", got)
 	}
 	// No broker ever saw a producer on the topic: it was never created.
@@ -201,7 +201,7 @@ func TestConnectRefusals(t *testing.T) {
 			if err == nil {
 				t.Fatal("producer created without valid credentials")
 			}
-			if got := p.Metric(t, "pulsar_proxy_authentication_failures_total", `reason="`+tc.reason+`"`); got < 1 {
+			if got := p.metric(t, "pulsar_proxy_authentication_failures_total", `reason="`+tc.reason+`"`); got < 1 {
 				t.Fatalf("failures{reason=%s} = %v (client error: %v)", tc.reason, got, err)
 			}
 		})
@@ -272,27 +272,27 @@ func TestTokenRefreshKeepsSessionsAlive(t *testing.T) {
 		}
 		cons.Ack(m)
 	}
-	refreshed := p.Metric(t, "pulsar_proxy_credential_refreshes_total", `result="ok"`)
+	refreshed := p.metric(t, "pulsar_proxy_credential_refreshes_total", `result="ok"`)
 	if refreshed < 3 {
 		t.Fatalf("%v refreshes in 40 s of 10 s tokens (supplier called %d times)", refreshed, minted.Load())
 	}
-	if got := p.Count(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`); got != 0 {
+	if got := p.count(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`); got != 0 {
 		t.Fatalf("%v sessions closed for expired credentials", got)
 	}
-	if closed := p.Count(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`); closed != 0 {
+	if closed := p.count(t, "pulsar_proxy_session_closes_total", `reason="broker_closed"`); closed != 0 {
 		t.Fatalf("brokers closed %v sessions", closed)
 	}
 	if multiplexed() {
 		// A shared broker connection holds the proxy's credentials, not alice's: the brokers
 		// have none of hers to challenge, so nothing is relayed; the proxy's own renewals
 		// (above) kept her session.
-		if relayed := p.Count(t, "pulsar_proxy_credential_refreshes_total", `result="relayed"`); relayed != 0 {
+		if relayed := p.count(t, "pulsar_proxy_credential_refreshes_total", `result="relayed"`); relayed != 0 {
 			t.Fatalf("%v broker challenges relayed to a client of a shared broker connection", relayed)
 		}
 		t.Logf("multiplexed: sent and received %d messages over 40 s; %v refreshes at the proxy", sent, refreshed)
 		return
 	}
-	relayed := p.Metric(t, "pulsar_proxy_credential_refreshes_total", `result="relayed"`)
+	relayed := p.metric(t, "pulsar_proxy_credential_refreshes_total", `result="relayed"`)
 	if relayed < 1 {
 		t.Fatal("no broker challenge was answered through the proxy")
 	}
@@ -320,13 +320,13 @@ func TestExpiredClientIsDisconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(45 * time.Second)
-	for p.Count(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`) < 1 {
+	for p.count(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`) < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("no session closed for expired credentials")
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	if got := p.Metric(t, "pulsar_proxy_authentication_failures_total", `method="token"`, `reason="expired"`); got < 1 {
+	if got := p.metric(t, "pulsar_proxy_authentication_failures_total", `method="token"`, `reason="expired"`); got < 1 {
 		t.Fatalf("failures{expired} = %v", got)
 	}
 	// It cannot come back with the expired token either: the send fails, and a new connection
@@ -337,12 +337,12 @@ func TestExpiredClientIsDisconnected(t *testing.T) {
 	} else {
 		t.Logf("send after expiry: %v", err)
 	}
-	expired := p.Metric(t, "pulsar_proxy_authentication_failures_total", `method="token"`, `reason="expired"`)
+	expired := p.metric(t, "pulsar_proxy_authentication_failures_total", `method="token"`, `reason="expired"`)
 	again := clientWithTimeout(t, p.PulsarURL, pulsar.NewAuthenticationToken(tok), 3*time.Second)
 	if _, err := again.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: time.Second}); err == nil {
 		t.Fatal("a producer was created with the expired token")
 	}
-	if got := p.Metric(t, "pulsar_proxy_authentication_failures_total", `method="token"`, `reason="expired"`); got <= expired {
+	if got := p.metric(t, "pulsar_proxy_authentication_failures_total", `method="token"`, `reason="expired"`); got <= expired {
 		t.Fatalf("failures{token,expired} %v before a new connection with the expired token, %v after: it was not refused as expired", expired, got)
 	}
 	_, _, resp := rawConnect(t, p.Addr, "token", []byte(tok))
@@ -392,10 +392,10 @@ rules:
 		t.Fatalf("existing producer after reload: %v", err)
 	}
 
-	errorsBefore := p.Count(t, "pulsar_proxy_policy_reloads_total", `result="error"`)
+	errorsBefore := p.count(t, "pulsar_proxy_policy_reloads_total", `result="error"`)
 	writePolicy(t, p.policyFile, "rules: [ {roles: [dave], actions: [fly]} ]\n")
 	deadline := time.Now().Add(30 * time.Second)
-	for p.Count(t, "pulsar_proxy_policy_reloads_total", `result="error"`) <= errorsBefore {
+	for p.count(t, "pulsar_proxy_policy_reloads_total", `result="error"`) <= errorsBefore {
 		if time.Now().After(deadline) {
 			t.Fatal("broken policy never reported")
 		}

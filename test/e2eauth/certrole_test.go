@@ -64,10 +64,10 @@ func assertBrokerAuthorizesCertRoles(t *testing.T, m mtls, alice, bob testcerts.
 		t.Fatalf("bob's producer: err = %v, want the broker's authorization refusal", err)
 	}
 	t.Logf("bob refused: %v", err)
-	if got := m.Count(t, "pulsar_proxy_authorization_denials_total"); got != 0 {
+	if got := m.count(t, "pulsar_proxy_authorization_denials_total"); got != 0 {
 		t.Fatalf("the proxy denied %v commands; the refusal must be the broker's", got)
 	}
-	if got := m.Count(t, "pulsar_proxy_authentication_failures_total"); got != 0 {
+	if got := m.count(t, "pulsar_proxy_authentication_failures_total"); got != 0 {
 		t.Fatalf("%v authentication failures at the proxy", got)
 	}
 }
@@ -81,12 +81,12 @@ func TestBrokerAuthorizesCertificateCN(t *testing.T) {
 	// counted.
 	t.Run("untrusted certificate", func(t *testing.T) {
 		other := testcerts.NewCA(t, t.TempDir(), "other")
-		before := m.Count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`)
+		before := m.count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`)
 		mallory := m.certClient(t, other.Client(t, "alice"), 3*time.Second)
 		if _, err := mallory.CreateProducer(pulsar.ProducerOptions{Topic: uniqueTopic(nsShared, "x")}); err == nil {
 			t.Fatal("a client with an untrusted certificate created a producer")
 		}
-		if got := m.Metric(t, "pulsar_proxy_tls_handshakes_total", `result="error"`); got <= before {
+		if got := m.metric(t, "pulsar_proxy_tls_handshakes_total", `result="error"`); got <= before {
 			t.Fatalf("handshake errors %v before, %v after", before, got)
 		}
 	})
@@ -108,7 +108,7 @@ func TestBrokerAuthorizesCertificateSANURI(t *testing.T) {
 		if err == nil {
 			t.Fatal("a certificate without a role created a producer")
 		}
-		if got := m.Metric(t, "pulsar_proxy_authentication_failures_total", `method="tls"`, `reason="no_role"`); got < 1 {
+		if got := m.metric(t, "pulsar_proxy_authentication_failures_total", `method="tls"`, `reason="no_role"`); got < 1 {
 			t.Fatalf("failures{tls,no_role} = %v (client error: %v)", got, err)
 		}
 		if !strings.Contains(m.LogTail(200), "no URI subject alternative name starting with "+spiffePrefix) {

@@ -78,10 +78,10 @@ rules:
 	if len(st.Subscriptions) != 0 || len(st.Publishers) != 0 {
 		t.Fatalf("topic B has subscriptions %v and publishers %v", st.Subscriptions, st.Publishers)
 	}
-	if got := p.Metric(t, "pulsar_proxy_authorization_denials_total", `action="consume"`); got < 1 {
+	if got := p.metric(t, "pulsar_proxy_authorization_denials_total", `action="consume"`); got < 1 {
 		t.Fatalf("consume denials = %v", got)
 	}
-	if got := p.Metric(t, "pulsar_proxy_refused_commands_total", `reason="undecodable"`); got < 1 {
+	if got := p.metric(t, "pulsar_proxy_refused_commands_total", `reason="undecodable"`); got < 1 {
 		t.Fatalf("refused undecodable commands = %v", got)
 	}
 }

@@ -131,9 +131,9 @@ func startJWKSProxy(t *testing.T, r *rig.Rig, idp *identityProvider) *proxy {
 func (p *proxy) waitMetric(t *testing.T, want float64, name string, labels ...string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for p.Metric(t, name, labels...) < want {
+	for p.metric(t, name, labels...) < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s%v = %v after 20s, want %v", name, labels, p.Metric(t, name, labels...), want)
+			t.Fatalf("%s%v = %v after 20s, want %v", name, labels, p.metric(t, name, labels...), want)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -162,19 +162,19 @@ func TestJWKSTokensThroughTheProxy(t *testing.T) {
 		t.Fatalf("bob's producer: err = %v, want the broker's authorization refusal", err)
 	}
 	t.Logf("bob refused by the broker: %v", err)
-	if got := p.Count(t, "pulsar_proxy_authentication_failures_total"); got != 0 {
+	if got := p.count(t, "pulsar_proxy_authentication_failures_total"); got != 0 {
 		t.Fatalf("%v authentication failures at the proxy; alice and bob both hold valid tokens", got)
 	}
 
 	t.Run("key added by the provider", func(t *testing.T) {
 		idp.addKey(t, "rsa-2", false)
 		time.Sleep(time.Second) // jwksMinRefetchInterval since the last fetch
-		before := p.Metric(t, "pulsar_proxy_jwks_fetches_total", `result="ok"`)
+		before := p.metric(t, "pulsar_proxy_jwks_fetches_total", `result="ok"`)
 		produceConsume(t, client(t, p.PulsarURL, pulsar.NewAuthenticationToken(idp.token(t, "rsa-2", "alice"))), uniqueTopic(nsAliceOnly, "jwks-rotated"), 5)
-		if got := p.Metric(t, "pulsar_proxy_jwks_fetches_total", `result="ok"`); got != before+1 {
+		if got := p.metric(t, "pulsar_proxy_jwks_fetches_total", `result="ok"`); got != before+1 {
 			t.Fatalf("ok fetches %v → %v, want one refetch for the new kid", before, got)
 		}
-		if got := p.Metric(t, "pulsar_proxy_jwks_keys"); got != 3 {
+		if got := p.metric(t, "pulsar_proxy_jwks_keys"); got != 3 {
 			t.Fatalf("keys %v, want 3", got)
 		}
 	})
@@ -192,7 +192,7 @@ func TestJWKSTokensThroughTheProxy(t *testing.T) {
 				t.Fatalf("kid %s: a forged token created a producer", tc.kid)
 			}
 			labels := []string{`method="token"`, `reason="` + tc.reason + `"`}
-			if got := p.Metric(t, "pulsar_proxy_authentication_failures_total", labels...); got < 1 {
+			if got := p.metric(t, "pulsar_proxy_authentication_failures_total", labels...); got < 1 {
 				t.Fatalf("failures%v = %v (client error: %v)", labels, got, err)
 			}
 			_, _, resp := rawConnect(t, p.Addr, "token", []byte(forged))

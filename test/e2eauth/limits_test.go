@@ -39,7 +39,7 @@ func TestRoleConnectionLimitWithRealClients(t *testing.T) {
 	} else {
 		t.Logf("dave's second client refused: %v", err)
 	}
-	if got := p.Count(t, "pulsar_proxy_limited_total", `limit="role_connections"`); got < 1 {
+	if got := p.count(t, "pulsar_proxy_limited_total", `limit="role_connections"`); got < 1 {
 		t.Fatalf("role connection refusals = %v", got)
 	}
 	produceConsume(t, tokenClient(t, p.PulsarURL, "alice"), uniqueTopic(nsShared, "alice"), 100)
@@ -92,7 +92,7 @@ func TestRoleLookupRateWithRealClients(t *testing.T) {
 	if refused == 0 && took < 3*time.Second {
 		t.Fatalf("carol made four producers in %v with no refusal: her lookup rate was not applied", took)
 	}
-	if got := p.Count(t, "pulsar_proxy_limited_total", `limit="role_lookup_rate"`); got < 1 {
+	if got := p.count(t, "pulsar_proxy_limited_total", `limit="role_lookup_rate"`); got < 1 {
 		t.Fatalf("lookup rate refusals = %v", got)
 	}
 	t.Logf("carol: %d of 4 producers refused, %v in all", refused, took)
@@ -134,13 +134,13 @@ func TestRolePublishRateWithRealClients(t *testing.T) {
 			cons.Ack(m)
 		}
 	}
-	before := p.Count(t, "pulsar_proxy_publish_paused_seconds_total")
+	before := p.count(t, "pulsar_proxy_publish_paused_seconds_total")
 	publish("alice", 100)
-	if paused := p.Count(t, "pulsar_proxy_publish_paused_seconds_total") - before; paused > 0 {
+	if paused := p.count(t, "pulsar_proxy_publish_paused_seconds_total") - before; paused > 0 {
 		t.Fatalf("alice, who has no publish limit, was paused %.2f s", paused)
 	}
 	publish("bob", 100) // 1 MB at 200 KB/s, a burst of 200 KB: about 4 s of pauses
-	if paused := p.Count(t, "pulsar_proxy_publish_paused_seconds_total") - before; paused < 2 {
+	if paused := p.count(t, "pulsar_proxy_publish_paused_seconds_total") - before; paused < 2 {
 		t.Fatalf("bob's 1 MB at 200 KB/s paused %.2f s, want about 4 s", paused)
 	}
 }

@@ -113,7 +113,7 @@ func TestMultiplexedConnectionsArePerPrincipal(t *testing.T) {
 	if len(addr) != 3 || addr["alice-1"] != addr["alice-2"] || addr["alice-1"] == addr["bob-1"] {
 		t.Fatalf("want alice's two producers on one broker connection and bob's on another: %v", addr)
 	}
-	if n := m.Metric(t, "pulsar_proxy_multiplex_dials_total", `result="ok"`); n != 2 {
+	if n := m.metric(t, "pulsar_proxy_multiplex_dials_total", `result="ok"`); n != 2 {
 		t.Fatalf("%v multiplexed broker connections opened, want one for alice and one for bob", n)
 	}
 	assertBrokerAuthorizesCertRoles(t, m, alice, bob)

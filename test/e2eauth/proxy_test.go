@@ -81,6 +81,37 @@ func runProxy(t *testing.T, dir string, r *rig.Rig, yaml string) *proxyproc.Proc
 	return proxyproc.StartForTest(t, proxyBinary, dir, []string{r.BrokerURL(1), r.BrokerURL(2)}, yaml)
 }
 
+// metric reads a series that must be in the proxy's /metrics (a gauge, an unlabelled counter,
+// or a labelled counter already seen incremented): a missing metric or series fails the test.
+func (p *proxy) metric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	s, err := metrics.Fetch(p.HTTPURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Value(name, labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// count reads a labelled counter whose series appears when first incremented: 0 until then.
+// The counter and its label names must exist (metrics.Scrape.Count), so a renamed metric or
+// label fails the test instead of reading 0.
+func (p *proxy) count(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	s, err := metrics.Fetch(p.HTTPURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Count(name, labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // client is a pulsar-client-go client of the proxy with the given authentication (nil: none).
 func client(t *testing.T, url string, auth pulsar.Authentication) pulsar.Client {
 	return clientWithTimeout(t, url, auth, 20*time.Second)

@@ -48,7 +48,7 @@ func TestTransactionsWithBrokerAuthorization(t *testing.T) {
 		})
 	}
 	// Bob's refusal was the brokers': the proxy's policy lets him look the coordinators up.
-	denied, refused := p.Count(t, "pulsar_proxy_authorization_denials_total"), p.Count(t, "pulsar_proxy_refused_commands_total")
+	denied, refused := p.count(t, "pulsar_proxy_authorization_denials_total"), p.count(t, "pulsar_proxy_refused_commands_total")
 	if denied != 0 || refused != 0 {
 		t.Fatalf("the proxy denied %v commands and refused %v", denied, refused)
 	}

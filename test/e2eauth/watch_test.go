@@ -53,7 +53,7 @@ func TestPatternConsumerWatcherThroughProxy(t *testing.T) {
 	waitLine(t, lines, "subscribed")
 	// The watcher is opened right after the subscription; the proxy counts it.
 	deadline := time.Now().Add(30 * time.Second)
-	for p.Metric(t, "pulsar_proxy_topic_list_watchers") < 1 {
+	for p.metric(t, "pulsar_proxy_topic_list_watchers") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the proxy shows no topic-list watcher")
 		}
@@ -136,7 +136,7 @@ rules:
 	if s := ok.GetWatchTopicListSuccess(); s == nil || s.GetRequestId() != 1 || s.GetWatcherId() != 77 || len(s.Topic) != 0 {
 		t.Fatalf("WATCH_TOPIC_LIST answered with %v", ok)
 	}
-	if n := p.Metric(t, "pulsar_proxy_topic_list_watchers"); n != 1 {
+	if n := p.metric(t, "pulsar_proxy_topic_list_watchers"); n != 1 {
 		t.Fatalf("the proxy counts %v topic-list watchers, want 1", n)
 	}
 
@@ -157,7 +157,7 @@ rules:
 	if s := readCmd(t, r); s.GetSuccess().GetRequestId() != 2 {
 		t.Fatalf("WATCH_TOPIC_LIST_CLOSE answered with %v", s)
 	}
-	if n := p.Metric(t, "pulsar_proxy_topic_list_watchers"); n != 0 {
+	if n := p.metric(t, "pulsar_proxy_topic_list_watchers"); n != 0 {
 		t.Fatalf("the proxy counts %v topic-list watchers after the close, want 0", n)
 	}
 }

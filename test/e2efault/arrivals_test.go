@@ -82,7 +82,7 @@ func TestReconnectStorm(t *testing.T) {
 	wg.Wait()
 	took := time.Since(began)
 	close(conns)
-	s := proxy.Scrape(t)
+	s := scrape(t, proxy)
 	hwm, err := procStatus(proxy.PID(), "VmHWM")
 	for c := range conns {
 		c.Close()

@@ -152,7 +152,7 @@ type garbageCase struct {
 func garbageSessions(t *testing.T, proxy *proxyproc.Proc, cases []garbageCase) {
 	t.Helper()
 	for _, c := range cases {
-		before := proxy.Count(t, "pulsar_proxy_session_closes_total", label("reason", c.reason))
+		before := count(t, proxy, "pulsar_proxy_session_closes_total", label("reason", c.reason))
 		conn, r := connected(t, proxy.Addr, c.broker)
 		conn.Write(c.send)
 		conn.SetReadDeadline(time.Now().Add(time.Minute))

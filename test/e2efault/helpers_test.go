@@ -18,6 +18,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/test/metrics"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
@@ -111,12 +112,32 @@ func restartBrokerAtEnd(t *testing.T, n int) {
 	})
 }
 
+// scrape reads the proxy's /metrics.
+func scrape(t *testing.T, p *proxyproc.Proc) *metrics.Scrape {
+	t.Helper()
+	s, err := metrics.Fetch(p.HTTPURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// count reads a labelled counter (0 while its series has not appeared).
+func count(t *testing.T, p *proxyproc.Proc, name string, labels ...string) float64 {
+	t.Helper()
+	v, err := scrape(t, p).Count(name, labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // waitCount waits until the counter reaches want (or two minutes pass) and returns its value.
 func waitCount(t *testing.T, p *proxyproc.Proc, want float64, name string, labels ...string) float64 {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		v := p.Count(t, name, labels...)
+		v := count(t, p, name, labels...)
 		if v >= want || time.Now().After(deadline) {
 			return v
 		}

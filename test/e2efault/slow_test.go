@@ -55,7 +55,7 @@ func TestStuckConsumerIsBounded(t *testing.T) {
 		if rss, err := procStatus(proxy.PID(), "VmRSS"); err == nil {
 			rssPeak = max(rssPeak, rss)
 		}
-		if proxy.Count(t, "pulsar_proxy_stalled_sessions_total", label("reason", "client_not_reading")) >= 1 {
+		if count(t, proxy, "pulsar_proxy_stalled_sessions_total", label("reason", "client_not_reading")) >= 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -68,7 +68,7 @@ func TestStuckConsumerIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forwarded := proxy.Count(t, "pulsar_proxy_bytes_total", label("direction", "broker_to_client"))
+	forwarded := count(t, proxy, "pulsar_proxy_bytes_total", label("direction", "broker_to_client"))
 	t.Logf("RESULT stuck consumer (receiver queue 100000, frozen): %d of %d MiB published; the broker sent %d of %d messages (backpressure); proxy RSS %s before, peak %s (+%s); closed as client_not_reading %s after it stopped (stallTimeout 5s); bytes forwarded to clients in all %s",
 		published*msgSize>>20, msgs*msgSize>>20, stats.MsgOutCounter, msgs, mib(rssBefore), mib(rssPeak), mib(rssPeak-rssBefore), took.Round(100*time.Millisecond), mib(int64(forwarded)))
 	t.Logf("RESULT bystander send latency p50/p99: before %s/%s, while the consumer was stuck %s/%s",

@@ -18,8 +18,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/pulsar-proxy/pulsar-proxy/test/metrics"
 )
 
 // Build compiles cmd/pulsar-proxy into dir and returns the binary's path.
@@ -334,37 +332,4 @@ func StartForTest(t testing.TB, bin, dir string, brokers []string, extraYAML str
 		}
 	})
 	return p
-}
-
-// Scrape reads the proxy's /metrics; a failed scrape fails t.
-func (p *Proc) Scrape(t testing.TB) *metrics.Scrape {
-	t.Helper()
-	s, err := metrics.Fetch(p.HTTPURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// Metric reads a series that must be in the proxy's /metrics (a gauge, an unlabelled counter,
-// or a labelled counter already seen incremented): a missing metric or series fails t.
-func (p *Proc) Metric(t testing.TB, name string, labels ...string) float64 {
-	t.Helper()
-	v, err := p.Scrape(t).Value(name, labels...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// Count reads a labelled counter whose series appears when first incremented: 0 until then.
-// The counter and its label names must exist (metrics.Scrape.Count), so a renamed metric or
-// label fails t instead of reading 0.
-func (p *Proc) Count(t testing.TB, name string, labels ...string) float64 {
-	t.Helper()
-	v, err := p.Scrape(t).Count(name, labels...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/test/metrics"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
@@ -184,4 +185,17 @@ func commit() string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// scrapeCount reads a counter series from a fresh scrape.
+func scrapeCount(t *testing.T, proc *proxyproc.Proc, name string, labels ...string) float64 {
+	s, err := metrics.Fetch(proc.HTTPURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Count(name, labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

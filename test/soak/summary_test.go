@@ -29,8 +29,8 @@ func report(t *testing.T, out, durationArg string, duration time.Duration, sampl
 		acked, lost = acked+a, lost+m
 	}
 	nErrs, firstErrs := tl.errors()
-	refreshFailed := proc.Count(t, "pulsar_proxy_credential_refreshes_total", `result="failed"`)
-	expired := proc.Count(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`)
+	refreshFailed := scrapeCount(t, proc, "pulsar_proxy_credential_refreshes_total", `result="failed"`)
+	expired := scrapeCount(t, proc, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`)
 	command := "make soak"
 	if duration != 30*time.Minute {
 		command = "make soak SOAK_DURATION=" + durationArg
