@@ -115,7 +115,8 @@ func runJavaProbe(t *testing.T, name string, args ...string) string {
 	java.Stderr = &stderr
 	out, err := java.Output()
 	if err != nil {
-		t.Fatalf("java %s: %v\n%s\n%s", name, err, out, tailOf(stderr.Bytes(), 3000))
+		// Its own output last: the steps it reached and why it failed.
+		t.Fatalf("java %s: %v\nstderr tail:\n%s\nstdout:\n%s", name, err, tailOf(stderr.Bytes(), 2000), out)
 	}
 	return string(out)
 }

@@ -287,6 +287,30 @@ func (p *Proc) Get(path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// LogDigest is what a failed test shows of the proxy's log: its last warnings and errors
+// (at most problems lines) and its last tail lines. Short, so that a CI report that keeps
+// only the end of the output still shows the test's own failure message above it.
+func (p *Proc) LogDigest(problems, tail int) string {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var bad []string
+	for _, l := range lines[:max(0, len(lines)-tail)] {
+		if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) {
+			bad = append(bad, l)
+		}
+	}
+	if len(bad) > problems {
+		bad = append([]string{fmt.Sprintf("(%d earlier warnings and errors left out)", len(bad)-problems)}, bad[len(bad)-problems:]...)
+	}
+	if len(bad) > 0 {
+		bad = append(bad, "…")
+	}
+	return strings.Join(append(bad, lines[max(0, len(lines)-tail):]...), "\n")
+}
+
 // LogTail returns the last n lines of the proxy's log.
 func (p *Proc) LogTail(n int) string {
 	b, err := os.ReadFile(p.LogPath)
@@ -328,7 +352,7 @@ func StartForTest(t testing.TB, bin, dir string, brokers []string, extraYAML str
 			t.Errorf("pulsar-proxy did not stop on SIGTERM")
 		}
 		if t.Failed() {
-			t.Logf("proxy log tail:\n%s", p.LogTail(80))
+			t.Logf("proxy log digest (%s):\n%s", p.LogPath, p.LogDigest(15, 12))
 		}
 	})
 	return p

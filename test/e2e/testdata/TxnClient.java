@@ -10,7 +10,8 @@
 // markers arrive: a transaction's messages stay ahead of what is sent after them, so what comes
 // before the markers is all that was delivered of it. It prints
 //   result committed=N aborted=N timedout=N produced=N producedTimeout=N
-// and exits 0, or says what went wrong and exits 1.
+// and exits 0, or says what went wrong and exits 1. Before each step it prints "step <what>"
+// with the seconds since it started, so a failure shows where it waited.
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -29,6 +30,13 @@ public class TxnClient {
     static Consumer<byte[]> in, out;
     static final List<Producer<byte[]>> producers = new ArrayList<>();
     static int k;
+
+    static final long started = System.nanoTime();
+
+    static void step(String what) {
+        System.out.printf("step %.1fs %s%n", (System.nanoTime() - started) / 1e9, what);
+        System.out.flush();
+    }
 
     static void fail(String why) {
         System.out.println("FAIL " + why);
@@ -57,6 +65,7 @@ public class TxnClient {
     // drain sends the markers and returns how many messages of label came before them,
     // checking that nothing else did and that each partition's came in order.
     static int drain(String label) throws Exception {
+        step("drain " + label);
         Set<String> want = new HashSet<>();
         for (int p = 0; p < producers.size(); p++) {
             String marker = "marker-" + label + "-" + p;
@@ -95,6 +104,7 @@ public class TxnClient {
         k = Integer.parseInt(args[4]);
         try (PulsarClient client = PulsarClient.builder().serviceUrl(url).enableTransaction(true)
                 .operationTimeout(60, TimeUnit.SECONDS).build()) {
+            step("subscribe and create producers");
             in = client.newConsumer().topic(inTopic).subscriptionName("txn").subscribe();
             out = client.newConsumer().topic(outTopic).subscriptionName("check")
                     .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe();
@@ -104,21 +114,29 @@ public class TxnClient {
                         .sendTimeout(0, TimeUnit.SECONDS).create());
             }
 
+            step("begin commit");
             Transaction txn = begin(client, 2, TimeUnit.MINUTES);
+            step("produce and acknowledge commit");
             produceAndAck(txn, "commit", partitions);
             Message<byte[]> early = out.receive(2, TimeUnit.SECONDS);
             if (early != null) {
                 fail("delivered before the commit: " + new String(early.getValue(), StandardCharsets.UTF_8));
             }
+            step("commit");
             txn.commit().get(60, TimeUnit.SECONDS);
             int committed = drain("commit");
 
+            step("begin abort");
             txn = begin(client, 2, TimeUnit.MINUTES);
+            step("produce and acknowledge abort");
             produceAndAck(txn, "abort", partitions);
+            step("abort");
             txn.abort().get(60, TimeUnit.SECONDS);
             int aborted = drain("abort");
 
+            step("begin timeout");
             txn = begin(client, 10, TimeUnit.SECONDS);
+            step("produce and acknowledge timeout");
             produceAndAck(txn, "timeout", 1);
             int timedOut = drain("timeout");
             try {
