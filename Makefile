@@ -104,15 +104,15 @@ e2e-python:
 	  echo "Python client not installed; the Python client tests will say why they skip"; \
 	fi
 
-# Runs the end-to-end tests, then checks that they left no rig process behind. -p 1: each
-# rig-starting package (test/e2e, test/e2eauth with its own port block) runs alone, so two
-# rigs never share the two cores. E2E_BOTH_MODES: test/e2e then runs its direct-session tests
-# again on the same rig with broker.multiplex on, and the tests that stop ZooKeeper or kill
-# brokers last of all.
+# Runs the end-to-end tests, then checks that they left no rig process behind.
+# test/run-e2e.sh runs two lanes side by side: test/e2e (E2E_BOTH_MODES: its direct-session
+# tests again on the same rig with broker.multiplex on, then the tests that stop ZooKeeper or
+# kill brokers last of all), and the other packages one at a time (test/e2eauth and
+# test/e2efault each with a rig of its own port block). At most two rigs share the cores.
 AUTH_RIG_DIR = $${RIG_CACHE:-$(CURDIR)/.cache}/rig-auth
 FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_CACHE:-$(CURDIR)/.cache}/rig-fault}
 e2e-run:
-	@rc=0; E2E_BOTH_MODES=1 $(GO) test -C test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./... || rc=$$?; \
+	@rc=0; test/run-e2e.sh "$(GO)" $(E2E_TIMEOUT) || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
 	  st=0; $(RIG) status >/dev/null 2>&1 || st=$$?; \
 	  if [[ $$st -ne 3 ]]; then echo "test-e2e left rig processes running; stopping them"; $(RIG) down; rc=1; fi; \

@@ -255,6 +255,16 @@ func (r *Rig) DeleteTopic(ctx context.Context, topic string, force bool) error {
 	return r.admin(ctx, http.MethodDelete, fmt.Sprintf("/admin/v2/%s?force=%t", p, force), nil, nil)
 }
 
+// DeletePartitionedTopic deletes a partitioned topic and its partitions (force: even with
+// producers or consumers).
+func (r *Rig) DeletePartitionedTopic(ctx context.Context, topic string, force bool) error {
+	p, err := topicPath(topic)
+	if err != nil {
+		return err
+	}
+	return r.admin(ctx, http.MethodDelete, fmt.Sprintf("/admin/v2/%s/partitions?force=%t", p, force), nil, nil)
+}
+
 // UnloadTopic closes the topic on its broker (its clients reconnect); ownership stays.
 func (r *Rig) UnloadTopic(ctx context.Context, topic string) error {
 	p, err := topicPath(topic)

@@ -114,7 +114,7 @@ func (a Admin) Run(ctx context.Context, args ...string) AdminResult {
 	case archive != "" && !training:
 		argv = append(argv, "-XX:SharedArchiveFile="+archive)
 	case training:
-		argv = append(argv, "-XX:ArchiveClassesAtExit="+archive+".tmp")
+		argv = append(argv, "-XX:ArchiveClassesAtExit="+trainingFile(archive))
 	}
 	argv = append(argv, "-cp", cp, AdminMainClass, conf, "--admin-url", a.URL)
 	cmd := exec.CommandContext(ctx, "java", append(argv, args...)...)
@@ -176,9 +176,14 @@ func cliTrained(archive string, ok bool) {
 	cli.Lock()
 	defer cli.Unlock()
 	cli.training = false
-	if st, err := os.Stat(archive + ".tmp"); ok && err == nil && st.Size() > 0 {
-		os.Rename(archive+".tmp", archive)
+	tmp := trainingFile(archive)
+	if st, err := os.Stat(tmp); ok && err == nil && st.Size() > 0 {
+		os.Rename(tmp, archive)
 		return
 	}
-	os.Remove(archive + ".tmp")
+	os.Remove(tmp)
 }
+
+// trainingFile is where this process's CLI writes archive before it is kept: a name of its
+// own, since test packages run side by side (test/run-e2e.sh) may train at the same time.
+func trainingFile(archive string) string { return fmt.Sprintf("%s.%d.tmp", archive, os.Getpid()) }

@@ -247,8 +247,8 @@ java_flags() {
       f+=("-XX:SharedArchiveFile=$jsa")
     elif [[ "$role" == cds-trainer ]]; then
       mkdir -p "$(dirname "$jsa")"
-      rm -f "$jsa.tmp"
-      f+=("-XX:ArchiveClassesAtExit=$jsa.tmp")
+      # A name of this rig's own: two rigs started side by side may both train.
+      f+=("-XX:ArchiveClassesAtExit=$jsa.$$.tmp")
     fi
   fi
   # shellcheck disable=SC2206
@@ -277,6 +277,11 @@ loadBalancerAutoBundleSplitEnabled=false
 loadBalancerAutoUnloadSplitBundlesEnabled=false
 defaultNumberOfNamespaceBundles=4
 transactionCoordinatorEnabled=$(if [[ "$TRANSACTIONS" == 1 ]]; then echo true; else echo false; fi)
+# Pending-acknowledgement replays run on these single-threaded executors, a subscription's
+# chosen by its hash; Pulsar 4.0.8's replay can spin forever on one (apache/pulsar#26368) and
+# stall every subscription that lands there. Eight instead of one per core: a stuck one then
+# holds up an eighth of new subscriptions, not half.
+numTransactionReplayThreadPoolSize=8
 allowAutoTopicCreation=true
 allowAutoTopicCreationType=non-partitioned
 brokerDeleteInactiveTopicsEnabled=false
@@ -636,8 +641,8 @@ stop_all() {
     STOP_TIMEOUT_NOW=$((STOP_TIMEOUT > 120 ? STOP_TIMEOUT : 120)) stop_pids broker2 broker1 consul
     for k in "${KILLED[@]}"; do if [[ "$k" == broker1 ]]; then rm -f "$tmp"; fi; done
     if [[ -s "$tmp" ]]; then
-      mv -f "$tmp" "${tmp%.tmp}"
-      log "CDS archive: ${tmp%.tmp}"
+      mv -f "$tmp" "${tmp%.*.tmp}"
+      log "CDS archive: ${tmp%.*.tmp}"
     fi
   else
     stop_pids broker2 broker1 consul
