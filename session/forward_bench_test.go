@@ -25,7 +25,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkForward -count 6 ./session | tee new.txt; benchstat old.txt new.txt
 
-var benchSizes = []int{100, 1 << 10, 64 << 10, 1 << 20}
+var benchSizes = []int{100, 1 << 10, 64 << 10, 100 << 10, 1 << 20}
 
 func BenchmarkForwardSEND(b *testing.B) {
 	for _, size := range benchSizes {

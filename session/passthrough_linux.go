@@ -7,10 +7,22 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// spliceChunk is the most one splice(2) asks of the source: a pipe holds 64 KiB by default.
-const spliceChunk = 64 << 10
+// splicePipeSize is the capacity asked of each splice pipe (F_SETPIPE_SZ); one splice(2)
+// moves at most what its pipe holds. At the default 64 KiB, a batch of a hundred 1 KiB
+// messages (a frame of about 100 KiB) takes two splices into the pipe and two out of it; at
+// 256 KiB it takes one of each. Pipes are held only while bytes are in them (splicePipes),
+// so few exist at once, and at most maxGrownPipes are grown: the kernel counts every pipe's
+// pages against the user's pipe-user-pages-soft (64 MiB by default), and past it gives new
+// pipes two pages, which would make every splice small. A pipe the kernel will not grow
+// keeps the size it got.
+const (
+	splicePipeSize = 256 << 10
+	maxGrownPipes  = 64
+)
 
 // canPassthrough: the kernel can move bytes socket to socket here.
 const canPassthrough = true
@@ -101,9 +113,9 @@ func (sc *splicer) fill(fd uintptr) bool {
 			return true
 		}
 	}
-	want := spliceChunk
+	want := sc.sp.size
 	if sc.remain > 0 {
-		want = int(min(sc.remain, spliceChunk))
+		want = int(min(sc.remain, int64(want)))
 	}
 	for {
 		n, err := syscall.Splice(int(fd), nil, sc.sp.w, nil, want, spliceFlags)
@@ -224,12 +236,21 @@ func (p *pipe) forwardReadAhead(dst net.Conn) error {
 
 const spliceFlags = 0x1 | 0x2 // SPLICE_F_MOVE | SPLICE_F_NONBLOCK
 
-// splicePipe is a kernel pipe used as the in-kernel buffer between two sockets.
-type splicePipe struct{ r, w int }
+// splicePipe is a kernel pipe used as the in-kernel buffer between two sockets, and what it
+// holds.
+type splicePipe struct {
+	r, w  int
+	size  int
+	grown bool // counted in splicePipes.grown
+}
 
+// close closes the pipe; the caller holds splicePipes' lock.
 func (sp *splicePipe) close() {
 	syscall.Close(sp.r)
 	syscall.Close(sp.w)
+	if sp.grown {
+		splicePipes.grown--
+	}
 }
 
 // splicePipes keeps a few empty pipes for reuse: making one costs two system calls and two
@@ -237,8 +258,9 @@ func (sp *splicePipe) close() {
 // pipes are closed rather than kept.
 var splicePipes = struct {
 	sync.Mutex
-	free []*splicePipe
-	held int // out of the free list, for tests: an idle session holds none
+	free  []*splicePipe
+	held  int // out of the free list, for tests: an idle session holds none
+	grown int // pipes open at splicePipeSize
 }{}
 
 const maxFreeSplicePipes = 64
@@ -257,14 +279,26 @@ func getSplicePipe() (*splicePipe, error) {
 		return nil, os.NewSyscallError("pipe2", err)
 	}
 	splicePipes.held++
-	return &splicePipe{r: fds[0], w: fds[1]}, nil
+	sp := &splicePipe{r: fds[0], w: fds[1]}
+	if splicePipes.grown < maxGrownPipes {
+		if n, err := unix.FcntlInt(uintptr(sp.w), unix.F_SETPIPE_SZ, splicePipeSize); err == nil {
+			sp.size, sp.grown = n, true
+			splicePipes.grown++
+			return sp, nil
+		}
+	}
+	sp.size = 64 << 10 // the kernel's default, unless it gave less
+	if n, err := unix.FcntlInt(uintptr(sp.w), unix.F_GETPIPE_SZ, 0); err == nil {
+		sp.size = n
+	}
+	return sp, nil
 }
 
 // discardSplicePipe closes a pipe that may still hold bytes.
 func discardSplicePipe(sp *splicePipe) {
 	splicePipes.Lock()
+	defer splicePipes.Unlock()
 	splicePipes.held--
-	splicePipes.Unlock()
 	sp.close()
 }
 

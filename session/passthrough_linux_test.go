@@ -6,11 +6,15 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
@@ -152,5 +156,63 @@ func TestDirectModePassthrough(t *testing.T) {
 	waitCounter(t, m.bytes.WithLabelValues(toBroker), float64(len(small)+len(big)))
 	if f := testutil.ToFloat64(m.frames.WithLabelValues(toBroker)); f != 0 {
 		t.Fatalf("%v frames counted on an unframed direction", f)
+	}
+}
+
+// A splice pipe holds splicePipeSize where the kernel allows it, and records what it holds:
+// fill asks no more of one splice than that.
+func TestSplicePipesAreGrown(t *testing.T) {
+	sp, err := getSplicePipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer discardSplicePipe(sp)
+	got, err := unix.FcntlInt(uintptr(sp.w), unix.F_GETPIPE_SZ, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.size != got {
+		t.Fatalf("the pipe records %d bytes, the kernel says it holds %d", sp.size, got)
+	}
+	if limit, err := os.ReadFile("/proc/sys/fs/pipe-max-size"); err == nil {
+		if most, _ := strconv.Atoi(strings.TrimSpace(string(limit))); most >= splicePipeSize && got != splicePipeSize {
+			t.Fatalf("pipe holds %d bytes, want %d (pipe-max-size %d)", got, splicePipeSize, most)
+		}
+	}
+}
+
+// No more than maxGrownPipes pipes are grown at once (the user's pipe pages are bounded); the
+// ones past it keep the kernel's size, and closing a grown pipe frees its place.
+func TestGrownSplicePipesAreBounded(t *testing.T) {
+	var held []*splicePipe
+	for range maxGrownPipes + 4 {
+		sp, err := getSplicePipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, sp)
+	}
+	grown := 0
+	for _, sp := range held {
+		if sp.grown {
+			grown++
+		}
+	}
+	if grown > maxGrownPipes || len(held)-grown < 4 {
+		t.Fatalf("%d of %d pipes grown, want at most %d", grown, len(held), maxGrownPipes)
+	}
+	for _, sp := range held {
+		discardSplicePipe(sp)
+	}
+	splicePipes.Lock()
+	defer splicePipes.Unlock()
+	inPool := 0
+	for _, sp := range splicePipes.free {
+		if sp.grown {
+			inPool++
+		}
+	}
+	if splicePipes.grown != inPool {
+		t.Fatalf("%d pipes counted as grown, %d grown pipes open", splicePipes.grown, inPool)
 	}
 }
