@@ -11,17 +11,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// splicePipeSize is the capacity asked of each splice pipe (F_SETPIPE_SZ); one splice(2)
-// moves at most what its pipe holds. At the default 64 KiB, a batch of a hundred 1 KiB
-// messages (a frame of about 100 KiB) takes two splices into the pipe and two out of it; at
-// 256 KiB it takes one of each. Pipes are held only while bytes are in them (splicePipes),
-// so few exist at once, and at most maxGrownPipes are grown: the kernel counts every pipe's
-// pages against the user's pipe-user-pages-soft (64 MiB by default), and past it gives new
-// pipes two pages, which would make every splice small. A pipe the kernel will not grow
-// keeps the size it got.
+// splicePipeSize is the capacity asked of a splice pipe (F_SETPIPE_SZ); one splice(2) moves
+// at most what its pipe holds. At the default 64 KiB, a batch of a hundred 1 KiB messages (a
+// frame of about 100 KiB) takes two splices into the pipe and two out of it; at 256 KiB one of
+// each. At most maxGrownPipes pipes are grown at once: the kernel counts pipe pages per user,
+// summed over every process of that uid (pods of one runAsUser on a node share it), against
+// pipe-user-pages-soft (16,384 pages by default), and past it gives every new pipe of the
+// user two pages. 32 grown pipes take 2,048 pages, what 128 pipes of the default size take.
 const (
 	splicePipeSize = 256 << 10
-	maxGrownPipes  = 64
+	maxGrownPipes  = 32
 )
 
 // canPassthrough: the kernel can move bytes socket to socket here.
@@ -83,9 +82,8 @@ func (p *pipe) splicing() error {
 			sc.moved = 0
 		}
 		if sc.inErr != nil {
-			if sc.sp != nil {
-				putSplicePipe(sc.sp)
-			}
+			putSplicePipe(sc.sp)
+			sc.sp = nil
 			return sc.inErr
 		}
 	}
@@ -244,23 +242,15 @@ type splicePipe struct {
 	grown bool // counted in splicePipes.grown
 }
 
-// close closes the pipe; the caller holds splicePipes' lock.
-func (sp *splicePipe) close() {
-	syscall.Close(sp.r)
-	syscall.Close(sp.w)
-	if sp.grown {
-		splicePipes.grown--
-	}
-}
-
 // splicePipes keeps a few empty pipes for reuse: making one costs two system calls and two
 // descriptors, and most sessions need one only for a moment at a time. Beyond the bound,
 // pipes are closed rather than kept.
 var splicePipes = struct {
 	sync.Mutex
-	free  []*splicePipe
-	held  int // out of the free list, for tests: an idle session holds none
-	grown int // pipes open at splicePipeSize
+	free    []*splicePipe
+	held    int  // out of the free list, for tests: an idle session holds none
+	grown   int  // pipes open at splicePipeSize
+	refused bool // the kernel would not grow a pipe: asking again costs a system call each
 }{}
 
 const maxFreeSplicePipes = 64
@@ -268,37 +258,60 @@ const maxFreeSplicePipes = 64
 func getSplicePipe() (*splicePipe, error) {
 	splicePipes.Lock()
 	defer splicePipes.Unlock()
+	var sp *splicePipe
 	if n := len(splicePipes.free); n > 0 {
-		sp := splicePipes.free[n-1]
+		sp = splicePipes.free[n-1]
 		splicePipes.free = splicePipes.free[:n-1]
-		splicePipes.held++
-		return sp, nil
-	}
-	var fds [2]int
-	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
-		return nil, os.NewSyscallError("pipe2", err)
-	}
-	splicePipes.held++
-	sp := &splicePipe{r: fds[0], w: fds[1]}
-	if splicePipes.grown < maxGrownPipes {
-		if n, err := unix.FcntlInt(uintptr(sp.w), unix.F_SETPIPE_SZ, splicePipeSize); err == nil {
-			sp.size, sp.grown = n, true
-			splicePipes.grown++
-			return sp, nil
+	} else {
+		var fds [2]int
+		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+			return nil, os.NewSyscallError("pipe2", err)
+		}
+		sp = &splicePipe{r: fds[0], w: fds[1], size: 64 << 10}
+		if n, err := unix.FcntlInt(uintptr(sp.w), unix.F_GETPIPE_SZ, 0); err == nil {
+			sp.size = n
 		}
 	}
-	sp.size = 64 << 10 // the kernel's default, unless it gave less
-	if n, err := unix.FcntlInt(uintptr(sp.w), unix.F_GETPIPE_SZ, 0); err == nil {
-		sp.size = n
-	}
+	splicePipes.held++
+	growPipe(sp) // an empty pipe, new or reused, may grow
 	return sp, nil
+}
+
+// growPipe gives sp splicePipeSize while fewer than maxGrownPipes are grown; a pipe that
+// already holds as much (a kernel with 64 KiB pages makes 1 MiB pipes) is left as it is. The
+// caller holds splicePipes' lock.
+func growPipe(sp *splicePipe) {
+	if sp.grown || sp.size >= splicePipeSize || splicePipes.refused || splicePipes.grown >= maxGrownPipes {
+		return
+	}
+	n, err := unix.FcntlInt(uintptr(sp.w), unix.F_SETPIPE_SZ, splicePipeSize)
+	if err != nil { // EPERM: past pipe-user-pages-soft, or pipe-max-size below the size
+		splicePipes.refused = true
+		return
+	}
+	sp.size, sp.grown = n, true
+	splicePipes.grown++
+}
+
+// forget takes a pipe that is about to be closed out of the count; the caller holds
+// splicePipes' lock. Closing happens outside it: a full pipe frees its pages then.
+func (sp *splicePipe) forget() {
+	if sp.grown {
+		splicePipes.grown--
+	}
+}
+
+func (sp *splicePipe) close() {
+	syscall.Close(sp.r)
+	syscall.Close(sp.w)
 }
 
 // discardSplicePipe closes a pipe that may still hold bytes.
 func discardSplicePipe(sp *splicePipe) {
 	splicePipes.Lock()
-	defer splicePipes.Unlock()
 	splicePipes.held--
+	sp.forget()
+	splicePipes.Unlock()
 	sp.close()
 }
 
@@ -308,11 +321,13 @@ func putSplicePipe(sp *splicePipe) {
 		return
 	}
 	splicePipes.Lock()
-	defer splicePipes.Unlock()
 	splicePipes.held--
 	if len(splicePipes.free) < maxFreeSplicePipes {
 		splicePipes.free = append(splicePipes.free, sp)
+		splicePipes.Unlock()
 		return
 	}
+	sp.forget()
+	splicePipes.Unlock()
 	sp.close()
 }

@@ -2,56 +2,74 @@
 # Runs the test module's packages in two lanes side by side: test/e2e (its rig, both modes, the
 # disruptive tests last) in one, every other package (test/e2eauth and test/e2efault with their
 # own rigs, one at a time, then the small ones) in the other. The rigs use separate port blocks
-# and folders; the lanes only share the two cores, and test/e2e's last, disruptive part runs
-# after the other lane is done. Each lane's output goes to a file and is printed when the lane
-# ends, a failed lane last, so that the end of the output shows the failure.
+# and folders; the lanes share only the two cores. Each lane's output goes to a file and is
+# printed when both have ended, a failed lane's last, so that the end of the output shows the
+# failure. An interrupt stops both lanes and prints what they had printed.
 #
 #   test/run-e2e.sh GO TIMEOUT
 set -uo pipefail
+set -m # each lane in a process group of its own, so that it can be stopped whole
 go_cmd="${1:-go}" timeout="${2:-40m}"
 here="$(cd "$(dirname "$0")" && pwd)"
+
+all="$("$go_cmd" list -C "$here" ./...)" || exit 1
+others="$(grep -v '/test/e2e$' <<<"$all" || true)"
+if [[ -z "$others" || "$others" == "$all" ]]; then
+  echo "run-e2e: expected test/e2e and other packages in the test module, got:"$'\n'"$all" >&2
+  exit 1
+fi
+
 logs="$(mktemp -d)"
-trap 'rm -rf "$logs"' EXIT
-
-others="$("$go_cmd" list -C "$here" ./... | grep -v '/test/e2e$')" || exit 1
-
-lane() { # lane NAME COMMAND...: runs COMMAND into $logs/NAME.log, its exit code and time beside
-  local name="$1" t0 rc=0
+lane() { # lane NAME COMMAND...: runs COMMAND into $logs/NAME.log and its duration beside it
+  local name="$1" t0=$SECONDS rc=0
   shift
-  t0=$(date +%s)
   "$@" >"$logs/$name.log" 2>&1 || rc=$?
-  echo "$rc $(($(date +%s) - t0))" >"$logs/$name.rc"
+  echo "$((SECONDS - t0))" >"$logs/$name.secs"
+  return "$rc"
 }
+count() { grep -c "$1" "$logs/$2.log" 2>/dev/null || true; }
 
 # shellcheck disable=SC2086 # $others is a list of package paths
 lane others "$go_cmd" test -C "$here" -p 1 -count=1 -timeout "$timeout" -v $others &
 others_pid=$!
 E2E_BOTH_MODES=1 lane e2e "$go_cmd" test -C "$here" -count=1 -timeout "$timeout" -v ./e2e &
 e2e_pid=$!
-
-# A line a minute while the lanes run, so a long run is seen to move.
-count() { grep -c "$1" "$logs/$2.log" 2>/dev/null || true; }
-(
+( # a line a minute while the lanes run, so a long run is seen to move
   while sleep 60; do
     echo "… e2e: $(count '^--- PASS' e2e) passed, $(count '^--- FAIL' e2e) failed; others: $(count '^--- PASS' others) passed, $(count '^--- FAIL' others) failed"
   done
 ) &
 progress_pid=$!
-wait "$others_pid" "$e2e_pid"
-kill "$progress_pid" 2>/dev/null
+
+interrupted() {
+  kill -TERM -- "-$others_pid" "-$e2e_pid" "-$progress_pid" 2>/dev/null
+  wait
+  for name in others e2e; do
+    cat "$logs/$name.log" 2>/dev/null
+    echo "== lane $name: interrupted"
+  done
+  rm -rf "$logs"
+  exit 130
+}
+trap interrupted INT TERM HUP
+
+# The lanes' exit codes are wait's, never read back from a file.
+wait "$others_pid"
+others_rc=$?
+wait "$e2e_pid"
+e2e_rc=$?
+trap - INT TERM HUP
+kill -TERM -- "-$progress_pid" 2>/dev/null
 wait "$progress_pid" 2>/dev/null
 
-# Each lane's output, a failed lane's last.
-rc=0 failed=()
-for name in others e2e; do
-  read -r code secs <"$logs/$name.rc"
-  if ((code != 0)); then failed+=("$name"); rc=1; continue; fi
-  cat "$logs/$name.log"
-  echo "== lane $name (${secs}s, exit 0)"
-done
-for name in "${failed[@]}"; do
-  read -r code secs <"$logs/$name.rc"
-  cat "$logs/$name.log"
-  echo "== lane $name (${secs}s, exit $code)"
-done
+rc=0
+show() { # show NAME CODE
+  cat "$logs/$1.log"
+  echo "== lane $1 ($(cat "$logs/$1.secs" 2>/dev/null || echo '?')s, exit $2)"
+}
+if ((others_rc == 0)); then show others 0; fi
+if ((e2e_rc == 0)); then show e2e 0; fi
+if ((others_rc != 0)); then show others "$others_rc"; rc=1; fi
+if ((e2e_rc != 0)); then show e2e "$e2e_rc"; rc=1; fi
+rm -rf "$logs"
 exit "$rc"

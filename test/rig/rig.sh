@@ -247,7 +247,9 @@ java_flags() {
       f+=("-XX:SharedArchiveFile=$jsa")
     elif [[ "$role" == cds-trainer ]]; then
       mkdir -p "$(dirname "$jsa")"
-      # A name of this rig's own: two rigs started side by side may both train.
+      # A name of this rig's own: two rigs started side by side may both train. Training
+      # files a killed rig left behind go once they are three hours old.
+      find "$(dirname "$jsa")" -maxdepth 1 -name "$(basename "$jsa").*.tmp" -mmin +180 -delete 2>/dev/null
       f+=("-XX:ArchiveClassesAtExit=$jsa.$$.tmp")
     fi
   fi
