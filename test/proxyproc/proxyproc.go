@@ -291,11 +291,10 @@ func (p *Proc) Get(path string) (int, string) {
 // (at most problems lines) and its last tail lines. Short, so that a CI report that keeps
 // only the end of the output still shows the test's own failure message above it.
 func (p *Proc) LogDigest(problems, tail int) string {
-	b, err := os.ReadFile(p.LogPath)
+	lines, err := p.logLines()
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	var bad []string
 	for _, l := range lines[:max(0, len(lines)-tail)] {
 		if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) {
@@ -313,15 +312,23 @@ func (p *Proc) LogDigest(problems, tail int) string {
 
 // LogTail returns the last n lines of the proxy's log.
 func (p *Proc) LogTail(n int) string {
-	b, err := os.ReadFile(p.LogPath)
+	lines, err := p.logLines()
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// logLines is the proxy's log, a line each.
+func (p *Proc) logLines() ([]string, error) {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimRight(string(b), "\n"), "\n"), nil
 }
 
 // BuildTemp builds the proxy into a new temporary folder named after prefix; remove deletes

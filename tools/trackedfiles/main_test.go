@@ -9,18 +9,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testenv"
 )
 
 // gitRepo makes a git repository in a temp dir with files (path → content) added to its
 // index, and the allow-list (if not empty) as .ci/large-files.allow.
 func gitRepo(t *testing.T, files map[string][]byte, allow string) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-			t.Fatal("git is not on PATH; on CI this test may not skip")
-		}
-		t.Skip("git is not on PATH")
-	}
+	_, err := exec.LookPath("git")
+	testenv.Need(t, "git on PATH", err)
 	dir := t.TempDir()
 	if allow != "" {
 		files[".ci/large-files.allow"] = []byte(allow)
