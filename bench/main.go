@@ -37,6 +37,13 @@ import (
 )
 
 func main() {
+	if os.Getenv(echoServerEnv) == "1" {
+		if err := serveEcho(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	quick := flag.Bool("quick", false, "one short round (bench-quick)")
 	out := flag.String("out", filepath.Join(proxyproc.RepoRoot(), "bench", "results"), "results directory")
 	note := flag.String("note", "", "a note on the machine for the report (e.g. that it was shared)")

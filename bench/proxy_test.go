@@ -138,6 +138,14 @@ func checkProxyResultsDir(t *testing.T, dir string) {
 			t.Errorf("%s.md: summary without %q", proxyResultsName, want)
 		}
 	}
+	if r.echo(true) != nil && r.echo(false) != nil && !strings.Contains(summary, "| on the proxy's CPU (") {
+		t.Errorf("%s.md: the echo floor was measured but is not in the summary", proxyResultsName)
+	}
+	for _, g := range r.Goals {
+		if strings.HasPrefix(g.Goal, "framed CPU s/GB") && !strings.HasSuffix(g.Goal, "(not measured)") && g.Spread == "" && r.Config.GoalRounds > 0 {
+			t.Errorf("goal %q: no spread over the rounds", g.Goal)
+		}
+	}
 
 	f, err := os.Open(filepath.Join(dir, proxyResultsName+".png"))
 	if err != nil {
@@ -179,6 +187,8 @@ func sampleProxyResults() *proxyResults {
 				P50: 10 + float64(i), P99: 20 + float64(i), P999: 30 + float64(i), GenCPUPercent: 50})
 		}
 	}
+	r.EchoFloor = []echoFloor{{ServerCPU: 0, CrossCPU: true, Bytes: 1024, Samples: 10, P50: 90, P99: 300, P999: 900},
+		{ServerCPU: 1, Bytes: 1024, Samples: 10, P50: 40, P99: 100, P999: 200}}
 	r.Setups = []fleetSetup{{Path: pathJavaProxy, Role: roleConsumer, Conns: 100, Opened: 6, Error: "connection 7 of 100: EOF"}}
 	r.Idle = parseIdlemem(sampleIdlemem)
 	summarizeProxy(r)
@@ -296,5 +306,45 @@ func TestLoadAgainstSpeaker(t *testing.T) {
 		if d <= 0 || d > 10*time.Second {
 			t.Fatalf("round trip %v", d)
 		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(echoServerEnv) == "1" { // measureEchoFloor's server, this test binary again
+		if err := serveEcho(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// The echo floor runs its server as a child process and measures round trips through it.
+func TestEchoFloorMeasuresRoundTrips(t *testing.T) {
+	ef, err := measureEchoFloor(-1, false, 1024, 500*time.Microsecond, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ef.Samples < 10 || ef.P50 <= 0 || ef.P50 > ef.P99 || ef.P99 > ef.P999 || ef.Bytes != 1024 {
+		t.Fatalf("echo floor %+v", ef)
+	}
+}
+
+// The goal's spread pairs the two paths round by round and leaves out a round either lacks.
+func TestRoundRatiosPairRounds(t *testing.T) {
+	run := func(path string, round int, cpu float64) proxyRun {
+		return proxyRun{Path: path, Role: roleProducer, Conns: 100, Workload: plain64KiB, Round: round,
+			Messages: 15625, ProxyCPUSeconds: ptr(cpu)} // 1.024 GB
+	}
+	runs := []proxyRun{
+		run(pathPulsarProxy, 0, 1), run(pathPulsarProxyFramed, 0, 1.5),
+		run(pathPulsarProxy, 1, 2), run(pathPulsarProxyFramed, 1, 2.2),
+		run(pathPulsarProxyFramed, 2, 9), // no passthrough round 2
+		run(pathPulsarProxy, 3, 1), {Path: pathPulsarProxyFramed, Role: roleProducer, Conns: 100, Workload: plain64KiB, Round: 3, Error: "stall"},
+	}
+	got := roundRatios(runs, roleProducer, 100, plain64KiB)
+	if len(got) != 2 || fmt.Sprintf("%.2f %.2f", got[0], got[1]) != "1.10 1.50" {
+		t.Fatalf("ratios %v, want [1.10 1.50]", got)
 	}
 }

@@ -50,6 +50,10 @@ type proxyConfig struct {
 	LatencyWorkload   workload `json:"latencyWorkload"`
 	LatencyTickMicros int      `json:"latencyTickMicros"`
 	IdleConns         []int    `json:"idleConnections"`
+	// GoalRounds: the cells of the framed-vs-passthrough goal (headline connections, batched
+	// 1 KiB and 64 KiB, those two paths) run this many rounds in all, not Rounds: their ratio
+	// is the goal, and one round on a shared machine moves it by a tenth or more.
+	GoalRounds int `json:"goalRounds,omitempty"`
 	// LatencyFractions of the direct path's rate are the latency runs' rates: the issue's
 	// half, and a light load.
 	LatencyFractions []float64 `json:"latencyFractions"`
@@ -70,11 +74,13 @@ var (
 	proxyFullConfig = proxyConfig{Mode: "full", Rounds: 3, WarmupSec: 1, MeasureSec: 2,
 		Roles: []string{roleProducer, roleConsumer}, Conns: []int{1, 100, maxConnsPlaceholder},
 		Workloads:     []workload{batched1KiB, plain100B, plain1KiB, plain64KiB, plain1MiB},
-		HeadlineConns: 100, LatencyWorkload: plain1KiB, LatencyTickMicros: 200, LatencyFractions: []float64{0.5, 0.1}, IdleConns: []int{1000, maxConnsPlaceholder}}
+		HeadlineConns: 100, LatencyWorkload: plain1KiB, LatencyTickMicros: 200, LatencyFractions: []float64{0.5, 0.1}, IdleConns: []int{1000, maxConnsPlaceholder},
+		GoalRounds: 9}
 	proxyQuickConfig = proxyConfig{Mode: "quick", Rounds: 1, WarmupSec: 0.5, MeasureSec: 1.5,
 		Roles: []string{roleProducer, roleConsumer}, Conns: []int{1, 100},
 		Workloads:     []workload{batched1KiB, plain1KiB, plain64KiB},
-		HeadlineConns: 100, LatencyWorkload: plain1KiB, LatencyTickMicros: 200, LatencyFractions: []float64{0.5, 0.1}, IdleConns: []int{1000}}
+		HeadlineConns: 100, LatencyWorkload: plain1KiB, LatencyTickMicros: 200, LatencyFractions: []float64{0.5, 0.1}, IdleConns: []int{1000},
+		GoalRounds: 3}
 )
 
 // maxConnsPlaceholder in a config's counts stands for MaxConns.
@@ -201,7 +207,29 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 						return ctx.Err()
 					}
 					p := paths[(i+round)%len(paths)]
-					runFleet(res, p, role, n, round, cfg, warm, meas)
+					runFleet(res, p, role, n, round, cfg.Workloads, cfg, warm, meas)
+					settle(p)
+				}
+			}
+		}
+	}
+
+	// More rounds for the goal's cells, the two paths alternating.
+	var goalPaths []*path
+	for _, p := range paths {
+		if p.Name == pathPulsarProxy || p.Name == pathPulsarProxyFramed {
+			goalPaths = append(goalPaths, p)
+		}
+	}
+	if len(goalPaths) == 2 && slices.Contains(cfg.Conns, cfg.HeadlineConns) {
+		for _, role := range cfg.Roles {
+			for round := cfg.Rounds; round < cfg.GoalRounds; round++ {
+				for i := range goalPaths {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					p := goalPaths[(i+round)%2]
+					runFleet(res, p, role, cfg.HeadlineConns, round, goalWorkloads, cfg, warm, meas)
 					settle(p)
 				}
 			}
@@ -276,6 +304,20 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 		}
 	}
 
+	// The machine's floor under the added latency: an echo between the two CPUs, and on one.
+	for _, serverCPU := range []int{cfg.ProxyCPU, cfg.LoadCPU} {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		ef, err := measureEchoFloor(serverCPU, serverCPU != cfg.LoadCPU, cfg.LatencyWorkload.Size, time.Duration(cfg.LatencyTickMicros)*time.Microsecond, 3*meas)
+		if err != nil {
+			res.Checks = append(res.Checks, fmt.Sprintf("echo with the server on CPU %d: %v", serverCPU, err))
+			continue
+		}
+		log("echo floor server on CPU %d, client on CPU %d: p50 %.0f p99 %.0f p99.9 %.0f µs (%d samples)", serverCPU, cfg.LoadCPU, ef.P50, ef.P99, ef.P999, ef.Samples)
+		res.EchoFloor = append(res.EchoFloor, ef)
+	}
+
 	// What the pulsar-proxy paths did: the framed one must have read frames, passthrough none.
 	for _, p := range paths {
 		if p.metrics != "" {
@@ -343,7 +385,7 @@ func resolveConns(counts []int, maxConns int) []int {
 }
 
 // runFleet opens a fleet of n role connections through p and drives every workload over it.
-func runFleet(res *proxyResults, p *path, role string, n, round int, cfg proxyConfig, warm, meas time.Duration) {
+func runFleet(res *proxyResults, p *path, role string, n, round int, workloads []workload, cfg proxyConfig, warm, meas time.Duration) {
 	t0 := time.Now()
 	f, err := dialFleet(p.ep, role, n)
 	setup := fleetSetup{Path: p.Name, Role: role, Conns: n, Round: round, Opened: len(f.conns), Seconds: time.Since(t0).Seconds()}
@@ -352,13 +394,13 @@ func runFleet(res *proxyResults, p *path, role string, n, round int, cfg proxyCo
 		setup.Error = err.Error()
 		res.Setups = append(res.Setups, setup)
 		log("fleet      %-20s %s x%d round %d: %d opened: %v", p.Name, role, n, round, len(f.conns), err)
-		for _, w := range cfg.Workloads {
+		for _, w := range workloads {
 			res.Runs = append(res.Runs, proxyRun{Path: p.Name, Role: role, Conns: n, Workload: w, Round: round, Error: "setup: " + err.Error()})
 		}
 		return
 	}
 	res.Setups = append(res.Setups, setup)
-	for _, w := range cfg.Workloads {
+	for _, w := range workloads {
 		var cpu0, cpu1, gen0, gen1 float64
 		var t0, t1 map[int]cpuTimes
 		r := proxyRun{Path: p.Name, Role: role, Conns: n, Workload: w, Round: round}
@@ -400,7 +442,7 @@ func runFleet(res *proxyResults, p *path, role string, n, round int, cfg proxyCo
 			role, n, p.Name, w.label(), round, r.MsgsPerSec, r.MBPerSec, cpu, r.ProxyCPUBusy, 100*r.GenCPUSeconds/max(r.Seconds, 1e-9), r.LoadCPUBusy, r.Error)
 		if err != nil && f.failure() != nil {
 			// The fleet is broken: the remaining workloads of this fleet fail alike.
-			for _, rest := range cfg.Workloads[indexOf(cfg.Workloads, w)+1:] {
+			for _, rest := range workloads[indexOf(workloads, w)+1:] {
 				res.Runs = append(res.Runs, proxyRun{Path: p.Name, Role: role, Conns: n, Workload: rest, Round: round, Error: "fleet broken: " + f.failure().Error()})
 			}
 			return

@@ -81,6 +81,8 @@ type goal struct {
 	Value  float64 `json:"value"`
 	Unit   string  `json:"unit"`
 	Met    bool    `json:"met"`
+	// Spread: how the figure varied, or what bounds it on this machine ("" if not known).
+	Spread string `json:"spread,omitempty"`
 }
 
 func (r *results) summary(path string) *pathSummary {

@@ -1,0 +1,131 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The machine's floor under any proxy's added latency: a TCP echo of one message, the echo
+// server on the proxy's CPU and then on the load's. A proxy on its own CPU puts that crossing
+// into every round trip twice (client to proxy to speaker, and back), which the direct path,
+// generator and speaker on one CPU, never makes. On a virtual machine the crossing is an
+// inter-processor interrupt through the hypervisor, and it can cost more than a proxy's work.
+
+// echoFloor is the echo's round trip, in µs, with the server on one CPU.
+type echoFloor struct {
+	ServerCPU int     `json:"serverCpu"`
+	CrossCPU  bool    `json:"crossCpu"` // the server on the proxy's CPU, the client on the load's
+	Bytes     int     `json:"bytes"`
+	Samples   int     `json:"samples"`
+	P50       float64 `json:"p50Micros"`
+	P99       float64 `json:"p99Micros"`
+	P999      float64 `json:"p999Micros"`
+}
+
+// echoServerEnv set to 1 makes this binary (or the package's test binary) the echo server.
+const echoServerEnv = "PULSAR_PROXY_BENCH_ECHO_SERVER"
+
+// serveEcho prints its address and echoes every connection until stdin closes (its parent
+// is gone).
+func serveEcho() error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Println(l.Addr())
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer c.Close()
+			io.Copy(c, c)
+		}()
+	}
+}
+
+// measureEchoFloor runs this binary as the echo server pinned to serverCPU (-1: not pinned)
+// and echoes one message of size bytes every tick for d from this process, which the caller
+// pinned (cross: to the other CPU).
+func measureEchoFloor(serverCPU int, cross bool, size int, tick, d time.Duration) (echoFloor, error) {
+	ef := echoFloor{ServerCPU: serverCPU, CrossCPU: cross, Bytes: size}
+	self, err := os.Executable()
+	if err != nil {
+		return ef, err
+	}
+	server := exec.Command(self)
+	server.Env = append(os.Environ(), echoServerEnv+"=1")
+	cmd := pinned(server, serverCPU)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return ef, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return ef, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return ef, err
+	}
+	defer func() {
+		stdin.Close()
+		if cmd.Wait() != nil {
+			cmd.Process.Kill()
+		}
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return ef, fmt.Errorf("echo server: %w", err)
+	}
+	c, err := net.Dial("tcp", strings.TrimSpace(line))
+	if err != nil {
+		return ef, err
+	}
+	defer c.Close()
+	pace, err := newPacer(tick)
+	if err != nil {
+		return ef, err
+	}
+	defer pace.close()
+
+	msg, back := make([]byte, size), make([]byte, size)
+	var lat []time.Duration
+	warmEnd := time.Now().Add(d / 4)
+	for end := warmEnd.Add(d); time.Now().Before(end); {
+		if err := pace.wait(); err != nil {
+			return ef, err
+		}
+		t := time.Now()
+		if _, err := c.Write(msg); err != nil {
+			return ef, err
+		}
+		if _, err := io.ReadFull(c, back); err != nil {
+			return ef, err
+		}
+		if t.After(warmEnd) {
+			lat = append(lat, time.Since(t))
+		}
+	}
+	if len(lat) == 0 {
+		return ef, errors.New("no echo measured")
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	ef.Samples, ef.P50, ef.P99, ef.P999 = len(lat), micros(lat, 0.50), micros(lat, 0.99), micros(lat, 0.999)
+	return ef, nil
+}
