@@ -58,10 +58,14 @@ type proxyConfig struct {
 	// half, and a light load.
 	LatencyFractions []float64 `json:"latencyFractions"`
 	// Only these paths ("" = all of them); for development runs.
-	Only     []string `json:"only,omitempty"`
-	ProxyCPU int      `json:"proxyCpu"`
-	LoadCPU  int      `json:"loadCpu"`
-	Note     string   `json:"note,omitempty"`
+	Only []string `json:"only,omitempty"`
+	// Profile: CPU profiles of pulsar-proxy, passthrough and framed, over round 0 of the
+	// goal's cells, into the results' profiles folder (development runs: what is left).
+	Profile    bool `json:"profile,omitempty"`
+	profileDir string
+	ProxyCPU   int    `json:"proxyCpu"`
+	LoadCPU    int    `json:"loadCpu"`
+	Note       string `json:"note,omitempty"`
 }
 
 var (
@@ -96,6 +100,12 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 	began := time.Now()
 	if err := checkPinning(cfg.ProxyCPU, cfg.LoadCPU); err != nil {
 		return err
+	}
+	if cfg.Profile {
+		cfg.profileDir = filepath.Join(outDir, "profiles")
+		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
+			return err
+		}
 	}
 	cfg.DescriptorLimit = descriptorLimit()
 	cfg.MaxConns = min(wantConns, (cfg.DescriptorLimit-descriptorReserve)/2)
@@ -404,7 +414,17 @@ func runFleet(res *proxyResults, p *path, role string, n, round int, workloads [
 		var cpu0, cpu1, gen0, gen1 float64
 		var t0, t1 map[int]cpuTimes
 		r := proxyRun{Path: p.Name, Role: role, Conns: n, Workload: w, Round: round}
+		profiled := make(chan error, 1)
+		profiled <- nil
+		profile := cfg.Profile && p.pprof != "" && round == 0 && n == cfg.HeadlineConns && slices.Contains(goalWorkloads, w)
 		fr, err := f.drive(loadRun{w: w, warmup: warm, measure: meas, onMeasure: func(start bool) {
+			if start && profile {
+				<-profiled
+				file := filepath.Join(cfg.profileDir, fmt.Sprintf("proxy-bound-%s-%s-%s.cpu.pprof", p.Name, role, strings.NewReplacer(" ", "", "×", "x").Replace(w.label())))
+				go func() {
+					profiled <- saveProfile(p.pprof, fmt.Sprintf("profile?seconds=%d", max(1, int(meas.Seconds()))), file)
+				}()
+			}
 			g, _ := cpuSeconds(os.Getpid())
 			var c float64
 			if p.pid != 0 {
@@ -416,6 +436,9 @@ func runFleet(res *proxyResults, p *path, role string, n, round int, workloads [
 				cpu1, gen1, t1 = c, g, readCPUTimes()
 			}
 		}})
+		if perr := <-profiled; perr != nil {
+			log("profile of %s: %v", p.Name, perr)
+		}
 		r.ProxyCPUBusy, r.LoadCPUBusy = busyPercent(t0, t1, cfg.ProxyCPU), busyPercent(t0, t1, cfg.LoadCPU)
 		r.StealPercent = stealPercent(t0, t1, cfg.ProxyCPU) + stealPercent(t0, t1, cfg.LoadCPU)
 		if err == nil && fr.Messages == 0 {
