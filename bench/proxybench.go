@@ -253,9 +253,9 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 	for _, frac := range cfg.LatencyFractions {
 		rate := frac * directMax
 		type acc struct {
-			d                      []time.Duration
-			msgs, secs, gen, busyP float64
-			rounds                 int
+			d                          []time.Duration
+			msgs, secs, gen, busyP, gc float64
+			rounds, gcRounds           int
 		}
 		got := map[string]*acc{}
 		for round := range cfg.Rounds {
@@ -266,16 +266,23 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 				p := paths[(i+round)%len(paths)]
 				f, err := dialFleet(p.ep, roleProducer, 1)
 				var fr fleetResult
-				var g0, g1 float64
+				var g0, g1, gc0, gc1 float64
+				var gcErr error
 				var t0, t1 map[int]cpuTimes
 				if err == nil && rate > 0 {
 					fr, err = f.drive(loadRun{w: lw, rate: rate, tick: time.Duration(cfg.LatencyTickMicros) * time.Microsecond,
 						latency: true, warmup: warm, measure: meas * 3 / 2, onMeasure: func(start bool) {
 							g, _ := cpuSeconds(os.Getpid())
+							// The Go proxies' garbage collections over the interval: whether GC
+							// can be what the tail is made of.
+							gc := 0.0
+							if p.metrics != "" && gcErr == nil {
+								gc, gcErr = scrapeSum(p.metrics, "go_gc_duration_seconds_count")
+							}
 							if start {
-								g0, t0 = g, readCPUTimes()
+								g0, gc0, t0 = g, gc, readCPUTimes()
 							} else {
-								g1, t1 = g, readCPUTimes()
+								g1, gc1, t1 = g, gc, readCPUTimes()
 							}
 						}})
 				} else if err == nil {
@@ -299,6 +306,10 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 				a.gen += g1 - g0
 				a.busyP += busyPercent(t0, t1, cfg.ProxyCPU)
 				a.rounds++
+				if p.metrics != "" && gcErr == nil {
+					a.gc += gc1 - gc0
+					a.gcRounds++
+				}
 				log("latency    %-20s %.0f%% round %d: %d samples at %.0f msg/s, load CPU %.0f%%", p.Name, 100*frac, round,
 					len(fr.Latencies), float64(fr.Messages)/fr.Seconds, 100*(g1-g0)/fr.Seconds)
 			}
@@ -309,6 +320,9 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 				sort.Slice(a.d, func(i, j int) bool { return a.d[i] < a.d[j] })
 				l.Samples, l.P50, l.P99, l.P999 = len(a.d), micros(a.d, 0.50), micros(a.d, 0.99), micros(a.d, 0.999)
 				l.RateAchieved, l.GenCPUPercent, l.ProxyCPUBusy = a.msgs/a.secs, 100*a.gen/a.secs, a.busyP/float64(a.rounds)
+				if a.gcRounds == a.rounds {
+					l.GCCycles = ptr(a.gc)
+				}
 			}
 			res.Latency = append(res.Latency, l)
 		}

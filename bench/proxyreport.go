@@ -107,6 +107,9 @@ type proxyLatency struct {
 	P50           float64 `json:"p50Micros"`
 	P99           float64 `json:"p99Micros"`
 	P999          float64 `json:"p999Micros"`
+	// GCCycles: the garbage collections of a Go proxy over the measured intervals (nil for
+	// the others).
+	GCCycles *float64 `json:"gcCycles,omitempty"`
 }
 
 // idleRow is one line of bench/idlemem's table.
@@ -488,7 +491,8 @@ func proxyMarkdown(r *proxyResults) (summary, details string) {
 	// Latency.
 	fmt.Fprintf(&b, "Latency: SEND to SEND_RECEIPT round trip of %s messages on one producer connection, paced (sent every %d µs), µs; "+
 		"added = over the direct path, with its ratio to HAProxy with splice's added p99. \"load CPU\" is the load process's own CPU use "+
-		"in the direct runs: near 100%% the round trip is the load process's queue, not the path's.\n",
+		"in the direct runs: near 100%% the round trip is the load process's queue, not the path's. GC cycles: the Go proxies' garbage collections "+
+		"over the measured intervals (go_gc_duration_seconds_count); Nagle's algorithm is off on every socket of the Go paths (Go sets TCP_NODELAY).\n",
 		cfg.LatencyWorkload.label(), cfg.LatencyTickMicros)
 	for _, frac := range cfg.LatencyFractions {
 		d, h := r.latency(pathDirect, frac), r.latency(pathHAProxySplice, frac)
@@ -496,11 +500,11 @@ func proxyMarkdown(r *proxyResults) (summary, details string) {
 			continue
 		}
 		fmt.Fprintf(&b, "\nAt %.0f%% of the direct path's rate, %.0f msg/s (load CPU %.0f%%):\n\n", 100*frac, d.Rate, d.GenCPUPercent)
-		b.WriteString("| path | p50 / p99 / p99.9 | added p50 / p99 / p99.9 | added p99 vs HAProxy splice | rate reached |\n|---|--:|--:|--:|--:|\n")
+		b.WriteString("| path | p50 / p99 / p99.9 | added p50 / p99 / p99.9 | added p99 vs HAProxy splice | rate reached | GC cycles |\n|---|--:|--:|--:|--:|--:|\n")
 		for _, path := range r.Paths {
 			l := r.latency(path, frac)
 			if l == nil || l.Samples == 0 {
-				fmt.Fprintf(&b, "| %s | failed | | | |\n", path)
+				fmt.Fprintf(&b, "| %s | failed | | | | |\n", path)
 				continue
 			}
 			added, vs := "—", "—"
@@ -510,7 +514,7 @@ func proxyMarkdown(r *proxyResults) (summary, details string) {
 					vs = ratio(l.P99-d.P99, h.P99-d.P99)
 				}
 			}
-			fmt.Fprintf(&b, "| %s | %.0f / %.0f / %.0f | %s | %s | %.0f%% |\n", path, l.P50, l.P99, l.P999, added, vs, 100*l.RateAchieved/max(l.Rate, 1e-9))
+			fmt.Fprintf(&b, "| %s | %.0f / %.0f / %.0f | %s | %s | %.0f%% | %s |\n", path, l.P50, l.P99, l.P999, added, vs, 100*l.RateAchieved/max(l.Rate, 1e-9), opt(l.GCCycles, "%.0f"))
 		}
 	}
 
