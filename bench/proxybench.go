@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -266,28 +267,32 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 				p := paths[(i+round)%len(paths)]
 				f, err := dialFleet(p.ep, roleProducer, 1)
 				var fr fleetResult
-				var g0, g1, gc0, gc1 float64
-				var gcErr error
+				var g0, g1 float64
 				var t0, t1 map[int]cpuTimes
+				// The Go proxies' garbage collections over the run, warm-up included (whether
+				// GC can be what the tail is made of), scraped outside it: a scrape inside
+				// would delay the paced sender and the proxy alike.
+				gcs := func() (float64, error) {
+					if p.metrics == "" {
+						return 0, errors.New("no metrics")
+					}
+					return scrapeSum(p.metrics, "go_gc_duration_seconds_count")
+				}
+				gc0, gcErr := gcs()
 				if err == nil && rate > 0 {
 					fr, err = f.drive(loadRun{w: lw, rate: rate, tick: time.Duration(cfg.LatencyTickMicros) * time.Microsecond,
 						latency: true, warmup: warm, measure: meas * 3 / 2, onMeasure: func(start bool) {
 							g, _ := cpuSeconds(os.Getpid())
-							// The Go proxies' garbage collections over the interval: whether GC
-							// can be what the tail is made of.
-							gc := 0.0
-							if p.metrics != "" && gcErr == nil {
-								gc, gcErr = scrapeSum(p.metrics, "go_gc_duration_seconds_count")
-							}
 							if start {
-								g0, gc0, t0 = g, gc, readCPUTimes()
+								g0, t0 = g, readCPUTimes()
 							} else {
-								g1, gc1, t1 = g, gc, readCPUTimes()
+								g1, t1 = g, readCPUTimes()
 							}
 						}})
 				} else if err == nil {
 					err = fmt.Errorf("no direct rate for %s to take a fraction of", lw.label())
 				}
+				gc1, gcErr1 := gcs()
 				f.close()
 				settle(p)
 				if err != nil {
@@ -306,7 +311,7 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 				a.gen += g1 - g0
 				a.busyP += busyPercent(t0, t1, cfg.ProxyCPU)
 				a.rounds++
-				if p.metrics != "" && gcErr == nil {
+				if gcErr == nil && gcErr1 == nil {
 					a.gc += gc1 - gc0
 					a.gcRounds++
 				}

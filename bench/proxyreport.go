@@ -107,8 +107,8 @@ type proxyLatency struct {
 	P50           float64 `json:"p50Micros"`
 	P99           float64 `json:"p99Micros"`
 	P999          float64 `json:"p999Micros"`
-	// GCCycles: the garbage collections of a Go proxy over the measured intervals (nil for
-	// the others).
+	// GCCycles: the garbage collections of a Go proxy over the runs, warm-ups included (nil
+	// for the others).
 	GCCycles *float64 `json:"gcCycles,omitempty"`
 }
 
@@ -492,7 +492,7 @@ func proxyMarkdown(r *proxyResults) (summary, details string) {
 	fmt.Fprintf(&b, "Latency: SEND to SEND_RECEIPT round trip of %s messages on one producer connection, paced (sent every %d µs), µs; "+
 		"added = over the direct path, with its ratio to HAProxy with splice's added p99. \"load CPU\" is the load process's own CPU use "+
 		"in the direct runs: near 100%% the round trip is the load process's queue, not the path's. GC cycles: the Go proxies' garbage collections "+
-		"over the measured intervals (go_gc_duration_seconds_count); Nagle's algorithm is off on every socket of the Go paths (Go sets TCP_NODELAY).\n",
+		"over the runs, warm-ups included (go_gc_duration_seconds_count, scraped before and after each run); Nagle's algorithm is off on every socket of the Go paths (Go sets TCP_NODELAY).\n",
 		cfg.LatencyWorkload.label(), cfg.LatencyTickMicros)
 	for _, frac := range cfg.LatencyFractions {
 		d, h := r.latency(pathDirect, frac), r.latency(pathHAProxySplice, frac)
