@@ -23,13 +23,16 @@ import (
 
 // echoFloor is the echo's round trip, in µs, with the server on one CPU.
 type echoFloor struct {
-	ServerCPU int     `json:"serverCpu"`
-	CrossCPU  bool    `json:"crossCpu"` // the server on the proxy's CPU, the client on the load's
-	Bytes     int     `json:"bytes"`
-	Samples   int     `json:"samples"`
-	P50       float64 `json:"p50Micros"`
-	P99       float64 `json:"p99Micros"`
-	P999      float64 `json:"p999Micros"`
+	ServerCPU int  `json:"serverCpu"`
+	CrossCPU  bool `json:"crossCpu"` // the server on the proxy's CPU, the client on the load's
+	Bytes     int  `json:"bytes"`
+	Samples   int  `json:"samples"`
+	// Ticks of the pacer over the measured time: an echo slower than a tick takes the place
+	// of the ones it delayed (Samples < Ticks), so the tail is, if anything, understated.
+	Ticks int     `json:"ticks"`
+	P50   float64 `json:"p50Micros"`
+	P99   float64 `json:"p99Micros"`
+	P999  float64 `json:"p999Micros"`
 }
 
 // echoServerEnv set to 1 makes this binary (or the package's test binary) the echo server.
@@ -84,10 +87,10 @@ func measureEchoFloor(serverCPU int, cross bool, size int, tick, d time.Duration
 		return ef, err
 	}
 	defer func() {
-		stdin.Close()
-		if cmd.Wait() != nil {
-			cmd.Process.Kill()
-		}
+		stdin.Close() // the server exits on its end of stdin; killed if it does not
+		kill := time.AfterFunc(2*time.Second, func() { cmd.Process.Kill() })
+		cmd.Wait()
+		kill.Stop()
 	}()
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
@@ -108,10 +111,14 @@ func measureEchoFloor(serverCPU int, cross bool, size int, tick, d time.Duration
 	var lat []time.Duration
 	warmEnd := time.Now().Add(d / 4)
 	for end := warmEnd.Add(d); time.Now().Before(end); {
-		if err := pace.wait(); err != nil {
+		k, err := pace.ticks()
+		if err != nil {
 			return ef, err
 		}
 		t := time.Now()
+		if t.After(warmEnd) {
+			ef.Ticks += int(k)
+		}
 		if _, err := c.Write(msg); err != nil {
 			return ef, err
 		}

@@ -58,7 +58,7 @@ func main() {
 	roles := flag.String("roles", "", "proxy-bound: producer, consumer or both (comma-separated) instead of the mode's")
 	rerender := flag.Bool("rerender", false, "proxy-bound: no run; the summary, Markdown, chart and README table written anew from the -out directory's proxy-bound.json (after a change of the report)")
 	latencyFractions := flag.String("latency-fractions", "0.5,0.1", "proxy-bound: the latency runs' rates as fractions of the direct path's, comma-separated")
-	profile := flag.Bool("profile", false, "proxy-bound: CPU profiles of pulsar-proxy (passthrough and framed) over round 0 of the goal's cells, into the -out directory's profiles folder")
+	profile := flag.Bool("profile", false, "proxy-bound: CPU profiles of pulsar-proxy (passthrough and framed) over round 0 of the goal's cells, into the -out directory's profiles folder (development runs: the profiler's cost lands in those rounds' CPU figures)")
 	flag.Parse()
 	if *proxyBound {
 		cfg := proxyFullConfig

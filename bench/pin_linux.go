@@ -3,7 +3,9 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -77,8 +79,17 @@ func newPacer(interval time.Duration) (*pacer, error) {
 
 // wait blocks until the next tick (at once if one passed since the last wait).
 func (p *pacer) wait() error {
-	_, err := p.f.Read(p.buf[:])
+	_, err := p.ticks()
 	return err
+}
+
+// ticks is wait that also returns how many ticks passed since the last wait (more than one
+// when the caller was late).
+func (p *pacer) ticks() (uint64, error) {
+	if _, err := io.ReadFull(p.f, p.buf[:]); err != nil {
+		return 0, err
+	}
+	return binary.NativeEndian.Uint64(p.buf[:]), nil
 }
 
 func (p *pacer) close() { p.f.Close() }

@@ -348,3 +348,36 @@ func TestRoundRatiosPairRounds(t *testing.T) {
 		t.Fatalf("ratios %v, want [1.10 1.50]", got)
 	}
 }
+
+// The goal's extra rounds count in the goal and nowhere else: a cell of the tables keeps the
+// main rounds, so every path there has as many.
+func TestGoalRoundsStayInTheGoal(t *testing.T) {
+	r := sampleProxyResults()
+	n, w := r.Config.HeadlineConns, batched1KiB
+	before := *r.cell(pathPulsarProxyFramed, roleProducer, n, w).CPUSecondsPerGB
+	for round := r.Config.Rounds; round < r.Config.GoalRounds; round++ {
+		for _, path := range []string{pathPulsarProxy, pathPulsarProxyFramed} {
+			r.Runs = append(r.Runs, proxyRun{Path: path, Role: roleProducer, Conns: n, Workload: w, Round: round,
+				Messages: 1000, Seconds: 1, MsgsPerSec: 1000, ProxyCPUSeconds: ptr(5)})
+		}
+	}
+	summarizeProxy(r)
+	r.Goals = proxyGoals(r)
+	c := r.cell(pathPulsarProxyFramed, roleProducer, n, w)
+	if c.Rounds != r.Config.Rounds || *c.CPUSecondsPerGB != before {
+		t.Errorf("the table's cell took the extra rounds: %d rounds, %.3f CPU s/GB (was %.3f)", c.Rounds, *c.CPUSecondsPerGB, before)
+	}
+	want := fmt.Sprintf("(%d and %d rounds pooled)", r.Config.GoalRounds, r.Config.GoalRounds)
+	found := false
+	for _, g := range r.Goals {
+		if strings.HasPrefix(g.Goal, fmt.Sprintf("framed CPU s/GB vs passthrough, %s, %d producers", w.label(), n)) {
+			found = strings.Contains(g.Goal, want) && strings.HasPrefix(g.Spread, fmt.Sprintf("%d rounds:", r.Config.GoalRounds))
+			if !found {
+				t.Errorf("goal %q, spread %q: want %s and %d rounds of spread", g.Goal, g.Spread, want, r.Config.GoalRounds)
+			}
+		}
+	}
+	if !found {
+		t.Error("no goal for the cell")
+	}
+}

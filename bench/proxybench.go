@@ -61,7 +61,8 @@ type proxyConfig struct {
 	// Only these paths ("" = all of them); for development runs.
 	Only []string `json:"only,omitempty"`
 	// Profile: CPU profiles of pulsar-proxy, passthrough and framed, over round 0 of the
-	// goal's cells, into the results' profiles folder (development runs: what is left).
+	// goal's cells, into the results' profiles folder. For development runs (what is left):
+	// the profiler's own cost lands in those rounds' CPU figures.
 	Profile    bool `json:"profile,omitempty"`
 	profileDir string
 	ProxyCPU   int    `json:"proxyCpu"`
@@ -435,7 +436,7 @@ func runFleet(res *proxyResults, p *path, role string, n, round int, workloads [
 		r := proxyRun{Path: p.Name, Role: role, Conns: n, Workload: w, Round: round}
 		profiled := make(chan error, 1)
 		profiled <- nil
-		profile := cfg.Profile && p.pprof != "" && round == 0 && n == cfg.HeadlineConns && slices.Contains(goalWorkloads, w)
+		profile := cfg.Profile && (p.Name == pathPulsarProxy || p.Name == pathPulsarProxyFramed) && round == 0 && n == cfg.HeadlineConns && slices.Contains(goalWorkloads, w)
 		fr, err := f.drive(loadRun{w: w, warmup: warm, measure: meas, onMeasure: func(start bool) {
 			if start && profile {
 				<-profiled
