@@ -199,6 +199,9 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 	// A first pass over every path, not recorded: the JVM compiles its hot paths, every
 	// process touches its buffers.
 	for _, p := range paths {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		f, err := dialFleet(p.ep, roleProducer, min(100, cfg.MaxConns))
 		if err == nil {
 			_, err = f.drive(loadRun{w: plain1KiB, warmup: 2 * warm, measure: meas})
