@@ -408,12 +408,19 @@ func TestSkipsUnreachableBrokers(t *testing.T) {
 	if r := live.requests(); len(r) != 1 || r[0].bodyLen != len(`{"adminRoles":[]}`) {
 		t.Errorf("live broker got %+v", r)
 	}
-	tp2 := newProxy(t, Config{Brokers: static(t, deadURL)})
-	code, body, _ = tp2.do(t, "GET", "/admin/v2/clusters", nil)
-	if code != http.StatusBadGateway || !strings.Contains(reasonOf(t, body), "no broker web service reachable") || !strings.Contains(body, "connection refused") {
-		t.Errorf("%d %s", code, body)
+	dead2, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead2URL := "http://" + dead2.Addr().String()
+	dead2.Close()
+	tp2 := newProxy(t, Config{Brokers: static(t, deadURL, dead2URL)})
+	for range 2 { // the candidates' order rotates: the reason names both either way
+		code, body, _ = tp2.do(t, "GET", "/admin/v2/clusters", nil)
+		reason := reasonOf(t, body)
+		if code != http.StatusBadGateway || !strings.Contains(reason, "no broker web service reachable (tried 2)") || !strings.Contains(body, "connection refused") ||
+			!strings.Contains(reason, strings.TrimPrefix(deadURL, "http://")) || !strings.Contains(reason, strings.TrimPrefix(dead2URL, "http://")) {
+			t.Errorf("%d %s", code, body)
+		}
 	}
-	if got := counter(t, tp2.reg, "pulsar_proxy_http_upstream_errors_total", "reason", reasonUnreachable); got != 1 {
+	if got := counter(t, tp2.reg, "pulsar_proxy_http_upstream_errors_total", "reason", reasonUnreachable); got != 2 {
 		t.Errorf("upstream_errors_total{unreachable} = %v", got)
 	}
 	tp3 := newProxy(t, Config{Brokers: static(t)})

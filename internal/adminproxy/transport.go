@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -48,11 +49,13 @@ func (t *redirector) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &upstreamError{status: http.StatusBadGateway, metric: reasonNoUpstream,
 			msg: "no broker web service is known: discovery lists no broker with a web service URL (discovery.static.webBrokers, Consul meta web_port, discovery.dns.webPort), or admin.functionWorkers is empty"}
 	}
-	var lastErr error
+	// Every broker's failure goes into the reason: the order of candidates rotates, so the
+	// last one alone would name a different broker from one request to the next.
+	var failures []error
 	for _, base := range candidates {
 		u, err := parseBase(base)
 		if err != nil {
-			lastErr = err
+			failures = append(failures, err)
 			continue
 		}
 		out, err := t.attempt(req, x, u.Scheme, u.Host, nil)
@@ -66,7 +69,7 @@ func (t *redirector) RoundTrip(req *http.Request) (*http.Response, error) {
 				// Nothing was sent: the next broker gets the request (the body, if the
 				// connection read any of it, is sent whole from its copy).
 				t.p.cfg.Logger.Debug().Err(err).Str("broker", u.Host).Msg("admin proxy: broker web service unreachable, trying the next")
-				lastErr = fmt.Errorf("%s: %w", u.Host, err)
+				failures = append(failures, fmt.Errorf("%s: %w", u.Host, err))
 				continue
 			}
 			return nil, err
@@ -74,8 +77,29 @@ func (t *redirector) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.follow(req, x, out, resp)
 	}
 	return nil, &upstreamError{status: http.StatusBadGateway, metric: reasonUnreachable,
-		msg: fmt.Sprintf("no broker web service reachable (tried %d)", len(candidates)), err: lastErr}
+		msg: fmt.Sprintf("no broker web service reachable (tried %d)", len(candidates)), err: joinFailures(failures)}
 }
+
+// joinFailures is one error naming each failure, "; " between them (errors.Join puts newlines
+// into what becomes a one-line reason).
+type joinedFailures []error
+
+func joinFailures(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return joinedFailures(errs)
+}
+
+func (j joinedFailures) Error() string {
+	msgs := make([]string, len(j))
+	for i, err := range j {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (j joinedFailures) Unwrap() []error { return j }
 
 // attempt is req for scheme://host, with the next body of the exchange.
 func (t *redirector) attempt(req *http.Request, x *exchange, scheme, host string, loc *url.URL) (*http.Request, error) {
