@@ -198,7 +198,6 @@ func summarizeProxy(r *proxyResults) {
 			for _, w := range r.Config.Workloads {
 				for _, path := range r.Paths {
 					c := proxyCell{Path: path, Role: role, Conns: n, Workload: w}
-					var cpu, bytes float64
 					var pcts, gens, busyP, busyL []float64
 					for _, run := range runs {
 						if run.Path != path || run.Role != role || run.Conns != n || run.Workload != w {
@@ -214,8 +213,6 @@ func summarizeProxy(r *proxyResults) {
 						gens = append(gens, 100*run.GenCPUSeconds/run.Seconds)
 						busyP, busyL = append(busyP, run.ProxyCPUBusy), append(busyL, run.LoadCPUBusy)
 						if run.ProxyCPUSeconds != nil {
-							cpu += *run.ProxyCPUSeconds
-							bytes += float64(run.Messages) * float64(w.Size)
 							pcts = append(pcts, 100**run.ProxyCPUSeconds/run.Seconds)
 						}
 					}
@@ -224,8 +221,8 @@ func summarizeProxy(r *proxyResults) {
 						c.MBPerSec = proxyMedian(runs, path, role, n, w, func(x proxyRun) float64 { return x.MBPerSec })
 						c.GenCPUPercent = median(gens)
 						c.ProxyCPUBusy, c.LoadCPUBusy = median(busyP), median(busyL)
-						if len(pcts) > 0 && bytes > 0 {
-							c.CPUSecondsPerGB = ptr(cpu / (bytes / 1e9))
+						if perGB, n := pooledCPUPerGB(runs, path, role, n, w); n > 0 {
+							c.CPUSecondsPerGB = ptr(perGB)
 							c.ProxyCPUPercent = ptr(median(pcts))
 						}
 					}
@@ -270,8 +267,8 @@ func roundRatios(runs []proxyRun, role string, n int, w workload) []float64 {
 	return out
 }
 
-// pooledCPUPerGB is a path's CPU s/GB over every round of a cell (the goal's extra rounds
-// included) and how many rounds that is.
+// pooledCPUPerGB is a path's CPU s/GB over the given runs of a cell (the tables pass the
+// main rounds, the goal every round) and how many rounds that is.
 func pooledCPUPerGB(runs []proxyRun, path, role string, n int, w workload) (perGB float64, rounds int) {
 	var cpu, bytes float64
 	for _, x := range runs {
