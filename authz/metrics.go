@@ -39,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	// The series whose label values are known in advance exist from the start, at 0, so a
 	// rate() in an alert counts the first event too. Authentication failures are made as they
 	// occur (methods times reasons would be many series that mostly never move).
-	for _, a := range []Action{ActionLookup, ActionProduce, ActionConsume} {
+	for _, a := range []Action{ActionLookup, ActionProduce, ActionConsume, ActionAdmin} {
 		m.denials.WithLabelValues(string(a))
 	}
 	for _, a := range []Action{ActionProduce, ActionConsume} {

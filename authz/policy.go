@@ -16,6 +16,11 @@ const (
 	ActionLookup  Action = "lookup"
 	ActionProduce Action = "produce"
 	ActionConsume Action = "consume"
+	// ActionAdmin changes what the cluster holds: creating, deleting or reconfiguring topics,
+	// namespaces and tenants and their policies, and the Functions API. Granted on topics by
+	// a rule's resources like the others; on a namespace only by a rule that covers all of
+	// it (tenant/namespace/*), on a tenant by one that covers all of that (tenant/*/*).
+	ActionAdmin Action = "admin"
 )
 
 // Policy is a parsed authorization policy: superusers may do anything; everyone else may do
@@ -66,9 +71,9 @@ func ParsePolicy(b []byte) (*Policy, error) {
 		}
 		for _, a := range r.Actions {
 			switch a {
-			case ActionLookup, ActionProduce, ActionConsume:
+			case ActionLookup, ActionProduce, ActionConsume, ActionAdmin:
 			default:
-				return nil, fmt.Errorf("policy: rules[%d]: unknown action %q (lookup, produce, consume)", i, a)
+				return nil, fmt.Errorf("policy: rules[%d]: unknown action %q (lookup, produce, consume, admin)", i, a)
 			}
 		}
 	}
@@ -128,4 +133,82 @@ func matchAny(globs []string, s string) bool {
 func match(glob, s string) bool {
 	ok, _ := path.Match(glob, s)
 	return ok
+}
+
+// AllowedInNamespace reports whether role may do action on some topic of namespace ns
+// ("tenant/namespace", read as ParseNamespace reads it): whether any rule could grant it
+// there. A namespace's topic list is filtered topic by topic; this decides whether the role
+// may ask for the list at all.
+func (p *Policy) AllowedInNamespace(role string, action Action, ns string) bool {
+	return p.namespaceGrant(role, action, ns, true, func(string) bool { return true })
+}
+
+// AllowedOnNamespace reports whether role may do action on namespace ns as a whole: a rule
+// grants it whose resource covers every topic of the namespace in both domains
+// (tenant/namespace/*, no domain).
+func (p *Policy) AllowedOnNamespace(role string, action Action, ns string) bool {
+	return p.namespaceGrant(role, action, ns, false, func(topic string) bool { return topic == "*" })
+}
+
+// AllowedOnTenant reports whether role may do action on tenant as a whole: a rule grants it
+// whose resource covers every namespace and topic of the tenant (tenant/*/*, no domain).
+func (p *Policy) AllowedOnTenant(role string, action Action, tenant string) bool {
+	if p.IsSuperUser(role) {
+		return true
+	}
+	if !isNamedEntity(tenant) {
+		return false
+	}
+	for _, res := range p.resourcesFor(role, action) {
+		if t, ns, topic, ok := splitResource(res, false); ok && ns == "*" && topic == "*" && match(t, tenant) {
+			return true
+		}
+	}
+	return false
+}
+
+// namespaceGrant looks for a rule of role and action whose resource names namespace ns and
+// whose topic glob topicOK accepts; domain-qualified resources count when withDomain.
+func (p *Policy) namespaceGrant(role string, action Action, ns string, withDomain bool, topicOK func(string) bool) bool {
+	if p.IsSuperUser(role) {
+		return true
+	}
+	n, err := ParseNamespace(ns)
+	if err != nil {
+		return false
+	}
+	for _, res := range p.resourcesFor(role, action) {
+		t, nsGlob, topic, ok := splitResource(res, withDomain)
+		if ok && match(t, n.Tenant) && match(nsGlob, n.Namespace) && topicOK(topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// resourcesFor lists the resources of the rules that grant action to role.
+func (p *Policy) resourcesFor(role string, action Action) []string {
+	var out []string
+	for _, r := range p.Rules {
+		if slices.Contains(r.Actions, action) && matchAny(r.Roles, role) {
+			out = append(out, r.Resources...)
+		}
+	}
+	return out
+}
+
+// splitResource splits a rule's resource into its tenant, namespace and topic globs; a
+// domain-qualified one only when withDomain.
+func splitResource(res string, withDomain bool) (tenant, ns, topic string, ok bool) {
+	if _, rest, hasDomain := strings.Cut(res, "://"); hasDomain {
+		if !withDomain {
+			return "", "", "", false
+		}
+		res = rest
+	}
+	parts := strings.Split(res, "/")
+	if len(parts) != 3 {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
 }

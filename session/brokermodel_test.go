@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
@@ -226,7 +227,7 @@ func coordinatorActedOn(sub []byte, fn uint32) ([]string, bool) {
 	if err != nil {
 		return nil, false
 	}
-	return []string{fmt.Sprintf("%s-partition-%d", coordinatorAssignTopic, int32(id))}, true
+	return []string{fmt.Sprintf("%s-partition-%d", edge.CoordinatorAssignTopic, int32(id))}, true
 }
 
 // brokerActsOn is what a broker does with a client command: the action it needs at the

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
@@ -49,7 +50,7 @@ var reallyAllowed = map[string]bool{
 // reallyAllowedTopic: a topic of reallyAllowed, or a coordinator alice may reach (lookup on
 // the coordinators' topic covers every partition index Pulsar reads: 0 to MaxInt32).
 func reallyAllowedTopic(topic string) bool {
-	if idx, ok := strings.CutPrefix(topic, coordinatorAssignTopic+"-partition-"); ok {
+	if idx, ok := strings.CutPrefix(topic, edge.CoordinatorAssignTopic+"-partition-"); ok {
 		n, err := strconv.ParseInt(idx, 10, 32)
 		return err == nil && n >= 0 && strconv.FormatInt(n, 10) == idx
 	}
@@ -103,10 +104,11 @@ func newFilterHarness(t testing.TB) *filterHarness {
 		t.Fatal(err)
 	}
 	srv := NewServer(testConfig(), nil, noTargets{}, NewMetrics(prometheus.NewRegistry()), zerolog.Nop())
-	srv.SetSecurity(Security{Policy: staticPolicy{p}, Metrics: authz.NewMetrics(prometheus.NewRegistry())})
+	m := authz.NewMetrics(prometheus.NewRegistry())
+	srv.SetSecurity(Security{Edge: edge.New(edge.Config{Policy: staticPolicy{p}, Metrics: m}), Metrics: m})
 	s := &session{srv: srv, identity: authz.Identity{Role: "alice"}}
 	h := &filterHarness{s: s, toBroker: &recordConn{}, toClient: &recordConn{}}
-	lists := newTopicLists(s.mayLookUp)
+	lists := s.topicLists()
 	h.filter = s.upstreamFilter(newSink(h.toBroker), newSink(h.toClient), nil, lists)
 	return h
 }
@@ -119,7 +121,7 @@ func (h *filterHarness) run(t testing.TB, command []byte) (toBroker [][]byte, go
 		return nil, false // the pipe ends the session on a frame it cannot peek
 	}
 	v := forwardFrame
-	if watchedByFilter(typ) {
+	if edge.Inspected(typ) {
 		v = h.filter(typ, command)
 	}
 	out := h.toBroker.frames(t)
@@ -138,10 +140,10 @@ func checkBrokerActs(t testing.TB, sent []byte, reached [][]byte) {
 		if !ok {
 			continue // a broker refuses the frame
 		}
-		if ruleFor(typ) == refuse {
+		if edge.Refused(typ) {
 			t.Fatalf("sent %x: the broker got %v, which no client may send", sent, typ)
 		}
-		if ruleFor(typ) == checkTopics && len(topics) == 0 && typ != pb.BaseCommand_ADD_PARTITION_TO_TXN && typ != pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN {
+		if edge.ChecksTopics(typ) && len(topics) == 0 && typ != pb.BaseCommand_ADD_PARTITION_TO_TXN && typ != pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN {
 			t.Fatalf("sent %x: the broker got %v without a topic", sent, typ)
 		}
 		for _, topic := range topics {
@@ -353,10 +355,10 @@ func FuzzDirectPipe(f *testing.F) {
 		dstConn, out := tcpPair(t)
 		h := newFilterHarness(t)
 		toBroker := newSink(dstConn)
-		lists := newTopicLists(h.s.mayLookUp)
+		lists := h.s.topicLists()
 		p := &pipe{src: newWire(srcConn, frame.ClientLimits(frame.DefaultMaxFrameSize)), dst: toBroker, limits: frame.ClientLimits(frame.DefaultMaxFrameSize), buffers: newBufferPools(),
 			frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"}),
-			filter: h.s.upstreamFilter(toBroker, newSink(h.toClient), nil, lists), watch: watchedByFilter}
+			filter: h.s.upstreamFilter(toBroker, newSink(h.toClient), nil, lists), watch: edge.Inspected}
 		done := make(chan struct{})
 		go func() {
 			p.run()
@@ -427,7 +429,7 @@ func referenceForwarding(t *testing.T, frames [][]byte) []byte {
 			break
 		}
 		v := forwardFrame
-		if watchedByFilter(typ) {
+		if edge.Inspected(typ) {
 			v = h.filter(typ, command)
 		}
 		h.toBroker.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -108,7 +109,7 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	ref, stopRefresh := s.startRefresher(toClientSink, broker, supportsRefresh)
 	s.atEnd(stopRefresh)
 	if lists := s.setFilters(d.up, d.down, toBrokerSink, toClientSink, ref); lists != nil {
-		s.atEnd(lists.close)
+		s.atEnd(lists.Close)
 	}
 	d.up.parkWhenIdle(s, true, d.resumeUp)
 	d.down.parkWhenIdle(s, false, d.resumeDown)
@@ -248,16 +249,16 @@ func (s *session) startRefresher(toClient *sink, broker *wire, supportsRefresh b
 // setFilters decides how each direction is forwarded: inspected (authentication or
 // authorization on: the client rules upstream, topic lists filtered downstream), or, with
 // nothing to inspect, unframed where passthrough is on.
-func (s *session) setFilters(up, down *pipe, toBroker, toClient *sink, ref *refresher) (lists *topicLists) {
+func (s *session) setFilters(up, down *pipe, toBroker, toClient *sink, ref *refresher) (lists *edge.TopicLists) {
 	sec := s.srv.sec
 	switch {
 	case sec.InspectsFrames():
-		if sec.Policy != nil {
-			lists = newTopicLists(s.mayLookUp).counted(s.srv.metrics.watchers)
-			down.filter, down.watch = s.downstreamFilter(toClient, lists), watchedTopicLists
+		if sec.Edge.Policed() {
+			lists = s.topicLists()
+			down.filter, down.watch = s.downstreamFilter(toClient, lists), edge.Carries
 		}
-		up.filter, up.watch = s.upstreamFilter(toBroker, toClient, ref, lists), watchedByFilter
-		if sec.Policy != nil {
+		up.filter, up.watch = s.upstreamFilter(toBroker, toClient, ref, lists), edge.Inspected
+		if sec.Edge.Policed() {
 			up.pace = s.pacePublishing // a role's publish rate (policy limits)
 		}
 	case s.srv.cfg.Passthrough:

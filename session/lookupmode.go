@@ -2,12 +2,13 @@ package session
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
@@ -137,57 +138,61 @@ func (l *lookupSession) step(err error) CloseReason {
 	}
 }
 
-// handle serves one command; a reason ends the session.
+// handle serves one command as the edge decides; a reason ends the session.
 func (l *lookupSession) handle(cmd *pb.BaseCommand) CloseReason {
 	s := l.s
-	switch t := cmd.GetType(); t {
-	case pb.BaseCommand_PING:
-		if s.reply(frame.Pong()) != nil {
+	d := s.srv.sec.Edge.Decoded(s.identityNow(), edge.Lookup, cmd)
+	switch d.Outcome {
+	case edge.Refuse, edge.Close:
+		l.refused(cmd.GetType(), d)
+		return ""
+	case edge.Answer:
+		if d.Renewal {
+			l.ref.offer(d.Command.GetAuthResponse()) // unasked-for answers are dropped: there is no broker here
+		}
+		if d.Reply != nil && s.reply(d.Reply) != nil {
 			return ReasonIOError // the reason is the one reply gave (see session.end)
 		}
-	case pb.BaseCommand_PONG:
-	case pb.BaseCommand_AUTH_RESPONSE:
-		l.ref.offer(cmd.GetAuthResponse()) // unasked-for answers are dropped: there is no broker here
-	case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA,
-		pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, pb.BaseCommand_GET_SCHEMA:
-		if l.complete(cmd) {
-			l.lookup(lookupRequest(cmd))
-		}
+		return ""
+	}
+	switch req := d.Command; req.GetType() {
 	case pb.BaseCommand_WATCH_TOPIC_LIST:
 		if !s.watchesTopics() {
-			l.refuse(cmd)
-		} else if l.complete(cmd) {
-			l.watchTopics(lookupRequest(cmd))
+			l.refuse(req)
+		} else {
+			l.watchTopics(req)
 		}
 	case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
 		if l.watchers == nil {
-			l.refuse(cmd)
-		} else if l.complete(cmd) {
-			l.watchers.close(cmd)
+			l.refuse(req)
+		} else {
+			l.watchers.close(req)
 		}
 	default:
-		l.refuse(cmd)
+		l.lookup(req)
 	}
 	return ""
 }
 
-// refuse answers a command a lookup connection does not serve.
+// refuse answers a command this lookup connection does not serve.
 func (l *lookupSession) refuse(cmd *pb.BaseCommand) {
-	t := cmd.GetType()
 	id, _ := frame.RequestID(cmd)
 	l.s.reply(frame.Error(id, pb.ServerError_NotAllowedError,
-		"pulsar-proxy: "+t.String()+" is not served on a lookup connection; connect with proxy_to_broker_url set to the owning broker"))
+		"pulsar-proxy: "+cmd.GetType().String()+" is not served on this lookup connection"))
 }
 
-// complete refuses a request without the sub-message of its type (BaseCommand has them all
-// optional, so such a frame decodes): nothing of it could be checked or answered.
-func (l *lookupSession) complete(cmd *pb.BaseCommand) bool {
-	if hasOwnMessage(cmd) {
-		return true
+// refused answers what the edge refused, counting a discovery request in the lookups metric.
+func (l *lookupSession) refused(t pb.BaseCommand_Type, d edge.Decision) {
+	s := l.s
+	if slices.Contains(lookupTypes, t.String()) {
+		result := "rejected"
+		if d.Reason == edge.ReasonDenied {
+			result = "denied"
+		}
+		s.srv.metrics.lookups.WithLabelValues(t.String(), result).Inc()
 	}
-	l.s.srv.metrics.lookups.WithLabelValues(cmd.GetType().String(), "rejected").Inc()
-	l.s.reply(frame.Error(0, pb.ServerError_MetadataError, "pulsar-proxy: "+cmd.GetType().String()+" without its command"))
-	return false
+	s.countRefusal(d)
+	s.reply(d.Reply)
 }
 
 // lookup checks a discovery request against the policy and answers it in the background,
@@ -220,19 +225,10 @@ func (l *lookupSession) watchTopics(cmd *pb.BaseCommand) {
 	})
 }
 
-// admit applies the policy and the lookup limits to a request; false: it was answered with
-// the refusal.
+// admit applies the lookup bounds to a request the edge let through: the connection's
+// lookups in flight and the proxy's; false: it was answered with TooManyRequests.
 func (l *lookupSession) admit(cmd *pb.BaseCommand) bool {
-	s, t := l.s, cmd.GetType().String()
-	if action, topic := lookupTarget(cmd); topic != "" && !s.allowed(action, topic) {
-		s.srv.metrics.lookups.WithLabelValues(t, "denied").Inc()
-		s.writeFailure(cmd, pb.ServerError_AuthorizationError, denyMessage(s.role(), action, topic))
-		return false
-	}
-	if !s.lookupAllowed() {
-		l.tooMany(cmd, limitRoleLookupRate, "pulsar-proxy: role "+quoteRole(s.role())+" is over its lookup rate, retry later")
-		return false
-	}
+	s := l.s
 	select {
 	case l.slots <- struct{}{}:
 	default:
@@ -255,7 +251,7 @@ func (l *lookupSession) tooMany(cmd *pb.BaseCommand, limit, msg string) {
 	if limit != "" {
 		s.srv.metrics.limited.WithLabelValues(limit).Inc()
 	}
-	s.writeFailure(cmd, pb.ServerError_TooManyRequests, msg)
+	s.reply(edge.FailureFor(cmd, pb.ServerError_TooManyRequests, msg))
 }
 
 // answer resolves one request and writes the answer under the client's request id; resolved
@@ -282,7 +278,9 @@ func (s *session) answer(cmd *pb.BaseCommand, resolved func()) {
 	}
 	s.srv.metrics.lookups.WithLabelValues(t, resultOf(resp)).Inc()
 	frame.SetRequestID(resp, clientID)
-	s.filterTopics(resp)
+	if resp.GetType() == pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE && s.srv.sec.Edge.Policed() {
+		s.srv.sec.Edge.TopicLists(s.identityNow).Filter(resp)
+	}
 	if lr := resp.GetLookupTopicResponse(); lr != nil && lr.GetResponse() == pb.CommandLookupTopicResponse_Connect {
 		// The client must come back through us, naming this broker as its target (both
 		// URLs name the endpoint the proxy dials, whichever the client takes).
@@ -293,7 +291,7 @@ func (s *session) answer(cmd *pb.BaseCommand, resolved func()) {
 
 // writeFailure answers a request with the failure form its command expects.
 func (s *session) writeFailure(cmd *pb.BaseCommand, code pb.ServerError, msg string) {
-	s.reply(failureFor(cmd, code, msg))
+	s.reply(edge.FailureFor(cmd, code, msg))
 }
 
 // reply writes to a lookup-mode client. A client that takes nothing for a keep-alive interval
@@ -323,18 +321,4 @@ func resultOf(resp *pb.BaseCommand) string {
 		return "failed"
 	}
 	return "ok"
-}
-
-// lookupTarget names the topic a discovery request is about and the action it needs
-// (GET_TOPICS_OF_NAMESPACE has none: its answer is filtered instead).
-func lookupTarget(cmd *pb.BaseCommand) (authz.Action, string) {
-	switch cmd.GetType() {
-	case pb.BaseCommand_LOOKUP:
-		return authz.ActionLookup, cmd.GetLookupTopic().GetTopic()
-	case pb.BaseCommand_PARTITIONED_METADATA:
-		return authz.ActionLookup, cmd.GetPartitionMetadata().GetTopic()
-	case pb.BaseCommand_GET_SCHEMA:
-		return authz.ActionLookup, cmd.GetGetSchema().GetTopic()
-	}
-	return "", ""
 }

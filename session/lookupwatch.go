@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
@@ -49,7 +50,7 @@ const maxQueuedToClient = 1024
 // (topicLists), and what goes to the client keeps the broker's order through one queue.
 type lookupWatchers struct {
 	l     *lookupSession
-	lists *topicLists // bounds watchers per connection; filters names when a policy is set
+	lists *edge.TopicLists // bounds watchers per connection; filters names when a policy is set
 
 	mu      sync.Mutex
 	open    map[uint64]*clientWatch // by the client's watcher id
@@ -67,16 +68,11 @@ type clientWatch struct {
 }
 
 func newLookupWatchers(l *lookupSession) *lookupWatchers {
-	s := l.s
-	visible := func(string) bool { return true }
-	if s.srv.sec.Policy != nil {
-		visible = s.mayLookUp
-	}
-	return &lookupWatchers{l: l, lists: newTopicLists(visible).counted(s.srv.metrics.watchers), open: map[uint64]*clientWatch{}}
+	return &lookupWatchers{l: l, lists: l.s.topicLists(), open: map[uint64]*clientWatch{}}
 }
 
 // filtering says whether topic names are filtered (and topic-list hashes recomputed).
-func (ws *lookupWatchers) filtering() bool { return ws.l.s.srv.sec.Policy != nil }
+func (ws *lookupWatchers) filtering() bool { return ws.l.s.srv.sec.Edge.Policed() }
 
 // start opens the watcher a client's WATCH_TOPIC_LIST asks for (its lookup admission is done;
 // done gives it back once the broker answered).
@@ -128,7 +124,7 @@ func (ws *lookupWatchers) register(cw *clientWatch) (pb.ServerError, string) {
 		return pb.ServerError_ServiceNotReady, "pulsar-proxy: the connection is closing"
 	case ws.open[cw.id] != nil:
 		return pb.ServerError_NotAllowedError, "pulsar-proxy: this connection already has a topic-list watcher with that id"
-	case !ws.lists.watch(cw.id):
+	case !ws.lists.Watch(cw.id):
 		return pb.ServerError_TooManyRequests, "pulsar-proxy: too many topic-list watchers on this connection"
 	}
 	ws.open[cw.id] = cw
@@ -147,7 +143,7 @@ func (ws *lookupWatchers) unregisterLocked(cw *clientWatch) bool {
 		return false
 	}
 	delete(ws.open, cw.id)
-	ws.lists.forget(cw.id)
+	ws.lists.Forget(cw.id)
 	return true
 }
 
@@ -163,7 +159,7 @@ func (ws *lookupWatchers) opened(cw *clientWatch, watch *upstream.TopicWatch, re
 	}
 	cw.watch = watch
 	if ws.filtering() {
-		if _, err := ws.lists.filter(resp); err != nil {
+		if _, err := ws.lists.Filter(resp); err != nil {
 			ws.failLocked(ReasonClientNotReading)
 			return
 		}
@@ -198,7 +194,7 @@ func (ws *lookupWatchers) updateLocked(cw *clientWatch, u *pb.CommandWatchTopicU
 	u.WatcherId = proto.Uint64(cw.id)
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_UPDATE.Enum(), WatchTopicUpdate: u}
 	if ws.filtering() {
-		send, err := ws.lists.filter(cmd)
+		send, err := ws.lists.Filter(cmd)
 		if err != nil {
 			ws.failLocked(ReasonClientNotReading)
 			return
@@ -275,7 +271,7 @@ func (ws *lookupWatchers) end() {
 			cw.watch.Forget()
 		}
 	}
-	ws.lists.close()
+	ws.lists.Close()
 }
 
 // queueLocked puts a command on the way to the client, behind what is already queued.

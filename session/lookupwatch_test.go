@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
@@ -52,7 +53,7 @@ func (b *watchBroker) handle(c net.Conn, cmd *pb.BaseCommand) {
 		b.mu.Unlock()
 		if !b.silent {
 			out = append(out, &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST_SUCCESS.Enum(), WatchTopicListSuccess: &pb.CommandWatchTopicListSuccess{
-				RequestId: w.RequestId, WatcherId: w.WatcherId, Topic: b.topics, TopicsHash: proto.String(topicsHash(b.topics))}},
+				RequestId: w.RequestId, WatcherId: w.WatcherId, Topic: b.topics, TopicsHash: proto.String(edge.TopicsHash(b.topics))}},
 				b.update(w.GetWatcherId(), w.GetNamespace()+"/early"))
 		}
 	case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
@@ -236,7 +237,7 @@ rules:
 	p.recv()
 	p.send(watchCmd(3, 7))
 	ok := p.recv().GetWatchTopicListSuccess()
-	if len(ok.Topic) != 1 || ok.Topic[0] != "persistent://public/default/open-1" || ok.GetTopicsHash() != topicsHash(ok.Topic) {
+	if len(ok.Topic) != 1 || ok.Topic[0] != "persistent://public/default/open-1" || ok.GetTopicsHash() != edge.TopicsHash(ok.Topic) {
 		t.Fatalf("filtered answer %v", ok)
 	}
 	p.recv() // the early update (public/default/early is visible)
@@ -251,7 +252,7 @@ rules:
 	b.send(t, b.update(id, "public/default/open-2"))
 	u := p.recv().GetWatchTopicUpdate()
 	want := []string{"persistent://public/default/early", "persistent://public/default/open-1", "persistent://public/default/open-2"}
-	if len(u.NewTopics) != 1 || u.NewTopics[0] != want[2] || u.GetTopicsHash() != topicsHash(want) {
+	if len(u.NewTopics) != 1 || u.NewTopics[0] != want[2] || u.GetTopicsHash() != edge.TopicsHash(want) {
 		t.Fatalf("filtered update %v", u)
 	}
 }

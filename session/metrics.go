@@ -3,6 +3,7 @@ package session
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
@@ -131,8 +132,8 @@ func (m *Metrics) initSeries() {
 			m.handshakeFailures.WithLabelValues(string(r))
 		}
 	}
-	for _, r := range []string{refusedType, refusedUndecodable, refusedForgedFields} {
-		m.refusedCommands.WithLabelValues(r)
+	for _, r := range []edge.Reason{edge.ReasonType, edge.ReasonUndecodable, edge.ReasonForged} {
+		m.refusedCommands.WithLabelValues(string(r))
 	}
 	for _, l := range []string{limitRoleConnections, limitRoleLookupRate, limitLookupsInFlight} {
 		m.limited.WithLabelValues(l)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
@@ -28,7 +29,7 @@ type multiplexed struct {
 	mu     sync.Mutex
 	member *mux.Member // nil after the broker connection was lost, until the next command
 
-	lists *topicLists // with a policy: the topic lists the client holds, filtered
+	lists *edge.TopicLists // the client's topic-list watchers, bounded; filtered with a policy
 
 	running             atomic.Bool // the client's queue is written: the proxy writes through it only
 	bytesIn, bytesOut   atomic.Uint64
@@ -40,8 +41,8 @@ type multiplexed struct {
 // Deliver takes a broker frame for the client (the connection's reader: never waits).
 // Topic lists are filtered by the policy first, as in a direct session.
 func (x *multiplexed) Deliver(f mux.Frame) error {
-	if x.lists != nil {
-		if t, err := frame.PeekType(f.Command()); err == nil && watchedTopicLists(t) {
+	if x.s.srv.sec.Edge.Policed() {
+		if t, err := frame.PeekType(f.Command()); err == nil && edge.Carries(t) {
 			return x.filterList(f)
 		}
 	}
@@ -54,7 +55,7 @@ func (x *multiplexed) filterList(f mux.Frame) error {
 	if err != nil {
 		return x.push(f) // the broker's own frame: the client's parser judges it
 	}
-	send, err := x.lists.filter(cmd)
+	send, err := x.lists.Filter(cmd)
 	if err != nil {
 		x.s.with(x.s.srv.log.Debug()).Err(err).Msg("closing session")
 		x.inject(frame.Error(0, pb.ServerError_TooManyRequests, "pulsar-proxy: "+err.Error()))
@@ -157,10 +158,8 @@ func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) CloseRe
 		}
 		writerDone <- err
 	}()
-	if s.srv.sec.Policy != nil {
-		x.lists = newTopicLists(s.mayLookUp).counted(m.watchers)
-		defer x.lists.close()
-	}
+	x.lists = s.topicLists()
+	defer x.lists.Close()
 	stop := s.startMuxRefresher(x, connect.GetFeatureFlags().GetSupportsAuthRefresh())
 	reason = x.readClient()
 	stop()
@@ -281,7 +280,7 @@ func (x *multiplexed) readClient() CloseReason {
 	}
 }
 
-// handle answers the connection's own commands and sends the others on.
+// handle acts on what the edge decides for one command, and sends it on if it may go.
 func (x *multiplexed) handle(fr frame.Frame) CloseReason {
 	s := x.s
 	t, err := frame.PeekType(fr.Command)
@@ -289,98 +288,63 @@ func (x *multiplexed) handle(fr frame.Frame) CloseReason {
 		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error()))
 		return ReasonBadFrame
 	}
-	switch t {
-	case pb.BaseCommand_PING:
-		x.inject(frame.Pong())
+	d := s.srv.sec.Edge.Command(s.identityNow(), edge.Multiplexed, t, fr.Command)
+	switch d.Outcome {
+	case edge.Refuse:
+		s.countRefusal(d)
+		x.inject(d.Reply)
 		return ""
-	case pb.BaseCommand_PONG:
-		return ""
-	case pb.BaseCommand_AUTH_RESPONSE:
-		// The pooled connection's credentials are the proxy's: only the proxy's own
-		// challenge is answered here.
-		if cmd, err := frame.Decode(fr.Command); err == nil && s.muxRef != nil {
-			s.muxRef.offer(cmd.GetAuthResponse())
+	case edge.Close:
+		s.logRefusal(d)
+		x.inject(d.Reply)
+		return ReasonCommandRefused
+	case edge.Answer:
+		if d.Renewal && s.muxRef != nil {
+			// The pooled connection's credentials are the proxy's: only the proxy's own
+			// challenge is answered here.
+			s.muxRef.offer(d.Command.GetAuthResponse())
+		}
+		if d.Reply != nil {
+			x.inject(d.Reply)
 		}
 		return ""
-	case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA:
-		// On a shared connection nobody may speak as another principal.
-		if cmd, err := frame.Decode(fr.Command); err != nil || hasOriginalFields(cmd) {
-			s.srv.metrics.refusedCommands.WithLabelValues(refusedForgedFields).Inc()
-			x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: clients may not set original_principal or original_auth_*; only a proxy sets them"))
-			return ReasonCommandRefused
-		}
+	}
+	if refusal := x.lists.Track(d.Command); refusal != nil {
+		x.inject(refusal)
+		return ""
 	}
 	command := fr.Command
-	if s.srv.sec.InspectsFrames() {
-		var reason CloseReason
-		if command, reason = x.inspect(t, command); command == nil {
-			return reason
+	if d.Rewritten {
+		b, err := frame.AppendCommand(nil, d.Command)
+		if err != nil {
+			return x.refused(fr.Command, err)
 		}
+		command = b[frame.HeaderSize:]
 	}
-	payload := fr.Payload // copied as the frame is built (mux.EncodeBytes)
+	return x.send(t, command, fr.Payload)
+}
+
+// send puts a command on the shared connection, attaching anew (twice at most) when the
+// connection was lost meanwhile.
+func (x *multiplexed) send(t pb.BaseCommand_Type, command, payload []byte) CloseReason {
+	s := x.s
 	for attempt := 0; ; attempt++ {
 		mb, reason := x.current()
 		if mb == nil {
 			return reason
 		}
-		err := mb.Send(command, payload)
+		err := mb.Send(command, payload) // the payload is copied as the frame is built
 		switch {
 		case err == nil:
-			if t == pb.BaseCommand_SEND && s.srv.sec.Policy != nil {
+			if t == pb.BaseCommand_SEND && s.srv.sec.Edge.Policed() {
 				s.pacePublishing(frame.HeaderSize + len(command) + len(payload)) // a role's publish rate
 			}
 			return ""
 		case errors.Is(err, mux.ErrLost) && attempt < 2:
 			continue // lost meanwhile: once more on a new connection
 		}
-		return x.refused(fr.Command, err)
+		return x.refused(command, err)
 	}
-}
-
-// inspect applies the client rules of a direct session with authentication or authorization
-// on (see clientRule) and returns the command to send (re-encoded where the rule says so),
-// or nil: dropped (answered already; reason "") or refused (the session ends with reason).
-func (x *multiplexed) inspect(t pb.BaseCommand_Type, command []byte) ([]byte, CloseReason) {
-	s := x.s
-	rule := ruleFor(t)
-	if rule == pass {
-		return command, ""
-	}
-	if rule != checkTopics && rule != listTopics {
-		s.srv.metrics.refusedCommands.WithLabelValues(refusedType).Inc()
-		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: "+t.String()+" may not be sent on a connection to a broker"))
-		return nil, ReasonCommandRefused
-	}
-	cmd, canon, err := canonical(t, command)
-	if err != nil {
-		s.srv.metrics.refusedCommands.WithLabelValues(refusedUndecodable).Inc()
-		x.inject(frame.Error(0, pb.ServerError_AuthorizationError, "pulsar-proxy: cannot read "+t.String()+": "+err.Error()))
-		return nil, ReasonCommandRefused
-	}
-	canon = canon[frame.HeaderSize:]
-	if rule == listTopics {
-		if w := cmd.GetWatchTopicList(); w != nil && x.lists != nil && !x.lists.watch(w.GetWatcherId()) {
-			x.inject(failureFor(cmd, pb.ServerError_TooManyRequests, "pulsar-proxy: too many topic-list watchers on this connection"))
-			return nil, ""
-		}
-		if c := cmd.GetWatchTopicListClose(); c != nil && x.lists != nil {
-			x.lists.forget(c.GetWatcherId())
-		}
-		return canon, ""
-	}
-	check := topicChecks[t]
-	topics := check.topics(cmd)
-	if len(topics) == 0 {
-		topics = []string{""} // a command naming no topic is checked as the empty name: denied
-	}
-	for _, topic := range topics {
-		if !s.allowed(check.action, topic) {
-			x.inject(failureFor(cmd, pb.ServerError_AuthorizationError, denyMessage(s.role(), check.action, topic)))
-			return nil, ""
-		}
-	}
-	s.srv.sec.Metrics.Forwarded(check.action)
-	return canon, ""
 }
 
 // refused handles a command the mapping would not send: an id the client no longer has on
@@ -391,7 +355,7 @@ func (x *multiplexed) refused(command []byte, err error) CloseReason {
 	cmd, derr := frame.Decode(command)
 	switch {
 	case derr != nil || errors.Is(err, frame.ErrMalformed):
-		s.srv.metrics.refusedCommands.WithLabelValues(refusedUndecodable).Inc()
+		s.srv.metrics.refusedCommands.WithLabelValues(string(edge.ReasonUndecodable)).Inc()
 		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: cannot read command: "+err.Error()))
 		return ReasonCommandRefused
 	case errors.Is(err, mux.ErrUnknownID):
@@ -408,7 +372,7 @@ func (x *multiplexed) refused(command []byte, err error) CloseReason {
 		x.inject(frame.Error(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker connection lost"))
 		return ReasonBrokerClosed
 	}
-	s.srv.metrics.refusedCommands.WithLabelValues(refusedType).Inc()
-	x.inject(failureFor(cmd, pb.ServerError_NotAllowedError, "pulsar-proxy: "+cmd.GetType().String()+" may not be sent on a multiplexed connection"))
+	s.srv.metrics.refusedCommands.WithLabelValues(string(edge.ReasonType)).Inc()
+	x.inject(edge.FailureFor(cmd, pb.ServerError_NotAllowedError, "pulsar-proxy: "+cmd.GetType().String()+" may not be sent on a multiplexed connection"))
 	return ReasonCommandRefused
 }

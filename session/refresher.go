@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
@@ -174,7 +175,7 @@ func (r *refresher) renew(id authz.Identity, resp *pb.CommandAuthResponse) error
 	}
 	fresh, err := s.srv.sec.Authenticator.Authenticate(creds)
 	if err == nil && fresh.Role != id.Role {
-		err = &authz.Error{Method: creds.Method, Reason: authz.ReasonNoRole, Detail: "refreshed credentials name role " + quoteRole(fresh.Role) + ", not " + quoteRole(id.Role)}
+		err = &authz.Error{Method: creds.Method, Reason: authz.ReasonNoRole, Detail: "refreshed credentials name role " + edge.QuoteRole(fresh.Role) + ", not " + edge.QuoteRole(id.Role)}
 	}
 	if err == nil && fresh.Expired(time.Now()) {
 		err = &authz.Error{Method: creds.Method, Reason: authz.ReasonExpired, Detail: "refreshed credentials are already expired"}

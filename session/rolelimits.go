@@ -15,9 +15,10 @@ import (
 // than refused (refusing would let a flood of valid roles lock everyone out).
 const maxTrackedRoles = 10_000
 
-// roleLimits counts, per role, what the policy's limits bound (authz.Limit): the role's live
-// connections, and a lookup rate and a publish rate shared by all of its sessions. A role is
-// in the table while it has a session.
+// roleLimits counts, per role, what the policy's limits bound (authz.Limit) where sessions
+// are counted: the role's live connections, and a publish rate shared by all of its
+// sessions. A role is in the table while it has a session. (Its lookup rate is the edge's:
+// it applies on every plane, HTTP included.)
 type roleLimits struct {
 	mu    sync.Mutex
 	roles map[string]*roleUse
@@ -29,8 +30,7 @@ type roleUse struct {
 	sessions int
 	policy   *authz.Policy // the policy the limit was read from
 	limit    authz.Limit
-	lookups  *rate.Limiter // nil: not limited
-	publish  *rate.Limiter
+	publish  *rate.Limiter // nil: not limited
 }
 
 func newRoleLimits() *roleLimits { return &roleLimits{roles: map[string]*roleUse{}} }
@@ -87,12 +87,6 @@ func (u *roleUse) follow(role string, p *authz.Policy) {
 	}
 	u.policy = p
 	l := p.LimitFor(role)
-	if l.LookupsPerSecond != u.limit.LookupsPerSecond || l.LookupBurst != u.limit.LookupBurst {
-		u.lookups = nil
-		if l.LookupsPerSecond > 0 {
-			u.lookups = rate.NewLimiter(rate.Limit(l.LookupsPerSecond), max(l.LookupBurst, int(l.LookupsPerSecond), 1))
-		}
-	}
 	if l.PublishBytesPerSecond != u.limit.PublishBytesPerSecond {
 		u.publish = nil
 		if l.PublishBytesPerSecond > 0 {
@@ -106,18 +100,6 @@ func (u *roleUse) follow(role string, p *authz.Policy) {
 // publishChunk is the most one wait of the publish pacing asks for; larger writes wait in
 // chunks.
 const publishChunk = 64 << 10
-
-// allowLookup takes a token of the role's lookup rate; false means over it.
-func (r *roleLimits) allowLookup(role string, p *authz.Policy) bool {
-	u := r.use(role, p)
-	if u == nil {
-		return true
-	}
-	r.mu.Lock()
-	l := u.lookups
-	r.mu.Unlock()
-	return l == nil || l.Allow()
-}
 
 // pacer returns the wait the role's publish rate imposes after n bytes were sent, or nil
 // when the role's publishing is not limited.

@@ -2,12 +2,10 @@ package session
 
 import (
 	"context"
-	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -17,18 +15,15 @@ type Authenticator interface {
 	Authenticate(authz.Credentials) (authz.Identity, error)
 }
 
-// PolicySource returns the authorization policy in force (it may change between calls).
-type PolicySource interface {
-	Policy() *authz.Policy
-}
-
 // Security is what sessions need to authenticate clients, authorize their commands and
 // speak for them to brokers. The zero value: no authentication, no authorization, no
 // proxy credentials.
 type Security struct {
 	Authenticator Authenticator // nil: clients are not authenticated and have no role
-	Policy        PolicySource  // nil: the proxy authorizes nothing itself
-	Metrics       *authz.Metrics
+	// Edge decides what clients may do, on every plane (nil: an edge without a policy,
+	// which still reads commands strictly where it must).
+	Edge    *edge.Edge
+	Metrics *authz.Metrics
 
 	// ForwardClientCredentials also sends original_auth_method/original_auth_data, for
 	// brokers that authenticate them (authenticateOriginalAuthData=true).
@@ -40,12 +35,15 @@ type Security struct {
 
 // InspectsFrames reports whether direct sessions must read the client's frames (to check
 // PRODUCER and SUBSCRIBE, to renew credentials), so they cannot be forwarded unframed.
-func (sec Security) InspectsFrames() bool { return sec.Authenticator != nil || sec.Policy != nil }
+func (sec Security) InspectsFrames() bool { return sec.Authenticator != nil || sec.Edge.Policed() }
 
 // SetSecurity configures authentication and authorization; call it before Serve.
 func (s *Server) SetSecurity(sec Security) {
 	if sec.RefreshTimeout <= 0 {
 		sec.RefreshTimeout = 10 * time.Second
+	}
+	if sec.Edge == nil {
+		sec.Edge = edge.New(edge.Config{Metrics: sec.Metrics})
 	}
 	s.sec = sec
 }
@@ -112,59 +110,11 @@ func (s *session) lookupContext() context.Context {
 	return upstream.WithClient(s.ctx, c)
 }
 
-// allowed asks the policy in force; without a policy everything is allowed.
-func (s *session) allowed(a authz.Action, topic string) bool {
-	if s.srv.sec.Policy == nil {
-		return true
-	}
-	p := s.srv.sec.Policy.Policy()
+// identity is who the client is now (renewed on refresh).
+func (s *session) identityNow() authz.Identity {
 	s.mu.Lock()
-	role := s.identity.Role
-	s.mu.Unlock()
-	if p.Allowed(role, a, topic) {
-		return true
-	}
-	s.srv.sec.Metrics.Denied(a)
-	s.with(s.srv.log.Debug()).Str("action", string(a)).Str("topic", topic).Msg("denied by policy")
-	return false
-}
-
-func denyMessage(role string, a authz.Action, topic string) string {
-	return "pulsar-proxy: role " + quoteRole(role) + " may not " + string(a) + " " + topic
-}
-
-func quoteRole(r string) string {
-	if r == "" {
-		return "(anonymous)"
-	}
-	return strings.ReplaceAll(r, "\n", " ")
-}
-
-// filterTopics keeps the topics of a GET_TOPICS_OF_NAMESPACE answer the role may look up.
-func (s *session) filterTopics(resp *pb.BaseCommand) {
-	r := resp.GetGetTopicsOfNamespaceResponse()
-	if r == nil || s.srv.sec.Policy == nil {
-		return
-	}
-	p := s.srv.sec.Policy.Policy()
-	s.mu.Lock()
-	role := s.identity.Role
-	s.mu.Unlock()
-	if p.IsSuperUser(role) {
-		return
-	}
-	kept := r.Topics[:0]
-	for _, t := range r.Topics {
-		if p.Allowed(role, authz.ActionLookup, t) {
-			kept = append(kept, t)
-		}
-	}
-	if len(kept) != len(r.Topics) {
-		// The broker's hash covers the full list: the client must hold the hash of its own.
-		r.TopicsHash = proto.String(topicsHash(kept))
-		r.Changed = proto.Bool(true)
-	}
-	r.Topics = kept
+	defer s.mu.Unlock()
+	return s.identity
 }
 
 func (s *session) role() string {
@@ -179,17 +129,17 @@ func (s *session) expireCredentials() { s.close(ReasonAuthExpired) }
 // The limits the policy sets and the proxy's own bounds, as metric labels.
 const (
 	limitRoleConnections = "role_connections"
-	limitRoleLookupRate  = "role_lookup_rate"
+	limitRoleLookupRate  = "role_lookup_rate" // counted where the edge refuses a lookup over the rate
 	limitLookupsInFlight = "lookups_in_flight"
 )
 
-// policy is the authorization policy in force; nil without one.
-func (s *session) policy() *authz.Policy {
-	if s.srv.sec.Policy == nil {
-		return nil
-	}
-	return s.srv.sec.Policy.Policy()
+// topicLists are the client's topic lists, filtered by the edge, their watchers counted.
+func (s *session) topicLists() *edge.TopicLists {
+	return s.srv.sec.Edge.TopicLists(s.identityNow).Counted(s.srv.metrics.watchers)
 }
+
+// policy is the authorization policy in force; nil without one.
+func (s *session) policy() *authz.Policy { return s.srv.sec.Edge.Policy() }
 
 // acquireRole counts the session against its role's connection limit (see authz.Limit).
 func (s *session) acquireRole() (release func(), ok bool) {
@@ -198,15 +148,6 @@ func (s *session) acquireRole() (release func(), ok bool) {
 		return func() {}, true
 	}
 	return s.srv.roles.acquire(role, p)
-}
-
-// lookupAllowed takes a token of the role's lookup rate.
-func (s *session) lookupAllowed() bool {
-	role, p := s.role(), s.policy()
-	if role == "" || p == nil {
-		return true
-	}
-	return s.srv.roles.allowLookup(role, p)
 }
 
 // pacePublishing waits, after the client sent n bytes to its broker, as long as its role's
@@ -218,5 +159,12 @@ func (s *session) pacePublishing(n int) {
 	}
 	if l := s.srv.roles.pacer(role, p); l != nil {
 		s.srv.metrics.publishPaused.Add(pace(s.ctx, l, n).Seconds())
+	}
+}
+
+// countRefusal counts, beside the edge's own denial count, a refusal over a role's limit.
+func (s *session) countRefusal(d edge.Decision) {
+	if d.Reason == edge.ReasonRateLimited {
+		s.srv.metrics.limited.WithLabelValues(limitRoleLookupRate).Inc()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 )
@@ -52,7 +53,7 @@ func testSecurity(t testing.TB, anonymous string, policy string) (Security, *tes
 		if err != nil {
 			t.Fatal(err)
 		}
-		sec.Policy = staticPolicy{p}
+		sec.Edge = edge.New(edge.Config{Policy: staticPolicy{p}, Metrics: m})
 	}
 	return sec, reg
 }

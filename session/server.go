@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
@@ -113,6 +114,7 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 		clientIPs:   newClientIPs(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
 		connectRate: newConnectRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
 		roles:       newRoleLimits(),
+		sec:         Security{Edge: edge.New(edge.Config{}), RefreshTimeout: 10 * time.Second},
 		listeners:   map[net.Listener]struct{}{},
 		sessions:    map[*session]struct{}{},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
@@ -321,7 +322,7 @@ func (s *session) handshake() CloseReason {
 	release, ok := s.acquireRole()
 	if !ok {
 		s.srv.metrics.limited.WithLabelValues(limitRoleConnections).Inc()
-		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: role "+quoteRole(s.role())+" has as many connections as its limit allows, retry later")
+		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: role "+edge.QuoteRole(s.role())+" has as many connections as its limit allows, retry later")
 		return ReasonTooManyForRole
 	}
 	s.atEnd(release)

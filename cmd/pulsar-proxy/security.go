@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 )
@@ -17,13 +18,14 @@ import (
 func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, *authz.PolicyStore, *authz.JWKS, error) {
 	sec, jwks, err := newAuthentication(cfg, reg, log)
 	if err != nil || !cfg.Authz.PolicyEnabled {
+		sec.Edge = edge.New(edge.Config{Metrics: sec.Metrics})
 		return sec, nil, jwks, err
 	}
 	store, err := authz.NewPolicyStore(cfg.Authz.PolicyFile, sec.Metrics, log)
 	if err != nil {
 		return sec, nil, nil, fmt.Errorf("authz.policyFile: %w", err)
 	}
-	sec.Policy = store
+	sec.Edge = edge.New(edge.Config{Policy: store, Metrics: sec.Metrics})
 	return sec, store, jwks, nil
 }
 

@@ -93,7 +93,7 @@ func (p *proxy) serve(lns listeners) <-chan error {
 		Strs("discovery", providerNames).Str("version", version).
 		Str("forwarding", p.forwarding()).Bool("broker_tls", p.brokerTLS).
 		Str("broker_proxy_protocol", p.cfg.Broker.BrokerProxyProtocol).
-		Bool("authentication", p.sec.Authenticator != nil).Bool("authorization", p.sec.Policy != nil).
+		Bool("authentication", p.sec.Authenticator != nil).Bool("authorization", p.sec.Edge.Policed()).
 		Msg("pulsar-proxy started")
 	return serveErr
 }

@@ -1,4 +1,4 @@
-package session
+package edge
 
 import (
 	"encoding/binary"
@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
@@ -25,11 +26,12 @@ const (
 
 var errTooManyWatchedTopics = errors.New("topic-list watchers of this connection hold too many topics")
 
-// topicLists filters the topic lists a broker sends a direct session's client
-// (GET_TOPICS_OF_NAMESPACE answers, topic-list watchers) down to the topics the client may
-// look up. A watcher's updates carry the hash of the whole list, so each watcher's filtered
-// list is kept to hash the list the client really holds.
-type topicLists struct {
+// TopicLists filters the topic lists a broker sends one client, on any binary plane
+// (GET_TOPICS_OF_NAMESPACE answers, topic-list watchers), down to the topics the client may
+// look up, each with the hash of what it really holds. A watcher's updates carry the hash of
+// the whole list, so each watcher's filtered list is kept to hash it. It also bounds the
+// watchers a session may hold, with or without a policy.
+type TopicLists struct {
 	visible func(topic string) bool
 	active  prometheus.Gauge // watchers open, all sessions together; nil: not counted
 
@@ -38,18 +40,24 @@ type topicLists struct {
 	topics   int
 }
 
-func newTopicLists(visible func(string) bool) *topicLists {
-	return &topicLists{visible: visible, watchers: map[uint64]map[string]struct{}{}}
+// TopicLists makes a client's lists; id is who the client is now (credentials may be renewed).
+// Without a policy nothing is hidden.
+func (e *Edge) TopicLists(id func() authz.Identity) *TopicLists {
+	return &TopicLists{visible: func(t string) bool { return e.Visible(id(), t) }, watchers: map[uint64]map[string]struct{}{}}
 }
 
-// counted makes the lists count their watchers in g.
-func (l *topicLists) counted(g prometheus.Gauge) *topicLists {
+func newTopicLists(visible func(string) bool) *TopicLists {
+	return &TopicLists{visible: visible, watchers: map[uint64]map[string]struct{}{}}
+}
+
+// Counted makes the lists count their watchers in g.
+func (l *TopicLists) Counted(g prometheus.Gauge) *TopicLists {
 	l.active = g
 	return l
 }
 
-// watch registers a watcher the client opens; false when the session has too many.
-func (l *topicLists) watch(id uint64) bool {
+// Watch registers a watcher the client opens; false when the session has too many.
+func (l *TopicLists) Watch(id uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_, known := l.watchers[id]
@@ -64,8 +72,8 @@ func (l *topicLists) watch(id uint64) bool {
 	return true
 }
 
-// forget drops a watcher the client closed.
-func (l *topicLists) forget(id uint64) {
+// Forget drops a watcher the client closed.
+func (l *TopicLists) Forget(id uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, known := l.watchers[id]; known && l.active != nil {
@@ -75,8 +83,8 @@ func (l *topicLists) forget(id uint64) {
 	delete(l.watchers, id)
 }
 
-// close drops every watcher: the session ended, and the broker with it.
-func (l *topicLists) close() {
+// Close drops every watcher: the session ended, and the broker with it.
+func (l *TopicLists) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.active != nil {
@@ -86,19 +94,27 @@ func (l *topicLists) close() {
 	l.topics = 0
 }
 
-func (l *topicLists) forgetLocked(id uint64) {
+func (l *TopicLists) forgetLocked(id uint64) {
 	l.topics -= len(l.watchers[id])
 }
 
-// filter rewrites a broker's topic-list answer in place to what the client may see. It
-// reports whether anything is left to send (an update whose topics are all hidden is not).
-func (l *topicLists) filter(cmd *pb.BaseCommand) (send bool, err error) {
+// Carries reports whether a broker command of type t carries a topic list for Filter.
+func Carries(t pb.BaseCommand_Type) bool {
+	return t == pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE || t == pb.BaseCommand_WATCH_TOPIC_LIST_SUCCESS ||
+		t == pb.BaseCommand_WATCH_TOPIC_UPDATE
+}
+
+// Filter rewrites a broker's topic-list answer in place to what the client may see, with
+// the hash of that list (never the broker's, which covers names the client may not see).
+// It reports whether anything is left to send (an update whose topics are all hidden is
+// not).
+func (l *TopicLists) Filter(cmd *pb.BaseCommand) (send bool, err error) {
 	switch cmd.GetType() {
 	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE:
 		r := cmd.GetGetTopicsOfNamespaceResponse()
-		if kept := l.keep(r.Topics); len(kept) != len(r.Topics) {
-			r.Topics = kept
-			r.TopicsHash = proto.String(topicsHash(kept))
+		r.Topics = l.keep(r.Topics)
+		if r.GetChanged() {
+			r.TopicsHash = proto.String(TopicsHash(r.Topics))
 		}
 		return true, nil
 	case pb.BaseCommand_WATCH_TOPIC_LIST_SUCCESS:
@@ -109,7 +125,7 @@ func (l *topicLists) filter(cmd *pb.BaseCommand) (send bool, err error) {
 	return true, nil
 }
 
-func (l *topicLists) listed(w *pb.CommandWatchTopicListSuccess) error {
+func (l *TopicLists) listed(w *pb.CommandWatchTopicListSuccess) error {
 	w.Topic = l.keep(w.Topic)
 	set := make(map[string]struct{}, len(w.Topic))
 	for _, t := range w.Topic {
@@ -123,11 +139,11 @@ func (l *topicLists) listed(w *pb.CommandWatchTopicListSuccess) error {
 	}
 	l.watchers[w.GetWatcherId()] = set
 	l.topics += len(set)
-	w.TopicsHash = proto.String(topicsHash(w.Topic))
+	w.TopicsHash = proto.String(TopicsHash(w.Topic))
 	return nil
 }
 
-func (l *topicLists) updated(u *pb.CommandWatchTopicUpdate) (bool, error) {
+func (l *TopicLists) updated(u *pb.CommandWatchTopicUpdate) (bool, error) {
 	u.NewTopics, u.DeletedTopics = l.keep(u.NewTopics), l.keep(u.DeletedTopics)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -154,24 +170,37 @@ func (l *topicLists) updated(u *pb.CommandWatchTopicUpdate) (bool, error) {
 	for t := range set {
 		all = append(all, t)
 	}
-	u.TopicsHash = proto.String(topicsHash(all))
+	u.TopicsHash = proto.String(TopicsHash(all))
 	return true, nil
 }
 
-func (l *topicLists) keep(topics []string) []string {
+func (l *TopicLists) keep(topics []string) []string {
 	return slices.DeleteFunc(topics, func(t string) bool { return !l.visible(t) })
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// topicsHash is the hash Pulsar gives a topic list (TopicList.calculateHash): CRC32C of the
+// TopicsHash is the hash Pulsar gives a topic list (TopicList.calculateHash): CRC32C of the
 // sorted names joined by ",", written as the hex of its little-endian bytes. A client
 // compares it with what it holds, so a filtered list must carry its own.
-func topicsHash(topics []string) string {
+func TopicsHash(topics []string) string {
 	sorted := slices.Clone(topics)
 	sort.Strings(sorted)
 	sum := crc32.Checksum([]byte(strings.Join(sorted, ",")), castagnoli)
 	var le [4]byte
 	binary.LittleEndian.PutUint32(le[:], sum)
 	return hex.EncodeToString(le[:])
+}
+
+// Track notes a client's WATCH_TOPIC_LIST or WATCH_TOPIC_LIST_CLOSE on its way to a broker.
+// It returns the refusal to answer instead when the client holds as many watchers as a
+// session may (the command then goes no further); nil otherwise.
+func (l *TopicLists) Track(cmd *pb.BaseCommand) *pb.BaseCommand {
+	if w := cmd.GetWatchTopicList(); w != nil && !l.Watch(w.GetWatcherId()) {
+		return FailureFor(cmd, pb.ServerError_TooManyRequests, "pulsar-proxy: too many topic-list watchers on this connection")
+	}
+	if c := cmd.GetWatchTopicListClose(); c != nil {
+		l.Forget(c.GetWatcherId())
+	}
+	return nil
 }
