@@ -32,6 +32,7 @@ func buildAdmin(cfg *config.Config, brokers *lookup.BrokerSet, sec session.Secur
 		Brokers:                  brokers,
 		Auth:                     sec.Authenticator,
 		AuthFailures:             sec.Metrics,
+		Policy:                   sec.Edge,
 		ProxyCredentials:         creds,
 		ForwardClientCredentials: cfg.Auth.ForwardClientCredentials,
 		DialTimeout:              cfg.Broker.DialTimeout,

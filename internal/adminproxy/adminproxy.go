@@ -31,6 +31,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 )
 
 // Upstreams are the web services one kind of request may go to.
@@ -46,6 +47,13 @@ type Authenticator interface {
 	Authenticate(authz.Credentials) (authz.Identity, error)
 }
 
+// Policy is the edge's decision on a route (edge.Edge): the same policy as the binary
+// planes'.
+type Policy interface {
+	Route(id authz.Identity, method string, u *url.URL) edge.Decision
+	Visible(id authz.Identity, topic string) bool
+}
+
 // FailureCounter counts refused authentications (authz.Metrics).
 type FailureCounter interface {
 	AuthFailure(method string, reason authz.Reason)
@@ -59,6 +67,8 @@ type Config struct {
 	// client's own headers (brokers authenticate the client themselves).
 	Auth         Authenticator
 	AuthFailures FailureCounter // may be nil
+	// Policy decides what an authenticated role may do (nil: brokers decide everything).
+	Policy Policy
 	// ProxyCredentials are the proxy's own credentials for brokers (method, data); nil: none.
 	// Used with Auth: the broker authenticates the proxy and decides for the client's role,
 	// named in X-Original-Principal.
@@ -135,12 +145,13 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, metrics: cfg.Metrics, sem: make(chan struct{}, cfg.MaxConcurrent), transport: t}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:       p.rewrite,
-		Transport:     &redirector{p: p, base: t},
-		FlushInterval: 100 * time.Millisecond, // answers of unknown length are flushed at once anyway
-		BufferPool:    newBufferPool(),
-		ErrorHandler:  p.proxyError,
-		ErrorLog:      nil,
+		Rewrite:        p.rewrite,
+		ModifyResponse: p.filterTopicList,
+		Transport:      &redirector{p: p, base: t},
+		FlushInterval:  100 * time.Millisecond, // answers of unknown length are flushed at once anyway
+		BufferPool:     newBufferPool(),
+		ErrorHandler:   p.proxyError,
+		ErrorLog:       nil,
 	}
 	return p, nil
 }
@@ -170,7 +181,8 @@ type exchange struct {
 	route    route
 	identity authz.Identity
 	authed   bool
-	body     *replayBody // nil without a request body
+	decision edge.Decision // the edge's, for an admitted request
+	body     *replayBody   // nil without a request body
 	ups      Upstreams
 	first    string // the web service the request went to first
 	last     string // the one that answered
@@ -268,6 +280,10 @@ func (p *Proxy) admit(rec *recorder, r *http.Request, x *exchange, pathErr error
 		}
 		x.identity, x.authed = id, true
 	}
+	if !p.decide(rec, r, x) {
+		release()
+		return nil, false
+	}
 	if r.ContentLength > p.cfg.MaxBodySize {
 		x.reason = "body too large"
 		writeError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is over the limit of %d (admin.maxRequestBodySize)", r.ContentLength, p.cfg.MaxBodySize))
@@ -275,6 +291,25 @@ func (p *Proxy) admit(rec *recorder, r *http.Request, x *exchange, pathErr error
 		return nil, false
 	}
 	return release, true
+}
+
+// decide asks the edge about the route; a refusal is answered here and never reaches a
+// broker.
+func (p *Proxy) decide(rec *recorder, r *http.Request, x *exchange) bool {
+	if p.cfg.Policy == nil {
+		return true
+	}
+	x.decision = p.cfg.Policy.Route(x.identity, r.Method, r.URL)
+	if x.decision.Outcome == edge.Forward {
+		return true
+	}
+	d := x.decision
+	x.reason = d.Message
+	if d.Status == http.StatusTooManyRequests {
+		rec.Header().Set("Retry-After", "1")
+	}
+	writeRefusal(rec, d)
+	return false
 }
 
 // rewrite is the ReverseProxy hook: the request as a broker gets it. The target is set per
@@ -349,6 +384,20 @@ func classifyError(ctx context.Context, err error) (status int, reason, metric s
 		return http.StatusGatewayTimeout, "broker did not answer in time (admin.responseTimeout): " + err.Error(), reasonTimeout
 	}
 	return http.StatusBadGateway, "broker request failed: " + err.Error(), reasonBroken
+}
+
+// writeRefusal answers an edge refusal: Pulsar's error body, with the action and the
+// resource the policy did not grant.
+func writeRefusal(w http.ResponseWriter, d edge.Decision) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(d.Status)
+	b, _ := json.Marshal(struct {
+		Reason   string `json:"reason"`
+		Action   string `json:"action,omitempty"`
+		Resource string `json:"resource,omitempty"`
+	}{d.Message, string(d.Action), d.Resource})
+	w.Write(append(b, '\n'))
 }
 
 // writeError answers with Pulsar's error body, {"reason": ...}, which its admin tools print.

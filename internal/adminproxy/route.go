@@ -33,13 +33,13 @@ var (
 )
 
 // classify decides what to do with a request path (already percent-decoded, as
-// http.Request.URL.Path is). Only /admin/... and /lookup/... are proxied (errNotProxied for
-// anything else). A path that a server could read as another path is refused (errBadPath):
+// http.Request.URL.Path is). Only /admin/..., /lookup/... and /topics/... (the REST producer)
+// are proxied (errNotProxied for anything else). A path that a server could read as another path is refused (errBadPath):
 // "." or ".." segments, empty segments ("//") except a trailing slash, backslashes and control
 // characters; encoded spellings (%2e%2e, %2f) are refused too, since the decoded path is
 // checked. The raw path is sent to brokers as the client wrote it.
 func classify(path string) (route, error) {
-	if !strings.HasPrefix(path, "/admin/") && !strings.HasPrefix(path, "/lookup/") &&
+	if !strings.HasPrefix(path, "/admin/") && !strings.HasPrefix(path, "/lookup/") && !strings.HasPrefix(path, "/topics/") &&
 		path != "/admin" && path != "/lookup" {
 		return route{}, errNotProxied
 	}
@@ -49,10 +49,15 @@ func classify(path string) (route, error) {
 			return route{}, errBadPath
 		}
 		for j := 0; j < len(s); j++ {
-			if c := s[j]; c < 0x20 || c == 0x7f || c == '\\' {
+			// A ';' starts a JAX-RS matrix parameter, which a broker reads apart from the name:
+			// the proxy would decide on a name the broker does not use.
+			if c := s[j]; c < 0x20 || c == 0x7f || c == '\\' || c == ';' {
 				return route{}, errBadPath
 			}
 		}
+	}
+	if segs[0] == "topics" {
+		return route{label: "/topics"}, nil
 	}
 	if segs[0] == "lookup" {
 		if len(segs) > 1 && segs[1] == "v2" {
