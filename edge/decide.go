@@ -18,7 +18,8 @@ func (e *Edge) Command(id authz.Identity, p Plane, t pb.BaseCommand_Type, comman
 	}
 	cmd, err := frame.Decode(command)
 	if err != nil {
-		return closing(ReasonUndecodable, frame.Error(0, pb.ServerError_NotAllowedError,
+		// Nothing of it can be authorized: AuthorizationError, and the session ends.
+		return closing(ReasonUndecodable, frame.Error(0, pb.ServerError_AuthorizationError,
 			"pulsar-proxy: cannot read "+t.String()+": "+err.Error()))
 	}
 	return e.decide(id, p, r, cmd)
@@ -44,7 +45,7 @@ func (e *Edge) decide(id authz.Identity, p Plane, r rule, cmd *pb.BaseCommand) D
 		if p == Lookup {
 			return refusal(ReasonUndecodable, frame.Error(0, pb.ServerError_MetadataError, "pulsar-proxy: "+t.String()+" without its command"))
 		}
-		return closing(ReasonUndecodable, frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: "+t.String()+" without its command"))
+		return closing(ReasonUndecodable, frame.Error(0, pb.ServerError_AuthorizationError, "pulsar-proxy: "+t.String()+" without its command"))
 	}
 	switch r {
 	case keepAlive:

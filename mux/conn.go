@@ -296,18 +296,11 @@ func (c *Conn) deliver(command, payload []byte) {
 }
 
 func (c *Conn) answerChallenge() error {
-	creds := c.pool.cfg.Connector.Credentials
-	if creds == nil {
-		return fmt.Errorf("broker %s asked for credentials the proxy does not have", c.key.Addr)
-	}
-	method, data, err := creds()
+	resp, err := c.pool.cfg.Connector.AuthResponse(c.key.Addr)
 	if err != nil {
-		return fmt.Errorf("proxy credentials for broker %s: %w", c.key.Addr, err)
+		return err
 	}
-	c.sendOwn(&pb.BaseCommand{Type: pb.BaseCommand_AUTH_RESPONSE.Enum(), AuthResponse: &pb.CommandAuthResponse{
-		ClientVersion: proto.String(c.pool.cfg.Connector.Version),
-		Response:      &pb.AuthData{AuthMethodName: proto.String(method), AuthData: data},
-	}})
+	c.sendOwn(resp)
 	return nil
 }
 

@@ -145,3 +145,20 @@ func (c *Connector) connectCommand(hello *Hello, client Client) (*pb.BaseCommand
 	}
 	return &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: req}, nil
 }
+
+// AuthResponse is the proxy's answer to a broker's AUTH_CHALLENGE on one of its own
+// connections (a pooled lookup connection, a shared multiplexed one): its credentials again,
+// fresh from their source, under its version.
+func (c *Connector) AuthResponse(addr string) (*pb.BaseCommand, error) {
+	if c.Credentials == nil {
+		return nil, fmt.Errorf("broker %s asked for credentials the proxy does not have", addr)
+	}
+	method, data, err := c.Credentials()
+	if err != nil {
+		return nil, fmt.Errorf("proxy credentials for broker %s: %w", addr, err)
+	}
+	return &pb.BaseCommand{Type: pb.BaseCommand_AUTH_RESPONSE.Enum(), AuthResponse: &pb.CommandAuthResponse{
+		ClientVersion: proto.String(c.Version),
+		Response:      &pb.AuthData{AuthMethodName: proto.String(method), AuthData: data},
+	}}, nil
+}

@@ -1,6 +1,8 @@
 package upstream
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -55,5 +57,27 @@ func TestConnectCommand(t *testing.T) {
 				t.Fatalf("CONNECT\n got %v\nwant %v", cmd.GetConnect(), tc.want)
 			}
 		})
+	}
+}
+
+// Both of the proxy's own kinds of broker connection answer a challenge with this one
+// command: the proxy's credentials, read again, under its version.
+func TestAuthResponse(t *testing.T) {
+	n := 0
+	c := &Connector{Version: "pulsar-proxy/t", Credentials: func() (string, []byte, error) {
+		n++
+		return "token", []byte("fresh-" + strconv.Itoa(n)), nil
+	}}
+	for i := 1; i <= 2; i++ {
+		got, err := c.AuthResponse("b:6650")
+		want := &pb.BaseCommand{Type: pb.BaseCommand_AUTH_RESPONSE.Enum(), AuthResponse: &pb.CommandAuthResponse{
+			ClientVersion: proto.String("pulsar-proxy/t"),
+			Response:      &pb.AuthData{AuthMethodName: proto.String("token"), AuthData: []byte("fresh-" + strconv.Itoa(i))}}}
+		if err != nil || !proto.Equal(got, want) {
+			t.Fatalf("AuthResponse %d: %v, %v; want %v", i, got, err, want)
+		}
+	}
+	if _, err := (&Connector{}).AuthResponse("b:6650"); err == nil || !strings.Contains(err.Error(), "b:6650") {
+		t.Fatalf("without credentials: %v, want an error naming the broker", err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/singleflight"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -232,15 +231,15 @@ func (p *Pool) dial(addr string, client Client) (*brokerConn, error) {
 		return nil, fmt.Errorf("connect to broker %s: %w", addr, err)
 	}
 	c := &brokerConn{
-		addr:    addr,
-		nc:      bc.Conn,
-		pending: map[uint64]chan *pb.BaseCommand{},
-		max:     p.cfg.MaxPending,
-		done:    make(chan struct{}),
-		pongs:   make(chan struct{}, 1),
-		log:     p.cfg.Logger.With().Str("broker", addr).Logger(),
-		client:  client,
-		creds:   p.cfg.Connector.Credentials,
+		addr:      addr,
+		nc:        bc.Conn,
+		pending:   map[uint64]chan *pb.BaseCommand{},
+		max:       p.cfg.MaxPending,
+		done:      make(chan struct{}),
+		pongs:     make(chan struct{}, 1),
+		log:       p.cfg.Logger.With().Str("broker", addr).Logger(),
+		client:    client,
+		connector: p.cfg.Connector,
 	}
 	c.lastUsed.Store(time.Now().UnixNano())
 	p.topicWatchersOffered(bc.Connected)
@@ -275,10 +274,10 @@ type brokerConn struct {
 
 	watchers map[uint64]TopicWatcher // topic-list watchers open on it, by their id here
 
-	client   Client      // whom it looks up for; an empty Principal is the proxy itself
-	retire   *time.Timer // closes a connection carrying client credentials at their expiry
-	creds    func() (string, []byte, error)
-	lastUsed atomic.Int64 // unix nanoseconds, for eviction
+	client    Client       // whom it looks up for; an empty Principal is the proxy itself
+	retire    *time.Timer  // closes a connection carrying client credentials at their expiry
+	connector *Connector   // answers the broker's credential challenges
+	lastUsed  atomic.Int64 // unix nanoseconds, for eviction
 }
 
 func (c *brokerConn) roundTrip(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
@@ -405,19 +404,12 @@ func (c *brokerConn) readLoop(r *frame.Reader) {
 }
 
 func (c *brokerConn) answerChallenge() error {
-	if c.creds == nil {
-		c.close(fmt.Errorf("broker %s asked for credentials the proxy does not have", c.addr))
-		return c.closeErr()
-	}
-	method, data, err := c.creds()
+	resp, err := c.connector.AuthResponse(c.addr)
 	if err != nil {
-		c.close(fmt.Errorf("proxy credentials for broker %s: %w", c.addr, err))
+		c.close(err)
 		return c.closeErr()
 	}
-	return c.write(&pb.BaseCommand{Type: pb.BaseCommand_AUTH_RESPONSE.Enum(), AuthResponse: &pb.CommandAuthResponse{
-		ClientVersion: proto.String("pulsar-proxy"),
-		Response:      &pb.AuthData{AuthMethodName: proto.String(method), AuthData: data},
-	}})
+	return c.write(resp)
 }
 
 func (c *brokerConn) close(err error) {

@@ -61,6 +61,7 @@ func TestAuthMultiplexed(t *testing.T) {
 		{"ProxyRefusesProducerBeforeTheBroker", TestProxyRefusesProducerBeforeTheBroker},
 		{"CraftedFramesCannotReachForbiddenTopics", TestCraftedFramesCannotReachForbiddenTopics},
 		{"TopicListIsFiltered", TestTopicListIsFiltered},
+		{"TopicsHashOracleLearnsNothing", TestTopicsHashOracleLearnsNothing},
 		{"PatternConsumerWatcherThroughProxy", TestPatternConsumerWatcherThroughProxy},
 		{"TokenRefreshKeepsSessionsAlive", TestTokenRefreshKeepsSessionsAlive},
 		{"ExpiredClientIsDisconnected", TestExpiredClientIsDisconnected},
