@@ -16,10 +16,11 @@ import (
 type scope uint8
 
 const (
-	onTopic     scope = iota // {domain}/{tenant}/{namespace}/{topic}
-	onNamespace              // {tenant}/{namespace}, the namespace as a whole
-	inNamespace              // {tenant}/{namespace}: something within it (a filtered topic list, its metadata)
-	onTenant                 // {tenant} as a whole
+	onTopic       scope = iota // {domain}/{tenant}/{namespace}/{topic}
+	onNamespace                // {tenant}/{namespace}, the namespace as a whole
+	inNamespace                // {tenant}/{namespace}: something within it (a filtered topic list, its metadata)
+	onTenant                   // {tenant} as a whole
+	forSuperusers              // nobody else
 )
 
 // route is one entry of the table: a method, a path pattern (segments; "{name}" matches one
@@ -47,7 +48,7 @@ func (e *Edge) Route(id authz.Identity, method string, u *url.URL) Decision {
 		return e.refuseRoute(id, http.StatusForbidden, "", "", "pulsar-proxy: the path "+u.EscapedPath()+" cannot be read as one resource")
 	}
 	rt, params, found := match(method, segs)
-	if !found {
+	if !found || rt.scope == forSuperusers {
 		return e.refuseRoute(id, http.StatusForbidden, "", "",
 			"pulsar-proxy: "+method+" "+u.EscapedPath()+" is not a route the proxy's policy knows; only superusers may use it")
 	}

@@ -178,3 +178,24 @@ func TestPartialGrantIsNotTheNamespace(t *testing.T) {
 		}
 	}
 }
+
+// Routes shaped like a namespace's or a topic's that span tenants or the cluster stay with
+// superusers, whatever a role may do with every namespace.
+func TestClusterRoutesShapedLikeNamespaces(t *testing.T) {
+	e := newTestEdge(t, "rules: [{roles: [wide], resources: [\"*/*/*\"], actions: [lookup, produce, consume, admin]}]")
+	wide := authz.Identity{Role: "wide"}
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/admin/v2/namespaces/standalone/antiAffinity/g"},
+		{"POST", "/admin/v3/functions/builtins/reload"},
+		{"PUT", "/admin/v3/functions/leader/acme/a/f"},
+		{"GET", "/admin/v3/sinks/builtinsinks/x/configdefinition"},
+		{"GET", "/admin/v2/tenants"},
+	} {
+		if d := e.Route(wide, tc.method, mustURL(t, tc.path)); d.Outcome != Refuse {
+			t.Errorf("%s %s: %v, want refused", tc.method, tc.path, d.Outcome)
+		}
+	}
+	if d := e.Route(wide, "GET", mustURL(t, "/admin/v2/persistent/acme/a/t/offloadPolicies")); d.Outcome != Forward || d.Action != authz.ActionAdmin {
+		t.Errorf("offload policies: %v %s, want forwarded as admin", d.Outcome, d.Action)
+	}
+}

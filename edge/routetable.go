@@ -30,10 +30,22 @@ var routeTable = buildRoutes(
 	r("POST", "/topics/{domain}/{tenant}/{namespace}/{topic}", authz.ActionProduce, onTopic),
 	r("POST", "/topics/{domain}/{tenant}/{namespace}/{topic}/partitions/{partition}", authz.ActionProduce, onTopic),
 
+	// Routes whose shape a catch-all below would take for a namespace's or a topic's, but
+	// which span tenants or the cluster.
+	superusers("GET", "/admin/v2/namespaces/{cluster}/antiAffinity/{group}"),
+	superusers("POST", "/admin/v3/functions/builtins/reload"),
+	superusers("GET", "/admin/v3/functions/builtins/**"),
+	superusers("PUT", "/admin/v3/functions/leader/**"),
+	superusers("GET", "/admin/v3/sources/builtinsources/**"),
+	superusers("GET", "/admin/v3/sinks/builtinsinks/**"),
+	superusers("GET", "/admin/v3/source/builtinsources/**"),
+	superusers("GET", "/admin/v3/sink/builtinsinks/**"),
+
 	// A namespace's topics, filtered.
 	lists("GET", "/admin/v2/{domain}/{tenant}/{namespace}"),
 	lists("GET", "/admin/v2/{domain}/{tenant}/{namespace}/partitioned"),
 	lists("GET", "/admin/v2/namespaces/{tenant}/{namespace}/topics"),
+	lists("GET", "/admin/v2/non-persistent/{tenant}/{namespace}/{bundle}"), // a bundle's topics
 
 	// Topics: reading messages and moving cursors.
 	topic("GET", "subscription/{subscription}/position/{position}", authz.ActionConsume),
@@ -55,8 +67,10 @@ var routeTable = buildRoutes(
 	topic("GET", "subscription/{subscription}/replicatedSubscriptionStatus", authz.ActionLookup),
 	topic("POST", "subscription/{subscription}/replicatedSubscriptionStatus", authz.ActionAdmin),
 
-	// Topics: grants are the admin's to see and change.
+	// Topics: grants, and offload settings (which may hold the storage's credentials), are
+	// the admin's to see and change.
 	topic("GET", "permissions", authz.ActionAdmin),
+	topic("GET", "offloadPolicies", authz.ActionAdmin),
 	topic("POST", "permissions/{role}", authz.ActionAdmin),
 	topic("DELETE", "permissions/{role}", authz.ActionAdmin),
 
@@ -64,8 +78,8 @@ var routeTable = buildRoutes(
 	topicRoot("PUT", authz.ActionAdmin),
 	topicRoot("DELETE", authz.ActionAdmin),
 	topic("GET", "partitions", authz.ActionLookup),
-	topic("GET", "backlogSize", authz.ActionLookup),
-	topic("GET", "{property}", authz.ActionLookup), // stats, internalStats, lastMessageId, subscriptions, and every topic policy
+	topic("PUT", "backlogSize", authz.ActionLookup), // an estimate, asked with a message id in the body
+	topic("GET", "{property}", authz.ActionLookup),  // stats, internalStats, lastMessageId, subscriptions, and every topic policy
 	topic("GET", "{property}/{detail}", authz.ActionLookup),
 	topic("PUT", "**", authz.ActionAdmin),
 	topic("POST", "**", authz.ActionAdmin),
@@ -82,6 +96,8 @@ var routeTable = buildRoutes(
 	ns("GET", "", authz.ActionAdmin, onNamespace),
 	ns("GET", "permissions", authz.ActionAdmin, onNamespace),
 	ns("GET", "permissions/**", authz.ActionAdmin, onNamespace),
+	ns("GET", "offloadPolicies", authz.ActionAdmin, onNamespace),
+	ns("GET", "scanOffloadedLedgers", authz.ActionAdmin, onNamespace), // reads the offload storage
 	// A namespace is created in its tenant.
 	ns("PUT", "", authz.ActionAdmin, onTenant),
 	ns("DELETE", "", authz.ActionAdmin, onNamespace),
@@ -98,6 +114,7 @@ var routeTable = buildRoutes(
 	r("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema", authz.ActionLookup, onTopic),
 	r("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema/{version}", authz.ActionLookup, onTopic),
 	r("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schemas", authz.ActionLookup, onTopic),
+	r("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/metadata", authz.ActionLookup, onTopic),
 	r("POST", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/compatibility", authz.ActionLookup, onTopic),
 	r("POST", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/version", authz.ActionLookup, onTopic),
 	r("POST", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema", authz.ActionAdmin, onTopic),
@@ -106,10 +123,26 @@ var routeTable = buildRoutes(
 	// A namespace's Functions, sources, sinks and packages.
 	nsAPI("/admin/v3/functions/{tenant}/{namespace}"),
 	nsAPI("/admin/v3/sources/{tenant}/{namespace}"),
+	nsAPI("/admin/v3/source/{tenant}/{namespace}"), // the deprecated singular paths
 	nsAPI("/admin/v3/sinks/{tenant}/{namespace}"),
+	nsAPI("/admin/v3/sink/{tenant}/{namespace}"),
+
+	// A topic's transaction statistics.
+	r("GET", "/admin/v3/transactions/transactionBufferStats/{tenant}/{namespace}/{topic}", authz.ActionLookup, onTopic),
+	r("GET", "/admin/v3/transactions/transactionBufferInternalStats/{tenant}/{namespace}/{topic}", authz.ActionLookup, onTopic),
+	r("GET", "/admin/v3/transactions/transactionInBufferStats/{tenant}/{namespace}/{topic}/**", authz.ActionLookup, onTopic),
+	r("GET", "/admin/v3/transactions/pendingAckStats/{tenant}/{namespace}/{topic}/**", authz.ActionLookup, onTopic),
+	r("GET", "/admin/v3/transactions/pendingAckInternalStats/{tenant}/{namespace}/{topic}/**", authz.ActionLookup, onTopic),
+	r("GET", "/admin/v3/transactions/transactionInPendingAckStats/{tenant}/{namespace}/{topic}/**", authz.ActionLookup, onTopic),
+	r("GET", "/admin/v3/transactions/positionStatsInPendingAck/{tenant}/{namespace}/{topic}/**", authz.ActionLookup, onTopic),
 	nsAPI("/admin/v2/functions/{tenant}/{namespace}"),
 	nsAPI("/admin/v3/packages/{type}/{tenant}/{namespace}"),
 )
+
+// superusers is a route for superusers only, named because a catch-all would take it.
+func superusers(method, path string) []route {
+	return r(method, path, "", forSuperusers)
+}
 
 func r(method, path string, a authz.Action, s scope) []route {
 	return []route{{method: method, path: strings.Split(strings.TrimPrefix(path, "/"), "/"), action: a, scope: s}}

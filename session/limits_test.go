@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
@@ -161,5 +163,55 @@ func TestRolePublishRate(t *testing.T) {
 	}
 	if paused := testutil.ToFloat64(m.publishPaused); paused < 1 {
 		t.Fatalf("the session paused %.2f s for 300 KB at 100 KB/s, want about 2 s", paused)
+	}
+}
+
+// The role's lookup rate holds on a direct session too, framed and multiplexed (it held on
+// lookup connections only: a client that sent its lookups on a direct session got 200 of 200
+// answered): carol's second lookup within the second is the proxy's TooManyRequests, and the
+// broker sees one.
+func TestRoleLookupRateInDirectSessions(t *testing.T) {
+	for _, multiplexed := range []bool{false, true} {
+		answered := make(chan struct{}, 10)
+		b, _ := recordingBroker(t, func(raw []byte) *pb.BaseCommand {
+			cmd, err := frame.Decode(raw)
+			if err != nil || cmd.GetType() != pb.BaseCommand_LOOKUP {
+				return nil
+			}
+			answered <- struct{}{}
+			return &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
+				RequestId: cmd.GetLookupTopic().RequestId, Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: proto.String("pulsar://b:6650")}}
+		})
+		sec, _ := testSecurity(t, "", limitsPolicy)
+		cfg := testConfig()
+		if multiplexed {
+			cfg, _ = muxConfig(t, 1<<20)
+		}
+		cfg.Upstream.Credentials = func() (string, []byte, error) { return "token", []byte("proxy-token"), nil }
+		srv := NewServer(cfg, nil, oneTarget{b}, NewMetrics(prometheus.NewRegistry()), zerolog.Nop())
+		srv.SetSecurity(sec)
+		addr := serveOn(t, srv, nil)
+		p := dialPeer(t, addr)
+		p.send(connectCmd(func(c *pb.CommandConnect) {
+			withToken(token(t, testSecret, "carol", time.Hour))(c)
+			c.ProxyToBrokerUrl = proto.String(b.Addr())
+		}))
+		if got := p.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
+			t.Fatalf("multiplexed %v: CONNECT: %v", multiplexed, got)
+		}
+		limited := 0
+		for id := range uint64(5) {
+			p.send(lookupCmd("persistent://acme/ns/t", id))
+			r := p.recv().GetLookupTopicResponse()
+			if r.GetRequestId() != id {
+				t.Fatalf("multiplexed %v: lookup %d answered as %v", multiplexed, id, r)
+			}
+			if r.GetResponse() == pb.CommandLookupTopicResponse_Failed && r.GetError() == pb.ServerError_TooManyRequests {
+				limited++
+			}
+		}
+		if limited != 4 || len(answered) != 1 {
+			t.Fatalf("multiplexed %v: %d of 5 lookups over the rate, %d reached the broker; want 4 and 1", multiplexed, limited, len(answered))
+		}
 	}
 }
