@@ -17,9 +17,18 @@ type Broker struct {
 	Host string // lower-cased host name or IP literal, without brackets
 	Port string
 	TLS  bool
-	// Web is the broker's web service (admin REST API, Functions worker), scheme://host:port
-	// as WebURL writes it; "" when discovery does not know it.
+	// Web is the broker's web service (admin REST API, Functions worker) as discovery named
+	// it, scheme://host:port; "" when discovery does not know it. A registry's entry may hold
+	// anything here: BrokerSet checks it (see checkWeb) and its live brokers carry only web
+	// URLs that passed, in WebURL's spelling.
 	Web string
+	// webHost is a second host Web may be on besides Host: the host of the registration's own
+	// pulsarServiceUrl when Host is an advertised listener's (whose web service is named after
+	// the broker's default address, not the listener's).
+	webHost string
+	// webByOperator marks a Web the operator wrote (discovery.static.webBrokers): the host rule
+	// does not apply to it, the port and scheme rules do.
+	webByOperator bool
 }
 
 // sameEndpoints reports whether two brokers are the same for the live set: the same binary URL

@@ -37,7 +37,9 @@ type Static struct{ brokers []Broker }
 func NewStatic(urls []string) (*Static, error) { return NewStaticWeb(urls, nil) }
 
 // NewStaticWeb parses the configured broker URLs and, when webURLs is not empty, the web
-// service URL of each, in the same order (http(s)://host:port).
+// service URL of each, in the same order (http(s)://host:port). The operator wrote both, so a
+// web URL may name another host than its broker's (a separate Service or ingress for the web
+// port is common); BrokerSet still holds it to broker.allowedWebPorts.
 func NewStaticWeb(urls, webURLs []string) (*Static, error) {
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("static discovery needs at least one broker")
@@ -55,6 +57,7 @@ func NewStaticWeb(urls, webURLs []string) (*Static, error) {
 			if b.Web, err = parseWebURL(webURLs[i]); err != nil {
 				return nil, err
 			}
+			b.webByOperator = true
 		}
 		s.brokers = append(s.brokers, b)
 	}

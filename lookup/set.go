@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,13 @@ type SetOptions struct {
 	// allow "pulsar-broker-1.evil.example". Config validates them (brokerhost.CheckPattern).
 	// Empty by default.
 	AllowedHosts []string
+	// AllowedWebPorts are the only ports a broker's web service may be on (see the web rule on
+	// BrokerSet). Unlike AllowedPorts, empty allows none: admin requests carry the proxy's own
+	// credentials, so a set built without this option sends them nowhere rather than anywhere.
+	AllowedWebPorts []string
+	// WebTLS says the brokers' web services are https (broker.tls.enabled); a web URL of the
+	// other scheme is refused, so an entry cannot turn the credentials into clear text.
+	WebTLS bool
 	// LearnedTTL is how long a broker URL named in a lookup answer stays a valid target.
 	// Zero disables learning.
 	LearnedTTL time.Duration
@@ -68,6 +76,19 @@ type SetOptions struct {
 // Hosts are compared as written, never resolved, so a DNS name cannot smuggle in an address
 // that neither discovery nor a broker handed out; a target must be a DNS name or an IP
 // literal on a plain decimal port (ParseTarget) before any rule is applied.
+//
+// The web rule: admin requests go to a broker's web service with the proxy's credentials, and
+// a registry entry (a znode, a Consul service's meta) names it, so whoever can write the entry
+// could otherwise point those credentials anywhere (a cloud metadata address, say). A web URL
+// from discovery is used only if it is http(s)://host:port as brokerhost spells it, of the
+// scheme WebTLS asks for, on a port in AllowedWebPorts, and on its broker's own host: the Host
+// of the same entry's binary URL (or, for an advertised listener's, the host of the
+// registration's pulsarServiceUrl). Hosts are compared after brokerhost's canonicalisation
+// (lower case, no brackets; a trailing dot and numeric forms such as 127.1 or 2852039166 do
+// not parse) and never resolved, so [::ffff:a9fe:a9fe] is not 169.254.169.254. Web URLs the
+// operator wrote (static discovery) skip the host rule. A broker whose web URL fails keeps its
+// binary endpoint and loses only the admin API, with one warning per broker and reason.
+// AllowWeb, for redirects, only ever allows what passed.
 type BrokerSet struct {
 	discovery Discovery
 	opts      SetOptions
@@ -83,6 +104,7 @@ type BrokerSet struct {
 	learned  map[string]time.Time // by Addr: allowed until
 	dropped  map[string]time.Time // by Addr: left discovery at
 	refused  map[string]bool      // by Addr: discovered on a port that is not allowed (warned once)
+	webBad   map[string]string    // by Addr: why its web URL was refused (warned when it changes)
 	changeCh chan struct{}        // closed and replaced when discovery's list changes
 }
 
@@ -100,7 +122,7 @@ func NewBrokerSet(d Discovery, opts SetOptions) *BrokerSet {
 		discovery: d, opts: opts,
 		healthy: map[hostPort]bool{}, reason: map[hostPort]string{},
 		learned: map[string]time.Time{}, dropped: map[string]time.Time{}, refused: map[string]bool{},
-		changeCh: make(chan struct{}),
+		webBad: map[string]string{}, changeCh: make(chan struct{}),
 	}
 }
 
@@ -121,7 +143,8 @@ func (s *BrokerSet) live() []Broker {
 	return live
 }
 
-// observeLocked filters discovery's list by port and records what left it.
+// observeLocked filters discovery's list by port, applies the web rule, and records what left
+// it.
 func (s *BrokerSet) observeLocked(all []Broker) []Broker {
 	live := make([]Broker, 0, len(all))
 	for _, b := range all {
@@ -133,7 +156,7 @@ func (s *BrokerSet) observeLocked(all []Broker) []Broker {
 			}
 			continue
 		}
-		live = append(live, b)
+		live = append(live, s.checkWebLocked(b))
 	}
 	sorted := slices.Clone(live)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Addr() < sorted[j].Addr() })
@@ -143,6 +166,7 @@ func (s *BrokerSet) observeLocked(all []Broker) []Broker {
 			if !slices.ContainsFunc(sorted, func(b Broker) bool { return b.Addr() == old.Addr() }) {
 				s.dropped[old.Addr()] = now
 				delete(s.learned, old.Addr())
+				delete(s.webBad, old.Addr())
 				s.opts.Logger.Info().Str("broker", old.URL).Msg("broker left the live set")
 			}
 		}
@@ -167,6 +191,61 @@ func (s *BrokerSet) observeLocked(all []Broker) []Broker {
 
 func (s *BrokerSet) portAllowed(port string) bool {
 	return len(s.opts.AllowedPorts) == 0 || slices.Contains(s.opts.AllowedPorts, port)
+}
+
+// checkWebLocked applies the web rule (see BrokerSet) to a discovered broker and returns it
+// with its web URL in WebURL's spelling, or without one. A refusal is warned once per broker
+// and reason: this runs when discovery's list changes, never per request.
+func (s *BrokerSet) checkWebLocked(b Broker) Broker {
+	if b.Web == "" {
+		return b
+	}
+	web, why := s.checkWeb(b)
+	b.Web = web
+	addr := b.Addr()
+	if why == "" {
+		delete(s.webBad, addr)
+		return b
+	}
+	if old, seen := s.webBad[addr]; old != why && (seen || len(s.webBad) < maxLearned) {
+		s.webBad[addr] = why
+		s.opts.Logger.Warn().Str("broker", b.URL).Str("reason", why).
+			Msg("discovery names a web service URL the proxy will not send admin requests to; the broker serves topics but not the admin API")
+	}
+	return b
+}
+
+// checkWeb is the web rule for one broker: its web URL in WebURL's spelling, or "" and why not.
+func (s *BrokerSet) checkWeb(b Broker) (web, why string) {
+	tls, host, port, err := brokerhost.ParseWebURL(b.Web)
+	switch {
+	case err != nil:
+		return "", fmt.Sprintf("web service URL %s: %v", clip(b.Web), err)
+	case tls != s.opts.WebTLS:
+		return "", fmt.Sprintf("web service URL %s: want %s, as broker.tls.enabled is %t", clip(b.Web), schemeOf(s.opts.WebTLS), s.opts.WebTLS)
+	case !b.webByOperator && host != b.Host && host != b.webHost:
+		return "", fmt.Sprintf("web service URL %s is not on the broker's own host %s", clip(b.Web), b.Host)
+	case !slices.Contains(s.opts.AllowedWebPorts, port):
+		return "", fmt.Sprintf("web service URL %s: port %s is not in broker.allowedWebPorts %v", clip(b.Web), port, s.opts.AllowedWebPorts)
+	}
+	return WebURL(tls, host, port), ""
+}
+
+func schemeOf(tls bool) string {
+	if tls {
+		return "https://"
+	}
+	return "http://"
+}
+
+// clip quotes a value read from a registry for a log line, cut to a readable length (a znode
+// may hold a megabyte).
+func clip(v string) string {
+	const maxLen = 120
+	if len(v) > maxLen {
+		return strconv.Quote(v[:maxLen]) + "..."
+	}
+	return strconv.Quote(v)
 }
 
 // Allow checks a client's proxy_to_broker_url against the target rule (see BrokerSet).
@@ -394,18 +473,19 @@ func (s *BrokerSet) WebURLs() []string {
 }
 
 // AllowWeb applies the target rule to a web service endpoint that a broker named (an admin
-// API redirect's Location): scheme is http or https, host and port as in the URL. It is
-// allowed when it is the web service of a live broker, or when its host matches an
-// AllowedHosts pattern and scheme and port are those of a live broker's web service (a
-// pattern never opens a port discovery did not name). Hosts are compared as written, never
-// resolved; learned lookup targets do not apply (they are binary endpoints).
+// API redirect's Location): scheme is http or https, host and port as in the URL. Its port
+// must be in AllowedWebPorts, and it is allowed when it is the web service of a live broker
+// (one that passed the web rule), or when its host matches an AllowedHosts pattern and scheme
+// and port are those of a live broker's web service (a pattern never opens a port discovery
+// did not name). Hosts are compared as written, never resolved; learned lookup targets do not
+// apply (they are binary endpoints).
 func (s *BrokerSet) AllowWeb(scheme, host, port string) bool {
 	h, p, err := brokerhost.SplitHostPort(Broker{Host: host, Port: port}.Addr())
 	if err != nil {
 		return false
 	}
 	u := WebURL(strings.EqualFold(scheme, "https"), h, p)
-	if !strings.EqualFold(scheme, "https") && !strings.EqualFold(scheme, "http") {
+	if !strings.EqualFold(scheme, "https") && !strings.EqualFold(scheme, "http") || !slices.Contains(s.opts.AllowedWebPorts, p) {
 		return false
 	}
 	suffix := ":" + p

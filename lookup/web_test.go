@@ -76,7 +76,7 @@ func TestWebURLsAndAllowWeb(t *testing.T) {
 		{URL: "pulsar://b1:6650", Host: "b1", Port: "6650", Web: "http://b1:8080"},
 		{URL: "pulsar://b2:6650", Host: "b2", Port: "6650"}, // no web service known
 	}
-	set := NewBrokerSet(d, SetOptions{AllowedPorts: []string{"6650"}, AllowedHosts: []string{"*.broker.svc"}, Logger: zerolog.Nop()})
+	set := NewBrokerSet(d, SetOptions{AllowedPorts: []string{"6650"}, AllowedWebPorts: []string{"8080", "22"}, AllowedHosts: []string{"*.broker.svc"}, Logger: zerolog.Nop()})
 
 	// Round robin over those with a web service; a broker that answered its probe comes first.
 	seen := map[string]int{}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
 )
 
 // zkBrokersPath is where every Pulsar broker registers itself, one ephemeral znode per broker
@@ -32,8 +34,10 @@ type zkBrokerChoice struct {
 }
 
 // parseZKBroker turns a broker's registration into a Broker. A registration without the
-// binary URL the proxy needs is an error (the broker is skipped); a missing web URL only
-// leaves the broker out of the admin API.
+// binary URL the proxy needs is an error (the broker is skipped). The web URL is passed on as
+// written: whoever can write the registration chooses it, so BrokerSet checks it (syntax,
+// scheme, host, port) as it checks the other sources'; one that fails leaves the broker serving
+// topics without the admin API, and the set warns once.
 func parseZKBroker(data []byte, c zkBrokerChoice) (Broker, error) {
 	var d zkBrokerData
 	if err := json.Unmarshal(data, &d); err != nil {
@@ -63,14 +67,26 @@ func parseZKBroker(data []byte, c zkBrokerChoice) (Broker, error) {
 	if b.TLS != c.TLS {
 		return Broker{}, fmt.Errorf("%s %q: wrong scheme", what, raw)
 	}
-	web := d.WebServiceURL
+	b.Web = d.WebServiceURL
 	if c.TLS {
-		web = d.WebServiceURLTLS
+		b.Web = d.WebServiceURLTLS
 	}
-	if web != "" {
-		if b.Web, err = parseWebURL(strings.TrimSuffix(web, "/")); err != nil {
-			return Broker{}, err
-		}
+	if c.Listener != "" {
+		b.webHost = d.defaultHost(c.TLS)
 	}
 	return b, nil
+}
+
+// defaultHost is the host of the registration's own pulsarServiceUrl (pulsarServiceUrlTls),
+// which a broker usually derives from the same address as its webServiceUrl; "" if none.
+func (d zkBrokerData) defaultHost(tls bool) string {
+	raw := d.PulsarServiceURL
+	if tls {
+		raw = d.PulsarServiceURLTLS
+	}
+	_, host, _, err := brokerhost.ParseURL(raw)
+	if err != nil {
+		return ""
+	}
+	return host
 }

@@ -303,14 +303,17 @@ func TestParseZKBroker(t *testing.T) {
 		{`{"pulsarServiceUrl":"pulsar://b:6650"}`, zkBrokerChoice{Listener: "x"}, `no advertised listener "x"`},
 		{`{"pulsarServiceUrl":"pulsar+ssl://b:6651"}`, zkBrokerChoice{}, "wrong scheme"},
 		{`{"pulsarServiceUrl":"pulsar://b/x:6650"}`, zkBrokerChoice{}, "broker URL"},
-		{`{"pulsarServiceUrl":"pulsar://b:6650","webServiceUrl":"ftp://b"}`, zkBrokerChoice{}, "web service URL"},
 	} {
 		if _, err := parseZKBroker([]byte(c.data), c.choice); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%s %+v: %v, want an error with %q", c.data, c.choice, err, c.err)
 		}
 	}
-	// A broker without a web service URL is listed, without the admin API.
+	// A broker without a web service URL is listed, without the admin API; one with a web URL
+	// that is not one keeps it as written, for BrokerSet to refuse (TestWebRuleZooKeeper).
 	if b, err := parseZKBroker([]byte(`{"pulsarServiceUrl":"pulsar://b:6650/"}`), zkBrokerChoice{}); err != nil || b.Web != "" || b.URL != "pulsar://b:6650" {
+		t.Errorf("%+v %v", b, err)
+	}
+	if b, err := parseZKBroker([]byte(`{"pulsarServiceUrl":"pulsar://b:6650","webServiceUrl":"ftp://b"}`), zkBrokerChoice{}); err != nil || b.Web != "ftp://b" || b.URL != "pulsar://b:6650" {
 		t.Errorf("%+v %v", b, err)
 	}
 }

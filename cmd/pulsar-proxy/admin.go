@@ -56,6 +56,9 @@ func buildAdmin(cfg *config.Config, brokers *lookup.BrokerSet, sec session.Secur
 	if d := cfg.Discovery; len(d.Static.Brokers) > 0 && len(d.Static.WebBrokers) == 0 && d.Consul.ConsulService == "" && d.DNS.DNSName == "" && d.MetadataStore.MetadataStoreURL == "" {
 		log.Warn().Msg("admin API: discovery.static.webBrokers is empty, so no broker web service is known and admin requests are answered 502; list the brokers' web service URLs there, or set admin.enabled: false")
 	}
+	if len(cfg.Broker.AllowedWebPorts) == 0 {
+		log.Warn().Msg("admin API: broker.allowedWebPorts is empty, so no broker web service is used; admin requests reach admin.functionWorkers only, others are answered 502")
+	}
 	if len(a.AdminFunctionWorkers) > 0 {
 		workers, err := adminproxy.NewStaticUpstreams(a.AdminFunctionWorkers)
 		if err != nil {

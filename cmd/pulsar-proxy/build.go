@@ -147,22 +147,28 @@ func sessionConfig(cfg *config.Config, connector *upstream.Connector, summaryLev
 }
 
 // newBrokerSet is the live broker set over the union of the providers, with the
-// direct-mode target rule of broker.*.
+// direct-mode target rule and the web rule of broker.*.
 func newBrokerSet(b config.Broker, providers []lookup.Provider, log zerolog.Logger) *lookup.BrokerSet {
 	var union lookup.Union
 	for _, p := range providers {
 		union = append(union, p)
 	}
-	allowedPorts := make([]string, len(b.AllowedPorts))
-	for i, port := range b.AllowedPorts {
-		allowedPorts[i] = strconv.Itoa(port)
-	}
 	return lookup.NewBrokerSet(union, lookup.SetOptions{
-		AllowedPorts: allowedPorts,
-		AllowedHosts: b.AllowedHosts,
-		LearnedTTL:   b.LearnedTargetLifetime,
-		Logger:       log,
+		AllowedPorts:    portStrings(b.AllowedPorts),
+		AllowedWebPorts: portStrings(b.AllowedWebPorts),
+		WebTLS:          b.TLS.BrokerTLSEnabled,
+		AllowedHosts:    b.AllowedHosts,
+		LearnedTTL:      b.LearnedTargetLifetime,
+		Logger:          log,
 	})
+}
+
+func portStrings(ports []int) []string {
+	out := make([]string, len(ports))
+	for i, port := range ports {
+		out[i] = strconv.Itoa(port)
+	}
+	return out
 }
 
 // discoveryProviders builds every configured provider; config validation has already made

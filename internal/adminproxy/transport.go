@@ -47,7 +47,7 @@ func (t *redirector) RoundTrip(req *http.Request) (*http.Response, error) {
 	candidates := x.ups.WebURLs()
 	if len(candidates) == 0 {
 		return nil, &upstreamError{status: http.StatusBadGateway, metric: reasonNoUpstream,
-			msg: "no broker web service is known: discovery lists no broker with a web service URL (discovery.static.webBrokers, Consul meta web_port, discovery.dns.webPort), or admin.functionWorkers is empty"}
+			msg: "no broker web service is known: discovery lists no broker with a usable web service URL (discovery.static.webBrokers, Consul meta web_port, discovery.dns.webPort, a registration's webServiceUrl; on a port of broker.allowedWebPorts and the broker's own host, else the proxy logs why not), or admin.functionWorkers is empty"}
 	}
 	// Every broker's failure goes into the reason: the order of candidates rotates, so the
 	// last one alone would name a different broker from one request to the next.

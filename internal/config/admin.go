@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,7 +75,25 @@ func (c *Config) validateAdmin(p *problems) {
 		p.bad("discovery.static.webBrokers", "%d web service URLs for %d brokers: give one for each broker of discovery.static.brokers, in the same order", len(ws), len(c.Discovery.Static.Brokers))
 	}
 	c.checkWebURLs(p, "discovery.static.webBrokers", ws)
+	c.checkWebPorts(p, ws)
 	p.between("discovery.dns.webPort", c.Discovery.DNS.DNSWebPort, 0, 65535)
+}
+
+// checkWebPorts holds the brokers' web services that configuration names to
+// broker.allowedWebPorts, as the live set does at run time: a file that names another port
+// is refused at load rather than losing its admin API with a warning.
+func (c *Config) checkWebPorts(p *problems, webBrokers []string) {
+	allowed := c.Broker.AllowedWebPorts
+	for i, u := range webBrokers {
+		if _, _, port, err := brokerhost.ParseWebURL(u); err == nil {
+			if n, _ := strconv.Atoi(port); !slices.Contains(allowed, n) {
+				p.bad(fmt.Sprintf("discovery.static.webBrokers[%d]", i), "%q: port %d is not in broker.allowedWebPorts %v", u, n, allowed)
+			}
+		}
+	}
+	if dns := c.Discovery.DNS; dns.DNSName != "" && dns.DNSWebPort != 0 && !slices.Contains(allowed, dns.DNSWebPort) {
+		p.bad("discovery.dns.webPort", "%d is not in broker.allowedWebPorts %v (0: the brokers' web services are not used)", dns.DNSWebPort, allowed)
+	}
 }
 
 // checkWebURLs checks web service URLs: http(s)://host:port, each once, https exactly when

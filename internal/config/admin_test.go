@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,51 @@ admin: {functionWorkers: [https://w0:6751], maxRequestBodySize: 1048576}
 	if !slices.Equal(cfg.Discovery.Static.WebBrokers, []string{"https://b0:8443", "https://b1:8443"}) ||
 		!slices.Equal(cfg.Admin.AdminFunctionWorkers, []string{"https://w0:6751"}) || cfg.Admin.AdminMaxBodySize != 1<<20 {
 		t.Errorf("yaml: %+v %+v", cfg.Discovery.Static, cfg.Admin)
+	}
+}
+
+// broker.allowedWebPorts bounds the web services the admin API may send the proxy's
+// credentials to; what configuration names itself is checked against it at load, naming the
+// key, and an empty list means no port rather than any.
+func TestAllowedWebPorts(t *testing.T) {
+	const (
+		ports = "PULSAR_PROXY_BROKER_ALLOWED_WEB_PORTS="
+		web   = "PULSAR_PROXY_DISCOVERY_STATIC_WEB_BROKERS="
+		dns   = "PULSAR_PROXY_DISCOVERY_DNS_NAME=b.example"
+	)
+	checkEnvCases(t, []envCase{
+		{[]string{web + "http://b:8080"}, ""},
+		{[]string{web + "http://b:9090"}, `discovery.static.webBrokers[0]: "http://b:9090": port 9090 is not in broker.allowedWebPorts [8080 8443]`},
+		{[]string{web + "http://169.254.169.254:80"}, `discovery.static.webBrokers[0]: "http://169.254.169.254:80": port 80 is not in broker.allowedWebPorts`},
+		{[]string{web + "http://b:9090", ports + "9090"}, ""},
+		{[]string{ports + "8080,0,65536"}, "broker.allowedWebPorts[1]: must be between 1 and 65535, got 0"},
+		{[]string{ports + "8080,0,65536"}, "broker.allowedWebPorts[2]: must be between 1 and 65535, got 65536"},
+		{[]string{ports + "http"}, "PULSAR_PROXY_BROKER_ALLOWED_WEB_PORTS"},
+		{[]string{dns}, ""}, // webPort 8080 by default
+		{[]string{dns, "PULSAR_PROXY_DISCOVERY_DNS_WEB_PORT=9090"}, "discovery.dns.webPort: 9090 is not in broker.allowedWebPorts [8080 8443]"},
+		{[]string{dns, "PULSAR_PROXY_DISCOVERY_DNS_WEB_PORT=0"}, ""},
+		{[]string{"PULSAR_PROXY_DISCOVERY_DNS_WEB_PORT=9090"}, ""}, // no DNS discovery: not used
+	})
+	for _, tc := range []struct{ yaml, want string }{
+		{"broker: {allowedWebPorts: []}\ndiscovery: {static: {brokers: [pulsar://b:6650]}}", ""},
+		{"broker: {allowedWebPorts: []}\ndiscovery: {static: {brokers: [pulsar://b:6650], webBrokers: [http://b:8080]}}",
+			`discovery.static.webBrokers[0]: "http://b:8080": port 8080 is not in broker.allowedWebPorts []`},
+		{"broker: {allowedWebPorts: []}\ndiscovery: {dns: {name: b.example}}", "discovery.dns.webPort: 8080 is not in broker.allowedWebPorts []"},
+		{"broker: {allowedWebPorts: []}\ndiscovery: {dns: {name: b.example, webPort: 0}}", ""},
+	} {
+		cfg, err := Load(writeFile(t, tc.yaml), nil)
+		switch {
+		case tc.want == "" && (err != nil || len(cfg.Broker.AllowedWebPorts) != 0):
+			t.Errorf("%s: %v", tc.yaml, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: err = %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+	cfg, err := Load("", append([]string{ports + "8080,18080"}, brokersEnv...))
+	if err != nil || !slices.Equal(cfg.Broker.AllowedWebPorts, []int{8080, 18080}) {
+		t.Errorf("from the environment: %v %v", cfg, err)
+	}
+	if d := defaults().Broker.AllowedWebPorts; !slices.Equal(d, []int{8080, 8443}) {
+		t.Errorf("default %v, want Pulsar's web ports [8080 8443]", d)
 	}
 }

@@ -194,6 +194,11 @@ type Broker struct {
 	AllowedPorts          []int         `yaml:"allowedPorts" env:"ALLOWED_PORTS"`
 	AllowedHosts          []string      `yaml:"allowedHosts" env:"ALLOWED_HOSTS"`
 	LearnedTargetLifetime time.Duration `yaml:"learnedTargetLifetime" env:"LEARNED_TARGET_LIFETIME"`
+	// AllowedWebPorts are the only ports a broker's web service may be on: admin requests
+	// carry the proxy's credentials, and a discovery entry names where they go (see the web
+	// rule of lookup.BrokerSet). Empty allows none, never any: no broker web service is
+	// used, and the admin API reaches only admin.functionWorkers.
+	AllowedWebPorts []int `yaml:"allowedWebPorts" env:"ALLOWED_WEB_PORTS"`
 
 	TLS BrokerTLS `yaml:"tls" envPrefix:"TLS_"`
 	// BrokerProxyProtocol sends a PROXY header (off, v1, v2) with each client's real address
@@ -303,6 +308,7 @@ func defaults() *Config {
 			MaxLookupRedirects:         8,
 			LookupConnectionsPerBroker: 1,
 			AllowedPorts:               []int{6650, 6651},
+			AllowedWebPorts:            []int{8080, 8443}, // Pulsar's webServicePort and webServicePortTls
 			LearnedTargetLifetime:      10 * time.Minute,
 			TLS:                        BrokerTLS{BrokerMinVersion: tls.VersionTLS12},
 			BrokerProxyProtocol:        "off",

@@ -221,6 +221,9 @@ func (c *Config) validateBroker(p *problems) {
 	for i, port := range b.AllowedPorts {
 		p.between(fmt.Sprintf("broker.allowedPorts[%d]", i), port, 1, 65535)
 	}
+	for i, port := range b.AllowedWebPorts {
+		p.between(fmt.Sprintf("broker.allowedWebPorts[%d]", i), port, 1, 65535)
+	}
 	for i, h := range b.AllowedHosts {
 		if err := brokerhost.CheckPattern(h); err != nil {
 			p.bad(fmt.Sprintf("broker.allowedHosts[%d]", i), "%q is not a host pattern: %v (want DNS labels that may hold * and ?, each matched on its own, e.g. *.broker.pulsar.svc.cluster.local)", h, err)

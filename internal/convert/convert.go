@@ -318,6 +318,7 @@ func brokerURLs(raw string, tlsOn bool) ([]string, error) {
 // brokerRule: the ports, host names and addresses a direct connection may target.
 func (c *converter) brokerRule() {
 	c.allowedPorts()
+	c.allowedWebPorts()
 	c.allowedHosts()
 	c.allowedIPs()
 	c.brokerTimeouts()
@@ -361,6 +362,28 @@ func (c *converter) allowedPorts() {
 			"pulsar-proxy lists the ports a broker may be on; the converted list holds 6650, 6651 and the ports of the broker URLs instead of any port", true)
 	case portsInFile:
 		c.mapped("brokerProxyAllowedTargetPorts", "broker.allowedPorts", "", false)
+	}
+}
+
+// allowedWebPorts: Apache's proxy sends admin requests wherever its web service URLs say;
+// pulsar-proxy only to broker.allowedWebPorts, so the converted webBrokers' ports join Pulsar's
+// two (httpPlane has put them by now).
+func (c *converter) allowedWebPorts() {
+	list := []int{8080, 8443}
+	for _, u := range c.out.strings("discovery.static.webBrokers") {
+		if _, _, port, err := brokerhost.ParseWebURL(u); err == nil {
+			n, _ := strconv.Atoi(port)
+			list = append(list, n)
+		}
+	}
+	slices.Sort(list)
+	list = slices.Compact(list)
+	if !slices.Equal(list, []int{8080, 8443}) {
+		key := "brokerWebServiceURL"
+		if c.bool("tlsEnabledWithBroker") {
+			key += "TLS"
+		}
+		c.put("broker.allowedWebPorts", list, c.source(key)+", beside Pulsar's web ports 8080 and 8443")
 	}
 }
 

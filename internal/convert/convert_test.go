@@ -114,6 +114,11 @@ func TestBenchmarksJavaProxyConf(t *testing.T) {
 	if !slices.Equal(cfg.Discovery.Static.WebBrokers, []string{"http://127.0.0.1:18080"}) || !cfg.Admin.AdminEnabled {
 		t.Errorf("webBrokers %v, admin enabled %v: the admin API should reach the broker's web service", cfg.Discovery.Static.WebBrokers, cfg.Admin.AdminEnabled)
 	}
+	// Apache's proxy has no web port list: the web URL's port joins Pulsar's two.
+	if !slices.Equal(cfg.Broker.AllowedWebPorts, []int{8080, 8443, 18080}) ||
+		!bytes.Contains(res.YAML, []byte("# from brokerWebServiceURL=http://127.0.0.1:18080, beside Pulsar's web ports 8080 and 8443")) {
+		t.Errorf("allowedWebPorts %v:\n%s", cfg.Broker.AllowedWebPorts, res.YAML)
+	}
 	if n := note(t, res, "brokerProxyAllowedTargetPorts"); !n.Review || n.To != "broker.allowedPorts" {
 		t.Errorf("brokerProxyAllowedTargetPorts=*: %+v", n)
 	}
@@ -201,6 +206,7 @@ func TestEveryKeyOf408(t *testing.T) {
 		{"admin.listenHTTPS", cfg.Admin.AdminListenHTTPS, "127.0.0.1:8443"},
 		{"admin.functionWorkers", strings.Join(cfg.Admin.AdminFunctionWorkers, " "), "https://pulsar-function.pulsar.svc.cluster.local:6751"},
 		{"discovery.static.webBrokers", len(cfg.Discovery.Static.WebBrokers), 0},
+		{"broker.allowedWebPorts", cfg.Broker.AllowedWebPorts, []int{8080, 8443}},
 		{"discovery.metadataStore.url", cfg.Discovery.MetadataStore.MetadataStoreURL, "zk:zk-0.zk:2181,zk-1.zk:2181/pulsar"},
 		{"discovery.metadataStore.sessionTimeout", cfg.Discovery.MetadataStore.SessionTimeout, 30 * time.Second},
 	}

@@ -30,6 +30,15 @@ func rigPorts() string {
 	return strings.Join(ps, ", ")
 }
 
+// rigWebPorts are the rig brokers' web service ports, for broker.allowedWebPorts.
+func rigWebPorts() string {
+	var ps []string
+	for _, u := range brokerHTTPURLs() {
+		ps = append(ps, u[strings.LastIndexByte(u, ':')+1:])
+	}
+	return strings.Join(ps, ", ")
+}
+
 // registerBroker registers rig broker n as an instance of service, with an HTTP health check
 // on its admin port, and deregisters it when the test ends.
 func registerBroker(t *testing.T, service string, n int) {

@@ -71,7 +71,8 @@ func startZKProxy(t *testing.T) *proxy {
     sessionTimeout: %s
 broker:
   allowedPorts: [%s]
-`, theRig.ZooKeeper, zkSessionTimeout, rigPorts()))
+  allowedWebPorts: [%s]
+`, theRig.ZooKeeper, zkSessionTimeout, rigPorts(), rigWebPorts()))
 }
 
 // TestDiscoveryMetadataStoreFollowsBrokers: the proxy knows the brokers only from their

@@ -60,7 +60,8 @@ type Proc struct {
 // (top-level keys, e.g. "session:\n  handshakeTimeout: 1s\n"), in dir. It returns once the
 // proxy has logged the addresses it bound and /healthz answers. With no brokers, extraYAML
 // must hold the whole discovery section. Unless extraYAML sets broker.allowedPorts, the
-// brokers' ports are allowed (the rig's are not 6650).
+// brokers' ports are allowed (the rig's are not 6650); the same for the web URLs' ports and
+// broker.allowedWebPorts (the rig's are not 8080).
 //
 // The listeners bind port 0: the proxy picks free ports itself and names them in its startup
 // line, which Start reads from the log, so no other process can take a port between a check
@@ -79,7 +80,7 @@ func StartWeb(binary, dir string, brokers, webBrokers []string, extraYAML string
 	if withTLS {
 		b.WriteString("  pulsarTLS: \"127.0.0.1:0\"\n")
 	}
-	var ports []string
+	var ports, webPorts []string
 	if len(brokers) > 0 {
 		fmt.Fprintf(&b, "discovery:\n  healthCheckInterval: 500ms\n  static:\n    brokers:\n")
 		for _, u := range brokers {
@@ -92,6 +93,9 @@ func StartWeb(binary, dir string, brokers, webBrokers []string, extraYAML string
 			b.WriteString("    webBrokers:\n")
 			for _, u := range webBrokers {
 				fmt.Fprintf(&b, "      - %q\n", u)
+				if i := strings.LastIndexByte(u, ':'); i >= 0 {
+					webPorts = append(webPorts, strings.TrimSuffix(u[i+1:], "/"))
+				}
 			}
 		}
 	}
@@ -106,6 +110,9 @@ func StartWeb(binary, dir string, brokers, webBrokers []string, extraYAML string
 	var env []string
 	if len(ports) > 0 && !strings.Contains(extraYAML, "allowedPorts") {
 		env = append(env, "PULSAR_PROXY_BROKER_ALLOWED_PORTS="+strings.Join(ports, ","))
+	}
+	if len(webPorts) > 0 && !strings.Contains(extraYAML, "allowedWebPorts") {
+		env = append(env, "PULSAR_PROXY_BROKER_ALLOWED_WEB_PORTS="+strings.Join(webPorts, ","))
 	}
 	return start(binary, dir, cfgPath, env, withTLS)
 }
