@@ -22,8 +22,9 @@ import (
 // answers CONNECT, PRODUCER, SEND, SUBSCRIBE, CLOSE_*, and a FLOW with that many MESSAGEs of
 // msgSize bytes, and records the connections and what the proxy closed.
 type muxBroker struct {
-	ln      net.Listener
-	msgSize int
+	ln         net.Listener
+	msgSize    int
+	maxMessage int32 // announced in CONNECTED
 
 	mu        sync.Mutex
 	conns     int
@@ -38,7 +39,7 @@ func newMuxBroker(t *testing.T, msgSize int) (*muxBroker, lookup.Broker) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &muxBroker{ln: ln, msgSize: msgSize, producers: map[uint64]bool{}}
+	b := &muxBroker{ln: ln, msgSize: msgSize, maxMessage: 5 << 20, producers: map[uint64]bool{}}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	wg.Add(1)
@@ -86,7 +87,10 @@ func (b *muxBroker) serve(c net.Conn) {
 		}
 		switch cmd.GetType() {
 		case pb.BaseCommand_CONNECT:
-			write(frame.Connected("fake-broker", 21, 5<<20), nil)
+			b.mu.Lock()
+			maxMessage := b.maxMessage
+			b.mu.Unlock()
+			write(frame.Connected("fake-broker", 21, maxMessage), nil)
 		case pb.BaseCommand_PRODUCER:
 			b.mu.Lock()
 			b.producers[cmd.GetProducer().GetProducerId()] = true
@@ -348,4 +352,40 @@ rules:
 		t.Fatalf("refused command: %v", got)
 	}
 	p.expectClosed()
+}
+
+// A frame the shared connection's broker would not read (over its max_message_size and the
+// padding) ends the sender's session at the proxy: the broker would close the connection,
+// and every neighbour's producers with it.
+func TestMultiplexFrameOverTheBrokersLimit(t *testing.T) {
+	b, target := newMuxBroker(t, 10)
+	b.mu.Lock()
+	b.maxMessage = 1 << 10
+	b.mu.Unlock()
+	cfg, _ := muxConfig(t, 1<<20)
+	addr, _ := startProxy(t, cfg, nil, oneTarget{target})
+	neighbour, hostile := muxClient(t, addr, target), muxClient(t, addr, target)
+	for _, p := range []*peer{neighbour, hostile} {
+		p.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+			Topic: proto.String("t"), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)}})
+		if got := p.recv(); got.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+			t.Fatalf("producer: %v", got)
+		}
+	}
+	send := &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(1)}}
+	big, err := frame.AppendPayloadCommand(nil, send, nil, &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1)}, bytes.Repeat([]byte{'x'}, 12<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile.c.Write(big)
+	if got := hostile.recv(); got.GetError().GetError() != pb.ServerError_NotAllowedError {
+		t.Fatalf("a frame over the broker's limit: %v, want NotAllowedError", got)
+	}
+	neighbour.send(send)
+	if got := neighbour.recv(); got.GetSendReceipt().GetSequenceId() != 1 {
+		t.Fatalf("the neighbour's send: %v", got)
+	}
+	if conns, _, _ := b.state(); conns != 1 {
+		t.Fatalf("broker saw %d connections, want the one shared connection", conns)
+	}
 }
