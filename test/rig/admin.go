@@ -512,3 +512,13 @@ func (r *Rig) TopicStats(ctx context.Context, topic string) (*TopicStats, error)
 // TransactionCoordinatorTopic is the partitioned topic whose partition N stands for
 // transaction coordinator N: its owner runs that coordinator (RIG_TRANSACTIONS=1).
 const TransactionCoordinatorTopic = "persistent://pulsar/system/transaction_coordinator_assign"
+
+// CreateSubscription creates subscription sub on a non-partitioned topic at its end (the
+// messages produced after it are its backlog).
+func (r *Rig) CreateSubscription(ctx context.Context, topic, sub string) error {
+	p, err := topicPath(topic)
+	if err != nil {
+		return err
+	}
+	return r.admin(ctx, http.MethodPut, "/admin/v2/"+p+"/subscription/"+url.PathEscape(sub), []byte{}, nil)
+}

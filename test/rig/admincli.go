@@ -107,7 +107,9 @@ func (a Admin) Run(ctx context.Context, args ...string) AdminResult {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	argv := []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms64m", "-Xmx256m", "-Xss512k",
+	// The JVM's own warnings (class-data sharing's among them) go to stderr: stdout is the
+	// CLI's answer, which tests parse.
+	argv := []string{"-Xlog:all=warning:stderr", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms64m", "-Xmx256m", "-Xss512k",
 		"-Dlog4j.configurationFile=" + filepath.Join(dir, "log4j2.xml"), "-Dpulsar.log.dir=" + a.Dir, "-Dpulsar.log.file=admin-cli.log"}
 	archive, training := cliArchive(cp)
 	switch {
