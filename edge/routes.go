@@ -66,6 +66,17 @@ func (e *Edge) Route(id authz.Identity, method string, u *url.URL) Decision {
 	return Decision{Outcome: Forward, Action: rt.action, Resource: resource, FilterTopics: rt.lists}
 }
 
+// KnownRoute reports whether the table has an entry for a request (one for superusers only
+// included): a route the proxy's clients use that is not known is one nobody decided on.
+func KnownRoute(method string, u *url.URL) bool {
+	segs, ok := segments(u)
+	if !ok {
+		return false
+	}
+	_, _, found := match(method, segs)
+	return found
+}
+
 // routeGrant names the route's resource and asks the policy for it.
 func (e *Edge) routeGrant(p *authz.Policy, id authz.Identity, rt *route, params map[string]string) (string, bool) {
 	ns := params["tenant"] + "/" + params["namespace"]

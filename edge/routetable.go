@@ -137,11 +137,37 @@ var routeTable = buildRoutes(
 	r("GET", "/admin/v3/transactions/positionStatsInPendingAck/{tenant}/{namespace}/{topic}/**", authz.ActionLookup, onTopic),
 	nsAPI("/admin/v2/functions/{tenant}/{namespace}"),
 	nsAPI("/admin/v3/packages/{type}/{tenant}/{namespace}"),
+
+	// Tenants' life, the cluster, its brokers and workers, transactions, the v1 API (its names
+	// carry a cluster, which no rule can describe): superusers only, named so that a route
+	// no entry describes stands out (KnownRoute).
+	superusers("GET", "/admin/v2/tenants"),
+	superusers("PUT", "/admin/v2/tenants/{tenant}"),
+	superusers("POST", "/admin/v2/tenants/{tenant}"),
+	superusers("DELETE", "/admin/v2/tenants/{tenant}"),
+	cluster("/admin/v2/clusters"), cluster("/admin/v2/brokers"), cluster("/admin/v2/broker-stats"),
+	cluster("/admin/v2/bookies"), cluster("/admin/v2/resource-quotas"), cluster("/admin/v2/resourcegroups"),
+	cluster("/admin/v2/worker"), cluster("/admin/v2/worker-stats"), cluster("/admin/v3/transactions"),
+	cluster("/admin/v3/functions/connectors"), cluster("/admin/v3/sources/builtinsources"), cluster("/admin/v3/sinks/builtinsinks"),
+	cluster("/admin/persistent"), cluster("/admin/non-persistent"), cluster("/admin/namespaces"), // v1
+	cluster("/admin/properties"), cluster("/admin/schemas"), cluster("/admin/clusters"),
+	cluster("/admin/brokers"), cluster("/admin/broker-stats"), cluster("/admin/resource-quotas"),
+	cluster("/lookup/v2/destination"),
 )
 
 // superusers is a route for superusers only, named because a catch-all would take it.
 func superusers(method, path string) []route {
 	return r(method, path, "", forSuperusers)
+}
+
+// cluster is every route under prefix, for superusers only.
+func cluster(prefix string) []route {
+	var out []route
+	for _, m := range []string{"GET", "PUT", "POST", "DELETE"} {
+		out = append(out, superusers(m, prefix)...)
+		out = append(out, superusers(m, prefix+"/**")...)
+	}
+	return out
 }
 
 func r(method, path string, a authz.Action, s scope) []route {

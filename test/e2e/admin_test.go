@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pulsar-proxy/pulsar-proxy/test/accesslog"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
@@ -132,6 +133,7 @@ func topicInBundle(t *testing.T, ns, prefix string, avoid ...string) (string, st
 // redirected, both ways), permissions, a schema, and the deletion of all of it.
 func TestAdminCLIThroughProxy(t *testing.T) {
 	p := startAdminProxy(t, "")
+	accesslog.RequireKnownRoutes(t, p.LogPath)
 	a := rig.Admin{URL: p.HTTPURL, Dir: t.TempDir()}
 	tenant := rig.UniqueName("cli")
 	ns := tenant + "/ns"

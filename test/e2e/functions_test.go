@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/pulsar-proxy/pulsar-proxy/test/accesslog"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
@@ -42,6 +43,7 @@ func requireWorkers(t *testing.T) {
 func TestFunctionsThroughProxy(t *testing.T) {
 	requireWorkers(t)
 	p := startAdminProxy(t, "")
+	accesslog.RequireKnownRoutes(t, p.LogPath)
 	a := rig.Admin{URL: p.HTTPURL, Dir: t.TempDir()}
 	jar, err := rig.FunctionsExamplesJar()
 	if err != nil {
