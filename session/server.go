@@ -14,6 +14,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
@@ -79,12 +80,12 @@ type Server struct {
 	log      zerolog.Logger
 	nextID   atomic.Uint64
 
-	buffers     *bufferPools  // read buffers of direct-mode pipes, shared by all sessions
-	spliceAbove int           // see defaultSpliceAbove; benchmarks vary it
-	clientIPs   *clientIPs    // live connections per client IP, for MaxConnectionsPerIP
-	connectRate *connectRate  // new connections per client IP; nil = unlimited
-	roles       *roleLimits   // per-role use against the policy's limits
-	lookups     chan struct{} // one per lookup being answered, at most MaxLookupsInFlight; nil = unbounded
+	buffers     *bufferPools     // read buffers of direct-mode pipes, shared by all sessions
+	spliceAbove int              // see defaultSpliceAbove; benchmarks vary it
+	clientIPs   *connlimit.PerIP // live connections per client IP, for MaxConnectionsPerIP
+	connectRate *connlimit.Rate  // new connections per client IP; nil = unlimited
+	roles       *roleLimits      // per-role use against the policy's limits
+	lookups     chan struct{}    // one per lookup being answered, at most MaxLookupsInFlight; nil = unbounded
 
 	watchdog  sync.Once     // the stall watchdog, started by the first Serve
 	stopWatch chan struct{} // closed by Shutdown
@@ -110,8 +111,8 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 	srv := &Server{
 		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
 		buffers: newBufferPools(), spliceAbove: defaultSpliceAbove,
-		clientIPs:   newClientIPs(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
-		connectRate: newConnectRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
+		clientIPs:   connlimit.NewPerIP(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
+		connectRate: connlimit.NewRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
 		roles:       newRoleLimits(),
 		listeners:   map[net.Listener]struct{}{},
 		sessions:    map[*session]struct{}{},
@@ -124,6 +125,10 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 	m.lookupsInFlight.Set(0)
 	return srv
 }
+
+// DefaultIPv6PrefixLength is the IPv6 prefix the per-IP limits count a client by when Config
+// does not say (see connlimit.Key).
+const DefaultIPv6PrefixLength = connlimit.DefaultIPv6PrefixLength
 
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("session server closed")

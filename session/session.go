@@ -172,11 +172,11 @@ func (s *session) open() CloseReason {
 		s.with(s.srv.log.Debug()).Err(err).Msg("TLS handshake or PROXY header failed")
 		return ReasonTransportSetup
 	}
-	if !s.srv.connectRate.allow(s.conn.RemoteAddr()) {
+	if !s.srv.connectRate.Allow(s.conn.RemoteAddr()) {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many new connections from your address, retry later")
 		return ReasonConnectRate
 	}
-	release, ok := s.srv.clientIPs.acquire(s.conn.RemoteAddr())
+	release, ok := s.srv.clientIPs.Acquire(s.conn.RemoteAddr())
 	if !ok {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections from your address, retry later")
 		return ReasonTooManyFromIP
