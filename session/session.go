@@ -52,6 +52,8 @@ type session struct {
 	multiplexed bool       // direct mode over a shared broker connection (broker.multiplex)
 	muxRef      *refresher // multiplexed: the credential refresher, which takes AUTH_RESPONSEs
 
+	releaseFD func() // gives the connection's place in the descriptor budget back; nil: none
+
 	bytesIn, bytesOut   uint64 // direct mode, for the summary line
 	framesIn, framesOut uint64
 }
@@ -127,6 +129,9 @@ func (s *session) end(reason CloseReason) {
 	}
 	s.cancel()
 	s.conn.Close()
+	if s.releaseFD != nil {
+		s.releaseFD()
+	}
 	s.mu.Lock()
 	if s.closed != "" {
 		// Closed from outside: what the session's own goroutine then saw (a read error) is
