@@ -91,8 +91,11 @@ func (p *proxy) newHTTPServer() *http.Server {
 }
 
 // httpsListener opens admin.listenHTTPS with the certificate of tls.certFile/keyFile,
-// reloaded as for the Pulsar TLS listener, and the client-certificate settings of tls.*.
-func httpsListener(cfg *config.Config, log zerolog.Logger) (net.Listener, error) {
+// reloaded as for the Pulsar TLS listener, and the client-certificate settings of tls.*; the
+// connection limits apply under TLS, so a refused client costs no handshake (and is closed
+// without a word: an answer would need one).
+func (p *proxy) httpsListener() (net.Listener, error) {
+	cfg, log := p.cfg, p.log
 	if cfg.Admin.AdminListenHTTPS == "" {
 		return nil, nil
 	}
@@ -112,5 +115,5 @@ func httpsListener(cfg *config.Config, log zerolog.Logger) (net.Listener, error)
 	if err != nil {
 		return nil, fmt.Errorf("admin.listenHTTPS: %w", err)
 	}
-	return tls.NewListener(ln, tc), nil
+	return tls.NewListener(p.limitHTTP(ln, "https", p.fdHTTPS, nil), tc), nil
 }
