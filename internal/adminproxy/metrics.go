@@ -14,6 +14,7 @@ type Metrics struct {
 	upstream  *prometheus.CounterVec
 	redirects prometheus.Counter
 	inFlight  prometheus.Gauge
+	rejected  *prometheus.CounterVec
 }
 
 // Reasons of pulsar_proxy_http_upstream_errors_total.
@@ -51,14 +52,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pulsar_proxy_http_requests_in_flight",
 			Help: "Admin requests being served now (at most admin.maxConcurrentRequests; more are answered 429).",
 		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_http_requests_rejected_total",
+			Help: "Admin requests the proxy turned away or cut off to protect itself, by reason: concurrency (admin.maxConcurrentRequests, 429), concurrency_per_principal (admin.maxConcurrentRequestsPerPrincipal, 429), body_rate (a body below admin.minBodyRate, 408), spool_budget (admin.maxSpooledBytes spent, 503).",
+		}, []string{"reason"}),
 	}
 	// The reasons are known in advance: their series exist from the start, so a rate() sees
 	// the first failure.
 	for _, r := range []string{reasonUnreachable, reasonTimeout, reasonRedirectRefused, reasonTooManyRedirect, reasonNoUpstream, reasonBroken, reasonBodyNotKept} {
 		m.upstream.WithLabelValues(r)
 	}
+	for _, r := range []string{rejectConcurrency, rejectPrincipal, rejectBodyRate, rejectSpool} {
+		m.rejected.WithLabelValues(r)
+	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.upstream, m.redirects, m.inFlight)
+		reg.MustRegister(m.requests, m.duration, m.upstream, m.redirects, m.inFlight, m.rejected)
 	}
 	return m
 }
