@@ -44,6 +44,7 @@ func buildAdmin(cfg *config.Config, brokers *lookup.BrokerSet, sec session.Secur
 		MinBodyRateGrace:          a.AdminMinBodyRateGrace,
 		IPv6PrefixLength:          cfg.Session.IPv6PrefixLength,
 		MaxBodySize:               a.AdminMaxBodySize,
+		SpoolBudget:               a.AdminMaxSpooledBytes,
 		MaxRedirects:              a.AdminMaxRedirects,
 		AccessLog:                 zerolog.Disabled,
 		Logger:                    log,

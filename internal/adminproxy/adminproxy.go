@@ -96,6 +96,8 @@ type Config struct {
 	// SpoolDir holds request bodies beyond the in-memory part while a redirect may need
 	// them; "" = os.TempDir().
 	SpoolDir string
+	// SpoolBudget bounds the bytes kept in SpoolDir, all requests together; 0: no bound.
+	SpoolBudget int64
 	// memBody is the in-memory part of a kept body; 0 = 256 KiB.
 	memBody int
 }
@@ -105,6 +107,7 @@ type Proxy struct {
 	cfg       Config
 	metrics   *Metrics
 	slots     *slots
+	spool     *spoolBudget
 	rp        *httputil.ReverseProxy
 	transport *http.Transport
 }
@@ -148,7 +151,8 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	p := &Proxy{cfg: cfg, metrics: cfg.Metrics, slots: newSlots(cfg.MaxConcurrent, cfg.MaxConcurrentPerPrincipal), transport: t}
+	p := &Proxy{cfg: cfg, metrics: cfg.Metrics, slots: newSlots(cfg.MaxConcurrent, cfg.MaxConcurrentPerPrincipal),
+		spool: newSpoolBudget(cfg.SpoolBudget, cfg.Metrics), transport: t}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:       p.rewrite,
 		Transport:     &redirector{p: p, base: t},
@@ -248,7 +252,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rt route, pathErr 
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		src := &bodyReader{r: http.MaxBytesReader(w, r.Body, p.cfg.MaxBodySize), rc: rec.rc, pause: p.cfg.ReadTimeout,
 			minRate: p.cfg.MinBodyRate, grace: p.cfg.MinBodyRateGrace, cut: x.cutBody}
-		x.body = &replayBody{src: src, spool: spool{dir: p.cfg.SpoolDir, memMax: p.cfg.memBody}}
+		x.body = &replayBody{src: src, spool: spool{dir: p.cfg.SpoolDir, memMax: p.cfg.memBody, budget: p.spool}}
 		defer x.body.release(5 * time.Second)
 	}
 	p.rp.ServeHTTP(rec, r.WithContext(ctx))
@@ -276,6 +280,13 @@ func (p *Proxy) admit(rec *recorder, r *http.Request, x *exchange, pathErr error
 	if r.ContentLength > p.cfg.MaxBodySize {
 		x.reason = "body too large"
 		writeError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is over the limit of %d (admin.maxRequestBodySize)", r.ContentLength, p.cfg.MaxBodySize))
+		return nil, false
+	}
+	// A body whose declared length cannot be kept now is refused before anything is sent:
+	// sent to a broker that redirects, it could not be sent again, and the client would have
+	// sent it for nothing. (One of unknown length is let through: it may be small.)
+	if disk := r.ContentLength - int64(p.cfg.memBody); disk > 0 && !p.spool.fits(disk) {
+		p.refuseSpool(rec, x)
 		return nil, false
 	}
 	key, who := principalKey(r, x.identity, x.authed, p.cfg.IPv6PrefixLength)
@@ -314,6 +325,18 @@ func (p *Proxy) authenticate(rec *recorder, r *http.Request, x *exchange) bool {
 	}
 	x.identity, x.authed = id, true
 	return true
+}
+
+// spoolRetryAfter is the Retry-After of a request refused for the spool budget, in seconds:
+// the budget comes back as the uploads in progress end, which takes a while.
+const spoolRetryAfter = "5"
+
+// refuseSpool answers a request whose body cannot be kept within admin.maxSpooledBytes.
+func (p *Proxy) refuseSpool(rec *recorder, x *exchange) {
+	p.metrics.rejected.WithLabelValues(rejectSpool).Inc()
+	x.reason = errSpoolBudget.Error()
+	rec.Header().Set("Retry-After", spoolRetryAfter)
+	writeError(rec, http.StatusServiceUnavailable, errSpoolBudget.Error()+"; retry later")
 }
 
 // rewrite is the ReverseProxy hook: the request as a broker gets it. The target is set per
@@ -364,6 +387,9 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if status == statusClientClosed {
 		return // nobody to answer
+	}
+	if ue := (*upstreamError)(nil); errors.As(err, &ue) && ue.retryAfter != "" {
+		w.Header().Set("Retry-After", ue.retryAfter)
 	}
 	writeError(w, status, reason)
 }

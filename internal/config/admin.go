@@ -26,10 +26,13 @@ type Admin struct {
 	// AdminMaxConcurrentPerPrincipal bounds one principal's requests at once (an
 	// authenticated role's; a client address's without one), so that one cannot keep the
 	// others at 429.
-	AdminMaxConcurrentPerPrincipal int           `yaml:"maxConcurrentRequestsPerPrincipal" env:"MAX_CONCURRENT_REQUESTS_PER_PRINCIPAL"`
-	AdminMaxBodySize               int64         `yaml:"maxRequestBodySize" env:"MAX_REQUEST_BODY_SIZE"`
-	AdminMaxRedirects              int           `yaml:"maxRedirects" env:"MAX_REDIRECTS"`
-	AdminReadTimeout               time.Duration `yaml:"readTimeout" env:"READ_TIMEOUT"`
+	AdminMaxConcurrentPerPrincipal int   `yaml:"maxConcurrentRequestsPerPrincipal" env:"MAX_CONCURRENT_REQUESTS_PER_PRINCIPAL"`
+	AdminMaxBodySize               int64 `yaml:"maxRequestBodySize" env:"MAX_REQUEST_BODY_SIZE"`
+	// AdminMaxSpooledBytes bounds the request bodies kept on disk for redirects, all requests
+	// together (the temporary directory is a bounded volume: the chart's /tmp emptyDir).
+	AdminMaxSpooledBytes int64         `yaml:"maxSpooledBytes" env:"MAX_SPOOLED_BYTES"`
+	AdminMaxRedirects    int           `yaml:"maxRedirects" env:"MAX_REDIRECTS"`
+	AdminReadTimeout     time.Duration `yaml:"readTimeout" env:"READ_TIMEOUT"`
 	// AdminMinBodyRate is the slowest a request body may arrive on average (bytes a second)
 	// once AdminMinBodyRateGrace of waiting for it has passed; 0 = no floor.
 	AdminMinBodyRate      int           `yaml:"minBodyRate" env:"MIN_BODY_RATE"`
@@ -45,6 +48,7 @@ func adminDefaults() Admin {
 		AdminMaxConcurrent:             64,
 		AdminMaxConcurrentPerPrincipal: 16,
 		AdminMaxBodySize:               256 << 20,
+		AdminMaxSpooledBytes:           1 << 30,
 		AdminMaxRedirects:              8,
 		AdminReadTimeout:               30 * time.Second,
 		AdminMinBodyRate:               1024,
@@ -67,6 +71,9 @@ func (c *Config) validateAdmin(p *problems) {
 	p.positive("admin.minBodyRateGrace", a.AdminMinBodyRateGrace)
 	if a.AdminMaxBodySize < 1<<10 {
 		p.bad("admin.maxRequestBodySize", "must be at least 1024 bytes, got %d", a.AdminMaxBodySize)
+	}
+	if a.AdminMaxSpooledBytes < a.AdminMaxBodySize {
+		p.bad("admin.maxSpooledBytes", "must be at least admin.maxRequestBodySize (%d), so that the largest body allowed can be kept, got %d", a.AdminMaxBodySize, a.AdminMaxSpooledBytes)
 	}
 	p.between("admin.maxRedirects", a.AdminMaxRedirects, 1, 32)
 	p.positive("admin.readTimeout", a.AdminReadTimeout)

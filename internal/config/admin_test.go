@@ -28,6 +28,8 @@ func TestAdminValidation(t *testing.T) {
 		{[]string{"PULSAR_PROXY_ADMIN_MIN_BODY_RATE=0"}, ""},
 		{[]string{"PULSAR_PROXY_ADMIN_MIN_BODY_RATE_GRACE=0s"}, "admin.minBodyRateGrace: must be greater than 0"},
 		{[]string{"PULSAR_PROXY_ADMIN_MAX_REQUEST_BODY_SIZE=100"}, "admin.maxRequestBodySize: must be at least 1024"},
+		{[]string{"PULSAR_PROXY_ADMIN_MAX_SPOOLED_BYTES=1048576"}, "admin.maxSpooledBytes: must be at least admin.maxRequestBodySize (268435456), so that the largest body allowed can be kept, got 1048576"},
+		{[]string{"PULSAR_PROXY_ADMIN_MAX_SPOOLED_BYTES=1048576", "PULSAR_PROXY_ADMIN_MAX_REQUEST_BODY_SIZE=1048576"}, ""},
 		{[]string{"PULSAR_PROXY_ADMIN_MAX_REDIRECTS=0"}, "admin.maxRedirects: must be between 1 and 32"},
 		{[]string{"PULSAR_PROXY_ADMIN_READ_TIMEOUT=0s"}, "admin.readTimeout: must be greater than 0"},
 		{[]string{"PULSAR_PROXY_ADMIN_RESPONSE_TIMEOUT=-1s"}, "admin.responseTimeout"},
