@@ -169,6 +169,28 @@ func clientFrom(t *testing.T, src string) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
+// getAs GETs path from tp as who: "role:<name>" (a token of that role) or "addr:<ip>" (from
+// that loopback address, without credentials).
+func getAs(t *testing.T, tp *testProxy, who, path string) (int, string, http.Header) {
+	t.Helper()
+	kind, name, _ := strings.Cut(who, ":")
+	req, _ := http.NewRequest("GET", tp.URL+path, nil)
+	client := tp.Client()
+	if kind == "role" {
+		req.Header.Set("Authorization", "Bearer role:"+name)
+	} else {
+		client = clientFrom(t, name)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b := new(strings.Builder)
+	bufio.NewReader(resp.Body).WriteTo(b)
+	return resp.StatusCode, b.String(), resp.Header
+}
+
 // One principal holds at most admin.maxConcurrentRequestsPerPrincipal requests at once; the
 // others are served meanwhile. A principal is the authenticated role or, for a client without
 // one (authentication off, the anonymous role), its address.
@@ -195,24 +217,7 @@ func TestConcurrencyPerPrincipal(t *testing.T) {
 				w.Write([]byte("{}"))
 			})
 			tp := newProxy(t, Config{Brokers: static(t, brk.url()), Auth: tc.auth, MaxConcurrent: 4, MaxConcurrentPerPrincipal: 2})
-			as := func(who, path string) (int, string, http.Header) {
-				kind, name, _ := strings.Cut(who, ":")
-				req, _ := http.NewRequest("GET", tp.URL+path, nil)
-				client := tp.Client()
-				if kind == "role" {
-					req.Header.Set("Authorization", "Bearer role:"+name)
-				} else {
-					client = clientFrom(t, name)
-				}
-				resp, err := client.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				b := new(strings.Builder)
-				bufio.NewReader(resp.Body).WriteTo(b)
-				return resp.StatusCode, b.String(), resp.Header
-			}
+			as := func(who, path string) (int, string, http.Header) { return getAs(t, tp, who, path) }
 			var wg sync.WaitGroup
 			defer wg.Wait()
 			defer close(release)

@@ -9,6 +9,32 @@ import (
 	"testing"
 )
 
+// spoolBroker is a broker whose /admin/v2/hold answers only once release is called (the
+// request's body stays spooled until then), and whose /admin/v2/redirect redirects to owner.
+type spoolBroker struct {
+	*broker
+	owner *broker
+}
+
+func holdingBroker(t *testing.T) (brk spoolBroker, held <-chan struct{}, release func()) {
+	t.Helper()
+	hold, h := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	brk.owner = newBroker(t, nil)
+	brk.broker = newBroker(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		switch r.URL.Path {
+		case "/admin/v2/hold":
+			h <- struct{}{}
+			<-hold
+		case "/admin/v2/redirect":
+			redirectTo(brk.owner.host)(w, r, body)
+			return
+		}
+		w.Write([]byte("{}"))
+	})
+	return brk, h, func() { once.Do(func() { close(hold) }) }
+}
+
 // Finding: request bodies were spooled to disk without a bound across requests (64 requests
 // of 256 MiB against a 2 GiB /tmp). Now admin.maxSpooledBytes bounds them all: a body whose
 // declared length no longer fits is refused up front with 503 and Retry-After, before any
@@ -16,24 +42,10 @@ import (
 // first broker, and only a redirect, which would need the copy, is refused the same way.
 func TestSpoolBudgetRefusesWithRetryAfter(t *testing.T) {
 	const mem, budget, size = 64 << 10, 1 << 20, 900 << 10
-	hold, held := make(chan struct{}), make(chan struct{}, 1)
-	var holdOnce sync.Once
-	owner := newBroker(t, nil)
-	brk := newBroker(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		switch r.URL.Path {
-		case "/admin/v2/hold":
-			held <- struct{}{}
-			<-hold // the body stays spooled until this answer
-		case "/admin/v2/redirect":
-			redirectTo(owner.host)(w, r, body)
-			return
-		}
-		w.Write([]byte("{}"))
-	})
-	tp := newProxy(t, Config{Brokers: static(t, brk.url(), owner.url()), MaxBodySize: 8 << 20, memBody: mem, SpoolBudget: budget})
-	tp.p.cfg.Brokers = pinned{static(t, brk.url(), owner.url()), brk.url()}
-	release := func() { holdOnce.Do(func() { close(hold) }) }
+	brk, held, release := holdingBroker(t)
 	defer release()
+	tp := newProxy(t, Config{Brokers: static(t, brk.url(), brk.owner.url()), MaxBodySize: 8 << 20, memBody: mem, SpoolBudget: budget})
+	tp.p.cfg.Brokers = pinned{static(t, brk.url(), brk.owner.url()), brk.url()}
 
 	var wg sync.WaitGroup
 	wg.Add(1)
