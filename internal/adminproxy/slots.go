@@ -13,9 +13,12 @@ import (
 // slots bounds the admin requests served at once: in all (MaxConcurrent) and per principal
 // (MaxConcurrentPerPrincipal), so that one principal's slow requests cannot keep every other
 // one's at 429. A slot is taken once the client is authenticated, so a request waiting on
-// authentication holds none (a slow identity provider cannot fill them); such requests are
-// bounded per client address by the HTTP listener's per-IP connection limit instead, since a
-// connection carries one request at a time (HTTP/1.1 only: no HTTP/2 is offered).
+// authentication holds none (a slow identity provider cannot fill them). Such requests are
+// bounded otherwise: a connection carries one request at a time (HTTP/1.1 only, no HTTP/2 is
+// offered), so per client address by the HTTP listener's session.maxConnectionsPerIP, in all
+// by the listener's part of the descriptor budget; and in time by auth.token.jwksTimeout, since
+// a key set is fetched once for all the requests waiting on it (authz.JWKS.keyFor: one fetch
+// at a time, at most one per jwksMinRefetchInterval, the others then answered at once).
 type slots struct {
 	all    chan struct{}
 	perKey int
