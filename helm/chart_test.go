@@ -242,9 +242,12 @@ func checkCommon(t *testing.T, objs rendered) (*config.Config, podSpec) {
 	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !sc.ReadOnlyRootFilesystem || !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) {
 		t.Errorf("container securityContext %+v", sc)
 	}
-	// The admin proxy's request-body spool: a writable /tmp on the read-only root.
+	// The admin proxy's request-body spool: a writable /tmp on the read-only root, larger
+	// than what the proxy keeps there at most.
 	if m := mountPath(pod, "/tmp"); m == nil || m.EmptyDir == nil || m.EmptyDir.SizeLimit == "" {
 		t.Errorf("no sized emptyDir on /tmp: %+v", m)
+	} else if size := quantity(t, m.EmptyDir.SizeLimit); cfg.Admin.AdminMaxSpooledBytes >= size {
+		t.Errorf("admin.maxSpooledBytes %d does not fit the /tmp emptyDir of %s", cfg.Admin.AdminMaxSpooledBytes, m.EmptyDir.SizeLimit)
 	}
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		t.Error("the service account token is mounted; the proxy never uses it")
@@ -313,4 +316,17 @@ func port(t *testing.T, addr string) int {
 		t.Fatalf("listen address %q has no port", addr)
 	}
 	return n
+}
+
+// quantity reads a Kubernetes quantity of bytes with a binary suffix (Ki, Mi, Gi, Ti) or none.
+func quantity(t *testing.T, q string) int64 {
+	t.Helper()
+	shift := map[string]int{"": 0, "Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40}
+	num := strings.TrimRight(q, "KMGTi")
+	n, err := strconv.ParseInt(num, 10, 64)
+	s, ok := shift[q[len(num):]]
+	if err != nil || !ok {
+		t.Fatalf("quantity %q: want digits and Ki, Mi, Gi or Ti", q)
+	}
+	return n << s
 }

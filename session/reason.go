@@ -18,6 +18,7 @@ const (
 	ReasonBrokerRefused      CloseReason = "broker_refused"
 	ReasonKeepAliveTimeout   CloseReason = "keepalive_timeout"
 	ReasonTooManyConnections CloseReason = "too_many_connections"
+	ReasonDescriptors        CloseReason = "descriptor_budget" // the Pulsar listeners' part of the descriptor budget was spent
 	ReasonTooManyFromIP      CloseReason = "too_many_connections_per_ip"
 	ReasonConnectRate        CloseReason = "connection_rate_per_ip"
 	ReasonTooManyForRole     CloseReason = "too_many_connections_per_role"
@@ -40,7 +41,7 @@ var closeReasons = []CloseReason{
 	ReasonBrokerRefused, ReasonKeepAliveTimeout, ReasonTooManyConnections, ReasonTooManyFromIP,
 	ReasonConnectRate, ReasonShutdown, ReasonDrained, ReasonAuthFailed, ReasonAuthExpired,
 	ReasonTransportSetup, ReasonCommandRefused, ReasonTooManyForRole, ReasonClientStalled,
-	ReasonClientNotReading, ReasonBrokerStalled, ReasonSlowConsumer,
+	ReasonClientNotReading, ReasonBrokerStalled, ReasonSlowConsumer, ReasonDescriptors,
 }
 
 // beforeSession reports whether the reason ended the connection before it was usable, which
@@ -48,7 +49,7 @@ var closeReasons = []CloseReason{
 func (r CloseReason) beforeSession() bool {
 	switch r {
 	case ReasonHandshakeTimeout, ReasonExpectedConnect, ReasonForgedProxyFields, ReasonAuthFailed,
-		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerPorts, ReasonBrokerRefused, ReasonTooManyConnections, ReasonTooManyFromIP, ReasonConnectRate, ReasonTooManyForRole, ReasonTransportSetup:
+		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerPorts, ReasonBrokerRefused, ReasonTooManyConnections, ReasonDescriptors, ReasonTooManyFromIP, ReasonConnectRate, ReasonTooManyForRole, ReasonTransportSetup:
 		return true
 	}
 	return false

@@ -15,6 +15,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
@@ -57,6 +58,16 @@ type Config struct {
 	// Both per-IP limits count an IPv6 client by the prefix of this many bits of its
 	// address (IPv4 by the whole address); 0 = DefaultIPv6PrefixLength.
 	IPv6PrefixLength int
+	// Descriptors is the Pulsar listeners' part of the process's descriptor budget
+	// (connlimit.Share): a connection it refuses is closed as it is accepted, like one over
+	// MaxConnections. nil: no budget.
+	Descriptors Descriptors
+}
+
+// Descriptors counts client connections against the file descriptors the process gives its
+// clients; release gives one back when its connection is closed.
+type Descriptors interface {
+	Acquire() (release func(), ok bool)
 }
 
 // Resolver answers lookup-mode requests (LOOKUP, PARTITIONED_METADATA,
@@ -80,12 +91,12 @@ type Server struct {
 	log      zerolog.Logger
 	nextID   atomic.Uint64
 
-	buffers     *bufferPools  // read buffers of direct-mode pipes, shared by all sessions
-	spliceAbove int           // see defaultSpliceAbove; benchmarks vary it
-	clientIPs   *clientIPs    // live connections per client IP, for MaxConnectionsPerIP
-	connectRate *connectRate  // new connections per client IP; nil = unlimited
-	roles       *roleLimits   // per-role use against the policy's limits
-	lookups     chan struct{} // one per lookup being answered, at most MaxLookupsInFlight; nil = unbounded
+	buffers     *bufferPools     // read buffers of direct-mode pipes, shared by all sessions
+	spliceAbove int              // see defaultSpliceAbove; benchmarks vary it
+	clientIPs   *connlimit.PerIP // live connections per client IP, for MaxConnectionsPerIP
+	connectRate *connlimit.Rate  // new connections per client IP; nil = unlimited
+	roles       *roleLimits      // per-role use against the policy's limits
+	lookups     chan struct{}    // one per lookup being answered, at most MaxLookupsInFlight; nil = unbounded
 
 	watchdog  sync.Once     // the stall watchdog, started by the first Serve
 	stopWatch chan struct{} // closed by Shutdown
@@ -111,8 +122,8 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 	srv := &Server{
 		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
 		buffers: newBufferPools(), spliceAbove: defaultSpliceAbove,
-		clientIPs:   newClientIPs(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
-		connectRate: newConnectRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
+		clientIPs:   connlimit.NewPerIP(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
+		connectRate: connlimit.NewRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
 		roles:       newRoleLimits(),
 		sec:         Security{Edge: edge.New(edge.Config{}), RefreshTimeout: 10 * time.Second},
 		listeners:   map[net.Listener]struct{}{},
@@ -126,6 +137,10 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 	m.lookupsInFlight.Set(0)
 	return srv
 }
+
+// DefaultIPv6PrefixLength is the IPv6 prefix the per-IP limits count a client by when Config
+// does not say (see connlimit.Key).
+const DefaultIPv6PrefixLength = connlimit.DefaultIPv6PrefixLength
 
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("session server closed")
@@ -200,10 +215,20 @@ func (s *Server) start(c net.Conn) bool {
 	}
 	if s.cfg.MaxConnections > 0 && len(s.sessions) >= s.cfg.MaxConnections {
 		s.mu.Unlock()
-		s.refuse(c)
+		s.refuse(c, ReasonTooManyConnections)
 		return true
 	}
+	var releaseFD func()
+	if s.cfg.Descriptors != nil {
+		var ok bool
+		if releaseFD, ok = s.cfg.Descriptors.Acquire(); !ok {
+			s.mu.Unlock()
+			s.refuse(c, ReasonDescriptors)
+			return true
+		}
+	}
 	sess := newSession(s, c, s.nextID.Add(1))
+	sess.releaseFD = releaseFD
 	s.sessions[sess] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -223,21 +248,22 @@ func (s *Server) forget(sess *session) {
 // goroutine: the frame fits any fresh socket's send buffer, so this is only a backstop.
 const refuseWriteTimeout = 50 * time.Millisecond
 
-// tooManyConnections is the frame a plain client over session.maxConnections gets, encoded
-// once: a flood over the limit costs no allocation per connection.
+// tooManyConnections is the frame a plain client over session.maxConnections (or the
+// descriptor budget) gets, encoded once: a flood over the limit costs no allocation per
+// connection.
 var tooManyConnections, _ = frame.AppendCommand(nil,
 	frame.Error(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections, retry later"))
 
-// refuse turns away a connection over session.maxConnections in the accepting goroutine,
-// before any TLS handshake or PROXY header and with no goroutine of its own, so connections
-// over the limit cost an accept and a close, never a handshake each. A plain client is told
-// why (ServiceNotReady, so it retries); a TLS or PROXY-protocol one could be told only after
-// the handshake the limit is there to avoid, so it is just closed.
-func (s *Server) refuse(c net.Conn) {
-	s.metrics.handshakeFailures.WithLabelValues(string(ReasonTooManyConnections)).Inc()
-	s.metrics.closes.WithLabelValues(string(ReasonTooManyConnections)).Inc()
-	s.log.Debug().Stringer("remote", c.RemoteAddr()).Int("max_connections", s.cfg.MaxConnections).
-		Msg("refusing a client connection over session.maxConnections")
+// refuse turns away a connection over session.maxConnections or the descriptor budget in the
+// accepting goroutine, before any TLS handshake or PROXY header and with no goroutine of its
+// own, so connections over the limit cost an accept and a close, never a handshake each. A
+// plain client is told why (ServiceNotReady, so it retries); a TLS or PROXY-protocol one could
+// be told only after the handshake the limit is there to avoid, so it is just closed.
+func (s *Server) refuse(c net.Conn, reason CloseReason) {
+	s.metrics.handshakeFailures.WithLabelValues(string(reason)).Inc()
+	s.metrics.closes.WithLabelValues(string(reason)).Inc()
+	s.log.Debug().Stringer("remote", c.RemoteAddr()).Int("max_connections", s.cfg.MaxConnections).Str("reason", string(reason)).
+		Msg("refusing a client connection over session.maxConnections or the descriptor budget")
 	if _, handshake := c.(transport); !handshake {
 		c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
 		c.Write(tooManyConnections)

@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 )
@@ -158,6 +159,35 @@ func TestMaxConnectionsTellsPlainClients(t *testing.T) {
 	}
 	p.expectClosed()
 	waitCounter(t, m.handshakeFailures.WithLabelValues(string(ReasonTooManyConnections)), 1)
+
+	held.c.Close()
+	waitCounter(t, m.closes.WithLabelValues(string(ReasonClientClosed)), 1)
+	again := dialPeer(t, addr)
+	again.send(connectCmd(nil))
+	if got := again.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("after the held connection closed: got %v, want CONNECTED", got)
+	}
+}
+
+// Over the Pulsar listeners' part of the descriptor budget a connection is refused as it is
+// accepted (a plain client is told ServiceNotReady), and an ended session gives its place back.
+func TestDescriptorBudgetRefusesAtAccept(t *testing.T) {
+	cfg := testConfig()
+	cfg.Descriptors = connlimit.NewBudget(connlimit.PerConnection+4, 4, nil, zerolog.Nop()).Share("pulsar", 0, 0) // one connection
+	addr, m := startProxy(t, cfg, nil, noTargets{})
+	held := dialPeer(t, addr)
+	held.send(connectCmd(nil))
+	if got := held.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("got %v, want CONNECTED", got)
+	}
+
+	p := dialPeer(t, addr)
+	if got := p.recv(); got.GetError().GetError() != pb.ServerError_ServiceNotReady {
+		t.Fatalf("over the budget: got %v, want ServiceNotReady", got)
+	}
+	p.expectClosed()
+	waitCounter(t, m.handshakeFailures.WithLabelValues(string(ReasonDescriptors)), 1)
+	waitCounter(t, m.closes.WithLabelValues(string(ReasonDescriptors)), 1)
 
 	held.c.Close()
 	waitCounter(t, m.closes.WithLabelValues(string(ReasonClientClosed)), 1)

@@ -53,6 +53,8 @@ type session struct {
 	multiplexed bool       // direct mode over a shared broker connection (broker.multiplex)
 	muxRef      *refresher // multiplexed: the credential refresher, which takes AUTH_RESPONSEs
 
+	releaseFD func() // gives the connection's place in the descriptor budget back; nil: none
+
 	bytesIn, bytesOut   uint64 // direct mode, for the summary line
 	framesIn, framesOut uint64
 }
@@ -128,6 +130,9 @@ func (s *session) end(reason CloseReason) {
 	}
 	s.cancel()
 	s.conn.Close()
+	if s.releaseFD != nil {
+		s.releaseFD()
+	}
 	s.mu.Lock()
 	if s.closed != "" {
 		// Closed from outside: what the session's own goroutine then saw (a read error) is
@@ -173,11 +178,11 @@ func (s *session) open() CloseReason {
 		s.with(s.srv.log.Debug()).Err(err).Msg("TLS handshake or PROXY header failed")
 		return ReasonTransportSetup
 	}
-	if !s.srv.connectRate.allow(s.conn.RemoteAddr()) {
+	if !s.srv.connectRate.Allow(s.conn.RemoteAddr()) {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many new connections from your address, retry later")
 		return ReasonConnectRate
 	}
-	release, ok := s.srv.clientIPs.acquire(s.conn.RemoteAddr())
+	release, ok := s.srv.clientIPs.Acquire(s.conn.RemoteAddr())
 	if !ok {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections from your address, retry later")
 		return ReasonTooManyFromIP

@@ -29,22 +29,27 @@ func buildAdmin(cfg *config.Config, brokers *lookup.BrokerSet, sec session.Secur
 		return nil, nil
 	}
 	c := adminproxy.Config{
-		Brokers:                  brokers,
-		Auth:                     sec.Authenticator,
-		AuthFailures:             sec.Metrics,
-		Policy:                   sec.Edge,
-		ProxyCredentials:         creds,
-		ForwardClientCredentials: cfg.Auth.ForwardClientCredentials,
-		DialTimeout:              cfg.Broker.DialTimeout,
-		ResponseTimeout:          a.AdminResponseTimeout,
-		RequestTimeout:           a.AdminRequestTimeout,
-		ReadTimeout:              a.AdminReadTimeout,
-		MaxConcurrent:            a.AdminMaxConcurrent,
-		MaxBodySize:              a.AdminMaxBodySize,
-		MaxRedirects:             a.AdminMaxRedirects,
-		AccessLog:                zerolog.Disabled,
-		Logger:                   log,
-		Metrics:                  adminproxy.NewMetrics(reg),
+		Brokers:                   brokers,
+		Auth:                      sec.Authenticator,
+		AuthFailures:              sec.Metrics,
+		Policy:                    sec.Edge,
+		ProxyCredentials:          creds,
+		ForwardClientCredentials:  cfg.Auth.ForwardClientCredentials,
+		DialTimeout:               cfg.Broker.DialTimeout,
+		ResponseTimeout:           a.AdminResponseTimeout,
+		RequestTimeout:            a.AdminRequestTimeout,
+		ReadTimeout:               a.AdminReadTimeout,
+		MaxConcurrent:             a.AdminMaxConcurrent,
+		MaxConcurrentPerPrincipal: a.AdminMaxConcurrentPerPrincipal,
+		MinBodyRate:               float64(a.AdminMinBodyRate),
+		MinBodyRateGrace:          a.AdminMinBodyRateGrace,
+		IPv6PrefixLength:          cfg.Session.IPv6PrefixLength,
+		MaxBodySize:               a.AdminMaxBodySize,
+		SpoolBudget:               a.AdminMaxSpooledBytes,
+		MaxRedirects:              a.AdminMaxRedirects,
+		AccessLog:                 zerolog.Disabled,
+		Logger:                    log,
+		Metrics:                   adminproxy.NewMetrics(reg),
 	}
 	if a.AdminAccessLog != "off" {
 		level, err := zerolog.ParseLevel(a.AdminAccessLog)
@@ -95,8 +100,11 @@ func (p *proxy) newHTTPServer() *http.Server {
 }
 
 // httpsListener opens admin.listenHTTPS with the certificate of tls.certFile/keyFile,
-// reloaded as for the Pulsar TLS listener, and the client-certificate settings of tls.*.
-func httpsListener(cfg *config.Config, log zerolog.Logger) (net.Listener, error) {
+// reloaded as for the Pulsar TLS listener, and the client-certificate settings of tls.*; the
+// connection limits apply under TLS, so a refused client costs no handshake (and is closed
+// without a word: an answer would need one).
+func (p *proxy) httpsListener() (net.Listener, error) {
+	cfg, log := p.cfg, p.log
 	if cfg.Admin.AdminListenHTTPS == "" {
 		return nil, nil
 	}
@@ -116,5 +124,5 @@ func httpsListener(cfg *config.Config, log zerolog.Logger) (net.Listener, error)
 	if err != nil {
 		return nil, fmt.Errorf("admin.listenHTTPS: %w", err)
 	}
-	return tls.NewListener(ln, tc), nil
+	return tls.NewListener(p.limitHTTP(ln, "https", p.fdHTTPS, nil), tc), nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/adminproxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
@@ -39,7 +40,21 @@ type proxy struct {
 	brokerTLS bool
 	admin     *adminproxy.Proxy // nil without admin.enabled
 	listening atomic.Bool       // the Pulsar listeners are serving (for /readyz)
+	// The descriptor budget of client connections and each listener's part (https nil without
+	// admin.listenHTTPS), and the HTTP listeners' metrics.
+	budget                    *connlimit.Budget
+	fdPulsar, fdHTTP, fdHTTPS *connlimit.Share
+	httpConns                 *connlimit.ListenerMetrics
 }
+
+// Each HTTP listener may hold at most an eighth of the descriptor budget, so that a flood on
+// the admin plane always leaves the Pulsar listeners three quarters of it; and up to 64
+// connections are kept for each (probes, scrapes, an operator's admin calls) that a flood on
+// the Pulsar listeners cannot take.
+const (
+	httpBudgetDivisor = 8
+	httpBudgetFloor   = 64
+)
 
 // A multiplexed broker connection takes this many clients before another one is opened (up
 // to broker.multiplexConnections), and stays open this long after its last client left.
@@ -74,7 +89,9 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 		Logger:         log,
 	})
 	resolver := lookup.NewResolver(p.brokers, p.pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
+	p.budgetShares()
 	sc := sessionConfig(cfg, connector, summaryLevel)
+	sc.Descriptors = p.fdPulsar
 	// Registered with multiplexing off too (all zero), so that the dashboard's panels and
 	// queries hold whichever way a replica runs.
 	muxMetrics := mux.NewMetrics(p.reg)
@@ -100,6 +117,19 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 }
 
 func serverVersion() string { return "pulsar-proxy/" + version }
+
+// budgetShares makes the descriptor budget of session.descriptorReserve and gives each
+// listener its part: the Pulsar listeners all of it but the HTTP listeners' floors.
+func (p *proxy) budgetShares() {
+	p.budget = connlimit.NewBudget(connlimit.OpenFilesLimit(), uint64(p.cfg.Session.DescriptorReserve), connlimit.NewBudgetMetrics(p.reg), p.log)
+	httpCeiling := p.budget.Connections() / httpBudgetDivisor
+	p.fdPulsar = p.budget.Share("pulsar", 0, 0)
+	p.fdHTTP = p.budget.Share("http", httpBudgetFloor, httpCeiling)
+	if p.cfg.Admin.AdminListenHTTPS != "" {
+		p.fdHTTPS = p.budget.Share("https", httpBudgetFloor, httpCeiling)
+	}
+	p.httpConns = connlimit.NewListenerMetrics(p.reg)
+}
 
 // newConnector is how the proxy opens a broker connection and sends its CONNECT: broker.tls,
 // broker.proxyProtocol, the proxy's credentials and own principal (also check-config --connect).

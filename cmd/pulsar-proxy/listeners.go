@@ -4,11 +4,13 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -20,10 +22,11 @@ type listeners struct {
 }
 
 // openListeners opens the client listeners and listen.http, or none of them.
-func openListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (listeners, error) {
+func (p *proxy) openListeners() (listeners, error) {
+	cfg, log := p.cfg, p.log
 	var l listeners
 	var err error
-	if l.pulsar, l.pulsarTLS, err = clientListeners(cfg, reg, log); err != nil {
+	if l.pulsar, l.pulsarTLS, err = clientListeners(cfg, p.reg, log); err != nil {
 		return l, err
 	}
 	if l.http, err = net.Listen("tcp", cfg.Listen.HTTP); err != nil {
@@ -33,7 +36,8 @@ func openListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Lo
 		}
 		return l, fmt.Errorf("listen.http: %w", err)
 	}
-	if l.https, err = httpsListener(cfg, log); err != nil {
+	l.http = p.limitHTTP(l.http, "http", p.fdHTTP, httpRefusal())
+	if l.https, err = p.httpsListener(); err != nil {
 		l.pulsar.Close()
 		l.http.Close()
 		if l.pulsarTLS != nil {
@@ -42,6 +46,35 @@ func openListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Lo
 		return l, err
 	}
 	return l, nil
+}
+
+// httpRefusal is what a plaintext HTTP client over a connection limit is told before its
+// connection is closed, in the shape of Pulsar's error answers: one write, no request read.
+func httpRefusal() []byte {
+	body := `{"reason":"pulsar-proxy: too many connections, retry later"}` + "\n"
+	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}
+
+// limitHTTP applies the session.* connection limits and the listener's part of the
+// descriptor budget to an HTTP listener, as it accepts: the HTTP listeners read no PROXY
+// header, so the socket's peer is the client the per-IP limits count.
+func (p *proxy) limitHTTP(ln net.Listener, name string, share *connlimit.Share, refusal []byte) net.Listener {
+	s := p.cfg.Session
+	return connlimit.NewListener(ln, connlimit.ListenerConfig{
+		Name: name,
+		Limits: connlimit.Limits{
+			MaxConnections:   s.MaxConnections,
+			MaxPerIP:         s.MaxConnectionsPerIP,
+			RatePerIP:        s.ConnectionRatePerIP,
+			BurstPerIP:       s.ConnectionBurstPerIP,
+			IPv6PrefixLength: s.IPv6PrefixLength,
+		},
+		Share:   share,
+		Refusal: refusal,
+		Metrics: p.httpConns,
+		Log:     p.log,
+	})
 }
 
 // clientListeners opens listen.pulsar and, when set, listen.pulsarTLS, wrapped for TLS and

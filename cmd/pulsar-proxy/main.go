@@ -63,7 +63,7 @@ func run(cfg *config.Config) error {
 	if p.muxPool != nil {
 		defer p.muxPool.Close()
 	}
-	lns, err := openListeners(cfg, p.reg, log)
+	lns, err := p.openListeners()
 	if err != nil {
 		return err
 	}

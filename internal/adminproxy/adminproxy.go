@@ -3,7 +3,8 @@
 // front of the brokers' (and workers') web services.
 //
 // A request is authenticated at the edge (when an Authenticator is set), checked for a
-// canonical path, bounded (concurrency, body size, per-phase timeouts), and sent to a live
+// canonical path, bounded (concurrency in all and per principal, taken after authentication;
+// body size; a minimum body rate; per-phase timeouts), and sent to a live
 // broker's web service chosen round robin, healthy brokers first; a broker whose web service
 // cannot be dialled is skipped for the next. Bodies stream both ways. A 307/308 from a broker
 // (the owner of a topic is another broker, an instance runs on another worker) is followed by
@@ -83,10 +84,21 @@ type Config struct {
 	ResponseTimeout time.Duration // from the request sent to the answer's headers
 	RequestTimeout  time.Duration // a whole request, redirects and bodies included
 	// ReadTimeout is the longest pause while a client sends its body or reads the answer.
-	ReadTimeout   time.Duration
-	MaxConcurrent int
-	MaxBodySize   int64
-	MaxRedirects  int
+	ReadTimeout time.Duration
+	// MinBodyRate is the slowest a request body may arrive on average, in bytes a second, once
+	// MinBodyRateGrace of waiting for it has passed (see bodyReader); 0: no floor.
+	MinBodyRate      float64
+	MinBodyRateGrace time.Duration
+	MaxConcurrent    int
+	// MaxConcurrentPerPrincipal bounds one principal's requests at once: an authenticated
+	// role's, or one client address's when there is none (authentication off, anonymous);
+	// 0: MaxConcurrent.
+	MaxConcurrentPerPrincipal int
+	// IPv6PrefixLength: a client without a role is counted by this prefix of its IPv6 address
+	// (0: 64), as the per-IP connection limits count it.
+	IPv6PrefixLength int
+	MaxBodySize      int64
+	MaxRedirects     int
 	// AccessLog is the level of the line logged per request; zerolog.Disabled: none.
 	AccessLog zerolog.Level
 	Logger    zerolog.Logger
@@ -94,6 +106,8 @@ type Config struct {
 	// SpoolDir holds request bodies beyond the in-memory part while a redirect may need
 	// them; "" = os.TempDir().
 	SpoolDir string
+	// SpoolBudget bounds the bytes kept in SpoolDir, all requests together; 0: no bound.
+	SpoolBudget int64
 	// memBody is the in-memory part of a kept body; 0 = 256 KiB.
 	memBody int
 }
@@ -102,7 +116,8 @@ type Config struct {
 type Proxy struct {
 	cfg       Config
 	metrics   *Metrics
-	sem       chan struct{}
+	slots     *slots
+	spool     *spoolBudget
 	rp        *httputil.ReverseProxy
 	transport *http.Transport
 }
@@ -117,6 +132,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if cfg.MaxConcurrent < 1 || cfg.MaxBodySize < 1 || cfg.MaxRedirects < 1 {
 		return nil, errors.New("adminproxy: MaxConcurrent, MaxBodySize and MaxRedirects must be positive")
+	}
+	if cfg.MinBodyRate < 0 || (cfg.MinBodyRate > 0 && cfg.MinBodyRateGrace <= 0) {
+		return nil, errors.New("adminproxy: MinBodyRate must not be negative, and needs a positive MinBodyRateGrace")
 	}
 	if cfg.memBody <= 0 {
 		cfg.memBody = 256 << 10
@@ -143,7 +161,8 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	p := &Proxy{cfg: cfg, metrics: cfg.Metrics, sem: make(chan struct{}, cfg.MaxConcurrent), transport: t}
+	p := &Proxy{cfg: cfg, metrics: cfg.Metrics, slots: newSlots(cfg.MaxConcurrent, cfg.MaxConcurrentPerPrincipal),
+		spool: newSpoolBudget(cfg.SpoolBudget, cfg.Metrics), transport: t}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		ModifyResponse: p.filterTopicList,
@@ -189,9 +208,19 @@ type exchange struct {
 	redirect int    // redirects followed
 	status   int    // set by the error handler
 	reason   string // why it failed, for the log
-	// stalled is set when the client's body stopped arriving (the server then cancels the
-	// request, so the transport may report only that).
-	stalled atomic.Bool
+	// cut is why the client's body was cut off (errClientStalled, errBodyTooSlow): the server
+	// then cancels the request, so the transport may report only that.
+	cut atomic.Pointer[error]
+}
+
+func (x *exchange) cutBody(err error) { x.cut.CompareAndSwap(nil, &err) }
+
+// cutError is why the client's body was cut off; nil if it was not.
+func (x *exchange) cutError() error {
+	if e := x.cut.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 type exchangeKey struct{}
@@ -233,16 +262,19 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rt route, pathErr 
 	defer cancel()
 	ctx = context.WithValue(ctx, exchangeKey{}, x)
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		src := &deadlineReader{r: http.MaxBytesReader(w, r.Body, p.cfg.MaxBodySize), rc: rec.rc, d: p.cfg.ReadTimeout, stalled: &x.stalled}
-		x.body = &replayBody{src: src, spool: spool{dir: p.cfg.SpoolDir, memMax: p.cfg.memBody}}
+		src := &bodyReader{r: http.MaxBytesReader(w, r.Body, p.cfg.MaxBodySize), rc: rec.rc, pause: p.cfg.ReadTimeout,
+			minRate: p.cfg.MinBodyRate, grace: p.cfg.MinBodyRateGrace, cut: x.cutBody}
+		x.body = &replayBody{src: src, spool: spool{dir: p.cfg.SpoolDir, memMax: p.cfg.memBody, budget: p.spool}}
 		defer x.body.release(5 * time.Second)
 	}
 	p.rp.ServeHTTP(rec, r.WithContext(ctx))
 }
 
 // admit applies what a request must pass before it is forwarded: a canonical path, no
-// upgrade, a place among the concurrent requests, credentials, a body within the limit. A
-// refused request has been answered; an admitted one gives its place back with release.
+// upgrade, credentials, a body within the limit, then a place among the requests served at
+// once, its principal's and in all. The place is taken last, so that waiting on
+// authentication (an identity provider's keys) holds none. A refused request has been
+// answered; an admitted one gives its place back with release.
 func (p *Proxy) admit(rec *recorder, r *http.Request, x *exchange, pathErr error) (release func(), ok bool) {
 	if pathErr != nil {
 		x.reason = "path " + r.URL.Path + " is not in canonical form"
@@ -254,43 +286,72 @@ func (p *Proxy) admit(rec *recorder, r *http.Request, x *exchange, pathErr error
 		writeError(rec, http.StatusBadRequest, "protocol upgrades and CONNECT are not proxied")
 		return nil, false
 	}
-	select {
-	case p.sem <- struct{}{}:
-	default:
-		x.reason = "concurrency limit"
-		rec.Header().Set("Retry-After", "1")
-		writeError(rec, http.StatusTooManyRequests, fmt.Sprintf("more than %d admin requests at once; retry later", p.cfg.MaxConcurrent))
+	if !p.authenticate(rec, r, x) {
 		return nil, false
 	}
-	p.metrics.inFlight.Inc()
-	release = func() { p.metrics.inFlight.Dec(); <-p.sem }
-
-	if p.cfg.Auth != nil {
-		id, err := p.cfg.Auth.Authenticate(credentials(r))
-		if err != nil {
-			var ae *authz.Error
-			if errors.As(err, &ae) && p.cfg.AuthFailures != nil {
-				p.cfg.AuthFailures.AuthFailure(ae.Method, ae.Reason)
-			}
-			x.reason = err.Error()
-			rec.Header().Set("WWW-Authenticate", `Bearer realm="pulsar-proxy"`)
-			writeError(rec, http.StatusUnauthorized, err.Error())
-			release()
-			return nil, false
-		}
-		x.identity, x.authed = id, true
-	}
 	if !p.decide(rec, r, x) {
-		release()
 		return nil, false
 	}
 	if r.ContentLength > p.cfg.MaxBodySize {
 		x.reason = "body too large"
 		writeError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is over the limit of %d (admin.maxRequestBodySize)", r.ContentLength, p.cfg.MaxBodySize))
-		release()
 		return nil, false
 	}
-	return release, true
+	// A body whose declared length cannot be kept now is refused before anything is sent:
+	// sent to a broker that redirects, it could not be sent again, and the client would have
+	// sent it for nothing. (One of unknown length is let through: it may be small.)
+	if disk := r.ContentLength - int64(p.cfg.memBody); disk > 0 && !p.spool.fits(disk) {
+		p.refuseSpool(rec, x)
+		return nil, false
+	}
+	key, who := principalKey(r, x.identity, x.authed, p.cfg.IPv6PrefixLength)
+	give, refused := p.slots.take(key)
+	if refused != "" {
+		p.metrics.rejected.WithLabelValues(refused).Inc()
+		x.reason = "concurrency limit"
+		msg := fmt.Sprintf("more than %d admin requests at once; retry later", p.cfg.MaxConcurrent)
+		if refused == rejectPrincipal {
+			x.reason = "concurrency limit per principal"
+			msg = fmt.Sprintf("more than %d admin requests at once from %s (admin.maxConcurrentRequestsPerPrincipal); retry later", p.slots.perKey, who)
+		}
+		rec.Header().Set("Retry-After", "1")
+		writeError(rec, http.StatusTooManyRequests, msg)
+		return nil, false
+	}
+	p.metrics.inFlight.Inc()
+	return func() { p.metrics.inFlight.Dec(); give() }, true
+}
+
+// authenticate names the client's role when authentication is on; false: refused with 401.
+func (p *Proxy) authenticate(rec *recorder, r *http.Request, x *exchange) bool {
+	if p.cfg.Auth == nil {
+		return true
+	}
+	id, err := p.cfg.Auth.Authenticate(credentials(r))
+	if err != nil {
+		var ae *authz.Error
+		if errors.As(err, &ae) && p.cfg.AuthFailures != nil {
+			p.cfg.AuthFailures.AuthFailure(ae.Method, ae.Reason)
+		}
+		x.reason = err.Error()
+		rec.Header().Set("WWW-Authenticate", `Bearer realm="pulsar-proxy"`)
+		writeError(rec, http.StatusUnauthorized, err.Error())
+		return false
+	}
+	x.identity, x.authed = id, true
+	return true
+}
+
+// spoolRetryAfter is the Retry-After of a request refused for the spool budget, in seconds:
+// the budget comes back as the uploads in progress end, which takes a while.
+const spoolRetryAfter = "5"
+
+// refuseSpool answers a request whose body cannot be kept within admin.maxSpooledBytes.
+func (p *Proxy) refuseSpool(rec *recorder, x *exchange) {
+	p.metrics.rejected.WithLabelValues(rejectSpool).Inc()
+	x.reason = errSpoolBudget.Error()
+	rec.Header().Set("Retry-After", spoolRetryAfter)
+	writeError(rec, http.StatusServiceUnavailable, errSpoolBudget.Error()+"; retry later")
 }
 
 // decide asks the edge about the route; a refusal is answered here and never reaches a
@@ -345,8 +406,12 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeOf(r.Context())
 	status, reason, metric := classifyError(r.Context(), err)
-	if x != nil && x.stalled.Load() {
-		status, reason, metric = http.StatusRequestTimeout, errClientStalled.Error(), ""
+	if x != nil && x.cutError() != nil {
+		cut := x.cutError()
+		status, reason, metric = http.StatusRequestTimeout, bodyCutReason(cut, p.cfg.MinBodyRate, p.cfg.MinBodyRateGrace), ""
+		if errors.Is(cut, errBodyTooSlow) {
+			p.metrics.rejected.WithLabelValues(rejectBodyRate).Inc()
+		}
 	}
 	if metric != "" {
 		p.metrics.upstream.WithLabelValues(metric).Inc()
@@ -356,6 +421,9 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if status == statusClientClosed {
 		return // nobody to answer
+	}
+	if ue := (*upstreamError)(nil); errors.As(err, &ue) && ue.retryAfter != "" {
+		w.Header().Set("Retry-After", ue.retryAfter)
 	}
 	writeError(w, status, reason)
 }
@@ -372,7 +440,7 @@ func classifyError(ctx context.Context, err error) (status int, reason, metric s
 		return http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over the limit of %d bytes (admin.maxRequestBodySize)", mbe.Limit), ""
 	case errors.As(err, &ue):
 		return ue.status, ue.Error(), ue.metric
-	case errors.Is(err, errClientStalled):
+	case errors.Is(err, errClientStalled) || errors.Is(err, errBodyTooSlow):
 		return http.StatusRequestTimeout, err.Error(), ""
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, "the request took longer than admin.requestTimeout", reasonTimeout
@@ -489,29 +557,6 @@ func (w *recorder) code() int {
 		return statusClientClosed
 	}
 	return w.status
-}
-
-// errClientStalled is a request body that stopped arriving for admin.readTimeout.
-var errClientStalled = errors.New("the client stopped sending its request body (admin.readTimeout)")
-
-// deadlineReader reads a client's request body with a fresh read deadline per read.
-type deadlineReader struct {
-	r       io.Reader
-	rc      *http.ResponseController
-	d       time.Duration
-	stalled *atomic.Bool
-}
-
-func (d *deadlineReader) Read(p []byte) (int, error) {
-	if d.d > 0 {
-		d.rc.SetReadDeadline(time.Now().Add(d.d))
-	}
-	n, err := d.r.Read(p)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		d.stalled.Store(true)
-		err = errClientStalled
-	}
-	return n, err
 }
 
 // copyBufferSize is the reverse proxy's copy buffer: what one request or answer holds at a

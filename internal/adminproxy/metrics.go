@@ -14,6 +14,9 @@ type Metrics struct {
 	upstream  *prometheus.CounterVec
 	redirects prometheus.Counter
 	inFlight  prometheus.Gauge
+	rejected  *prometheus.CounterVec
+	// The request bodies kept on disk for redirects, and their bound.
+	spooled, spoolBudget prometheus.Gauge
 }
 
 // Reasons of pulsar_proxy_http_upstream_errors_total.
@@ -51,14 +54,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pulsar_proxy_http_requests_in_flight",
 			Help: "Admin requests being served now (at most admin.maxConcurrentRequests; more are answered 429).",
 		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pulsar_proxy_http_requests_rejected_total",
+			Help: "Admin requests the proxy turned away or cut off to protect itself, by reason: concurrency (admin.maxConcurrentRequests, 429), concurrency_per_principal (admin.maxConcurrentRequestsPerPrincipal, 429), body_rate (a body below admin.minBodyRate, 408), spool_budget (admin.maxSpooledBytes spent, 503).",
+		}, []string{"reason"}),
+		spooled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pulsar_proxy_http_spool_bytes",
+			Help: "Bytes of admin request bodies kept on disk now (beyond the first 256 KiB of each), so that a redirect can send them again.",
+		}),
+		spoolBudget: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pulsar_proxy_http_spool_budget_bytes",
+			Help: "The most bytes of request bodies kept on disk at once, all requests together (admin.maxSpooledBytes).",
+		}),
 	}
 	// The reasons are known in advance: their series exist from the start, so a rate() sees
 	// the first failure.
 	for _, r := range []string{reasonUnreachable, reasonTimeout, reasonRedirectRefused, reasonTooManyRedirect, reasonNoUpstream, reasonBroken, reasonBodyNotKept} {
 		m.upstream.WithLabelValues(r)
 	}
+	for _, r := range []string{rejectConcurrency, rejectPrincipal, rejectBodyRate, rejectSpool} {
+		m.rejected.WithLabelValues(r)
+	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.upstream, m.redirects, m.inFlight)
+		reg.MustRegister(m.requests, m.duration, m.upstream, m.redirects, m.inFlight, m.rejected, m.spooled, m.spoolBudget)
 	}
 	return m
 }

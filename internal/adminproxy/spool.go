@@ -4,21 +4,74 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
+
+// errSpoolBudget is a body that could not be kept because the bodies kept on disk, all
+// requests together, are at admin.maxSpooledBytes.
+var errSpoolBudget = errors.New("the request bodies the proxy keeps on disk for redirects are at admin.maxSpooledBytes")
+
+// spoolBudget bounds the bytes of request bodies kept on disk, all requests together
+// (admin.maxSpooledBytes): the temporary directory is a bounded volume (the chart's /tmp
+// emptyDir), and one full is a full disk for everything else there too. It counts what is
+// written, not what a request declares: a reservation of the declared length would let a
+// client that announces a large body and then sends it slowly hold the budget for nothing.
+type spoolBudget struct {
+	max   int64
+	used  atomic.Int64
+	gauge prometheus.Gauge
+}
+
+// take counts n more bytes on disk; false, counting nothing, when that would go over.
+func (b *spoolBudget) take(n int64) bool {
+	for {
+		u := b.used.Load()
+		if u+n > b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			b.gauge.Add(float64(n))
+			return true
+		}
+	}
+}
+
+func (b *spoolBudget) give(n int64) {
+	b.used.Add(-n)
+	b.gauge.Sub(float64(n))
+}
+
+// fits reports whether n more bytes fit now (a request that declares its length is refused
+// up front when its body would not).
+func (b *spoolBudget) fits(n int64) bool { return b.used.Load()+n <= b.max }
+
+func newSpoolBudget(max int64, m *Metrics) *spoolBudget {
+	if max <= 0 {
+		max = math.MaxInt64
+	}
+	m.spoolBudget.Set(float64(max))
+	return &spoolBudget{max: max, gauge: m.spooled}
+}
 
 // spool keeps a request body as it is read, so that it can be sent again to the broker a
 // redirect names: the first memMax bytes in memory, the rest in a temporary file (unlinked
-// at once, so nothing is left behind even if the process dies). If the file cannot be
-// written, the body still streams to the first broker; only a redirect then fails.
+// at once, so nothing is left behind even if the process dies) within the budget. If the file
+// cannot be written, or the budget is spent, the body still streams to the first broker (most
+// requests go to the right one and need no copy); only a redirect then fails.
 type spool struct {
 	dir    string
 	memMax int
+	budget *spoolBudget
 	mem    []byte
 	f      *os.File
 	size   int64 // bytes kept: len(mem) + file length
+	taken  int64 // bytes of the budget held
 	err    error // the body could not be kept from here on
 }
 
@@ -26,15 +79,28 @@ func (s *spool) write(p []byte) {
 	if s.err != nil || len(p) == 0 {
 		return
 	}
-	if s.f == nil && len(s.mem)+len(p) <= s.memMax {
-		s.mem = append(s.mem, p...)
-		s.size += int64(len(p))
+	if s.f == nil && len(s.mem) < s.memMax {
+		// The memory part fills up first, to the byte, so that what goes to disk is exactly
+		// what a declared length was checked against.
+		k := min(len(p), s.memMax-len(s.mem))
+		s.mem = append(s.mem, p[:k]...)
+		s.size += int64(k)
+		if p = p[k:]; len(p) == 0 {
+			return
+		}
+	}
+	if !s.budget.take(int64(len(p))) {
+		// The copy is useless from here on: its disk goes back at once.
+		s.err = errSpoolBudget
+		s.dropFile()
 		return
 	}
+	s.taken += int64(len(p))
 	if s.f == nil {
 		f, err := os.CreateTemp(s.dir, "pulsar-proxy-body-*")
 		if err != nil {
 			s.err = fmt.Errorf("keeping the request body for a redirect: %w", err)
+			s.dropFile()
 			return
 		}
 		os.Remove(f.Name()) // open file, no name: gone with the descriptor
@@ -42,6 +108,7 @@ func (s *spool) write(p []byte) {
 	}
 	if _, err := s.f.WriteAt(p, s.size-int64(len(s.mem))); err != nil {
 		s.err = fmt.Errorf("keeping the request body for a redirect: %w", err)
+		s.dropFile()
 		return
 	}
 	s.size += int64(len(p))
@@ -66,11 +133,22 @@ func (s *spool) readAt(p []byte, off int64) (int, error) {
 }
 
 func (s *spool) close() {
+	s.dropFile()
+	s.mem = nil
+}
+
+// dropFile closes the file (its space is freed: it has no name) and gives its budget back.
+// Only bytes before len(mem) can be read after it, which no attempt does once s.err is set:
+// the one in progress reads on from the client, a next one is refused.
+func (s *spool) dropFile() {
 	if s.f != nil {
 		s.f.Close()
 		s.f = nil
 	}
-	s.mem = nil
+	if s.taken > 0 {
+		s.budget.give(s.taken)
+		s.taken = 0
+	}
 }
 
 // errBodyInUse means a broker connection still held an earlier attempt's body when a new

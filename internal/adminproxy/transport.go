@@ -13,10 +13,11 @@ import (
 
 // upstreamError is a failure on the broker side with the status the client gets.
 type upstreamError struct {
-	status int
-	metric string
-	msg    string
-	err    error
+	status     int
+	metric     string // of pulsar_proxy_http_upstream_errors_total; "": not the brokers' doing
+	msg        string
+	err        error
+	retryAfter string // the answer's Retry-After; "": none
 }
 
 func (e *upstreamError) Error() string {
@@ -116,6 +117,11 @@ func (t *redirector) attempt(req *http.Request, x *exchange, scheme, host string
 	out.Body, out.GetBody = nil, nil
 	if x.body != nil {
 		ab, err := x.body.next(bodyWait)
+		if errors.Is(err, errSpoolBudget) {
+			t.p.metrics.rejected.WithLabelValues(rejectSpool).Inc()
+			return nil, &upstreamError{status: http.StatusServiceUnavailable, retryAfter: spoolRetryAfter,
+				msg: "the request was redirected, and its body cannot be sent again", err: err}
+		}
 		if err != nil {
 			return nil, &upstreamError{status: http.StatusBadGateway, metric: reasonBodyNotKept,
 				msg: "the request body could not be sent again after a redirect", err: err}

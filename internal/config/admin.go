@@ -22,26 +22,41 @@ type Admin struct {
 	AdminListenHTTPS string `yaml:"listenHTTPS" env:"LISTEN_HTTPS"`
 	// AdminFunctionWorkers are the Functions workers' web service URLs; empty sends the worker
 	// API to the brokers (functionsWorkerEnabled).
-	AdminFunctionWorkers []string      `yaml:"functionWorkers" env:"FUNCTION_WORKERS"`
-	AdminMaxConcurrent   int           `yaml:"maxConcurrentRequests" env:"MAX_CONCURRENT_REQUESTS"`
-	AdminMaxBodySize     int64         `yaml:"maxRequestBodySize" env:"MAX_REQUEST_BODY_SIZE"`
+	AdminFunctionWorkers []string `yaml:"functionWorkers" env:"FUNCTION_WORKERS"`
+	AdminMaxConcurrent   int      `yaml:"maxConcurrentRequests" env:"MAX_CONCURRENT_REQUESTS"`
+	// AdminMaxConcurrentPerPrincipal bounds one principal's requests at once (an
+	// authenticated role's; a client address's without one), so that one cannot keep the
+	// others at 429.
+	AdminMaxConcurrentPerPrincipal int   `yaml:"maxConcurrentRequestsPerPrincipal" env:"MAX_CONCURRENT_REQUESTS_PER_PRINCIPAL"`
+	AdminMaxBodySize               int64 `yaml:"maxRequestBodySize" env:"MAX_REQUEST_BODY_SIZE"`
+	// AdminMaxSpooledBytes bounds the request bodies kept on disk for redirects, all requests
+	// together (the temporary directory is a bounded volume: the chart's /tmp emptyDir).
+	AdminMaxSpooledBytes int64         `yaml:"maxSpooledBytes" env:"MAX_SPOOLED_BYTES"`
 	AdminMaxRedirects    int           `yaml:"maxRedirects" env:"MAX_REDIRECTS"`
 	AdminReadTimeout     time.Duration `yaml:"readTimeout" env:"READ_TIMEOUT"`
-	AdminResponseTimeout time.Duration `yaml:"responseTimeout" env:"RESPONSE_TIMEOUT"`
-	AdminRequestTimeout  time.Duration `yaml:"requestTimeout" env:"REQUEST_TIMEOUT"`
-	AdminAccessLog       string        `yaml:"accessLog" env:"ACCESS_LOG"` // info, debug or off
+	// AdminMinBodyRate is the slowest a request body may arrive on average (bytes a second)
+	// once AdminMinBodyRateGrace of waiting for it has passed; 0 = no floor.
+	AdminMinBodyRate      int           `yaml:"minBodyRate" env:"MIN_BODY_RATE"`
+	AdminMinBodyRateGrace time.Duration `yaml:"minBodyRateGrace" env:"MIN_BODY_RATE_GRACE"`
+	AdminResponseTimeout  time.Duration `yaml:"responseTimeout" env:"RESPONSE_TIMEOUT"`
+	AdminRequestTimeout   time.Duration `yaml:"requestTimeout" env:"REQUEST_TIMEOUT"`
+	AdminAccessLog        string        `yaml:"accessLog" env:"ACCESS_LOG"` // info, debug or off
 }
 
 func adminDefaults() Admin {
 	return Admin{
-		AdminEnabled:         true,
-		AdminMaxConcurrent:   64,
-		AdminMaxBodySize:     256 << 20,
-		AdminMaxRedirects:    8,
-		AdminReadTimeout:     30 * time.Second,
-		AdminResponseTimeout: 2 * time.Minute,
-		AdminRequestTimeout:  10 * time.Minute,
-		AdminAccessLog:       "info",
+		AdminEnabled:                   true,
+		AdminMaxConcurrent:             64,
+		AdminMaxConcurrentPerPrincipal: 16,
+		AdminMaxBodySize:               256 << 20,
+		AdminMaxSpooledBytes:           1 << 30,
+		AdminMaxRedirects:              8,
+		AdminReadTimeout:               30 * time.Second,
+		AdminMinBodyRate:               1024,
+		AdminMinBodyRateGrace:          10 * time.Second,
+		AdminResponseTimeout:           2 * time.Minute,
+		AdminRequestTimeout:            10 * time.Minute,
+		AdminAccessLog:                 "info",
 	}
 }
 
@@ -50,8 +65,16 @@ func (c *Config) validateAdmin(p *problems) {
 	if a.AdminMaxConcurrent < 1 {
 		p.bad("admin.maxConcurrentRequests", "must be at least 1, got %d", a.AdminMaxConcurrent)
 	}
+	if a.AdminMaxConcurrentPerPrincipal < 1 || a.AdminMaxConcurrentPerPrincipal > max(a.AdminMaxConcurrent, 1) {
+		p.bad("admin.maxConcurrentRequestsPerPrincipal", "must be between 1 and admin.maxConcurrentRequests (%d), got %d", a.AdminMaxConcurrent, a.AdminMaxConcurrentPerPrincipal)
+	}
+	p.atLeastZero("admin.minBodyRate", a.AdminMinBodyRate, "no floor")
+	p.positive("admin.minBodyRateGrace", a.AdminMinBodyRateGrace)
 	if a.AdminMaxBodySize < 1<<10 {
 		p.bad("admin.maxRequestBodySize", "must be at least 1024 bytes, got %d", a.AdminMaxBodySize)
+	}
+	if a.AdminMaxSpooledBytes < a.AdminMaxBodySize {
+		p.bad("admin.maxSpooledBytes", "must be at least admin.maxRequestBodySize (%d), so that the largest body allowed can be kept, got %d", a.AdminMaxBodySize, a.AdminMaxSpooledBytes)
 	}
 	p.between("admin.maxRedirects", a.AdminMaxRedirects, 1, 32)
 	p.positive("admin.readTimeout", a.AdminReadTimeout)

@@ -224,7 +224,11 @@ type BrokerTLS struct {
 	BrokerSkipHostnameVerification bool       `yaml:"skipHostnameVerification" env:"SKIP_HOSTNAME_VERIFICATION"`
 }
 
-// Session bounds what a single client connection may cost the proxy.
+// Session bounds what a single client connection may cost the proxy. MaxConnections,
+// MaxConnectionsPerIP, ConnectionRatePerIP/BurstPerIP and IPv6PrefixLength hold on the HTTP
+// listeners too (listen.http, admin.listenHTTPS), each of which counts its own connections
+// (the two Pulsar listeners count theirs together): the same numbers per listener, so that a
+// flood on one cannot use up another's, and an operator sets one per-IP number for a client.
 type Session struct {
 	HandshakeTimeout  time.Duration `yaml:"handshakeTimeout" env:"HANDSHAKE_TIMEOUT"`
 	KeepAliveInterval time.Duration `yaml:"keepAliveInterval" env:"KEEP_ALIVE_INTERVAL"`
@@ -247,6 +251,11 @@ type Session struct {
 	// Both per-IP limits count an IPv6 client by this many leading bits of its address
 	// (one client usually holds a whole /64); IPv4 clients by the whole address.
 	IPv6PrefixLength int `yaml:"ipv6PrefixLength" env:"IPV6_PREFIX_LENGTH"`
+	// DescriptorReserve is the file descriptors kept back from clients: client connections,
+	// all listeners together, may use the open-files limit less this (two descriptors each,
+	// for the broker connection a client may need); over it a connection is closed as it is
+	// accepted.
+	DescriptorReserve int `yaml:"descriptorReserve" env:"DESCRIPTOR_RESERVE"`
 }
 
 // Log controls logging. SessionSummary is separate from Level so the
@@ -277,6 +286,7 @@ func defaultSession() Session {
 		Passthrough:          true,
 		ConnectionBurstPerIP: 20,
 		IPv6PrefixLength:     64,
+		DescriptorReserve:    1024,
 	}
 }
 

@@ -594,6 +594,19 @@ func TestIPv6PrefixLength(t *testing.T) {
 	}
 }
 
+func TestDescriptorReserve(t *testing.T) {
+	const reserve = "PULSAR_PROXY_SESSION_DESCRIPTOR_RESERVE="
+	checkEnvCases(t, []envCase{
+		{[]string{reserve + "64"}, ""},
+		{[]string{reserve + "63"}, "session.descriptorReserve: must be at least 64"},
+		{[]string{reserve + "many"}, "environment: PULSAR_PROXY_SESSION_DESCRIPTOR_RESERVE: "},
+	})
+	cfg, err := Load(writeFile(t, "session: {descriptorReserve: 4096}\n"), brokersEnv)
+	if err != nil || cfg.Session.DescriptorReserve != 4096 {
+		t.Fatalf("yaml: %v, %v", cfg, err)
+	}
+}
+
 func TestAuthValidation(t *testing.T) {
 	checkEnvCases(t, []envCase{
 		{[]string{"PULSAR_PROXY_AUTH_ENABLED=true"}, "auth.token: auth.enabled needs"},

@@ -287,6 +287,9 @@ func (c *Config) validateSession(p *problems) {
 		p.bad("session.connectionBurstPerIP", "must be at least 1, got %d", s.ConnectionBurstPerIP)
 	}
 	p.between("session.ipv6PrefixLength", s.IPv6PrefixLength, 32, 128)
+	if s.DescriptorReserve < 64 {
+		p.bad("session.descriptorReserve", "must be at least 64 (the listeners, the broker pool, discovery and reloads need some), got %d", s.DescriptorReserve)
+	}
 }
 
 func (c *Config) validateAuth(p *problems) {

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// startProxy builds the proxy of env (beside listeners on 127.0.0.1 and a static broker that
+// is never dialled: nothing here looks a topic up), serves it, and drains it when the test
+// ends.
+func startProxy(t *testing.T, env ...string) (*proxy, listeners) {
+	t.Helper()
+	cfg, err := config.Load("", append([]string{
+		"PULSAR_PROXY_LISTEN_PULSAR=127.0.0.1:0", "PULSAR_PROXY_LISTEN_HTTP=127.0.0.1:0",
+		"PULSAR_PROXY_DISCOVERY_STATIC_BROKERS=pulsar://127.0.0.1:6650", "PULSAR_PROXY_SESSION_DRAIN_TIMEOUT=1s",
+	}, env...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := build(cfg, zerolog.Nop(), zerolog.Disabled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lns, err := p.openListeners()
+	if err != nil {
+		p.pool.Close()
+		t.Fatal(err)
+	}
+	srvs := p.serveHTTP(lns)
+	serveErr := p.serve(lns)
+	t.Cleanup(func() {
+		p.drain(srvs...)
+		<-serveErr
+		p.pool.Close()
+	})
+	return p, lns
+}
+
+// openFiles is the number of descriptors this process holds.
+func openFiles(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count descriptors here: %v", err)
+	}
+	return len(ents)
+}
+
+// dialFrom connects to addr from the loopback address src; it skips the test where the system
+// cannot bind src (only Linux routes all of 127/8 to loopback).
+func dialFrom(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", addr)
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		t.Skipf("cannot connect from %s here: %v", src, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Finding: many half-sent HTTP requests from one address held a descriptor each, whatever
+// session.maxConnectionsPerIP said, until the process ran out of them. The HTTP listener now
+// holds only the per-IP cap of them; another address's request and a Pulsar client (of the
+// same address: its count is the Pulsar listener's own) are served at once.
+func TestHTTPListenerHoldsOnlyThePerIPCapOfHalfSentRequests(t *testing.T) {
+	const perIP, flood = 5, 400
+	_, lns := startProxy(t, fmt.Sprintf("PULSAR_PROXY_SESSION_MAX_CONNECTIONS_PER_IP=%d", perIP))
+	httpAddr := lns.http.Addr().String()
+	before := openFiles(t)
+	conns := make([]net.Conn, 0, flood)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range flood {
+		c := dialFrom(t, "127.0.0.1", httpAddr)
+		conns = append(conns, c)
+		fmt.Fprintf(c, "GET /admin/v2/clusters HTTP/1.1\r\nHost: proxy\r\n") // never finished
+	}
+
+	// The listener accepts in order: once this later connection is served, every one of the
+	// flood has been accepted and either held or closed.
+	other := dialFrom(t, "127.0.0.2", httpAddr)
+	defer other.Close()
+	other.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(other, "GET /healthz HTTP/1.1\r\nHost: proxy\r\n\r\n")
+	status, err := bufio.NewReader(other).ReadString('\n')
+	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 200") {
+		t.Fatalf("a request from another address during the flood: %q, %v", status, err)
+	}
+	// This process holds both ends: the flood's client ends, the other request's two, and
+	// whatever of the flood the proxy kept.
+	if held := openFiles(t) - before - flood - 2; held > perIP+5 {
+		t.Fatalf("the proxy holds %d descriptors for %d half-sent requests from one address; want about session.maxConnectionsPerIP (%d)",
+			held, flood, perIP)
+	}
+
+	pc := dialFrom(t, "127.0.0.1", lns.pulsar.Addr().String())
+	defer pc.Close()
+	pc.SetDeadline(time.Now().Add(10 * time.Second))
+	connect := &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
+		ClientVersion: proto.String("test"), ProtocolVersion: proto.Int32(21)}}
+	if err := frame.WriteCommand(pc, connect); err != nil {
+		t.Fatal(err)
+	}
+	f, err := frame.NewReader(pc, frame.DefaultMaxFrameSize).ReadFrame()
+	if err != nil {
+		t.Fatalf("a Pulsar client during the HTTP flood got no answer: %v", err)
+	}
+	if cmd, err := frame.Decode(f.Command); err != nil || cmd.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("a Pulsar client during the HTTP flood got %v, %v; want CONNECTED", cmd, err)
+	}
+}
