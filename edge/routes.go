@@ -33,6 +33,8 @@ type route struct {
 	scope  scope
 	// lists: the answer is a JSON array of topic names, filtered for the role.
 	lists bool
+	// pathDecodedTopic: the broker reads {topic} decoded as a path segment (not as Codec.decode).
+	pathDecodedTopic bool
 }
 
 // Route decides on a request of the HTTP plane, given its method and URL as received (the
@@ -78,22 +80,23 @@ func KnownRoute(method string, u *url.URL) bool {
 }
 
 // routeGrant names the route's resource and asks the policy for it.
-func (e *Edge) routeGrant(p *authz.Policy, id authz.Identity, rt *route, params map[string]string) (string, bool) {
-	ns := params["tenant"] + "/" + params["namespace"]
+func (e *Edge) routeGrant(p *authz.Policy, id authz.Identity, rt *route, params map[string]segment) (string, bool) {
+	ns := params["tenant"].decoded + "/" + params["namespace"].decoded
 	switch rt.scope {
 	case onTopic:
-		domain := params["domain"]
+		domain := params["domain"].decoded
 		if domain == "" {
 			domain = authz.DomainPersistent // a schema's route names no domain
 		}
-		topic := domain + "://" + ns + "/" + params["topic"]
-		return topic, p.Allowed(id.Role, rt.action, topic)
+		local, ok := topicOf(rt, params)
+		topic := domain + "://" + ns + "/" + local
+		return topic, ok && p.Allowed(id.Role, rt.action, topic)
 	case onNamespace:
 		return ns, p.AllowedOnNamespace(id.Role, rt.action, ns)
 	case inNamespace:
 		return ns, p.AllowedInNamespace(id.Role, rt.action, ns)
 	}
-	return params["tenant"], p.AllowedOnTenant(id.Role, rt.action, params["tenant"])
+	return params["tenant"].decoded, p.AllowedOnTenant(id.Role, rt.action, params["tenant"].decoded)
 }
 
 func (e *Edge) refuseRoute(id authz.Identity, status int, a authz.Action, resource, msg string) Decision {
@@ -107,27 +110,42 @@ func reasonOfStatus(status int) Reason {
 	return ReasonDenied
 }
 
+// segment is one segment of a request path, as written and decoded.
+type segment struct{ raw, decoded string }
+
 // segments splits the escaped path and decodes each segment alone. A segment that does not
 // decode, or carries a matrix parameter (";"), is not read: JAX-RS would take it apart
 // otherwise than the table does.
-func segments(u *url.URL) ([]string, bool) {
+func segments(u *url.URL) ([]segment, bool) {
 	raw := strings.Split(strings.TrimPrefix(u.EscapedPath(), "/"), "/")
 	if n := len(raw); n > 1 && raw[n-1] == "" {
 		raw = raw[:n-1] // a trailing slash
 	}
-	out := make([]string, len(raw))
+	out := make([]segment, len(raw))
 	for i, s := range raw {
 		d, err := url.PathUnescape(s)
 		if err != nil || s == "" || strings.ContainsRune(d, ';') {
 			return nil, false
 		}
-		out[i] = d
+		out[i] = segment{s, d}
 	}
 	return out, true
 }
 
+// topicOf is the local name a broker reads from a route's {topic} segment. The brokers take it
+// still encoded and decode it with Java's URLDecoder (Pulsar's Codec.decode), which also reads
+// '+' as a space; the schema routes take it decoded by JAX-RS, which does not.
+func topicOf(rt *route, params map[string]segment) (string, bool) {
+	seg := params["topic"]
+	if rt.pathDecodedTopic {
+		return seg.decoded, true
+	}
+	name, err := url.QueryUnescape(seg.raw)
+	return name, err == nil
+}
+
 // match finds the route of a request, and the values of its pattern's parameters.
-func match(method string, segs []string) (*route, map[string]string, bool) {
+func match(method string, segs []segment) (*route, map[string]segment, bool) {
 	for i := range routeTable {
 		rt := &routeTable[i]
 		if rt.method != method {
@@ -140,8 +158,8 @@ func match(method string, segs []string) (*route, map[string]string, bool) {
 	return nil, nil, false
 }
 
-func matchPath(pattern, segs []string) (map[string]string, bool) {
-	params := map[string]string{}
+func matchPath(pattern []string, segs []segment) (map[string]segment, bool) {
+	params := map[string]segment{}
 	for i, p := range pattern {
 		if p == "**" {
 			return params, true
@@ -149,15 +167,15 @@ func matchPath(pattern, segs []string) (map[string]string, bool) {
 		if i >= len(segs) {
 			return nil, false
 		}
-		switch {
+		switch d := segs[i].decoded; {
 		case p == "{domain}":
-			if segs[i] != authz.DomainPersistent && segs[i] != authz.DomainNonPersistent {
+			if d != authz.DomainPersistent && d != authz.DomainNonPersistent {
 				return nil, false
 			}
 			params["domain"] = segs[i]
 		case strings.HasPrefix(p, "{"):
 			params[strings.Trim(p, "{}")] = segs[i]
-		case p != segs[i]:
+		case p != d:
 			return nil, false
 		}
 	}

@@ -199,3 +199,23 @@ func TestClusterRoutesShapedLikeNamespaces(t *testing.T) {
 		t.Errorf("offload policies: %v %s, want forwarded as admin", d.Outcome, d.Action)
 	}
 }
+
+// A topic segment is read as the broker reads it: the topic routes decode it with Java's
+// URLDecoder ('+' is a space), the schema routes as a path segment ('+' is a plus).
+func TestTopicSegmentDecodedAsTheBrokerDoes(t *testing.T) {
+	e := newTestEdge(t, `rules: [{roles: [alice], resources: ["acme/a/a+b"], actions: [lookup, consume]}]`)
+	for _, tc := range []struct {
+		path string
+		want Outcome
+	}{
+		{"/admin/v2/persistent/acme/a/a+b/subscription/s/position/1", Refuse}, // the broker peeks "a b"
+		{"/admin/v2/persistent/acme/a/a%2Bb/subscription/s/position/1", Forward},
+		{"/lookup/v2/topic/persistent/acme/a/a+b", Refuse},
+		{"/admin/v2/schemas/acme/a/a+b/schema", Forward},
+		{"/admin/v2/schemas/acme/a/a%2Bb/schema", Forward},
+	} {
+		if d := e.Route(alice, "GET", mustURL(t, tc.path)); d.Outcome != tc.want {
+			t.Errorf("GET %s: %v (%s), want %v", tc.path, d.Outcome, d.Resource, tc.want)
+		}
+	}
+}

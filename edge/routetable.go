@@ -110,15 +110,16 @@ var routeTable = buildRoutes(
 	r("GET", "/admin/v2/namespaces/{tenant}", authz.ActionAdmin, onTenant),
 	r("GET", "/admin/v2/tenants/{tenant}", authz.ActionAdmin, onTenant),
 
-	// Schemas (a topic's without a domain: the broker reads it as persistent).
-	r("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema", authz.ActionLookup, onTopic),
-	r("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema/{version}", authz.ActionLookup, onTopic),
-	r("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schemas", authz.ActionLookup, onTopic),
-	r("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/metadata", authz.ActionLookup, onTopic),
-	r("POST", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/compatibility", authz.ActionLookup, onTopic),
-	r("POST", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/version", authz.ActionLookup, onTopic),
-	r("POST", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema", authz.ActionAdmin, onTopic),
-	r("DELETE", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema", authz.ActionAdmin, onTopic),
+	// Schemas (a topic's without a domain: the broker reads it as persistent; and decoded as a
+	// path segment, not with Codec.decode).
+	schema("GET", "schema", authz.ActionLookup),
+	schema("GET", "schema/{version}", authz.ActionLookup),
+	schema("GET", "schemas", authz.ActionLookup),
+	schema("GET", "metadata", authz.ActionLookup),
+	schema("POST", "compatibility", authz.ActionLookup),
+	schema("POST", "version", authz.ActionLookup),
+	schema("POST", "schema", authz.ActionAdmin),
+	schema("DELETE", "schema", authz.ActionAdmin),
 
 	// A namespace's Functions, sources, sinks and packages.
 	nsAPI("/admin/v3/functions/{tenant}/{namespace}"),
@@ -184,6 +185,13 @@ func lists(method, path string) []route {
 // topic is a route under a topic of either domain (/admin/v2/{domain}/...), by its suffix.
 func topic(method, suffix string, a authz.Action) []route {
 	return r(method, "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/"+suffix, a, onTopic)
+}
+
+// schema is a route of a topic's schema, by its suffix.
+func schema(method, suffix string, a authz.Action) []route {
+	rt := r(method, "/admin/v2/schemas/{tenant}/{namespace}/{topic}/"+suffix, a, onTopic)
+	rt[0].pathDecodedTopic = true
+	return rt
 }
 
 // topicRoot is the topic itself.

@@ -354,6 +354,9 @@ func (p *Proxy) refuseSpool(rec *recorder, x *exchange) {
 	writeError(rec, http.StatusServiceUnavailable, errSpoolBudget.Error()+"; retry later")
 }
 
+// methodOverrides are the headers with which some servers let a request name another method.
+var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
 // decide asks the edge about the route; a refusal is answered here and never reaches a
 // broker.
 func (p *Proxy) decide(rec *recorder, r *http.Request, x *exchange) bool {
@@ -381,8 +384,12 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Host = ""
 	pr.SetXForwarded()
 	h := pr.Out.Header
-	// Never the client's word for who it is.
+	// Never the client's word for who it is, nor for which method it means: the edge decided
+	// on the request's own method.
 	h.Del(headerOriginalPrincipal)
+	for _, o := range methodOverrides {
+		h.Del(o)
+	}
 	if x == nil || !x.authed {
 		return // authentication off: the client's credentials go on as they are
 	}

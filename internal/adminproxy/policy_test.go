@@ -69,6 +69,12 @@ func TestHTTPPlaneAppliesThePolicy(t *testing.T) {
 	if r := brk.requests(); len(r) != 1 || r[0].header.Get(headerOriginalPrincipal) != "alice" {
 		t.Errorf("broker got %+v", r)
 	}
+	// A method override cannot turn the GET the edge allowed into something else.
+	tp.do(t, "GET", "/admin/v2/persistent/acme/alice/t/stats", nil, "Authorization", "Bearer role:alice",
+		"X-HTTP-Method-Override", "DELETE", "X-HTTP-Method", "DELETE", "X-Method-Override", "DELETE")
+	if r := brk.requests(); len(r) != 2 || r[1].header.Get("X-HTTP-Method-Override")+r[1].header.Get("X-HTTP-Method")+r[1].header.Get("X-Method-Override") != "" {
+		t.Errorf("method overrides reached the broker: %+v", r[len(r)-1].header)
+	}
 }
 
 // A namespace's topic list over HTTP is cut to what the role may look up, as the binary
