@@ -6,9 +6,7 @@ import "testing"
 // command's bytes, the frame's head built.
 func BenchmarkUpSend(b *testing.B) {
 	m, c := NewMapper(), NewClient()
-	if _, err := m.UpBytes(c, producerCmd(1)); err != nil {
-		b.Fatal(err)
-	}
+	acceptedProducer(b, m, c, 1)
 	send := sendCmd(1, 7)
 	payload := make([]byte, 1024)
 	b.ReportAllocs()
@@ -26,9 +24,7 @@ func BenchmarkUpSend(b *testing.B) {
 // BenchmarkUpSendDecoded is the same through the decoding path, for comparison.
 func BenchmarkUpSendDecoded(b *testing.B) {
 	m, c := NewMapper(), NewClient()
-	if err := m.Up(c, mustDecode(producerCmd(1))); err != nil {
-		b.Fatal(err)
-	}
+	acceptedProducer(b, m, c, 1)
 	send := sendCmd(1, 7)
 	payload := make([]byte, 1024)
 	b.ReportAllocs()

@@ -2,6 +2,7 @@ package mux
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -19,8 +20,9 @@ type nopHandler struct{}
 func (nopHandler) Deliver(Frame) error { return nil }
 func (nopHandler) Lost(Held)           {}
 
-// sharedConn is a Conn over one end of a pipe; the test reads what it writes at the other.
-func sharedConn(t *testing.T) (*Conn, *frame.Reader) {
+// sharedConn is a Conn over one end of a pipe; the test reads what it writes at the other,
+// and answers there.
+func sharedConn(t *testing.T) (*Conn, *testBroker) {
 	p := NewPool(Config{Connector: &upstream.Connector{}, Linger: time.Minute, Logger: zerolog.Nop()})
 	t.Cleanup(p.Close)
 	proxySide, brokerSide := net.Pipe()
@@ -29,7 +31,55 @@ func sharedConn(t *testing.T) (*Conn, *frame.Reader) {
 	p.mu.Lock()
 	p.conns[c.key] = append(p.conns[c.key], c)
 	p.mu.Unlock()
-	return c, frame.NewReader(brokerSide, 0)
+	return c, &testBroker{t: t, Reader: frame.NewReader(brokerSide, 0), conn: brokerSide}
+}
+
+// testBroker is the broker's end of a sharedConn.
+type testBroker struct {
+	t *testing.T
+	*frame.Reader
+	conn net.Conn
+}
+
+// next reads the next command the broker gets.
+func (b *testBroker) next() *pb.BaseCommand {
+	b.t.Helper()
+	f, err := b.ReadFrame()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return mustDecode(f.Command)
+}
+
+// answer writes a broker command to the proxy.
+func (b *testBroker) answer(cmd *pb.BaseCommand) {
+	b.t.Helper()
+	if err := frame.WriteCommand(b.conn, cmd); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// readyProducer creates producer own for mb, has the broker accept it, and waits until the
+// connection has taken the answer in (mb's handler may not be told).
+func readyProducer(t *testing.T, c *Conn, b *testBroker, mb *Member, own uint64) {
+	t.Helper()
+	if err := mb.Send(producerCmd(own), nil); err != nil {
+		t.Fatal(err)
+	}
+	p := b.next().GetProducer()
+	b.answer(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
+		RequestId: p.RequestId, ProducerName: proto.String("p")}})
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		pending := c.m.isPending(producerID, p.GetProducerId())
+		c.mu.Unlock()
+		if !pending {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the broker's PRODUCER_SUCCESS was not taken in")
+		}
+	}
 }
 
 func producerCmd(id uint64) []byte {
@@ -61,11 +111,11 @@ func TestWritesTowardsBrokerAreFair(t *testing.T) {
 	}
 	c.mu.Unlock()
 	for _, mb := range busy {
+		readyProducer(t, c, broker, mb, 1)
+	}
+	for _, mb := range busy {
 		go func() {
 			for seq := range uint64(frames) {
-				if seq == 0 && mb.Send(producerCmd(1), nil) != nil {
-					return
-				}
 				if mb.Send(sendCmd(1, seq), big) != nil {
 					return
 				}
@@ -113,6 +163,50 @@ func TestWritesTowardsBrokerAreFair(t *testing.T) {
 	}
 }
 
+// chanHandler hands the frames delivered to a client to the test.
+type chanHandler chan Frame
+
+func (h chanHandler) Deliver(f Frame) error { h <- f; return nil }
+func (chanHandler) Lost(Held)               {}
+
+// TestAnswerTakenInBeforeDelivery: the broker's answer to a creation is taken into the
+// mapping (on the connection's reader) before the client can see it, so the command the
+// client sends as soon as it has the answer finds the producer accepted, or, after a
+// refusal, forgotten: it never races the answer to the broker.
+func TestAnswerTakenInBeforeDelivery(t *testing.T) {
+	c, broker := sharedConn(t)
+	delivered := make(chanHandler, 1)
+	c.mu.Lock()
+	mb := c.attach(delivered)
+	c.mu.Unlock()
+	for own := range uint64(200) {
+		if err := mb.Send(producerCmd(own), nil); err != nil {
+			t.Fatal(err)
+		}
+		p := broker.next().GetProducer()
+		refuse := own%3 == 0
+		if refuse {
+			broker.answer(frame.Error(p.GetRequestId(), pb.ServerError_ProducerBusy, "busy"))
+		} else {
+			broker.answer(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
+				RequestId: p.RequestId, ProducerName: proto.String("p")}})
+		}
+		<-delivered
+		err := mb.Send(sendCmd(own, 1), nil)
+		switch {
+		case refuse && !errors.Is(err, ErrUnknownID):
+			t.Fatalf("SEND on refused producer %d: %v", own, err)
+		case refuse:
+		case err != nil:
+			t.Fatalf("SEND on accepted producer %d: %v", own, err)
+		default:
+			if got := broker.next().GetSend().GetProducerId(); got != p.GetProducerId() {
+				t.Fatalf("SEND went to producer %d, want %d", got, p.GetProducerId())
+			}
+		}
+	}
+}
+
 // queued is what the members have queued towards the broker.
 func queued(c *Conn, members []*Member) (n int) {
 	c.mu.Lock()
@@ -121,6 +215,23 @@ func queued(c *Conn, members []*Member) (n int) {
 		n += mb.upBytes
 	}
 	return n
+}
+
+// acceptedProducer creates producer own for c and has the broker accept it; it returns the
+// producer's connection id.
+func acceptedProducer(tb testing.TB, m *Mapper, c *Client, own uint64) uint64 {
+	tb.Helper()
+	out, err := m.UpBytes(c, producerCmd(own))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sent := mustDecode(out).GetProducer()
+	ok, _ := proto.Marshal(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
+		RequestId: sent.RequestId, ProducerName: proto.String("p")}})
+	if _, owner, err := m.DownBytes(ok); err != nil || owner != c {
+		tb.Fatalf("PRODUCER_SUCCESS: %v", err)
+	}
+	return sent.GetProducerId()
 }
 
 func mustDecode(b []byte) *pb.BaseCommand {

@@ -46,10 +46,11 @@ type role uint8
 
 const (
 	create  role = iota // the client names a new producer/consumer/watcher (or repeats its creation)
-	use                 // names one created before
+	use                 // names one created before (from a client: one the broker accepted)
 	release             // closes one: the mapping goes with it
 	request             // a new request id, answered later
 	answer              // the broker answers a request id; the mapping ends unless more answers follow
+	revoke              // the broker closed one on its side: it waits for the client's new creation
 )
 
 // idField is one identifier field of a command's own sub-message.
@@ -65,9 +66,11 @@ var (
 	prodCreate = f("producer_id", producerID, create)
 	prodUse    = f("producer_id", producerID, use)
 	prodClose  = f("producer_id", producerID, release)
+	prodGone   = f("producer_id", producerID, revoke)
 	consCreate = f("consumer_id", consumerID, create)
 	consUse    = f("consumer_id", consumerID, use)
 	consClose  = f("consumer_id", consumerID, release)
+	consGone   = f("consumer_id", consumerID, revoke)
 	watchNew   = f("watcher_id", watcherID, create)
 	watchUse   = f("watcher_id", watcherID, use)
 	watchClose = f("watcher_id", watcherID, release)
@@ -110,15 +113,16 @@ var clientCommands = map[pb.BaseCommand_Type][]idField{
 
 // brokerCommands is every command a broker sends a client, with the identifiers to map
 // back. A broker's own CLOSE_PRODUCER/CLOSE_CONSUMER carry a request_id of the broker's
-// (not an answer), left as it is.
+// (not an answer), left as it is; the id they close stays the client's (it recreates it
+// under the same id) but is no longer accepted.
 var brokerCommands = map[pb.BaseCommand_Type][]idField{
 	pb.BaseCommand_SEND_RECEIPT:                     {prodUse},
 	pb.BaseCommand_SEND_ERROR:                       {prodUse},
 	pb.BaseCommand_PRODUCER_SUCCESS:                 {reqAnswer},
-	pb.BaseCommand_CLOSE_PRODUCER:                   {prodUse},
+	pb.BaseCommand_CLOSE_PRODUCER:                   {prodGone},
 	pb.BaseCommand_MESSAGE:                          {consUse},
 	pb.BaseCommand_ACK_RESPONSE:                     {consUse, reqAnswer}, // request_id optional
-	pb.BaseCommand_CLOSE_CONSUMER:                   {consUse},
+	pb.BaseCommand_CLOSE_CONSUMER:                   {consGone},
 	pb.BaseCommand_ACTIVE_CONSUMER_CHANGE:           {consUse},
 	pb.BaseCommand_REACHED_END_OF_TOPIC:             {consUse},
 	pb.BaseCommand_TOPIC_MIGRATED:                   {migrated},
@@ -161,6 +165,13 @@ var globalIDs = map[protoreflect.Name]bool{
 	"message_id": true, "start_message_id": true, "last_message_id": true,
 	"sequence_id": true, "highest_sequence_id": true, "last_sequence_id": true, "tc_id": true,
 	"txnid_least_bits": true, "txnid_most_bits": true, "txnid_least_bits_of_low_watermark": true,
+}
+
+// acceptedBy is the broker's success answer to the creation of each kind of id; any other
+// final answer (an ERROR) refuses it.
+var acceptedBy = [requestID]pb.BaseCommand_Type{
+	producerID: pb.BaseCommand_PRODUCER_SUCCESS, consumerID: pb.BaseCommand_SUCCESS,
+	watcherID: pb.BaseCommand_WATCH_TOPIC_LIST_SUCCESS,
 }
 
 // moreAnswers reports whether an answer leaves its request open: a PRODUCER_SUCCESS with

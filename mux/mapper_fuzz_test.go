@@ -13,7 +13,8 @@ import (
 )
 
 // model is what the test expects of a mapping: for each client, its live producers,
-// consumers and watchers, and the requests waiting for an answer on the broker side.
+// consumers and watchers (each accepted by the broker or not yet), and the requests waiting
+// for an answer on the broker side.
 type model struct {
 	m        *Mapper
 	clients  []*modelClient
@@ -26,8 +27,11 @@ type model struct {
 type modelClient struct {
 	c                              *Client
 	producers, consumers, watchers map[uint64]uint64 // client id → broker id as the broker saw it
-	nextReq                        uint64
-	gone                           bool
+	// waiting: the ids (by kind and broker id) the broker has not accepted, with how many of
+	// their creations it has still to answer since it last had none.
+	waiting map[[2]uint64]int
+	nextReq uint64
+	gone    bool
 }
 
 type pendingReq struct {
@@ -35,12 +39,14 @@ type pendingReq struct {
 	own      uint64 // the client's request id
 	brokerID uint64
 	typ      pb.BaseCommand_Type
+	creates  [2]uint64 // a creation's kind and broker id
 }
 
 func newModel(t *testing.T, seed uint64, clients int) *model {
 	md := &model{m: NewMapper(), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), t: t, seenLive: map[[2]uint64]bool{}}
 	for range clients {
-		md.clients = append(md.clients, &modelClient{c: NewClient(), producers: map[uint64]uint64{}, consumers: map[uint64]uint64{}, watchers: map[uint64]uint64{}})
+		md.clients = append(md.clients, &modelClient{c: NewClient(), producers: map[uint64]uint64{}, consumers: map[uint64]uint64{},
+			watchers: map[uint64]uint64{}, waiting: map[[2]uint64]int{}})
 	}
 	return md
 }
@@ -137,8 +143,40 @@ func (md *model) request(mc *modelClient, cmd *pb.BaseCommand, setOwn func(*pb.B
 	setOwn(cmd, mc.nextReq)
 	out := md.up(mc, cmd)
 	id, _ := requestIDOf(out)
-	md.pending = append(md.pending, pendingReq{mc, mc.nextReq, id, cmd.GetType()})
+	md.pending = append(md.pending, pendingReq{client: mc, own: mc.nextReq, brokerID: id, typ: cmd.GetType()})
 	return out
+}
+
+// refusedUp checks a client's command is not sent (it uses an id the broker has not
+// accepted) and changes nothing.
+func (md *model) refusedUp(mc *modelClient, cmd *pb.BaseCommand) {
+	md.t.Helper()
+	before := md.m.InUse()
+	raw, _ := proto.Marshal(cmd)
+	if out, err := md.m.UpBytes(mc.c, raw); !errors.Is(err, ErrUnknownID) {
+		md.t.Fatalf("%v on a pending id: sent as %x (err %v)", cmd.GetType(), out, err)
+	}
+	if err := md.m.Up(mc.c, proto.Clone(cmd).(*pb.BaseCommand)); !errors.Is(err, ErrUnknownID) {
+		md.t.Fatalf("%v on a pending id, decoded: err %v", cmd.GetType(), err)
+	}
+	if md.m.InUse() != before {
+		md.t.Fatalf("a refused %v changed the mapping", cmd.GetType())
+	}
+}
+
+// creation notes the last request as the creation of (k, brokerID): one more answer to wait
+// for if the id is not accepted.
+func (md *model) creation(mc *modelClient, k kind, brokerID uint64) {
+	key := [2]uint64{uint64(k), brokerID}
+	md.pending[len(md.pending)-1].creates = key
+	if n, waiting := mc.waiting[key]; waiting {
+		mc.waiting[key] = n + 1
+	}
+}
+
+func (mc *modelClient) accepted(k kind, brokerID uint64) bool {
+	_, waiting := mc.waiting[[2]uint64{uint64(k), brokerID}]
+	return !waiting
 }
 
 func requestIDOf(cmd *pb.BaseCommand) (uint64, bool) {
@@ -163,16 +201,21 @@ func (md *model) step() {
 		own := md.anyID()
 		out := md.request(mc, &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{ProducerId: u64(own), Topic: proto.String("t")}},
 			func(c *pb.BaseCommand, id uint64) { c.Producer.RequestId = u64(id) })
-		md.created(mc.producers, own, out.GetProducer().GetProducerId(), producerID)
+		md.created(mc, mc.producers, own, out.GetProducer().GetProducerId(), producerID)
 	case 1: // subscribe
 		own := md.anyID()
 		out := md.request(mc, &pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{ConsumerId: u64(own), Topic: proto.String("t"), Subscription: proto.String("s"), SubType: pb.CommandSubscribe_Shared.Enum()}},
 			func(c *pb.BaseCommand, id uint64) { c.Subscribe.RequestId = u64(id) })
-		md.created(mc.consumers, own, out.GetSubscribe().GetConsumerId(), consumerID)
+		md.created(mc, mc.consumers, own, out.GetSubscribe().GetConsumerId(), consumerID)
 	case 2: // send, and its receipt
 		if own, ok := pickKey(md.rng, mc.producers); ok {
 			seq := md.rng.Uint64()
-			out := md.up(mc, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: u64(own), SequenceId: u64(seq)}})
+			send := &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: u64(own), SequenceId: u64(seq)}}
+			if !mc.accepted(producerID, mc.producers[own]) {
+				md.refusedUp(mc, send)
+				return
+			}
+			out := md.up(mc, send)
 			md.expect(out.GetSend().GetProducerId(), mc.producers[own])
 			receipt := func(id uint64) *pb.BaseCommand {
 				return &pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{ProducerId: u64(id), SequenceId: u64(seq)}}
@@ -181,7 +224,12 @@ func (md *model) step() {
 		}
 	case 3: // flow, and messages (and a broker's notices) for the consumer
 		if own, ok := pickKey(md.rng, mc.consumers); ok {
-			out := md.up(mc, &pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: u64(own), MessagePermits: proto.Uint32(10)}})
+			flow := &pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: u64(own), MessagePermits: proto.Uint32(10)}}
+			if !mc.accepted(consumerID, mc.consumers[own]) {
+				md.refusedUp(mc, flow)
+				return
+			}
+			out := md.up(mc, flow)
 			b := mc.consumers[own]
 			md.expect(out.GetFlow().GetConsumerId(), b)
 			msg := func(id uint64) *pb.BaseCommand {
@@ -199,6 +247,7 @@ func (md *model) step() {
 			md.request(mc, &pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: &pb.CommandCloseProducer{ProducerId: u64(own)}},
 				func(c *pb.BaseCommand, id uint64) { c.CloseProducer.RequestId = u64(id) })
 			delete(mc.producers, own)
+			delete(mc.waiting, [2]uint64{uint64(producerID), b})
 			delete(md.seenLive, [2]uint64{uint64(producerID), b})
 			md.gone(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{ProducerId: u64(b), SequenceId: u64(1)}})
 		}
@@ -208,6 +257,7 @@ func (md *model) step() {
 			md.request(mc, &pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: &pb.CommandCloseConsumer{ConsumerId: u64(own)}},
 				func(c *pb.BaseCommand, id uint64) { c.CloseConsumer.RequestId = u64(id) })
 			delete(mc.consumers, own)
+			delete(mc.waiting, [2]uint64{uint64(consumerID), b})
 			delete(md.seenLive, [2]uint64{uint64(consumerID), b})
 			md.gone(&pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{ConsumerId: u64(b), MessageId: &pb.MessageIdData{LedgerId: u64(1), EntryId: u64(2)}}})
 		}
@@ -217,6 +267,7 @@ func (md *model) step() {
 				return &pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: &pb.CommandCloseProducer{ProducerId: u64(id), RequestId: u64(^uint64(0))}}
 			}
 			md.down(cl(mc.producers[own]), mc, cl(own))
+			mc.waiting[[2]uint64{uint64(producerID), mc.producers[own]}] = 0 // the broker no longer has it
 		}
 		if own, ok := pickKey(md.rng, mc.consumers); ok {
 			mig := func(id uint64) *pb.BaseCommand {
@@ -228,7 +279,7 @@ func (md *model) step() {
 		own := md.anyID()
 		out := md.request(mc, &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST.Enum(), WatchTopicList: &pb.CommandWatchTopicList{WatcherId: u64(own), Namespace: proto.String("public/default"), TopicsPattern: proto.String(".*")}},
 			func(c *pb.BaseCommand, id uint64) { c.WatchTopicList.RequestId = u64(id) })
-		md.created(mc.watchers, own, out.GetWatchTopicList().GetWatcherId(), watcherID)
+		md.created(mc, mc.watchers, own, out.GetWatchTopicList().GetWatcherId(), watcherID)
 		upd := func(id uint64) *pb.BaseCommand {
 			return &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_UPDATE.Enum(), WatchTopicUpdate: &pb.CommandWatchTopicUpdate{WatcherId: u64(id), TopicsHash: proto.String("h")}}
 		}
@@ -246,11 +297,12 @@ func (md *model) step() {
 }
 
 // created checks a creation: a repeated one keeps its broker id, a new one gets an id no
-// live entity of that kind has.
-func (md *model) created(ids map[uint64]uint64, own, brokerID uint64, k kind) {
+// live entity of that kind has, and waits for the broker.
+func (md *model) created(mc *modelClient, ids map[uint64]uint64, own, brokerID uint64, k kind) {
 	md.t.Helper()
 	if prev, ok := ids[own]; ok {
 		md.expect(brokerID, prev)
+		md.creation(mc, k, brokerID)
 		return
 	}
 	key := [2]uint64{uint64(k), brokerID}
@@ -259,6 +311,8 @@ func (md *model) created(ids map[uint64]uint64, own, brokerID uint64, k kind) {
 	}
 	md.seenLive[key] = true
 	ids[own] = brokerID
+	mc.waiting[key] = 0
+	md.creation(mc, k, brokerID)
 }
 
 func (md *model) expect(got, want uint64) {
@@ -286,37 +340,91 @@ func (md *model) answer() {
 	i := md.rng.IntN(len(md.pending))
 	p := md.pending[i]
 	md.pending = append(md.pending[:i], md.pending[i+1:]...)
-	var mk func(uint64) *pb.BaseCommand
-	switch p.typ {
-	case pb.BaseCommand_PRODUCER:
-		ready := md.rng.IntN(3) != 0
-		mk = func(id uint64) *pb.BaseCommand {
-			return &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{RequestId: u64(id), ProducerName: proto.String("p"), ProducerReady: proto.Bool(ready)}}
-		}
-		if !ready { // a second answer follows
-			md.pending = append(md.pending, p)
-		}
-	case pb.BaseCommand_LOOKUP:
-		mk = func(id uint64) *pb.BaseCommand {
-			return &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{RequestId: u64(id)}}
-		}
-	case pb.BaseCommand_WATCH_TOPIC_LIST:
-		mk = func(id uint64) *pb.BaseCommand {
-			return &pb.BaseCommand{Type: pb.BaseCommand_ERROR.Enum(), Error: &pb.CommandError{RequestId: u64(id), Error: pb.ServerError_UnknownError.Enum(), Message: proto.String("x")}}
-		}
-	default:
-		mk = func(id uint64) *pb.BaseCommand {
-			return &pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: u64(id)}}
-		}
-	}
+	creation := p.typ == pb.BaseCommand_PRODUCER || p.typ == pb.BaseCommand_SUBSCRIBE || p.typ == pb.BaseCommand_WATCH_TOPIC_LIST
+	refused := creation && md.rng.IntN(3) == 0
+	mk := md.answerTo(p, refused)
+	brokers := mk(p.brokerID, p.creates[1])
 	if p.client.gone {
-		md.gone(mk(p.brokerID))
+		md.gone(brokers)
 		return
 	}
-	md.down(mk(p.brokerID), p.client, mk(p.own))
-	if !moreAnswers(mk(0)) {
-		md.gone(mk(p.brokerID)) // answered: a second answer reaches nobody
+	own, _ := ownOf(p.client.watchers, p.creates[1]) // a watcher's success names it
+	md.down(brokers, p.client, mk(p.own, own))
+	if moreAnswers(brokers) {
+		md.pending = append(md.pending, p) // a second answer follows
+		return
 	}
+	md.gone(mk(p.brokerID, p.creates[1])) // answered: a second answer reaches nobody
+	if creation {
+		md.settled(p, !refused)
+	}
+}
+
+// answerTo is the broker's answer to a request, for a request id (and a watcher id, which a
+// watcher's success names): an ERROR when refused, a not-ready PRODUCER_SUCCESS now and then.
+func (md *model) answerTo(p pendingReq, refused bool) func(id, watcher uint64) *pb.BaseCommand {
+	switch {
+	case refused:
+		return func(id, _ uint64) *pb.BaseCommand {
+			return &pb.BaseCommand{Type: pb.BaseCommand_ERROR.Enum(), Error: &pb.CommandError{RequestId: u64(id), Error: pb.ServerError_UnknownError.Enum(), Message: proto.String("x")}}
+		}
+	case p.typ == pb.BaseCommand_PRODUCER:
+		ready := md.rng.IntN(3) != 0
+		return func(id, _ uint64) *pb.BaseCommand {
+			return &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{RequestId: u64(id), ProducerName: proto.String("p"), ProducerReady: proto.Bool(ready)}}
+		}
+	case p.typ == pb.BaseCommand_LOOKUP:
+		return func(id, _ uint64) *pb.BaseCommand {
+			return &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{RequestId: u64(id)}}
+		}
+	case p.typ == pb.BaseCommand_WATCH_TOPIC_LIST:
+		return func(id, watcher uint64) *pb.BaseCommand {
+			return &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST_SUCCESS.Enum(), WatchTopicListSuccess: &pb.CommandWatchTopicListSuccess{
+				RequestId: u64(id), WatcherId: u64(watcher), TopicsHash: proto.String("h")}}
+		}
+	}
+	return func(id, _ uint64) *pb.BaseCommand {
+		return &pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: u64(id)}}
+	}
+}
+
+// settled takes the broker's final answer to a creation: success accepts the id, a refusal
+// forgets it once none of its creations is left to answer. An id the client closed since,
+// or one accepted before, stays as it is.
+func (md *model) settled(p pendingReq, ok bool) {
+	mc := p.client
+	n, waiting := mc.waiting[p.creates]
+	if !waiting {
+		return
+	}
+	ids := map[kind]map[uint64]uint64{producerID: mc.producers, consumerID: mc.consumers, watcherID: mc.watchers}[kind(p.creates[0])]
+	own, _ := ownOf(ids, p.creates[1])
+	switch {
+	case ok:
+		delete(mc.waiting, p.creates)
+	case n > 1:
+		mc.waiting[p.creates] = n - 1
+	default:
+		delete(ids, own)
+		delete(mc.waiting, p.creates)
+		delete(md.seenLive, p.creates)
+		b := u64(p.creates[1])
+		md.gone(map[kind]*pb.BaseCommand{
+			producerID: {Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{ProducerId: b, SequenceId: u64(1)}},
+			consumerID: {Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{ConsumerId: b, MessageId: &pb.MessageIdData{LedgerId: u64(1), EntryId: u64(2)}}},
+			watcherID:  {Type: pb.BaseCommand_WATCH_TOPIC_UPDATE.Enum(), WatchTopicUpdate: &pb.CommandWatchTopicUpdate{WatcherId: b, TopicsHash: proto.String("h")}},
+		}[kind(p.creates[0])])
+	}
+}
+
+// ownOf is the client's id of broker id b.
+func ownOf(ids map[uint64]uint64, b uint64) (uint64, bool) {
+	for own, v := range ids {
+		if v == b {
+			return own, true
+		}
+	}
+	return 0, false
 }
 
 func (md *model) leave(mc *modelClient) {
@@ -348,8 +456,8 @@ func runModel(t *testing.T, seed uint64, clients, steps int) {
 			md.leave(mc)
 		}
 	}
-	if n := md.m.InUse(); n != 0 {
-		t.Fatalf("%d ids still mapped after every client left", n)
+	if n := md.m.InUse(); n != 0 || len(md.m.pending) != 0 || len(md.m.creating) != 0 {
+		t.Fatalf("%d ids, %d pending, %d creations still mapped after every client left", n, len(md.m.pending), len(md.m.creating))
 	}
 }
 

@@ -22,9 +22,7 @@ func TestUpBytesKeepsEveryOtherByte(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := m.UpBytes(c, producerCmd(1)); err != nil {
-		t.Fatal(err)
-	}
+	acceptedProducer(t, m, c, 1)
 	sub := protowire.AppendTag(nil, 1, protowire.VarintType) // producer_id
 	sub = protowire.AppendVarint(sub, 1)
 	sub = protowire.AppendTag(sub, 2, protowire.VarintType) // sequence_id
@@ -62,9 +60,7 @@ func TestUpBytesKeepsEveryOtherByte(t *testing.T) {
 func TestUpBytesOddFormsAreDecoded(t *testing.T) {
 	m, c := NewMapper(), NewClient()
 	for _, own := range []uint64{1, 2} {
-		if _, err := m.UpBytes(c, producerCmd(own)); err != nil {
-			t.Fatal(err)
-		}
+		acceptedProducer(t, m, c, own)
 	}
 	twice := append(sendCmd(1, 5), sendCmd(2, 6)...) // two type fields: refused by the peek
 	if _, err := m.UpBytes(c, twice); err == nil {

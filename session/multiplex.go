@@ -376,9 +376,11 @@ func (x *multiplexed) send(t pb.BaseCommand_Type, command, payload []byte) Close
 	}
 }
 
-// refused handles a command the mapping would not send: an id the client no longer has on
-// the connection (closed by the proxy after a lost connection) is answered as the broker
-// would, a command that has no place on a shared connection ends the session.
+// refused handles a command the mapping would not send: one that uses an id the client does
+// not have on the connection (closed, refused by the broker, closed by the proxy after a lost
+// connection) or whose creation the broker has not accepted is answered as a broker answers
+// an id it lacks (mux.NotFound), a command that has no place on a shared connection ends
+// the session.
 func (x *multiplexed) refused(command []byte, err error) CloseReason {
 	s := x.s
 	cmd, derr := frame.Decode(command)
@@ -388,13 +390,8 @@ func (x *multiplexed) refused(command []byte, err error) CloseReason {
 		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: cannot read command: "+err.Error()))
 		return ReasonCommandRefused
 	case errors.Is(err, mux.ErrUnknownID):
-		id, hasID := frame.RequestID(cmd)
-		switch {
-		case !hasID:
-		case cmd.GetType() == pb.BaseCommand_CLOSE_PRODUCER || cmd.GetType() == pb.BaseCommand_CLOSE_CONSUMER:
-			x.inject(&pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: proto.Uint64(id)}})
-		default:
-			x.inject(frame.Error(id, pb.ServerError_MetadataError, "pulsar-proxy: "+err.Error()))
+		if reply := mux.NotFound(cmd, "pulsar-proxy: "+err.Error()); reply != nil {
+			x.inject(reply)
 		}
 		return ""
 	case errors.Is(err, mux.ErrLost):

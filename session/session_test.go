@@ -42,7 +42,7 @@ func testConfig() Config {
 }
 
 // startProxy runs a session server on loopback and stops it when the test ends.
-func startProxy(t *testing.T, cfg Config, r Resolver, targets Targets) (addr string, m *Metrics) {
+func startProxy(t testing.TB, cfg Config, r Resolver, targets Targets) (addr string, m *Metrics) {
 	t.Helper()
 	m = NewMetrics(prometheus.NewRegistry())
 	return serveOn(t, NewServer(cfg, r, targets, m, zerolog.Nop()), nil), m
@@ -50,7 +50,7 @@ func startProxy(t *testing.T, cfg Config, r Resolver, targets Targets) (addr str
 
 // serveOn serves srv on a loopback listener (wrapped by wrap, when not nil) and shuts it
 // down when the test ends; it returns the listener's address.
-func serveOn(t *testing.T, srv *Server, wrap func(net.Listener) net.Listener) string {
+func serveOn(t testing.TB, srv *Server, wrap func(net.Listener) net.Listener) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
