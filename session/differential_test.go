@@ -47,14 +47,36 @@ var reallyAllowed = map[string]bool{
 	"non-persistent://acme/ns/allowed": true,
 }
 
-// reallyAllowedTopic: a topic of reallyAllowed, or a coordinator alice may reach (lookup on
-// the coordinators' topic covers every partition index Pulsar reads: 0 to MaxInt32).
+// reallyAllowedTopic: a topic of reallyAllowed, a partition of it, or a coordinator alice may
+// reach (lookup on the coordinators' topic covers every partition index Pulsar reads: 0 to
+// MaxInt32). Mangled names a broker still reads as the allowed topic count too: a domain in
+// another case (Pulsar's equalsIgnoreCase), another partition index Pulsar reads.
 func reallyAllowedTopic(topic string) bool {
 	if idx, ok := strings.CutPrefix(topic, edge.CoordinatorAssignTopic+"-partition-"); ok {
-		n, err := strconv.ParseInt(idx, 10, 32)
-		return err == nil && n >= 0 && strconv.FormatInt(n, 10) == idx
+		return pulsarIndex(idx)
 	}
-	return reallyAllowed[topic]
+	if reallyAllowed[topic] {
+		return true
+	}
+	rest := topic
+	if domain, r, ok := strings.Cut(topic, "://"); ok {
+		if !strings.EqualFold(domain, "persistent") && !strings.EqualFold(domain, "non-persistent") {
+			return false
+		}
+		rest = r
+	}
+	if rest == "acme/ns/allowed" {
+		return true
+	}
+	idx, ok := strings.CutPrefix(rest, "acme/ns/allowed-partition-")
+	return ok && pulsarIndex(idx)
+}
+
+// pulsarIndex reports whether Pulsar reads idx as a partition index: decimal, no sign, no
+// leading zero, within an int32.
+func pulsarIndex(idx string) bool {
+	n, err := strconv.ParseInt(idx, 10, 32)
+	return err == nil && n >= 0 && strconv.FormatInt(n, 10) == idx
 }
 
 // coordinatorPool: tc_id values, among them ids a broker reads as another coordinator.
