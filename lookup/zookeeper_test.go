@@ -12,6 +12,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 // fakeZK is an in-memory /loadbalance/brokers with ZooKeeper's one-shot watches, so the
@@ -256,9 +258,9 @@ func TestZooKeeperWaitsForThePathToExist(t *testing.T) {
 	f.exists = false
 	f.mu.Unlock()
 	f.setState(zk.StateHasSession)
-	for !strings.Contains(z.problem(), "does not exist") {
-		time.Sleep(2 * time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "the missing path reported as the problem", func() bool {
+		return strings.Contains(z.problem(), "does not exist")
+	})
 	f.put("b1:8080", registration("b1", 6650, 8080))
 	waitZKBrokers(t, z, "pulsar://b1:6650 http://b1:8080")
 	waitStale(t, z, m, false)
@@ -272,9 +274,9 @@ func TestZooKeeperFirstConnectFailureIsReported(t *testing.T) {
 		t.Fatalf("problem %q during the first attempt, want none reported yet", p)
 	}
 	f.setState(zk.StateConnecting)
-	for !strings.Contains(z.problem(), "Connecting") {
-		time.Sleep(2 * time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "the second failed attempt reported as the problem", func() bool {
+		return strings.Contains(z.problem(), "Connecting")
+	})
 }
 
 func TestParseZKBroker(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 )
@@ -452,7 +453,9 @@ func TestMultiplexLostBrokerConnection(t *testing.T) {
 	b.mute = true
 	b.mu.Unlock()
 	c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{Topic: proto.String("t"), ProducerId: proto.Uint64(5), RequestId: proto.Uint64(77)}})
-	time.Sleep(100 * time.Millisecond) // the PRODUCER reached the broker, which does not answer
+	wait.Until(t, 5*time.Second, "the muted broker to get the second PRODUCER", func() bool {
+		return b.received(pb.BaseCommand_PRODUCER) == 2
+	})
 	b.drop()
 	if got := a.recv(); got.GetCloseProducer().GetProducerId() != 4 {
 		t.Fatalf("client a got %v, want CLOSE_PRODUCER 4", got)

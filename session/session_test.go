@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -255,32 +256,43 @@ func TestBadBytesCloseOnlyThatConnection(t *testing.T) {
 		b := binary.BigEndian.AppendUint32(nil, total)
 		return binary.BigEndian.AppendUint32(b, cmdSize)
 	}
-	cases := map[string][]byte{
-		"garbage":        []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
-		"huge totalSize": header(0xFFFFFFFF, 4),
-		"zero totalSize": header(0, 0),
-		"truncated":      append(header(100, 96), 0x08, 0x02),
-		"bad protobuf":   append(header(8, 4), 0xff, 0xff, 0xff, 0xff),
-		"stall":          header(50, 46),
+	// What the client is told: an ERROR where the bytes are there to say what is wrong with
+	// them, then the close; nothing where there is nobody to tell (the client closed its side
+	// mid-frame) or nothing came (a stalled header: the handshake timeout closes it).
+	const answered, silent = true, false
+	cases := map[string]struct {
+		bytes []byte
+		error bool
+	}{
+		"garbage":        {[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), answered},
+		"huge totalSize": {header(0xFFFFFFFF, 4), answered},
+		"zero totalSize": {header(0, 0), answered},
+		"truncated":      {append(header(100, 96), 0x08, 0x02), silent},
+		"bad protobuf":   {append(header(8, 4), 0xff, 0xff, 0xff, 0xff), answered},
+		"stall":          {header(50, 46), silent},
 	}
-	for name, bad := range cases {
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := dialPeer(t, addr)
-			p.c.Write(bad)
+			p.c.Write(tc.bytes)
 			if name == "truncated" {
 				p.c.(*net.TCPConn).CloseWrite()
 			}
-			// Either an ERROR then close, or just close; never a hang.
 			p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			f, err := p.r.ReadFrame()
-			if err == nil {
+			switch {
+			case isTimeout(err):
+				t.Fatal("proxy neither answered nor closed")
+			case tc.error && err != nil:
+				t.Fatalf("closed without telling the client why (%v), want an ERROR first", err)
+			case !tc.error && err == nil:
+				t.Fatalf("answered %x, want a close", f.Command)
+			case tc.error:
 				cmd, _ := frame.Decode(f.Command)
-				if cmd.GetType() != pb.BaseCommand_ERROR {
-					t.Fatalf("got %v, want ERROR or close", cmd.GetType())
+				if e := cmd.GetError(); e == nil || e.GetError() != pb.ServerError_NotAllowedError || !strings.Contains(e.GetMessage(), "frame") {
+					t.Fatalf("got %v, want NotAllowedError saying what is wrong with the frame", cmd)
 				}
 				p.expectClosed()
-			} else if isTimeout(err) {
-				t.Fatal("proxy neither answered nor closed")
 			}
 		})
 	}
