@@ -29,8 +29,9 @@ const isolationQueueBytes = 8 << 20
 // is stopped with SIGSTOP, so its socket is no longer read, and its topic is fed 128 KiB
 // messages its consumer has permits for. Asserted: all three share one broker connection
 // (the broker's topic stats), the stuck client is disconnected and counted as a slow
-// consumer, the proxy's heap does not take what the stuck client's permits allow, and the
-// two others receive every message, in order. Logged side by side: their throughput and
+// consumer, the proxy's heap does not take what the stuck client's permits allow (at most twice
+// the bound), the two others receive every message, in order, and at no less than half the
+// rate they had before the third got stuck. Logged side by side: their throughput and
 // end-to-end latency before the neighbour got stuck, while it was stuck, and after it was
 // disconnected; the proxy's heap and RSS in each phase against the bound.
 func TestMultiplexStuckNeighbourIsolation(t *testing.T) {
@@ -90,9 +91,31 @@ func TestMultiplexStuckNeighbourIsolation(t *testing.T) {
 	grew := heap.peak(stuckWin, heapInUse) - heap.peak(alone, heapInUse)
 	t.Logf("RESULT stuck client: disconnected as a slow consumer %v after SIGSTOP, %s fed to its topic meanwhile; the proxy's heap in use grew by %s (multiplexClientQueueBytes %s)",
 		stuckWin.end.Sub(stuckWin.start).Round(time.Millisecond), mib(stuckWin.fed*stuckMessageBytes), mib(grew), mib(isolationQueueBytes))
-	if grew > 4*isolationQueueBytes {
-		t.Errorf("the proxy's heap grew by %s while the client was stuck, more than 4 times the bound %s", mib(grew), mib(isolationQueueBytes))
+	// The bound plus what is in flight around it (a few frames being read and written, the
+	// garbage of the queue's turnover): twice the bound, where the unbounded proxy would take
+	// 62.5 to 125 MiB.
+	if grew > 2*isolationQueueBytes {
+		t.Errorf("the proxy's heap grew by %s while the client was stuck, more than twice the bound %s", mib(grew), mib(isolationQueueBytes))
 	}
+	// The headline: the others go on at the pace they had while the third read. A shared
+	// connection held up by the stuck client would bring them to (nearly) nothing; the
+	// producers' pace is the same in both windows, so the two rates are compared side by side.
+	if before, during := alone.rate(fast), stuckWin.rate(fast); during < before/2 {
+		t.Errorf("the other clients received %.0f msg/s while the third was stuck, less than half the %.0f msg/s before", during, before)
+	}
+}
+
+// rate is how many messages per second the fast clients received together in w.
+func (w window) rate(fast []*paceConsumer) float64 {
+	n := 0
+	for _, f := range fast {
+		for _, s := range f.samples {
+			if w.has(s.at) {
+				n++
+			}
+		}
+	}
+	return float64(n) / w.end.Sub(w.start).Seconds()
 }
 
 // warmUp waits, unmeasured, until the fast consumers have caught up with their producers
