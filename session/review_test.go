@@ -16,7 +16,9 @@ import (
 // only the lower bound, DecodeTag only that the number fits an int32), an unknown field the
 // type peek skips; a broker's LightProto reads tags as 32-bit varints (the fifth byte's high
 // bits fall off) and sees field 1: the command's type.
-func wideTypeTag() []byte { return protowire.AppendVarint(nil, 1<<32|1<<3|uint64(protowire.VarintType)) }
+func wideTypeTag() []byte {
+	return protowire.AppendVarint(nil, 1<<32|1<<3|uint64(protowire.VarintType))
+}
 
 // smuggledProducer is a frame the proxy peeks as SEND (the direct session's hot path,
 // forwarded undecoded) and a broker reads as a PRODUCER on topic.
