@@ -1,0 +1,70 @@
+package edge
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
+)
+
+// Hostile review (attack-review branch): tests that fail on the code as reviewed.
+
+// schemaTopicAsBrokerReads is the local name a Pulsar broker acts on for the {topic} segment
+// of /admin/v2/schemas/{tenant}/{namespace}/{topic}/...: SchemasResource takes the segment
+// as a plain @PathParam (Jersey decodes it once) and hands it to
+// AdminResource.validateTopicName, which decodes it again with Codec.decode
+// (java.net.URLDecoder: '+' is a space, %XX decoded).
+func schemaTopicAsBrokerReads(t *testing.T, raw string) string {
+	t.Helper()
+	once, err := url.PathUnescape(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice, err := url.QueryUnescape(once)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return twice
+}
+
+// TestReviewSchemaTopicDecodedTwiceByTheBroker: the edge reads a schema route's topic decoded
+// once, the broker twice. A role granted topics of one namespace reaches, through the schema
+// routes, a name the edge never checked: with "x%252Fy" the edge checks
+// persistent://acme/a/x%2Fy (in the granted namespace), the broker acts on
+// persistent://acme/a/x/y, a legacy name (tenant acme, cluster a, namespace x) the policy
+// says is always denied; with "a+b" the edge checks "a+b", the broker "a b". An attacker
+// gains the schema routes (read with lookup; upload and delete with admin) on topics outside
+// its grant wherever the double decoding lands on an existing name. Fix: read the schema
+// routes' {topic} as the other topic routes (Codec.decode of the raw segment) after a
+// first path-decode, i.e. QueryUnescape(PathUnescape(raw)), or refuse a segment that has
+// '%' or '+' left after one decoding.
+func TestReviewSchemaTopicDecodedTwiceByTheBroker(t *testing.T) {
+	e := newTestEdge(t, `rules:
+  - {roles: [alice], resources: ["acme/a/*"], actions: [lookup]}
+  - {roles: [bob], resources: ["acme/b/a+b"], actions: [lookup]}
+`)
+	for _, tc := range []struct {
+		role, seg string
+	}{
+		{"alice", "x%252Fy"},
+		{"bob", "a+b"},
+		{"bob", "a%2Bb"},
+	} {
+		ns := "acme/a"
+		if tc.role == "bob" {
+			ns = "acme/b"
+		}
+		path := "/admin/v2/schemas/" + ns + "/" + tc.seg + "/schema"
+		d := e.Route(authz.Identity{Role: tc.role}, "GET", mustURL(t, path))
+		if d.Outcome != Forward {
+			continue
+		}
+		acted := "persistent://" + ns + "/" + schemaTopicAsBrokerReads(t, tc.seg)
+		allowed := e.currentPolicy().Allowed(tc.role, authz.ActionLookup, acted)
+		if d.Resource != acted && !allowed {
+			t.Errorf("GET %s as %s: the edge checked %q and forwarded; the broker acts on %q, which %s may not look up (legacy name: %v)",
+				path, tc.role, d.Resource, acted, tc.role, strings.Count(strings.TrimPrefix(acted, "persistent://"), "/") > 2)
+		}
+	}
+}
