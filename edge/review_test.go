@@ -68,3 +68,21 @@ func TestReviewSchemaTopicDecodedTwiceByTheBroker(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewBundleTopicHashPositionsListsHiddenTopics: GET
+// /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/topicHashPositions without ?topics=
+// answers every topic of the bundle by name (Namespaces.getTopicHashPositions; the broker
+// asks only GET_BUNDLE, which it grants to any role that may produce or consume in the
+// namespace). The table takes it for a namespace's "{policy}/{detail}" (lookup somewhere in
+// the namespace) and forwards it unfiltered, so a role confined by the proxy's policy to
+// some topics of a namespace (the case the policy exists for) lists the topics the
+// namespace's topic lists hide from it. Fix: an entry for it before the catch-all, as a topic
+// list (its answer filtered, here a map keyed by topic) or for admin on the namespace.
+func TestReviewBundleTopicHashPositionsListsHiddenTopics(t *testing.T) {
+	e := newTestEdge(t, `rules: [{roles: [carol], resources: ["acme/a/public-*"], actions: [lookup, consume]}]`)
+	carol := authz.Identity{Role: "carol"}
+	path := "/admin/v2/namespaces/acme/a/0x00000000_0xffffffff/topicHashPositions"
+	if d := e.Route(carol, "GET", mustURL(t, path)); d.Outcome == Forward && !d.FilterTopics {
+		t.Fatalf("GET %s as carol (lookup on acme/a/public-* only): forwarded unfiltered (%s on %s); the answer names every topic of the bundle", path, d.Action, d.Resource)
+	}
+}
