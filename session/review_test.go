@@ -1,12 +1,20 @@
 package session
 
 import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"net"
+	"slices"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
 // Hostile review (attack-review branch): tests that fail on the code as reviewed.
@@ -62,4 +70,132 @@ func TestReviewWideTypeTagSmugglesProducer(t *testing.T) {
 		p.c.Write(rawFrame(cmd))
 		brokerGotNothingForbidden(t, p, got)
 	})
+}
+
+// frameLimitRelay stands between the proxy and a test broker and does what Pulsar's
+// ServerCnx pipeline does first: a LengthFieldBasedFrameDecoder of max_message_size plus
+// Commands.MESSAGE_SIZE_FRAME_PADDING (10 KiB) over the whole frame, length field
+// included. A frame over it fails the decoder and the broker closes the connection. It
+// counts those closes.
+type frameLimitRelay struct {
+	ln     net.Listener
+	limit  int
+	mu     sync.Mutex
+	closes []int // the sizes of the frames that closed a connection
+}
+
+func newFrameLimitRelay(t *testing.T, to lookup.Broker, limit int) (*frameLimitRelay, lookup.Broker) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &frameLimitRelay{ln: ln, limit: limit}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", to.Addr())
+			if err != nil {
+				c.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); io.Copy(c, b); c.Close() }()
+			go func() { defer wg.Done(); r.upstream(c, b) }()
+		}
+	}()
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	return r, lookup.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
+}
+
+func (r *frameLimitRelay) upstream(c, b net.Conn) {
+	defer c.Close()
+	defer b.Close()
+	hdr := make([]byte, 4)
+	for {
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			return
+		}
+		size := int(binary.BigEndian.Uint32(hdr)) + 4
+		if size > r.limit {
+			r.mu.Lock()
+			r.closes = append(r.closes, size)
+			r.mu.Unlock()
+			return // TooLongFrameException: the broker closes the connection
+		}
+		rest := make([]byte, size-4)
+		if _, err := io.ReadFull(c, rest); err != nil {
+			return
+		}
+		if _, err := b.Write(append(append([]byte(nil), hdr...), rest...)); err != nil {
+			return
+		}
+	}
+}
+
+func (r *frameLimitRelay) closed() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.closes)
+}
+
+// TestReviewMultiplexedFrameGrowsOverTheBrokersLimit: a hostile client on a shared broker
+// connection sends a SEND frame of exactly the broker's limit (max_message_size + 10 KiB),
+// which the proxy measures and lets through; the proxy then rewrites its producer id
+// (client id 0, one byte) to the connection's id (two bytes once the connection has handed
+// out 128 producer ids, which the attacker can do itself by creating producers), and the
+// frame the broker reads is one byte over its limit. Pulsar's frame decoder fails and the
+// broker closes the shared connection: every neighbour's producers and consumers are closed
+// and its topic-list watchers' clients disconnected, as often as the attacker likes. Fix:
+// check the size of the frame as it goes to the broker (after re-encoding and the id
+// mapping, e.g. in mux.Member.Send), not the client's.
+func TestReviewMultiplexedFrameGrowsOverTheBrokersLimit(t *testing.T) {
+	b, target := newMuxBroker(t, 10)
+	b.mu.Lock()
+	b.maxMessage = 1 << 10
+	b.mu.Unlock()
+	limit := 1<<10 + 10<<10
+	relay, front := newFrameLimitRelay(t, target, limit)
+	cfg, _ := muxConfig(t, 1<<20)
+	addr, _ := startProxy(t, cfg, nil, oneTarget{front})
+	n := newNeighbour(t, addr, front)
+	n.check(1)
+
+	hostile := muxClient(t, addr, front)
+	// 130 producers: the connection's producer ids now need two bytes; the last is the
+	// client's id 0.
+	for id := uint64(130); id <= 130; id-- {
+		hostile.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+			Topic: proto.String("t"), ProducerId: proto.Uint64(id), RequestId: proto.Uint64(id)}})
+		if got := hostile.recv(); got.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+			t.Fatalf("producer %d: %v", id, got)
+		}
+	}
+	send := &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(0), SequenceId: proto.Uint64(1)}}
+	md := &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1)}
+	empty, err := frame.AppendPayloadCommand(nil, send, nil, md, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact, err := frame.AppendPayloadCommand(nil, send, nil, md, bytes.Repeat([]byte{'x'}, limit-len(empty)))
+	if err != nil || len(exact) != limit {
+		t.Fatalf("frame of %d bytes (%v), want %d", len(exact), err, limit)
+	}
+	hostile.c.Write(exact)
+	got := hostile.recv()
+	if closes := relay.closed(); len(closes) > 0 {
+		t.Fatalf("the proxy let through a frame of %d bytes; it reached the broker as %d bytes, over its limit of %d, and the broker closed the shared connection: every neighbour lost its producers and consumers (the hostile client got %v)",
+			len(exact), closes[0], limit, got.GetType())
+	}
+	if got.GetType() != pb.BaseCommand_SEND_RECEIPT {
+		t.Fatalf("the frame at the limit: %v", got)
+	}
+	n.check(2)
 }
