@@ -1,6 +1,8 @@
 package edge
 
 import (
+	"time"
+
 	"net/url"
 	"strings"
 	"testing"
@@ -84,5 +86,47 @@ func TestReviewBundleTopicHashPositionsListsHiddenTopics(t *testing.T) {
 	path := "/admin/v2/namespaces/acme/a/0x00000000_0xffffffff/topicHashPositions"
 	if d := e.Route(carol, "GET", mustURL(t, path)); d.Outcome == Forward && !d.FilterTopics {
 		t.Fatalf("GET %s as carol (lookup on acme/a/public-* only): forwarded unfiltered (%s on %s); the answer names every topic of the bundle", path, d.Action, d.Resource)
+	}
+}
+
+// TestReviewHTTPLookupsBesidesLookupV2SkipTheRate: a Pulsar client given an http:// service
+// URL does its discovery over HTTP (HttpLookupService): the broker by /lookup/v2/topic, but
+// partitioned metadata by GET /admin/v2/{domain}/.../{topic}/partitions, a namespace's topics
+// by GET /admin/v2/namespaces/{tenant}/{namespace}/topics and schemas by GET
+// /admin/v2/schemas/.../schema. On the binary planes PARTITIONED_METADATA,
+// GET_TOPICS_OF_NAMESPACE and GET_SCHEMA take a token of the role's lookup rate; over HTTP
+// only /lookup/ does. A role over its lookup rate (or any role, to multiply it) goes on
+// sending the same broker and metadata-store work over HTTP. Fix: count the HTTP forms of
+// the rate-limited binary requests (mark them in the route table) in the same bucket.
+func TestReviewHTTPLookupsBesidesLookupV2SkipTheRate(t *testing.T) {
+	p, err := authz.ParsePolicy([]byte(`
+rules:
+  - {roles: [limited], resources: ["*/*/*"], actions: [lookup]}
+limits:
+  - {roles: [limited], lookupsPerSecond: 1, lookupBurst: 1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	e := New(Config{Policy: staticPolicy{p}, Now: func() time.Time { return now }})
+	limited := authz.Identity{Role: "limited"}
+	if d := e.Route(limited, "GET", mustURL(t, "/lookup/v2/topic/persistent/acme/a/t")); d.Outcome != Forward {
+		t.Fatalf("the first lookup: %v", d.Outcome)
+	}
+	if d := e.Route(limited, "GET", mustURL(t, "/lookup/v2/topic/persistent/acme/a/t")); d.Status != 429 {
+		t.Fatalf("the second lookup: %v %d, want 429", d.Outcome, d.Status)
+	}
+	for _, path := range []string{
+		"/admin/v2/persistent/acme/a/t/partitions",
+		"/admin/v2/namespaces/acme/a/topics",
+		"/admin/v2/schemas/acme/a/t/schema",
+	} {
+		for range 3 {
+			if d := e.Route(limited, "GET", mustURL(t, path)); d.Outcome == Forward {
+				t.Errorf("GET %s over the role's lookup rate: forwarded (the binary form of the same request is answered TooManyRequests)", path)
+				break
+			}
+		}
 	}
 }
