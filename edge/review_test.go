@@ -1,11 +1,10 @@
 package edge
 
 import (
-	"time"
-
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 )
