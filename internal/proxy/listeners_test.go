@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,15 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // startProxy builds the proxy of env (beside listeners on 127.0.0.1 and a static broker that
 // is never dialled: nothing here looks a topic up), runs it, and drains it when the test
@@ -35,34 +31,7 @@ func startProxy(t *testing.T, env ...string) (*Proxy, Addrs) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return run(t, cfg, io.Discard)
-}
-
-// run builds the proxy of cfg, logging to w, runs it until the test ends, then checks that
-// Run returned nil and closes it.
-func run(t *testing.T, cfg *config.Config, w io.Writer) (*Proxy, Addrs) {
-	t.Helper()
-	p, err := Build(cfg, Options{Version: "test", LogOutput: w})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-ran; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		p.Close()
-	})
-	select {
-	case <-p.Started():
-	case err := <-ran:
-		ran <- err
-		t.Fatalf("Run returned before serving: %v", err)
-	}
-	return p, p.Addrs()
+	return run(t, cfg, io.Discard, nil)
 }
 
 // openFiles is the number of descriptors this process holds.
