@@ -43,7 +43,7 @@ const protocolVersion = 21
 // client connection is bounded separately by session.maxPendingLookups.
 const maxPendingPerBrokerConn = 10000
 
-// build makes every part of the proxy but the logger; nothing runs or listens yet.
+// build makes every part of the proxy but the logger (see Build).
 func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	cfg, log := p.cfg, p.log
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

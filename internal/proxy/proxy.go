@@ -76,8 +76,8 @@ type Addrs struct {
 }
 
 // Build makes every part of the proxy from cfg (which config.Load has validated): nothing
-// listens, dials or runs in the background yet, and what Build holds is released by Close.
-// An error names the configuration key it comes from.
+// listens or dials yet, and nothing runs but the multiplexed pool's idle reaper (with
+// broker.multiplex), which Close stops. An error names the configuration key it comes from.
 func Build(cfg *config.Config, o Options) (*Proxy, error) {
 	log, summaryLevel, err := newLogger(cfg.Log, o.LogOutput)
 	if err != nil {

@@ -266,6 +266,29 @@ func TestBuildErrorsNameTheKey(t *testing.T) {
 	}
 }
 
+// TestBuildThenClose: a proxy built and never run is released by Close (with multiplexing
+// on, Build starts the shared pool's reaper; goleak checks it stopped), and says how it will
+// forward.
+func TestBuildThenClose(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"PULSAR_PROXY_BROKER_MULTIPLEX=true", "PULSAR_PROXY_SESSION_PASSTHROUGH=false"}, "multiplexed"},
+		{[]string{"PULSAR_PROXY_SESSION_PASSTHROUGH=false"}, "framed"},
+		{nil, "passthrough"},
+	} {
+		p, err := Build(loadConfig(t, "127.0.0.1:6650", c.env...), Options{LogOutput: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.forwarding(); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s: forwarding %q, want %s", c.env, got, c.want)
+		}
+		p.Close()
+	}
+}
+
 // TestRunListenErrorsNameTheKey: a listener that cannot be opened stops Run before it serves,
 // with the key, and the others it opened are closed (the port can be taken again).
 func TestRunListenErrorsNameTheKey(t *testing.T) {
