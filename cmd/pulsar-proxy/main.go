@@ -1,5 +1,6 @@
-// Command pulsar-proxy is a gateway in front of Apache Pulsar brokers. This package only wires
-// the parts together; the behaviour lives in the packages.
+// Command pulsar-proxy is a gateway in front of Apache Pulsar brokers. This package is the
+// process's shell: flags, subcommands, the configuration, signals and exit codes; the proxy
+// is built and run by internal/proxy.
 package main
 
 import (
@@ -9,22 +10,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/proxy"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
-
-// protocolVersion is the highest Pulsar protocol version the proxy speaks (v21: Pulsar 3.x/4.x).
-const protocolVersion = 21
-
-// maxPendingPerBrokerConn bounds the lookups in flight on one pooled broker connection; each
-// client connection is bounded separately by session.maxPendingLookups.
-const maxPendingPerBrokerConn = 10000
 
 func main() {
 	if code, ok := subcommand(os.Args[1:]); ok {
@@ -48,67 +40,21 @@ func main() {
 	}
 }
 
-// run builds the proxy, serves until SIGINT or SIGTERM, then drains it; it returns early
-// when a part cannot start or a Pulsar listener fails.
+// run builds the proxy and serves until SIGINT or SIGTERM, then lets it drain; it returns
+// early when a part cannot start or a Pulsar listener fails.
 func run(cfg *config.Config) error {
-	log, summaryLevel, err := newLogger(cfg.Log)
+	hup := make(chan os.Signal, 1)
+	p, err := proxy.Build(cfg, proxy.Options{Version: version, Reload: hup})
 	if err != nil {
 		return err
 	}
-	p, err := build(cfg, log, summaryLevel)
-	if err != nil {
-		return err
+	defer p.Close()
+	if p.ReloadsOnSignal() {
+		// Only then: without anything to reload, SIGHUP keeps its default and ends the process.
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
 	}
-	defer p.pool.Close()
-	if p.muxPool != nil {
-		defer p.muxPool.Close()
-	}
-	lns, err := p.openListeners()
-	if err != nil {
-		return err
-	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	background, stopBackground := context.WithCancel(context.Background())
-	defer stopBackground()
-	p.startBackground(background)
-
-	httpSrvs := p.serveHTTP(lns)
-	if cfg.Listen.Pprof != "" {
-		pprofSrv, err := servePprof(cfg.Listen.Pprof)
-		if err != nil {
-			return err
-		}
-		defer pprofSrv.Close()
-	}
-	serveErr := p.serve(lns)
-	select {
-	case <-ctx.Done():
-		log.Info().Dur("drain_timeout", cfg.Session.DrainTimeout).Msg("stopping: draining sessions")
-	case err := <-serveErr:
-		p.listening.Store(false)
-		return fmt.Errorf("pulsar listener: %w", err)
-	}
-	p.drain(httpSrvs...)
-	log.Info().Msg("pulsar-proxy stopped")
-	return nil
-}
-
-func newLogger(c config.Log) (zerolog.Logger, zerolog.Level, error) {
-	level, err := zerolog.ParseLevel(c.Level)
-	if err != nil {
-		return zerolog.Logger{}, 0, fmt.Errorf("log.level: %w", err)
-	}
-	summary := zerolog.Disabled
-	if c.SessionSummary != "off" {
-		if summary, err = zerolog.ParseLevel(c.SessionSummary); err != nil {
-			return zerolog.Logger{}, 0, fmt.Errorf("log.sessionSummary: %w", err)
-		}
-	}
-	var out = zerolog.New(os.Stderr)
-	if c.Format == "console" {
-		out = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339})
-	}
-	return out.Level(level).With().Timestamp().Logger(), summary, nil
+	return p.Run(ctx)
 }

@@ -1,17 +1,24 @@
 package main
 
-// subcommand runs `pulsar-proxy check-config …` or `pulsar-proxy convert-config …` when args
-// (the command line after the program name) start with one, and returns its exit code; ok is
-// false for the proxy itself (flags only).
+import (
+	"os"
+
+	"github.com/pulsar-proxy/pulsar-proxy/internal/checkconfig"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/convert"
+)
+
+// subcommand runs `pulsar-proxy check-config …` (internal/checkconfig) or `pulsar-proxy
+// convert-config …` (internal/convert) when args (the command line after the program name)
+// start with one, and returns its exit code; ok is false for the proxy itself (flags only).
 func subcommand(args []string) (code int, ok bool) {
 	if len(args) == 0 {
 		return 0, false
 	}
 	switch args[0] {
 	case "check-config":
-		return checkConfig(args[1:]), true
+		return checkconfig.Main(args[1:], os.Environ(), os.Stdout, os.Stderr, version), true
 	case "convert-config":
-		return convertConfig(args[1:]), true
+		return convert.Main(args[1:], os.Stdin, os.Stdout, os.Stderr), true
 	}
 	return 0, false
 }

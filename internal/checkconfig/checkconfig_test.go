@@ -2,7 +2,6 @@ package checkconfig
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,7 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,8 +23,6 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
-	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -137,10 +134,11 @@ authz:
 func runMain(t *testing.T, environ []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = Main(args, environ, &out, &errOut, func(*config.Config) (Parts, func(), error) {
-		t.Fatal("the connect parts were built without --connect")
-		return Parts{}, nil, nil
-	})
+	code = Main(args, environ, &out, &errOut, "test")
+	// Connect reports each discovery provider's answer, or that it gave none.
+	if !slices.Contains(args, "--connect") && (strings.Contains(errOut.String(), "broker(s): ") || strings.Contains(errOut.String(), "no broker within")) {
+		t.Fatalf("discovery ran without --connect:\n%s", errOut.String())
+	}
 	return code, out.String(), errOut.String()
 }
 
@@ -291,8 +289,9 @@ auth:
 }
 
 // TestConnect: with --connect, a broker that answers CONNECT passes; a stopped one (nothing
-// listening) is exit 3 with the reason. (The end-to-end test does the same against the rig's
-// brokers; the broker here is a few lines that answer CONNECTED.)
+// listening) is exit 3 with the reason. Discovery and the CONNECT are the proxy's own
+// (internal/proxy). (The end-to-end test does the same against the rig's brokers; the broker
+// here is a few lines that answer CONNECTED.)
 func TestConnect(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -329,31 +328,12 @@ func TestConnect(t *testing.T) {
 				ports = append(ports, port)
 			}
 			var out, errOut bytes.Buffer
-			code := Main([]string{path, "--connect", "--connect-timeout", "5s"}, []string{"PULSAR_PROXY_BROKER_ALLOWED_PORTS=" + strings.Join(ports, ",")}, &out, &errOut, testParts)
+			code := Main([]string{path, "--connect", "--connect-timeout", "5s"}, []string{"PULSAR_PROXY_BROKER_ALLOWED_PORTS=" + strings.Join(ports, ",")}, &out, &errOut, "test")
 			if code != c.code || !strings.Contains(errOut.String(), c.report) {
 				t.Errorf("exit %d (want %d), report:\n%s\nwant it to say %q", code, c.code, errOut.String(), c.report)
 			}
 		})
 	}
-}
-
-// testParts builds the --connect parts as cmd/pulsar-proxy does, for plaintext brokers.
-func testParts(cfg *config.Config) (Parts, func(), error) {
-	s, err := lookup.NewStatic(cfg.Discovery.Static.Brokers)
-	if err != nil {
-		return Parts{}, nil, err
-	}
-	var ports []string
-	for _, p := range cfg.Broker.AllowedPorts {
-		ports = append(ports, strconv.Itoa(p))
-	}
-	set := lookup.NewBrokerSet(lookup.Union{s}, lookup.SetOptions{AllowedPorts: ports})
-	conn := &upstream.Connector{Dialer: &upstream.Dialer{Timeout: time.Second}, Version: "test", ProtocolVersion: 21,
-		OwnPrincipal: "pulsar-proxy", Timeout: 2 * time.Second, MaxFrameSize: 1 << 20}
-	open := func(ctx context.Context, addr string) (*upstream.Conn, error) {
-		return conn.Open(ctx, addr, nil, nil, upstream.Client{})
-	}
-	return Parts{Providers: []lookup.Provider{s}, Brokers: set, Open: open}, func() {}, nil
 }
 
 // answerConnects answers each connection's CONNECT with CONNECTED, then closes it.

@@ -8,20 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pulsar-proxy/pulsar-proxy/internal/proxy"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
-
-// Parts are what --connect exercises, built from the configuration by the same code the proxy
-// runs (cmd/pulsar-proxy): the discovery providers, the live broker set over them (with the
-// broker.* target rule), and the CONNECT the proxy sends a broker for its own connections
-// (broker TLS and client certificate, the proxy's credentials and own principal; no PROXY
-// header, as on the proxy's own lookup connections).
-type Parts struct {
-	Providers []lookup.Provider
-	Brokers   *lookup.BrokerSet
-	Open      func(ctx context.Context, addr string) (*upstream.Conn, error)
-}
 
 // maxProbed bounds how many brokers --connect tries a CONNECT with.
 const maxProbed = 16
@@ -30,7 +20,7 @@ const maxProbed = 16
 // connection to each live broker (at most maxProbed) and completes its CONNECT, adding what
 // it saw to r. It reports whether discovery named a broker and at least one completed its
 // CONNECT.
-func Connect(ctx context.Context, p Parts, timeout time.Duration, r *Report) bool {
+func Connect(ctx context.Context, p *proxy.Probe, timeout time.Duration, r *Report) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -74,7 +64,7 @@ func Connect(ctx context.Context, p Parts, timeout time.Duration, r *Report) boo
 
 // connectAll completes a CONNECT with every broker, concurrently, within what is left of
 // ctx, and reports each; it returns how many succeeded.
-func connectAll(ctx context.Context, p Parts, live []lookup.Broker, r *Report) int {
+func connectAll(ctx context.Context, p *proxy.Probe, live []lookup.Broker, r *Report) int {
 	results := make([]error, len(live))
 	versions := make([]string, len(live))
 	var probes sync.WaitGroup

@@ -7,7 +7,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/internal/proxy"
 )
 
 // Usage is check-config's help text, with its exit codes.
@@ -30,13 +32,10 @@ exit codes:
   3  --connect: valid, but discovery named no broker or no broker completed a CONNECT
 `
 
-// Builder makes the parts --connect exercises from a loaded configuration; the caller of
-// Main (cmd/pulsar-proxy) builds them with the proxy's own constructors. stop releases them.
-type Builder func(cfg *config.Config) (parts Parts, stop func(), err error)
-
 // Main runs check-config with args (those after the subcommand's name) and returns the exit
-// code. Flags may come before or after FILE.
-func Main(args, environ []string, stdout, stderr io.Writer, build Builder) int {
+// code; version is the proxy's, which --connect's CONNECTs carry as the proxy's do. Flags may
+// come before or after FILE.
+func Main(args, environ []string, stdout, stderr io.Writer, version string) int {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
@@ -65,16 +64,7 @@ func Main(args, environ []string, stdout, stderr io.Writer, build Builder) int {
 	if r.Failed() {
 		code = ExitInvalid
 	} else if *connect {
-		parts, stop, err := build(r.Config)
-		if err != nil {
-			r.add(Error, "config", "%v", err)
-			code = ExitInvalid
-		} else {
-			if !Connect(context.Background(), parts, *timeout, r) {
-				code = ExitConnection
-			}
-			stop()
-		}
+		code = runConnect(r, version, *timeout)
 	}
 	r.Write(stderr)
 	if r.Config != nil && !*quiet {
@@ -88,6 +78,21 @@ func Main(args, environ []string, stdout, stderr io.Writer, build Builder) int {
 	}
 	fmt.Fprintln(stderr, summary(r, code))
 	return code
+}
+
+// runConnect is --connect: the proxy's discovery and broker CONNECT, built as the proxy builds
+// them (logs off: the report says what they saw), exercised by Connect. It returns the exit
+// code.
+func runConnect(r *Report, version string, timeout time.Duration) int {
+	probe, err := proxy.NewProbe(r.Config, version, zerolog.Nop())
+	if err != nil {
+		r.add(Error, "config", "%v", err)
+		return ExitInvalid
+	}
+	if !Connect(context.Background(), probe, timeout, r) {
+		return ExitConnection
+	}
+	return ExitOK
 }
 
 func summary(r *Report, code int) string {

@@ -182,8 +182,8 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 	}
 }
 
-// startedMessage is the message of the line cmd/pulsar-proxy logs once its listeners are
-// bound, with their addresses in the fields pulsar, pulsar_tls and http.
+// startedMessage is the message of the line the proxy (internal/proxy) logs once its
+// listeners are bound, with their addresses in the fields pulsar, pulsar_tls and http.
 const startedMessage = "pulsar-proxy started"
 
 // Env is added to the environment of every proxy started (PULSAR_PROXY_* overrides), e.g.

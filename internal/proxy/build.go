@@ -1,19 +1,15 @@
-package main
+package proxy
 
 import (
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/adminproxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
@@ -23,29 +19,6 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
-
-// proxy is the parts of one running proxy, as build makes them from the configuration.
-type proxy struct {
-	cfg       *config.Config
-	log       zerolog.Logger
-	reg       *prometheus.Registry
-	providers []lookup.Provider
-	brokers   *lookup.BrokerSet
-	pool      *upstream.Pool
-	muxPool   *mux.Pool // nil without broker.multiplex
-	sessions  *session.Server
-	sec       session.Security
-	policy    *authz.PolicyStore // nil without authz.enabled
-	jwks      *authz.JWKS        // nil without auth.token.jwksURL
-	brokerTLS bool
-	admin     *adminproxy.Proxy // nil without admin.enabled
-	listening atomic.Bool       // the Pulsar listeners are serving (for /readyz)
-	// The descriptor budget of client connections and each listener's part (https nil without
-	// admin.listenHTTPS), and the HTTP listeners' metrics.
-	budget                    *connlimit.Budget
-	fdPulsar, fdHTTP, fdHTTPS *connlimit.Share
-	httpConns                 *connlimit.ListenerMetrics
-}
 
 // Each HTTP listener may hold at most an eighth of the descriptor budget, so that a flood on
 // the admin plane always leaves the Pulsar listeners three quarters of it; and up to 64
@@ -63,23 +36,30 @@ const (
 	muxLinger               = time.Minute
 )
 
-// build makes every part of the proxy; nothing runs or listens yet. The caller closes pool.
-func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (*proxy, error) {
-	p := &proxy{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+// protocolVersion is the highest Pulsar protocol version the proxy speaks (v21: Pulsar 3.x/4.x).
+const protocolVersion = 21
+
+// maxPendingPerBrokerConn bounds the lookups in flight on one pooled broker connection; each
+// client connection is bounded separately by session.maxPendingLookups.
+const maxPendingPerBrokerConn = 10000
+
+// build makes every part of the proxy but the logger (see Build).
+func (p *Proxy) build(summaryLevel zerolog.Level) error {
+	cfg, log := p.cfg, p.log
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lookupMetrics := lookup.NewMetrics(p.reg)
 	var err error
 	if p.providers, err = discoveryProviders(cfg.Discovery, cfg.Broker.TLS.BrokerTLSEnabled, log, lookupMetrics); err != nil {
-		return nil, err
+		return err
 	}
 	p.brokers = newBrokerSet(cfg.Broker, p.providers, log)
 	p.brokers.RegisterMetrics(p.reg)
 	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log); err != nil {
-		return nil, err
+		return err
 	}
-	connector, err := newConnector(cfg, log)
+	connector, err := newConnector(cfg, p.version, log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p.brokerTLS = connector.Dialer.TLS != nil
 	p.pool = upstream.NewPool(upstream.PoolConfig{
@@ -90,7 +70,7 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 	})
 	resolver := lookup.NewResolver(p.brokers, p.pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
 	p.budgetShares()
-	sc := sessionConfig(cfg, connector, summaryLevel)
+	sc := sessionConfig(cfg, connector, p.version, summaryLevel)
 	sc.Descriptors = p.fdPulsar
 	// Registered with multiplexing off too (all zero), so that the dashboard's panels and
 	// queries hold whichever way a replica runs.
@@ -109,18 +89,16 @@ func build(cfg *config.Config, log zerolog.Logger, summaryLevel zerolog.Level) (
 	}
 	p.sessions = session.NewServer(sc, resolver, p.brokers, session.NewMetrics(p.reg), log)
 	p.sessions.SetSecurity(p.sec)
-	httpapi.RegisterStatus(p.reg, version, p.ready, p.sessions.Draining)
-	if p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log); err != nil {
-		return nil, err
-	}
-	return p, nil
+	httpapi.RegisterStatus(p.reg, p.version, p.ready, p.sessions.Draining)
+	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log)
+	return err
 }
 
-func serverVersion() string { return "pulsar-proxy/" + version }
+func serverVersion(version string) string { return "pulsar-proxy/" + version }
 
 // budgetShares makes the descriptor budget of session.descriptorReserve and gives each
 // listener its part: the Pulsar listeners all of it but the HTTP listeners' floors.
-func (p *proxy) budgetShares() {
+func (p *Proxy) budgetShares() {
 	p.budget = connlimit.NewBudget(connlimit.OpenFilesLimit(), uint64(p.cfg.Session.DescriptorReserve), connlimit.NewBudgetMetrics(p.reg), p.log)
 	httpCeiling := p.budget.Connections() / httpBudgetDivisor
 	p.fdPulsar = p.budget.Share("pulsar", 0, 0)
@@ -133,7 +111,7 @@ func (p *proxy) budgetShares() {
 
 // newConnector is how the proxy opens a broker connection and sends its CONNECT: broker.tls,
 // broker.proxyProtocol, the proxy's credentials and own principal (also check-config --connect).
-func newConnector(cfg *config.Config, log zerolog.Logger) (*upstream.Connector, error) {
+func newConnector(cfg *config.Config, version string, log zerolog.Logger) (*upstream.Connector, error) {
 	dialer, err := brokerDialer(cfg, log)
 	if err != nil {
 		return nil, err
@@ -144,7 +122,7 @@ func newConnector(cfg *config.Config, log zerolog.Logger) (*upstream.Connector, 
 	}
 	return &upstream.Connector{
 		Dialer:          dialer,
-		Version:         serverVersion(),
+		Version:         serverVersion(version),
 		ProtocolVersion: protocolVersion,
 		Credentials:     creds,
 		OwnPrincipal:    cfg.Auth.BrokerClient.OwnPrincipal,
@@ -153,10 +131,10 @@ func newConnector(cfg *config.Config, log zerolog.Logger) (*upstream.Connector, 
 	}, nil
 }
 
-func sessionConfig(cfg *config.Config, connector *upstream.Connector, summaryLevel zerolog.Level) session.Config {
+func sessionConfig(cfg *config.Config, connector *upstream.Connector, version string, summaryLevel zerolog.Level) session.Config {
 	s := cfg.Session
 	return session.Config{
-		ServerVersion:        serverVersion(),
+		ServerVersion:        serverVersion(version),
 		ProtocolVersion:      protocolVersion,
 		MaxFrameSize:         s.MaxFrameSize,
 		MaxMessageSize:       s.MaxMessageSize(),

@@ -1,9 +1,10 @@
-package main
+package proxy
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -11,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
@@ -20,12 +19,10 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
 // startProxy builds the proxy of env (beside listeners on 127.0.0.1 and a static broker that
-// is never dialled: nothing here looks a topic up), serves it, and drains it when the test
+// is never dialled: nothing here looks a topic up), runs it, and drains it when the test
 // ends.
-func startProxy(t *testing.T, env ...string) (*proxy, listeners) {
+func startProxy(t *testing.T, env ...string) (*Proxy, Addrs) {
 	t.Helper()
 	cfg, err := config.Load("", append([]string{
 		"PULSAR_PROXY_LISTEN_PULSAR=127.0.0.1:0", "PULSAR_PROXY_LISTEN_HTTP=127.0.0.1:0",
@@ -34,23 +31,7 @@ func startProxy(t *testing.T, env ...string) (*proxy, listeners) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := build(cfg, zerolog.Nop(), zerolog.Disabled)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lns, err := p.openListeners()
-	if err != nil {
-		p.pool.Close()
-		t.Fatal(err)
-	}
-	srvs := p.serveHTTP(lns)
-	serveErr := p.serve(lns)
-	t.Cleanup(func() {
-		p.drain(srvs...)
-		<-serveErr
-		p.pool.Close()
-	})
-	return p, lns
+	return run(t, cfg, io.Discard, nil)
 }
 
 // openFiles is the number of descriptors this process holds.
@@ -84,8 +65,8 @@ func dialFrom(t *testing.T, src, addr string) net.Conn {
 // same address: its count is the Pulsar listener's own) are served at once.
 func TestHTTPListenerHoldsOnlyThePerIPCapOfHalfSentRequests(t *testing.T) {
 	const perIP, flood = 5, 400
-	_, lns := startProxy(t, fmt.Sprintf("PULSAR_PROXY_SESSION_MAX_CONNECTIONS_PER_IP=%d", perIP))
-	httpAddr := lns.http.Addr().String()
+	_, addrs := startProxy(t, fmt.Sprintf("PULSAR_PROXY_SESSION_MAX_CONNECTIONS_PER_IP=%d", perIP))
+	httpAddr := addrs.HTTP
 	before := openFiles(t)
 	conns := make([]net.Conn, 0, flood)
 	defer func() {
@@ -116,7 +97,7 @@ func TestHTTPListenerHoldsOnlyThePerIPCapOfHalfSentRequests(t *testing.T) {
 			held, flood, perIP)
 	}
 
-	pc := dialFrom(t, "127.0.0.1", lns.pulsar.Addr().String())
+	pc := dialFrom(t, "127.0.0.1", addrs.Pulsar)
 	defer pc.Close()
 	pc.SetDeadline(time.Now().Add(10 * time.Second))
 	connect := &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{

@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"crypto/tls"
@@ -16,36 +16,57 @@ import (
 )
 
 // listeners are the proxy's sockets; pulsarTLS is nil without listen.pulsarTLS, https without
-// admin.listenHTTPS.
+// admin.listenHTTPS, pprof without listen.pprof.
 type listeners struct {
-	pulsar, pulsarTLS, http, https net.Listener
+	pulsar, pulsarTLS, http, https, pprof net.Listener
 }
 
-// openListeners opens the client listeners and listen.http, or none of them.
-func (p *proxy) openListeners() (listeners, error) {
-	cfg, log := p.cfg, p.log
-	var l listeners
-	var err error
-	if l.pulsar, l.pulsarTLS, err = clientListeners(cfg, p.reg, log); err != nil {
+// openListeners opens the client listeners, listen.http, admin.listenHTTPS and listen.pprof,
+// or none of them.
+func (p *Proxy) openListeners() (l listeners, err error) {
+	defer func() {
+		if err != nil {
+			l.close()
+		}
+	}()
+	if l.pulsar, l.pulsarTLS, err = clientListeners(p.cfg, p.reg, p.log); err != nil {
 		return l, err
 	}
-	if l.http, err = net.Listen("tcp", cfg.Listen.HTTP); err != nil {
-		l.pulsar.Close()
-		if l.pulsarTLS != nil {
-			l.pulsarTLS.Close()
-		}
+	ln, err := net.Listen("tcp", p.cfg.Listen.HTTP)
+	if err != nil {
 		return l, fmt.Errorf("listen.http: %w", err)
 	}
-	l.http = p.limitHTTP(l.http, "http", p.fdHTTP, httpRefusal())
+	l.http = p.limitHTTP(ln, "http", p.fdHTTP, httpRefusal())
 	if l.https, err = p.httpsListener(); err != nil {
-		l.pulsar.Close()
-		l.http.Close()
-		if l.pulsarTLS != nil {
-			l.pulsarTLS.Close()
-		}
 		return l, err
 	}
+	if p.cfg.Listen.Pprof != "" {
+		if l.pprof, err = net.Listen("tcp", p.cfg.Listen.Pprof); err != nil {
+			return l, fmt.Errorf("listen.pprof: %w", err)
+		}
+	}
 	return l, nil
+}
+
+// close closes the listeners that are open (the sessions and HTTP servers close those they
+// serve).
+func (l listeners) close() {
+	for _, ln := range []net.Listener{l.pulsar, l.pulsarTLS, l.http, l.https, l.pprof} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// addrs are the addresses the listeners are bound to.
+func (l listeners) addrs() Addrs {
+	addr := func(ln net.Listener) string {
+		if ln == nil {
+			return ""
+		}
+		return ln.Addr().String()
+	}
+	return Addrs{Pulsar: addr(l.pulsar), PulsarTLS: addr(l.pulsarTLS), HTTP: addr(l.http), HTTPS: addr(l.https), Pprof: addr(l.pprof)}
 }
 
 // httpRefusal is what a plaintext HTTP client over a connection limit is told before its
@@ -59,7 +80,7 @@ func httpRefusal() []byte {
 // limitHTTP applies the session.* connection limits and the listener's part of the
 // descriptor budget to an HTTP listener, as it accepts: the HTTP listeners read no PROXY
 // header, so the socket's peer is the client the per-IP limits count.
-func (p *proxy) limitHTTP(ln net.Listener, name string, share *connlimit.Share, refusal []byte) net.Listener {
+func (p *Proxy) limitHTTP(ln net.Listener, name string, share *connlimit.Share, refusal []byte) net.Listener {
 	s := p.cfg.Session
 	return connlimit.NewListener(ln, connlimit.ListenerConfig{
 		Name: name,

@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"crypto/tls"
@@ -79,7 +79,7 @@ func buildAdmin(cfg *config.Config, brokers *lookup.BrokerSet, sec session.Secur
 }
 
 // httpHandler is the HTTP plane: /healthz, /readyz, /metrics, and the admin API when on.
-func (p *proxy) httpHandler() http.Handler {
+func (p *Proxy) httpHandler() http.Handler {
 	h := httpapi.Handler(p.reg, p.ready)
 	if p.admin != nil {
 		h = p.admin.Handler(h)
@@ -90,7 +90,7 @@ func (p *proxy) httpHandler() http.Handler {
 // newHTTPServer is the server of listen.http and admin.listenHTTPS: headers within
 // admin.readTimeout (10 s without the admin API), idle keep-alive connections closed after
 // two minutes.
-func (p *proxy) newHTTPServer() *http.Server {
+func (p *Proxy) newHTTPServer() *http.Server {
 	headers := 10 * time.Second
 	if p.admin != nil {
 		headers = p.cfg.Admin.AdminReadTimeout
@@ -103,7 +103,7 @@ func (p *proxy) newHTTPServer() *http.Server {
 // reloaded as for the Pulsar TLS listener, and the client-certificate settings of tls.*; the
 // connection limits apply under TLS, so a refused client costs no handshake (and is closed
 // without a word: an answer would need one).
-func (p *proxy) httpsListener() (net.Listener, error) {
+func (p *Proxy) httpsListener() (net.Listener, error) {
 	cfg, log := p.cfg, p.log
 	if cfg.Admin.AdminListenHTTPS == "" {
 		return nil, nil
