@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
@@ -363,6 +364,40 @@ func TestTopicListNeedsAGrantInTheNamespace(t *testing.T) {
 			if d := decided(t, e, alice, p, cmd); d.Outcome != tc.want {
 				t.Errorf("namespace %q on %v: %v, want %v", tc.ns, p, d.Outcome, tc.want)
 			}
+		}
+	}
+}
+
+// A SEND's message metadata is read on a multiplexed session: a broker that must read it (an
+// encrypted namespace's, a chunk's) closes the shared connection on one it cannot.
+func TestMultiplexedSendPayloadIsRead(t *testing.T) {
+	e := newTestEdge(t, "")
+	send := &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(1)}}
+	whole, err := frame.AppendPayloadCommand(nil, send, nil, &pb.MessageMetadata{
+		ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1)}, []byte("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	span, _, _ := frame.Limits{}.Scan(whole)
+	command, payload := span.Command(whole), whole[span.CommandEnd():]
+	noProducerName := append(append([]byte{}, payload[:10]...), 0x10, 0x01, 0x18, 0x01) // sequence_id, publish_time only
+	noProducerName[9] = 4
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+		want    Outcome
+	}{
+		{"a message", payload, Forward},
+		{"no payload section", nil, Close},
+		{"another magic", append([]byte{0x0e, 0x03}, payload[2:]...), Close},
+		{"metadata size past the end", append(append([]byte{}, payload[:6]...), 0xff, 0xff, 0xff, 0xff), Close},
+		{"metadata without a required field", noProducerName, Close},
+	} {
+		if d := e.Frame(alice, Multiplexed, pb.BaseCommand_SEND, command, tc.payload); d.Outcome != tc.want {
+			t.Errorf("%s on a multiplexed session: %v, want %v", tc.name, d.Outcome, tc.want)
+		}
+		if d := e.Frame(alice, Direct, pb.BaseCommand_SEND, command, tc.payload); d.Outcome != Forward {
+			t.Errorf("%s on a direct session: %v, want forwarded unread", tc.name, d.Outcome)
 		}
 	}
 }

@@ -25,6 +25,20 @@ func (e *Edge) Command(id authz.Identity, p Plane, t pb.BaseCommand_Type, comman
 	return e.decide(id, p, r, cmd)
 }
 
+// Frame decides on a whole frame: the command, and on a multiplexed session a SEND's payload
+// section, which a broker may have to read (an encrypted namespace's, a chunk's) and closes the
+// shared connection on when it cannot.
+func (e *Edge) Frame(id authz.Identity, p Plane, t pb.BaseCommand_Type, command, payload []byte) Decision {
+	d := e.Command(id, p, t, command)
+	if p != Multiplexed || t != pb.BaseCommand_SEND || d.Outcome != Forward {
+		return d
+	}
+	if err := frame.CheckSendPayload(payload); err != nil {
+		return closing(ReasonUndecodable, frame.Error(0, pb.ServerError_AuthorizationError, "pulsar-proxy: cannot read SEND's message: "+err.Error()))
+	}
+	return d
+}
+
 // Decoded decides on a command the session has read decoded already (a lookup connection
 // reads its commands so).
 func (e *Edge) Decoded(id authz.Identity, p Plane, cmd *pb.BaseCommand) Decision {

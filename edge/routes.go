@@ -33,8 +33,11 @@ type route struct {
 	scope  scope
 	// lists: the answer is a JSON array of topic names, filtered for the role.
 	lists bool
-	// pathDecodedTopic: the broker reads {topic} decoded as a path segment (not as Codec.decode).
-	pathDecodedTopic bool
+	// decodedTwice: the broker decodes {topic} as a path segment, then with Codec.decode.
+	decodedTwice bool
+	// discovery: a lookup the role's lookup rate counts, as its binary form is (LOOKUP,
+	// PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE, GET_SCHEMA).
+	discovery bool
 }
 
 // Route decides on a request of the HTTP plane, given its method and URL as received (the
@@ -59,7 +62,7 @@ func (e *Edge) Route(id authz.Identity, method string, u *url.URL) Decision {
 		e.metrics.Denied(rt.action)
 		return e.refuseRoute(id, http.StatusForbidden, rt.action, resource, denyMessage(id.Role, rt.action, resource))
 	}
-	if rt.action == authz.ActionLookup && strings.HasPrefix(u.Path, "/lookup/") && !e.rates.allow(id.Role, p) {
+	if rt.discovery && !e.rates.allow(id.Role, p) {
 		return e.refuseRoute(id, http.StatusTooManyRequests, rt.action, resource, rateMessage(id.Role))
 	}
 	if rt.action == authz.ActionProduce || rt.action == authz.ActionConsume {
@@ -132,15 +135,17 @@ func segments(u *url.URL) ([]segment, bool) {
 	return out, true
 }
 
-// topicOf is the local name a broker reads from a route's {topic} segment. The brokers take it
-// still encoded and decode it with Java's URLDecoder (Pulsar's Codec.decode), which also reads
-// '+' as a space; the schema routes take it decoded by JAX-RS, which does not.
+// topicOf is the local name a broker reads from a route's {topic} segment. The brokers decode
+// it with Java's URLDecoder (Pulsar's Codec.decode), which also reads '+' as a space: the topic
+// routes take the segment still encoded (@Encoded), the schema routes take it decoded once by
+// JAX-RS and then decode it again (AdminResource.validateTopicName), so "x%252Fy" is "x/y" there.
 func topicOf(rt *route, params map[string]segment) (string, bool) {
 	seg := params["topic"]
-	if rt.pathDecodedTopic {
-		return seg.decoded, true
+	in := seg.raw
+	if rt.decodedTwice {
+		in = seg.decoded
 	}
-	name, err := url.QueryUnescape(seg.raw)
+	name, err := url.QueryUnescape(in)
 	return name, err == nil
 }
 

@@ -201,7 +201,7 @@ func TestClusterRoutesShapedLikeNamespaces(t *testing.T) {
 }
 
 // A topic segment is read as the broker reads it: the topic routes decode it with Java's
-// URLDecoder ('+' is a space), the schema routes as a path segment ('+' is a plus).
+// URLDecoder ('+' is a space), the schema routes as a path segment and then with URLDecoder.
 func TestTopicSegmentDecodedAsTheBrokerDoes(t *testing.T) {
 	e := newTestEdge(t, `rules: [{roles: [alice], resources: ["acme/a/a+b"], actions: [lookup, consume]}]`)
 	for _, tc := range []struct {
@@ -211,8 +211,9 @@ func TestTopicSegmentDecodedAsTheBrokerDoes(t *testing.T) {
 		{"/admin/v2/persistent/acme/a/a+b/subscription/s/position/1", Refuse}, // the broker peeks "a b"
 		{"/admin/v2/persistent/acme/a/a%2Bb/subscription/s/position/1", Forward},
 		{"/lookup/v2/topic/persistent/acme/a/a+b", Refuse},
-		{"/admin/v2/schemas/acme/a/a+b/schema", Forward},
-		{"/admin/v2/schemas/acme/a/a%2Bb/schema", Forward},
+		{"/admin/v2/schemas/acme/a/a+b/schema", Refuse},      // "a b"
+		{"/admin/v2/schemas/acme/a/a%2Bb/schema", Refuse},    // "a+b" decoded again: "a b"
+		{"/admin/v2/schemas/acme/a/a%252Bb/schema", Forward}, // "a%2Bb", then "a+b"
 	} {
 		if d := e.Route(alice, "GET", mustURL(t, tc.path)); d.Outcome != tc.want {
 			t.Errorf("GET %s: %v (%s), want %v", tc.path, d.Outcome, d.Resource, tc.want)

@@ -22,9 +22,10 @@ import (
 //     Functions, sources, sinks and packages of a namespace: admin;
 //   - a namespace's topic list: lookup in the namespace, its answer filtered name by name.
 var routeTable = buildRoutes(
-	// Lookups.
-	r("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", authz.ActionLookup, onTopic),
-	r("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle", authz.ActionLookup, onTopic),
+	// Lookups, counted by the role's lookup rate (as are a topic's partitions, a namespace's
+	// topic list and a schema, below: what clients with an http:// service URL ask for).
+	discovery(r("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", authz.ActionLookup, onTopic)),
+	discovery(r("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle", authz.ActionLookup, onTopic)),
 
 	// The REST producer.
 	r("POST", "/topics/{domain}/{tenant}/{namespace}/{topic}", authz.ActionProduce, onTopic),
@@ -44,7 +45,7 @@ var routeTable = buildRoutes(
 	// A namespace's topics, filtered.
 	lists("GET", "/admin/v2/{domain}/{tenant}/{namespace}"),
 	lists("GET", "/admin/v2/{domain}/{tenant}/{namespace}/partitioned"),
-	lists("GET", "/admin/v2/namespaces/{tenant}/{namespace}/topics"),
+	discovery(lists("GET", "/admin/v2/namespaces/{tenant}/{namespace}/topics")),
 	lists("GET", "/admin/v2/non-persistent/{tenant}/{namespace}/{bundle}"), // a bundle's topics
 
 	// Topics: reading messages and moving cursors.
@@ -77,7 +78,7 @@ var routeTable = buildRoutes(
 	// Topics: the topic itself, its partitions, metadata and statistics.
 	topicRoot("PUT", authz.ActionAdmin),
 	topicRoot("DELETE", authz.ActionAdmin),
-	topic("GET", "partitions", authz.ActionLookup),
+	discovery(topic("GET", "partitions", authz.ActionLookup)),
 	topic("PUT", "backlogSize", authz.ActionLookup), // an estimate, asked with a message id in the body
 	topic("GET", "{property}", authz.ActionLookup),  // stats, internalStats, lastMessageId, subscriptions, and every topic policy
 	topic("GET", "{property}/{detail}", authz.ActionLookup),
@@ -98,6 +99,8 @@ var routeTable = buildRoutes(
 	ns("GET", "permissions/**", authz.ActionAdmin, onNamespace),
 	ns("GET", "offloadPolicies", authz.ActionAdmin, onNamespace),
 	ns("GET", "scanOffloadedLedgers", authz.ActionAdmin, onNamespace), // reads the offload storage
+	// A bundle's topics by name, with their hash positions: unfiltered, so the admin's.
+	ns("GET", "{bundle}/topicHashPositions", authz.ActionAdmin, onNamespace),
 	// A namespace is created in its tenant.
 	ns("PUT", "", authz.ActionAdmin, onTenant),
 	ns("DELETE", "", authz.ActionAdmin, onNamespace),
@@ -110,10 +113,10 @@ var routeTable = buildRoutes(
 	r("GET", "/admin/v2/namespaces/{tenant}", authz.ActionAdmin, onTenant),
 	r("GET", "/admin/v2/tenants/{tenant}", authz.ActionAdmin, onTenant),
 
-	// Schemas (a topic's without a domain: the broker reads it as persistent; and decoded as a
-	// path segment, not with Codec.decode).
-	schema("GET", "schema", authz.ActionLookup),
-	schema("GET", "schema/{version}", authz.ActionLookup),
+	// Schemas (a topic's without a domain: the broker reads it as persistent; and decodes it
+	// twice, see topicOf).
+	discovery(schema("GET", "schema", authz.ActionLookup)),
+	discovery(schema("GET", "schema/{version}", authz.ActionLookup)),
 	schema("GET", "schemas", authz.ActionLookup),
 	schema("GET", "metadata", authz.ActionLookup),
 	schema("POST", "compatibility", authz.ActionLookup),
@@ -187,10 +190,18 @@ func topic(method, suffix string, a authz.Action) []route {
 	return r(method, "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/"+suffix, a, onTopic)
 }
 
+// discovery marks routes the role's lookup rate counts.
+func discovery(rt []route) []route {
+	for i := range rt {
+		rt[i].discovery = true
+	}
+	return rt
+}
+
 // schema is a route of a topic's schema, by its suffix.
 func schema(method, suffix string, a authz.Action) []route {
 	rt := r(method, "/admin/v2/schemas/{tenant}/{namespace}/{topic}/"+suffix, a, onTopic)
-	rt[0].pathDecodedTopic = true
+	rt[0].decodedTwice = true
 	return rt
 }
 

@@ -19,7 +19,10 @@ import (
 // where two readers could disagree. PeekType therefore walks every
 // top-level field and refuses, as ErrMalformed: a command without a type or
 // with more than one type field, a type field of another wire type, a type
-// outside 0..2^31-1, group wire types, and anything protowire cannot parse.
+// outside 0..2^31-1, a field number over protobuf's 2^29-1 (its tag does
+// not fit 32 bits, and a broker reads it as the low 32 bits: 1<<32|8 is the
+// type field to a broker and an unknown field to protowire), group wire
+// types, and anything protowire cannot parse.
 // Values that pb.BaseCommand_Type does not name are returned as they are;
 // callers decide what to do with types they do not know.
 //
@@ -38,6 +41,8 @@ func PeekType(command []byte) (pb.BaseCommand_Type, error) {
 		}
 		b = b[n:]
 		switch {
+		case num > protowire.MaxValidNumber:
+			return 0, fmt.Errorf("%w: command field number %d out of range", ErrMalformed, num)
 		case wt == protowire.StartGroupType || wt == protowire.EndGroupType:
 			return 0, fmt.Errorf("%w: command field %d: group wire type", ErrMalformed, num)
 		case num == 1 && wt != protowire.VarintType:

@@ -548,6 +548,10 @@ func TestPeekType(t *testing.T) {
 		{name: "truncated sub-command", command: "0812 9201", wantErr: true},
 		{name: "field number 0", command: "0012", wantErr: true},
 		{name: "end group without start", command: "0812 0c", wantErr: true},
+		// A broker reads a tag as its low 32 bits: 1<<32|8 is a second type field to it
+		// (PRODUCER after SEND), an unknown field 2^29+1 to protowire.
+		{name: "tag over 32 bits", command: "0806 8880808010 05", wantErr: true},
+		{name: "largest field number", command: "0812 f8ffffff0f 00", want: pb.BaseCommand_PING},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

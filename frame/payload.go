@@ -4,6 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
 // castagnoli is the CRC32C table; hash/crc32 uses the CPU's CRC32
@@ -69,4 +73,31 @@ func ParsePayload(p []byte) (Payload, error) {
 	out.Metadata = rest[4 : 4+size : 4+size]
 	out.Data = rest[4+size:]
 	return out, nil
+}
+
+// CheckSendPayload reports whether the payload section of a client's SEND is one a broker can
+// read: the 0x0e01 section (after an optional 0x0e02 one) with its metadata size within the
+// section and a MessageMetadata that decodes strictly (required fields included). A broker
+// that has to read the metadata (an encrypted namespace, a chunk, a marker) closes the whole
+// connection on one it cannot; the checksum is left to the broker, which answers a wrong one
+// with SEND_ERROR on the producer alone.
+func CheckSendPayload(p []byte) error {
+	if len(p) >= 2 && binary.BigEndian.Uint16(p) == magicBrokerEntryMetadata {
+		if len(p) < 6 || uint64(binary.BigEndian.Uint32(p[2:])) > uint64(len(p)-6) {
+			return fmt.Errorf("%w: broker entry metadata section truncated", ErrMalformed)
+		}
+		p = p[6+binary.BigEndian.Uint32(p[2:]):]
+	}
+	if len(p) < 10 || binary.BigEndian.Uint16(p) != magicCRC32C {
+		return fmt.Errorf("%w: no checksum section", ErrMalformed)
+	}
+	rest := p[6:]
+	size := binary.BigEndian.Uint32(rest)
+	if uint64(size) > uint64(len(rest)-4) {
+		return fmt.Errorf("%w: metadata size %d exceeds the %d bytes left", ErrMalformed, size, len(rest)-4)
+	}
+	if err := proto.Unmarshal(rest[4:4+size], new(pb.MessageMetadata)); err != nil {
+		return fmt.Errorf("%w: message metadata: %v", ErrMalformed, err)
+	}
+	return nil
 }

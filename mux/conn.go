@@ -39,6 +39,7 @@ type Conn struct {
 	nc        net.Conn
 	rd        *frame.Reader
 	connected *pb.CommandConnected
+	maxFrame  int // the largest frame the broker reads (see BrokerFrameLimit)
 	log       zerolog.Logger
 
 	mu       sync.Mutex
@@ -71,7 +72,8 @@ const quantum = 64 << 10
 
 func newConn(p *Pool, key Key, uc *upstream.Conn) *Conn {
 	c := &Conn{pool: p, key: key, nc: uc.Conn, rd: uc.Reader, connected: uc.Connected,
-		m: NewMapper(), members: map[*Client]*Member{}, idleAt: time.Now(),
+		maxFrame: BrokerFrameLimit(uc.Connected, p.cfg.Connector.MaxFrameSize),
+		m:        NewMapper(), members: map[*Client]*Member{}, idleAt: time.Now(),
 		log: p.cfg.Logger.With().Str("broker", key.Addr).Logger()}
 	c.writable = sync.NewCond(&c.mu)
 	c.space = sync.NewCond(&c.mu)
@@ -117,7 +119,32 @@ func (mb *Member) Send(command, payload []byte) error {
 	if err != nil {
 		return err
 	}
+	if f.Size() > c.maxFrame {
+		// Checked as the frame goes out, ids mapped: a mapped id may be wider than the
+		// client's. Mapped ids were taken for nothing; the client's session ends.
+		return fmt.Errorf("%w: %d bytes, the broker reads at most %d", ErrOverBrokerLimit, f.Size(), c.maxFrame)
+	}
 	return mb.enqueueLocked(f)
+}
+
+// ErrOverBrokerLimit: a frame larger than the shared connection's broker reads. Its frame
+// decoder would fail and close the connection under every client on it.
+var ErrOverBrokerLimit = errors.New("mux: frame over the broker's limit")
+
+// brokerFramePadding is what a broker reads beyond its max_message_size in one frame: the
+// command and the message's metadata (Pulsar's Commands.MESSAGE_SIZE_FRAME_PADDING).
+const brokerFramePadding = 10 << 10
+
+// BrokerFrameLimit is the largest frame a broker that answered CONNECTED so reads, within the
+// proxy's own limit (proxyMax <= 0: frame.DefaultMaxFrameSize).
+func BrokerFrameLimit(c *pb.CommandConnected, proxyMax int) int {
+	if proxyMax <= 0 {
+		proxyMax = frame.DefaultMaxFrameSize
+	}
+	if m := int(c.GetMaxMessageSize()); m > 0 && m+brokerFramePadding < proxyMax {
+		return m + brokerFramePadding
+	}
+	return proxyMax
 }
 
 func (mb *Member) enqueueLocked(f Frame) error {

@@ -2,7 +2,6 @@ package session
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"net"
 	"sync"
@@ -27,9 +26,8 @@ type multiplexed struct {
 	key mux.Key
 	out *mux.OutQueue // to the client: the broker's frames and the proxy's own
 
-	mu       sync.Mutex
-	member   *mux.Member // nil after the broker connection was lost, until the next command
-	maxFrame int         // the largest frame the member's broker reads (its CONNECTED's limit)
+	mu     sync.Mutex
+	member *mux.Member // nil after the broker connection was lost, until the next command
 
 	lists *edge.TopicLists // the client's topic-list watchers, bounded; filtered with a policy
 
@@ -195,7 +193,7 @@ func (x *multiplexed) attach() (*mux.Member, CloseReason) {
 	mb, err := s.srv.cfg.Multiplex.Attach(s.ctx, x.key, x)
 	if err == nil {
 		x.mu.Lock()
-		x.member, x.maxFrame = mb, brokerFrameLimit(mb.Connected(), s.srv.cfg.MaxFrameSize)
+		x.member = mb
 		x.mu.Unlock()
 		return mb, ""
 	}
@@ -222,23 +220,6 @@ func (x *multiplexed) attach() (*mux.Member, CloseReason) {
 	return nil, ReasonBrokerUnreachable
 }
 
-// brokerFramePadding is what a broker reads beyond its max_message_size in one frame: the
-// command and the message's metadata (Pulsar's Commands.MESSAGE_SIZE_FRAME_PADDING).
-const brokerFramePadding = 10 << 10
-
-// brokerFrameLimit is the largest frame a broker that answered CONNECTED so reads, within the
-// proxy's own limit. A larger frame closes the broker's connection (its frame decoder fails),
-// which on a shared connection would cost every neighbour.
-func brokerFrameLimit(c *pb.CommandConnected, proxyMax int) int {
-	if proxyMax <= 0 {
-		proxyMax = frame.DefaultMaxFrameSize
-	}
-	if m := int(c.GetMaxMessageSize()); m > 0 && m+brokerFramePadding < proxyMax {
-		return m + brokerFramePadding
-	}
-	return proxyMax
-}
-
 // current is the member to send on, attaching anew after a lost connection.
 func (x *multiplexed) current() (*mux.Member, CloseReason) {
 	x.mu.Lock()
@@ -248,12 +229,6 @@ func (x *multiplexed) current() (*mux.Member, CloseReason) {
 		return mb, ""
 	}
 	return x.attach()
-}
-
-func (x *multiplexed) frameLimit() int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.maxFrame
 }
 
 func (x *multiplexed) leave() {
@@ -313,11 +288,7 @@ func (x *multiplexed) handle(fr frame.Frame) CloseReason {
 		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error()))
 		return ReasonBadFrame
 	}
-	if n := frame.HeaderSize + len(fr.Command) + len(fr.Payload); n > x.frameLimit() {
-		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, fmt.Sprintf("pulsar-proxy: a frame of %d bytes is over the broker's limit of %d", n, x.frameLimit())))
-		return ReasonBadFrame
-	}
-	d := s.srv.sec.Edge.Command(s.identityNow(), edge.Multiplexed, t, fr.Command)
+	d := s.srv.sec.Edge.Frame(s.identityNow(), edge.Multiplexed, t, fr.Command, fr.Payload)
 	switch d.Outcome {
 	case edge.Refuse:
 		s.countRefusal(d)
@@ -397,6 +368,9 @@ func (x *multiplexed) refused(command []byte, err error) CloseReason {
 	case errors.Is(err, mux.ErrLost):
 		x.inject(frame.Error(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: broker connection lost"))
 		return ReasonBrokerClosed
+	case errors.Is(err, mux.ErrOverBrokerLimit):
+		x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: "+err.Error()))
+		return ReasonBadFrame
 	}
 	s.srv.metrics.refusedCommands.WithLabelValues(string(edge.ReasonType)).Inc()
 	x.inject(edge.FailureFor(cmd, pb.ServerError_NotAllowedError, "pulsar-proxy: "+cmd.GetType().String()+" may not be sent on a multiplexed connection"))

@@ -90,8 +90,21 @@ func dialPeer(t *testing.T, addr string) *peer {
 	return &peer{t: t, c: c, r: frame.NewReader(c, frame.DefaultMaxFrameSize)}
 }
 
+// send writes cmd as a client does: a SEND with its payload section (a message's metadata and
+// an empty body), every other command alone.
 func (p *peer) send(cmd *pb.BaseCommand) {
 	p.t.Helper()
+	if s := cmd.GetSend(); s != nil && cmd.GetType() == pb.BaseCommand_SEND {
+		b, err := frame.AppendPayloadCommand(nil, cmd, nil, &pb.MessageMetadata{
+			ProducerName: proto.String("p"), SequenceId: proto.Uint64(s.GetSequenceId()), PublishTime: proto.Uint64(1)}, nil)
+		if err == nil {
+			_, err = p.c.Write(b)
+		}
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		return
+	}
 	if err := frame.WriteCommand(p.c, cmd); err != nil {
 		p.t.Fatal(err)
 	}

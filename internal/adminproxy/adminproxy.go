@@ -390,6 +390,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	for _, o := range methodOverrides {
 		h.Del(o)
 	}
+	if x != nil && x.decision.FilterTopics {
+		// The answer is read to be filtered: it must come uncompressed (brokers gzip by
+		// default, and Go's HTTP client asks for it).
+		h.Del("Accept-Encoding")
+	}
 	if x == nil || !x.authed {
 		return // authentication off: the client's credentials go on as they are
 	}
