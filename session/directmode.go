@@ -29,6 +29,15 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 		return s.multiplexMode(connect, b.Addr())
 	}
 
+	if d := s.srv.cfg.Descriptors; d != nil {
+		// The broker connection's descriptor, taken before it is dialled.
+		release, ok := d.Acquire(1)
+		if !ok {
+			s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: the proxy has no descriptor left for a broker connection, retry later")
+			return ReasonDescriptors
+		}
+		s.atEnd(release)
+	}
 	began := time.Now()
 	bc, reason := s.openBroker(b.Addr(), connect)
 	if bc == nil {

@@ -64,10 +64,11 @@ type Config struct {
 	Descriptors Descriptors
 }
 
-// Descriptors counts client connections against the file descriptors the process gives its
-// clients; release gives one back when its connection is closed.
+// Descriptors counts descriptors against those the process gives its clients: a client's
+// connection as it is accepted, a direct session's broker connection as it dials; release
+// gives them back when they are closed.
 type Descriptors interface {
-	Acquire() (release func(), ok bool)
+	Acquire(n int64) (release func(), ok bool)
 }
 
 // Resolver answers lookup-mode requests (LOOKUP, PARTITIONED_METADATA,
@@ -221,7 +222,7 @@ func (s *Server) start(c net.Conn) bool {
 	var releaseFD func()
 	if s.cfg.Descriptors != nil {
 		var ok bool
-		if releaseFD, ok = s.cfg.Descriptors.Acquire(); !ok {
+		if releaseFD, ok = s.cfg.Descriptors.Acquire(1); !ok {
 			s.mu.Unlock()
 			s.refuse(c, ReasonDescriptors)
 			return true

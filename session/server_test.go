@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
@@ -173,7 +174,7 @@ func TestMaxConnectionsTellsPlainClients(t *testing.T) {
 // accepted (a plain client is told ServiceNotReady), and an ended session gives its place back.
 func TestDescriptorBudgetRefusesAtAccept(t *testing.T) {
 	cfg := testConfig()
-	cfg.Descriptors = connlimit.NewBudget(connlimit.PerConnection+4, 4, nil, zerolog.Nop()).Share("pulsar", 0, 0) // one connection
+	cfg.Descriptors = connlimit.NewBudget(2, 1, nil, zerolog.Nop()).Share("pulsar", 0, 0) // one descriptor
 	addr, m := startProxy(t, cfg, nil, noTargets{})
 	held := dialPeer(t, addr)
 	held.send(connectCmd(nil))
@@ -306,5 +307,32 @@ func TestServeRetriesAcceptErrors(t *testing.T) {
 	srv.Shutdown(ctx)
 	if err := <-served; !errors.Is(err, ErrServerClosed) {
 		t.Fatalf("Serve after Shutdown: %v", err)
+	}
+}
+
+// A direct session takes its broker connection's descriptor as it dials: with one descriptor
+// left after its own, the first client goes direct and the second is told ServiceNotReady
+// before any broker is dialled; a lookup connection needs only its own.
+func TestDescriptorBudgetCountsTheBrokerConnection(t *testing.T) {
+	b, _ := recordingBroker(t, nil)
+	cfg := testConfig()
+	cfg.Descriptors = connlimit.NewBudget(6, 3, nil, zerolog.Nop()).Share("pulsar", 0, 0) // three descriptors
+	addr, m := startProxy(t, cfg, nil, oneTarget{b})
+	direct := func() *pb.BaseCommand {
+		p := dialPeer(t, addr)
+		p.send(connectCmd(func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(b.Addr()) }))
+		return p.recv()
+	}
+	if got := direct(); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("the first direct session: %v, want CONNECTED", got)
+	}
+	if got := direct(); got.GetError().GetError() != pb.ServerError_ServiceNotReady || !strings.Contains(got.GetError().GetMessage(), "descriptor") {
+		t.Fatalf("a direct session with no descriptor left for its broker: %v, want ServiceNotReady", got)
+	}
+	waitCounter(t, m.closes.WithLabelValues(string(ReasonDescriptors)), 1)
+	lookupConn := dialPeer(t, addr)
+	lookupConn.send(connectCmd(nil))
+	if got := lookupConn.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("a lookup connection on the last descriptor: %v, want CONNECTED", got)
 	}
 }

@@ -26,7 +26,8 @@ type Admin struct {
 	AdminMaxConcurrent   int      `yaml:"maxConcurrentRequests" env:"MAX_CONCURRENT_REQUESTS"`
 	// AdminMaxConcurrentPerPrincipal bounds one principal's requests at once (an
 	// authenticated role's; a client address's without one), so that one cannot keep the
-	// others at 429.
+	// others at 429. 0 (the default): a quarter of maxConcurrentRequests, at least 1, at most 16,
+	// so that lowering maxConcurrentRequests alone keeps the two consistent.
 	AdminMaxConcurrentPerPrincipal int   `yaml:"maxConcurrentRequestsPerPrincipal" env:"MAX_CONCURRENT_REQUESTS_PER_PRINCIPAL"`
 	AdminMaxBodySize               int64 `yaml:"maxRequestBodySize" env:"MAX_REQUEST_BODY_SIZE"`
 	// AdminMaxSpooledBytes bounds the request bodies kept on disk for redirects, all requests
@@ -47,7 +48,7 @@ func adminDefaults() Admin {
 	return Admin{
 		AdminEnabled:                   true,
 		AdminMaxConcurrent:             64,
-		AdminMaxConcurrentPerPrincipal: 16,
+		AdminMaxConcurrentPerPrincipal: 0,
 		AdminMaxBodySize:               256 << 20,
 		AdminMaxSpooledBytes:           1 << 30,
 		AdminMaxRedirects:              8,
@@ -65,8 +66,8 @@ func (c *Config) validateAdmin(p *problems) {
 	if a.AdminMaxConcurrent < 1 {
 		p.bad("admin.maxConcurrentRequests", "must be at least 1, got %d", a.AdminMaxConcurrent)
 	}
-	if a.AdminMaxConcurrentPerPrincipal < 1 || a.AdminMaxConcurrentPerPrincipal > max(a.AdminMaxConcurrent, 1) {
-		p.bad("admin.maxConcurrentRequestsPerPrincipal", "must be between 1 and admin.maxConcurrentRequests (%d), got %d", a.AdminMaxConcurrent, a.AdminMaxConcurrentPerPrincipal)
+	if a.AdminMaxConcurrentPerPrincipal < 0 || a.AdminMaxConcurrentPerPrincipal > max(a.AdminMaxConcurrent, 1) {
+		p.bad("admin.maxConcurrentRequestsPerPrincipal", "must be between 0 (a quarter of admin.maxConcurrentRequests, at most 16) and admin.maxConcurrentRequests (%d), got %d", a.AdminMaxConcurrent, a.AdminMaxConcurrentPerPrincipal)
 	}
 	p.atLeastZero("admin.minBodyRate", a.AdminMinBodyRate, "no floor")
 	p.positive("admin.minBodyRateGrace", a.AdminMinBodyRateGrace)
@@ -138,4 +139,13 @@ func (c *Config) checkWebURLs(p *problems, key string, urls []string) {
 			p.bad(k, "%q: https:// URLs go with broker.tls.enabled: true, http:// with false", u)
 		}
 	}
+}
+
+// PerPrincipal is admin.maxConcurrentRequestsPerPrincipal in force: the setting, or for 0 a
+// quarter of maxConcurrentRequests, at least 1, at most 16.
+func (a Admin) PerPrincipal() int {
+	if a.AdminMaxConcurrentPerPrincipal > 0 {
+		return a.AdminMaxConcurrentPerPrincipal
+	}
+	return min(max(a.AdminMaxConcurrent/4, 1), 16)
 }

@@ -22,8 +22,8 @@ func TestAdminValidation(t *testing.T) {
 		{[]string{workers + "http://w0:6750,http://W0:6750"}, `admin.functionWorkers[1]: "http://W0:6750" is listed twice`},
 		{[]string{workers + "http://w0"}, "admin.functionWorkers[0]"},
 		{[]string{"PULSAR_PROXY_ADMIN_MAX_CONCURRENT_REQUESTS=0"}, "admin.maxConcurrentRequests: must be at least 1"},
-		{[]string{"PULSAR_PROXY_ADMIN_MAX_CONCURRENT_REQUESTS_PER_PRINCIPAL=0"}, "admin.maxConcurrentRequestsPerPrincipal: must be between 1 and admin.maxConcurrentRequests (64), got 0"},
-		{[]string{"PULSAR_PROXY_ADMIN_MAX_CONCURRENT_REQUESTS_PER_PRINCIPAL=65"}, "admin.maxConcurrentRequestsPerPrincipal: must be between 1 and admin.maxConcurrentRequests (64), got 65"},
+		{[]string{"PULSAR_PROXY_ADMIN_MAX_CONCURRENT_REQUESTS_PER_PRINCIPAL=-1"}, "admin.maxConcurrentRequestsPerPrincipal: must be between 0 (a quarter of admin.maxConcurrentRequests, at most 16) and admin.maxConcurrentRequests (64), got -1"},
+		{[]string{"PULSAR_PROXY_ADMIN_MAX_CONCURRENT_REQUESTS_PER_PRINCIPAL=65"}, "admin.maxConcurrentRequestsPerPrincipal: must be between 0 (a quarter of admin.maxConcurrentRequests, at most 16) and admin.maxConcurrentRequests (64), got 65"},
 		{[]string{"PULSAR_PROXY_ADMIN_MAX_CONCURRENT_REQUESTS=8", "PULSAR_PROXY_ADMIN_MAX_CONCURRENT_REQUESTS_PER_PRINCIPAL=8"}, ""},
 		{[]string{"PULSAR_PROXY_ADMIN_MIN_BODY_RATE=-1"}, "admin.minBodyRate: must be 0 (no floor) or greater, got -1"},
 		{[]string{"PULSAR_PROXY_ADMIN_MIN_BODY_RATE=0"}, ""},
@@ -101,5 +101,14 @@ func TestAllowedWebPorts(t *testing.T) {
 	}
 	if d := defaults().Broker.AllowedWebPorts; !slices.Equal(d, []int{8080, 8443}) {
 		t.Errorf("default %v, want Pulsar's web ports [8080 8443]", d)
+	}
+}
+
+// Lowering maxConcurrentRequests alone keeps the per-principal bound within it.
+func TestPerPrincipalFollowsMaxConcurrent(t *testing.T) {
+	for _, tc := range []struct{ max, set, want int }{{64, 0, 16}, {2, 0, 1}, {20, 0, 5}, {200, 0, 16}, {8, 3, 3}} {
+		if got := (Admin{AdminMaxConcurrent: tc.max, AdminMaxConcurrentPerPrincipal: tc.set}).PerPrincipal(); got != tc.want {
+			t.Errorf("maxConcurrentRequests %d, per principal %d: %d in force, want %d", tc.max, tc.set, got, tc.want)
+		}
 	}
 }

@@ -8,22 +8,18 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// PerConnection is how many file descriptors one client connection is counted as: its own,
-// and the one it may make the proxy open for it (a direct session's broker connection; an
-// admin request's connection to a broker's web service, or its spooled body). Counting both
-// keeps the reserve whole whatever the clients do, at the price of leaving some descriptors
-// unused when most clients only look topics up.
-const PerConnection = 2
-
-// Budget is the file descriptors the process lets its clients hold: the open-files limit less
-// a reserve kept for what belongs to no client (the listeners, the lookup pool's, discovery's
+// Budget is the file descriptors the process lets its clients hold, counted as they are
+// taken: a client connection's own, and the one it makes the proxy open for it (a direct
+// session's broker connection, taken as it dials; an admin request's connection to a broker's
+// web service or its spooled body, counted with the HTTP connection). It is the open-files
+// limit less a reserve kept for what belongs to no client (the listeners, the lookup pool's, discovery's
 // and multiplexed broker connections, configuration, certificate and policy reloads, the log).
 // A process that runs out of descriptors stops accepting on every listener at once and fails
 // its reloads; with the budget a client over it is refused as it is accepted instead, and the
 // rest keeps working. Each listener takes its part through a Share, so that a flood on one
 // cannot take what another needs.
 type Budget struct {
-	conns   int64 // client connections the budget holds, all listeners together
+	fds     int64 // the descriptors the budget holds, all listeners together
 	metrics *BudgetMetrics
 
 	mu     sync.Mutex
@@ -38,7 +34,7 @@ func NewBudget(limit, reserve uint64, m *BudgetMetrics, log zerolog.Logger) *Bud
 	if m == nil {
 		m = NewBudgetMetrics(nil)
 	}
-	b := &Budget{conns: math.MaxInt64 / 2, metrics: m}
+	b := &Budget{fds: math.MaxInt64 / 2, metrics: m}
 	if limit == 0 {
 		m.total.Set(math.Inf(1))
 		return b
@@ -48,15 +44,15 @@ func NewBudget(limit, reserve uint64, m *BudgetMetrics, log zerolog.Logger) *Bud
 			Msg("session.descriptorReserve is more than half the open-files limit; keeping half of it back instead (raise the limit: ulimit -n, or the container runtime's nofile)")
 		reserve = limit / 2
 	}
-	b.conns = int64((limit - reserve) / PerConnection)
-	m.total.Set(float64(b.conns))
+	b.fds = int64(limit - reserve)
+	m.total.Set(float64(b.fds))
 	return b
 }
 
-// Connections is how many client connections the budget holds, all listeners together.
-func (b *Budget) Connections() int64 { return b.conns }
+// Descriptors is how many descriptors the budget holds, all listeners together.
+func (b *Budget) Descriptors() int64 { return b.fds }
 
-// Share is one listener's part of a Budget: at most ceiling connections, and floor of them kept
+// Share is one listener's part of a Budget: at most ceiling descriptors, and floor of them kept
 // for it (the other listeners cannot take those, even when it holds fewer).
 type Share struct {
 	b              *Budget
@@ -66,11 +62,11 @@ type Share struct {
 	refused        prometheus.Counter
 }
 
-// Share gives the listener name (a metric label) its part: at most ceiling connections (0: the
+// Share gives the listener name (a metric label) its part: at most ceiling descriptors (0: the
 // whole budget), floor of them kept for it (at most ceiling).
 func (b *Budget) Share(name string, floor, ceiling int64) *Share {
-	if ceiling <= 0 || ceiling > b.conns {
-		ceiling = b.conns
+	if ceiling <= 0 || ceiling > b.fds {
+		ceiling = b.fds
 	}
 	s := &Share{b: b, floor: min(floor, ceiling), ceiling: ceiling,
 		usedGauge: b.metrics.used.WithLabelValues(name), refused: b.metrics.refused.WithLabelValues(name)}
@@ -80,21 +76,21 @@ func (b *Budget) Share(name string, floor, ceiling int64) *Share {
 	return s
 }
 
-// Acquire counts a new client connection of the share's listener. It reports false, holding
-// nothing, when the listener is at its ceiling or the budget is spent, the other listeners'
-// floors included; otherwise release must be called once, when the connection is closed.
-func (s *Share) Acquire() (release func(), ok bool) {
+// Acquire counts n descriptors a client of the share's listener takes. It reports false,
+// holding nothing, when the listener is at its ceiling or the budget is spent, the other
+// listeners' floors included; otherwise release must be called once, when they are closed.
+func (s *Share) Acquire(n int64) (release func(), ok bool) {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s.used >= s.ceiling || b.used+1+b.keptFor(s) > b.conns {
+	if s.used+n > s.ceiling || b.used+n+b.keptFor(s) > b.fds {
 		s.refused.Inc()
 		return nil, false
 	}
-	s.used++
-	b.used++
-	s.usedGauge.Inc()
-	return s.release, true
+	s.used += n
+	b.used += n
+	s.usedGauge.Add(float64(n))
+	return func() { s.release(n) }, true
 }
 
 // keptFor is what the other listeners' floors keep from s: the part of each floor not in use.
@@ -108,12 +104,12 @@ func (b *Budget) keptFor(s *Share) int64 {
 	return kept
 }
 
-func (s *Share) release() {
+func (s *Share) release(n int64) {
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
-	s.used--
-	s.b.used--
-	s.usedGauge.Dec()
+	s.used -= n
+	s.b.used -= n
+	s.usedGauge.Sub(float64(n))
 }
 
 // BudgetMetrics are the descriptor budget's series; label values are listener names.
@@ -127,16 +123,16 @@ type BudgetMetrics struct {
 func NewBudgetMetrics(reg prometheus.Registerer) *BudgetMetrics {
 	m := &BudgetMetrics{
 		total: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pulsar_proxy_descriptor_budget_connections",
-			Help: "Client connections the process admits, all listeners together: (open-files limit - session.descriptorReserve) / 2, each connection counted with the broker connection it may need; +Inf without a limit.",
+			Name: "pulsar_proxy_descriptor_budget",
+			Help: "File descriptors the process lets its clients hold, all listeners together: the open-files limit less session.descriptorReserve; +Inf without a limit.",
 		}),
 		used: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "pulsar_proxy_descriptor_budget_used_connections",
-			Help: "Client connections counted against the descriptor budget now, by listener (pulsar: both Pulsar listeners; http, https).",
+			Name: "pulsar_proxy_descriptor_budget_used",
+			Help: "Descriptors counted against the budget now, by listener (pulsar: both Pulsar listeners' connections and direct sessions' broker connections; http, https: two a connection).",
 		}, []string{"listener"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_descriptor_budget_refused_total",
-			Help: "Client connections closed as they were accepted because the descriptor budget (or the listener's part of it) was spent, by listener.",
+			Help: "Client connections closed as they were accepted, or direct sessions refused before they dialled their broker, because the descriptor budget (or the listener's part of it) was spent, by listener.",
 		}, []string{"listener"}),
 	}
 	if reg != nil {

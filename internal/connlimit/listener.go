@@ -108,7 +108,7 @@ func (l *limited) admit(addr net.Addr) (release func(), reason string) {
 	}
 	fdRelease := func() {}
 	if l.c.Share != nil {
-		if fdRelease, ok = l.c.Share.Acquire(); !ok {
+		if fdRelease, ok = l.c.Share.Acquire(HTTPDescriptors); !ok {
 			ipRelease()
 			l.open.Add(-1)
 			return nil, ReasonDescriptors
@@ -116,6 +116,10 @@ func (l *limited) admit(addr net.Addr) (release func(), reason string) {
 	}
 	return func() { fdRelease(); ipRelease(); l.open.Add(-1) }, ""
 }
+
+// HTTPDescriptors is what an HTTP connection counts for in the descriptor budget: its own, and
+// the one an admin request opens to a broker's web service (or its spooled body).
+const HTTPDescriptors = 2
 
 // refuseWriteTimeout bounds telling a refused client why, in the accepting goroutine: the
 // answer fits any fresh socket's send buffer, so this is only a backstop.

@@ -40,7 +40,7 @@ func buildAdmin(cfg *config.Config, brokers *lookup.BrokerSet, sec session.Secur
 		RequestTimeout:            a.AdminRequestTimeout,
 		ReadTimeout:               a.AdminReadTimeout,
 		MaxConcurrent:             a.AdminMaxConcurrent,
-		MaxConcurrentPerPrincipal: a.AdminMaxConcurrentPerPrincipal,
+		MaxConcurrentPerPrincipal: a.PerPrincipal(),
 		MinBodyRate:               float64(a.AdminMinBodyRate),
 		MinBodyRateGrace:          a.AdminMinBodyRateGrace,
 		IPv6PrefixLength:          cfg.Session.IPv6PrefixLength,

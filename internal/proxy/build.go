@@ -100,11 +100,11 @@ func serverVersion(version string) string { return "pulsar-proxy/" + version }
 // listener its part: the Pulsar listeners all of it but the HTTP listeners' floors.
 func (p *Proxy) budgetShares() {
 	p.budget = connlimit.NewBudget(connlimit.OpenFilesLimit(), uint64(p.cfg.Session.DescriptorReserve), connlimit.NewBudgetMetrics(p.reg), p.log)
-	httpCeiling := p.budget.Connections() / httpBudgetDivisor
+	httpCeiling := p.budget.Descriptors() / httpBudgetDivisor
 	p.fdPulsar = p.budget.Share("pulsar", 0, 0)
-	p.fdHTTP = p.budget.Share("http", httpBudgetFloor, httpCeiling)
+	p.fdHTTP = p.budget.Share("http", httpBudgetFloor*connlimit.HTTPDescriptors, httpCeiling)
 	if p.cfg.Admin.AdminListenHTTPS != "" {
-		p.fdHTTPS = p.budget.Share("https", httpBudgetFloor, httpCeiling)
+		p.fdHTTPS = p.budget.Share("https", httpBudgetFloor*connlimit.HTTPDescriptors, httpCeiling)
 	}
 	p.httpConns = connlimit.NewListenerMetrics(p.reg)
 }
