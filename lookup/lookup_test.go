@@ -196,7 +196,7 @@ func TestResolverFollowsRedirects(t *testing.T) {
 	r := NewResolver(NewBrokerSet(static, SetOptions{LearnedTTL: time.Minute}), pool, 5*time.Second, 3, false, nil)
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(7)}}
-	resp, err := r.Resolve(context.Background(), cmd)
+	resp, err := r.Resolve(context.Background(), upstream.Client{}, cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestResolverBoundsRedirects(t *testing.T) {
 	pool := testPool()
 	defer pool.Close()
 	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, false, nil)
-	_, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+	_, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(1)}})
 	var le *Error
 	if !errors.As(err, &le) || le.Code != pb.ServerError_ServiceNotReady || !strings.Contains(le.Message, "redirected more than 3") {
@@ -238,19 +238,19 @@ func TestResolverSkipsDeadBroker(t *testing.T) {
 	defer pool.Close()
 	r := NewResolver(set, pool, 5*time.Second, 3, false, nil)
 	for i := range 4 { // round robin starts on each broker at least once
-		resp, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		resp, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(uint64(i))}})
 		if err != nil || resp.GetLookupTopicResponse().GetBrokerServiceUrl() != live.URL {
 			t.Fatalf("lookup %d: %v %v", i, resp, err)
 		}
 	}
-	set.probeAll(context.Background(), pool.Ping, time.Second)
+	set.probeAll(context.Background(), ownPing(pool), time.Second)
 	if ok, reason := set.Ready(); !ok {
 		t.Fatalf("set not ready with one live broker: %s", reason)
 	}
 	only, _ := NewStatic([]string{deadURL})
 	deadSet := NewBrokerSet(only, SetOptions{})
-	deadSet.probeAll(context.Background(), pool.Ping, time.Second)
+	deadSet.probeAll(context.Background(), ownPing(pool), time.Second)
 	if ok, reason := deadSet.Ready(); ok || !strings.Contains(reason, deadURL) {
 		t.Fatalf("dead-only set ready=%v reason=%q", ok, reason)
 	}
@@ -293,7 +293,7 @@ func TestResolverChecksRedirectTargets(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := NewResolver(tc.set(), pool, 5*time.Second, 3, false, nil)
-			resp, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+			resp, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 				Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(1)}})
 			var le *Error
 			if !errors.As(err, &le) || le.Code != pb.ServerError_ServiceNotReady ||
@@ -327,7 +327,7 @@ func TestResolverPinsTheDialledEndpoint(t *testing.T) {
 	pool := testPool() // plaintext underneath: what is tested is which URL is followed
 	defer pool.Close()
 	lookupTopic := func(r *Resolver, topic string) (*pb.CommandLookupTopicResponse, error) {
-		resp, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		resp, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String(topic), RequestId: proto.Uint64(1)}})
 		return resp.GetLookupTopicResponse(), err
 	}
@@ -356,4 +356,9 @@ func TestResolverPinsTheDialledEndpoint(t *testing.T) {
 	if lr.GetBrokerServiceUrl() != owner.URL || lr.GetBrokerServiceUrlTls() != "pulsar+ssl://"+owner.Addr() {
 		t.Fatalf("plaintext: answer names %q and %q, want %s twice", lr.GetBrokerServiceUrl(), lr.GetBrokerServiceUrlTls(), owner.Addr())
 	}
+}
+
+// ownPing is the pool's Ping of its own connections, the health checks' prober.
+func ownPing(p *upstream.Pool) Prober {
+	return func(ctx context.Context, addr string) error { return p.Ping(ctx, addr, upstream.Client{}) }
 }

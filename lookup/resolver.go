@@ -37,21 +37,17 @@ func NewResolver(set *BrokerSet, pool RoundTripper, timeout time.Duration, maxRe
 }
 
 // RoundTripper sends one request to the broker at addr and returns its answer: the
-// proxy's pooled broker connections (upstream.Pool), which make it as the client that ctx
-// names (upstream.WithPrincipal).
+// proxy's pooled broker connections (upstream.Pool), which make it as client.
 type RoundTripper interface {
-	RoundTrip(ctx context.Context, addr string, cmd *pb.BaseCommand) (*pb.BaseCommand, error)
+	RoundTrip(ctx context.Context, addr string, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error)
 }
-
-// principalOf is part of the coalescing key, so clients with different rights never share
-// an answer ("" for clients without a role).
-func principalOf(ctx context.Context) string { return upstream.ClientOf(ctx).Principal }
 
 // coalesceKey identifies requests whose answers are interchangeable: LOOKUP and
 // PARTITIONED_METADATA requests equal in every field but the request id (topic,
 // authoritative, listener, properties, metadata_auto_creation_enabled, and any field a later
-// protocol adds), made for the same principal. Other commands are not coalesced.
-func coalesceKey(ctx context.Context, cmd *pb.BaseCommand) (string, bool) {
+// protocol adds), made for the same principal (clients with different rights never share an
+// answer). Other commands are not coalesced.
+func coalesceKey(client upstream.Client, cmd *pb.BaseCommand) (string, bool) {
 	switch cmd.GetType() {
 	case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA:
 	default:
@@ -63,7 +59,7 @@ func coalesceKey(ctx context.Context, cmd *pb.BaseCommand) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	p := principalOf(ctx)
+	p := client.Principal
 	return strconv.Itoa(len(p)) + ":" + p + string(b), true
 }
 
@@ -77,7 +73,7 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // Resolve sends a LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE or GET_SCHEMA to a
-// broker and returns the broker's answer (its request id is the pool's; the caller restores
+// broker, as client, and returns the broker's answer (its request id is the pool's; the caller restores
 // its own). LOOKUP redirects are followed up to the configured number of hops, each only to a
 // broker the target rule allows (BrokerSet.Allow, after Learn), and a LOOKUP
 // answer's two broker URLs both name the endpoint the proxy dials (see pinEndpoint). cmd is
@@ -85,12 +81,12 @@ func (e *Error) Error() string { return e.Message }
 //
 // Identical concurrent LOOKUP and PARTITIONED_METADATA requests (see coalesceKey) share one
 // broker request; each caller gets its own copy of the answer.
-func (r *Resolver) Resolve(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	key, ok := coalesceKey(ctx, cmd)
+func (r *Resolver) Resolve(ctx context.Context, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+	key, ok := coalesceKey(client, cmd)
 	if !ok {
 		ctx, cancel := context.WithTimeout(ctx, r.timeout)
 		defer cancel()
-		return r.resolve(ctx, cmd)
+		return r.resolve(ctx, client, cmd)
 	}
 	var ran atomic.Bool
 	ch := r.flight.DoChan(key, func() (any, error) {
@@ -99,7 +95,7 @@ func (r *Resolver) Resolve(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCo
 		// wait for the same answer. The timeout still bounds it.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
 		defer cancel()
-		return r.resolve(fctx, proto.Clone(cmd).(*pb.BaseCommand))
+		return r.resolve(fctx, client, proto.Clone(cmd).(*pb.BaseCommand))
 	})
 	select {
 	case res := <-ch:
@@ -115,23 +111,23 @@ func (r *Resolver) Resolve(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCo
 	}
 }
 
-func (r *Resolver) resolve(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+func (r *Resolver) resolve(ctx context.Context, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
 	if cmd.GetType() == pb.BaseCommand_LOOKUP {
-		return r.lookup(ctx, cmd)
+		return r.lookup(ctx, client, cmd)
 	}
-	return r.anyBroker(ctx, cmd)
+	return r.anyBroker(ctx, client, cmd)
 }
 
 // anyBroker asks the first broker that answers; a broker that cannot be reached is skipped
 // so one dead broker never fails a client's request while another is up.
-func (r *Resolver) anyBroker(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+func (r *Resolver) anyBroker(ctx context.Context, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
 	brokers, err := r.set.pick()
 	if err != nil {
 		return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: err.Error()}
 	}
 	var errs []error
 	for _, b := range brokers {
-		resp, err := r.roundTrip(ctx, b.Addr(), cmd)
+		resp, err := r.roundTrip(ctx, b.Addr(), client, cmd)
 		if err == nil {
 			return resp, nil
 		}
@@ -143,8 +139,8 @@ func (r *Resolver) anyBroker(ctx context.Context, cmd *pb.BaseCommand) (*pb.Base
 	return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("no broker answered: %v", errors.Join(errs...))}
 }
 
-func (r *Resolver) lookup(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	resp, err := r.anyBroker(ctx, cmd)
+func (r *Resolver) lookup(ctx context.Context, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+	resp, err := r.anyBroker(ctx, client, cmd)
 	for hop := 0; ; hop++ {
 		if err != nil {
 			return nil, err
@@ -173,7 +169,7 @@ func (r *Resolver) lookup(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCom
 			return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s: a broker redirected to %s, which the proxy may not dial: %v", topic, next.URL, aerr)}
 		}
 		cmd.LookupTopic.Authoritative = lr.Authoritative
-		resp, err = r.roundTrip(ctx, next.Addr(), cmd)
+		resp, err = r.roundTrip(ctx, next.Addr(), client, cmd)
 		if err != nil {
 			err = &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s at %s: %v", topic, next.URL, err)}
 		}
@@ -202,7 +198,7 @@ func pinEndpoint(lr *pb.CommandLookupTopicResponse, b Broker) {
 	lr.BrokerServiceUrlTls = proto.String("pulsar+ssl://" + b.Addr())
 }
 
-func (r *Resolver) roundTrip(ctx context.Context, addr string, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+func (r *Resolver) roundTrip(ctx context.Context, addr string, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
 	r.metrics.brokerRequests.WithLabelValues(cmd.GetType().String(), addr).Inc()
-	return r.pool.RoundTrip(ctx, addr, cmd)
+	return r.pool.RoundTrip(ctx, addr, client, cmd)
 }

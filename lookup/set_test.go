@@ -282,7 +282,7 @@ func TestResolverCoalescesIdenticalLookups(t *testing.T) {
 	m := NewMetrics(nil)
 	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, false, m)
 	lookup := func(ctx context.Context, topic string, id uint64, authoritative bool) (*pb.BaseCommand, error) {
-		return r.Resolve(ctx, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		return r.Resolve(ctx, upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String(topic), RequestId: proto.Uint64(id), Authoritative: proto.Bool(authoritative)}})
 	}
 
@@ -357,12 +357,12 @@ func TestResolverCoalescesIdenticalLookups(t *testing.T) {
 
 func TestCoalesceKeySeparatesPrincipals(t *testing.T) {
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{Topic: proto.String("t"), RequestId: proto.Uint64(1)}}
-	a, _ := coalesceKey(upstream.WithPrincipal(context.Background(), "alice"), cmd)
-	b, _ := coalesceKey(upstream.WithPrincipal(context.Background(), "bob"), cmd)
+	a, _ := coalesceKey(upstream.Client{Principal: "alice"}, cmd)
+	b, _ := coalesceKey(upstream.Client{Principal: "bob"}, cmd)
 	if a == b {
 		t.Fatal("two principals share a coalescing key")
 	}
-	if _, ok := coalesceKey(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_GET_SCHEMA.Enum()}); ok {
+	if _, ok := coalesceKey(upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_GET_SCHEMA.Enum()}); ok {
 		t.Fatal("GET_SCHEMA must not be coalesced")
 	}
 }
@@ -386,7 +386,7 @@ func TestResolverLearnsOwnersFromLookupAnswers(t *testing.T) {
 		t.Fatal("allowed before any lookup named it")
 	}
 	for i, topic := range []string{"persistent://public/default/failed", "persistent://public/default/t"} {
-		if _, err := r.Resolve(context.Background(), &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		if _, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String(topic), RequestId: proto.Uint64(uint64(i))}}); err != nil {
 			t.Fatal(err)
 		}
@@ -402,7 +402,7 @@ func TestResolverLearnsOwnersFromLookupAnswers(t *testing.T) {
 // Finding 6: a waiting caller must never get an answer computed for another caller's flags
 // (a reader's do-not-create request must not share a creating one's answer).
 func TestCoalesceKeyCoversEveryRequestField(t *testing.T) {
-	ctx := upstream.WithPrincipal(context.Background(), "alice")
+	alice := upstream.Client{Principal: "alice"}
 	pm := func(create bool) *pb.BaseCommand {
 		return &pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA.Enum(), PartitionMetadata: &pb.CommandPartitionedTopicMetadata{
 			Topic: proto.String("t"), RequestId: proto.Uint64(1), MetadataAutoCreationEnabled: proto.Bool(create)}}
@@ -415,8 +415,8 @@ func TestCoalesceKeyCoversEveryRequestField(t *testing.T) {
 		return &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: l}
 	}
 	for _, pair := range [][2]*pb.BaseCommand{{pm(true), pm(false)}, {lk(), lk("a")}, {lk("a"), lk("b")}} {
-		a, _ := coalesceKey(ctx, pair[0])
-		b, _ := coalesceKey(ctx, pair[1])
+		a, _ := coalesceKey(alice, pair[0])
+		b, _ := coalesceKey(alice, pair[1])
 		if a == b {
 			t.Fatalf("%v and %v share a coalescing key", pair[0], pair[1])
 		}
@@ -424,7 +424,7 @@ func TestCoalesceKeyCoversEveryRequestField(t *testing.T) {
 	// The request id alone does not separate requests.
 	x, y := pm(true), pm(true)
 	y.PartitionMetadata.RequestId = proto.Uint64(77)
-	if a, _ := coalesceKey(ctx, x); a != func() string { b, _ := coalesceKey(ctx, y); return b }() {
+	if a, _ := coalesceKey(alice, x); a != func() string { b, _ := coalesceKey(alice, y); return b }() {
 		t.Fatal("request ids separate otherwise equal requests")
 	}
 }

@@ -11,15 +11,15 @@ import (
 
 // watchPool is a RoundTripper that also opens topic-list watchers (upstream.Pool does).
 type watchPool interface {
-	WatchTopics(ctx context.Context, addr string, cmd *pb.BaseCommand, w upstream.TopicWatcher) (*pb.BaseCommand, *upstream.TopicWatch, error)
+	WatchTopics(ctx context.Context, addr string, client upstream.Client, cmd *pb.BaseCommand, w upstream.TopicWatcher) (*pb.BaseCommand, *upstream.TopicWatch, error)
 	TopicWatchers() (offered, known bool)
-	Ping(ctx context.Context, addr string) error
+	Ping(ctx context.Context, addr string, client upstream.Client) error
 }
 
 // TopicWatchers says whether lookup-mode clients may be offered topic-list watchers: the
 // brokers offer them and the pool can open them. Until the pool has seen a broker's
-// CONNECTED, it connects to one for ctx's client (whose lookups will use that connection).
-func (r *Resolver) TopicWatchers(ctx context.Context) bool {
+// CONNECTED, it connects to one for client (whose lookups will use that connection).
+func (r *Resolver) TopicWatchers(ctx context.Context, client upstream.Client) bool {
 	p, ok := r.pool.(watchPool)
 	if !ok {
 		return false
@@ -33,16 +33,16 @@ func (r *Resolver) TopicWatchers(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	p.Ping(ctx, brokers[0].Addr()) // a failure leaves it unknown: not offered
+	p.Ping(ctx, brokers[0].Addr(), client) // a failure leaves it unknown: not offered
 	offered, _ := p.TopicWatchers()
 	return offered
 }
 
 // WatchTopics opens a lookup-mode client's topic-list watcher (cmd: its WATCH_TOPIC_LIST) on
-// the first broker that answers, over the pooled connection of ctx's principal. Any broker
+// the first broker that answers, over the pooled connection of client. Any broker
 // serves a namespace's watcher: it follows the metadata store, not bundle ownership. The
 // answer's ids are the pool's; the caller restores its own.
-func (r *Resolver) WatchTopics(ctx context.Context, cmd *pb.BaseCommand, w upstream.TopicWatcher) (*pb.BaseCommand, *upstream.TopicWatch, error) {
+func (r *Resolver) WatchTopics(ctx context.Context, client upstream.Client, cmd *pb.BaseCommand, w upstream.TopicWatcher) (*pb.BaseCommand, *upstream.TopicWatch, error) {
 	p, ok := r.pool.(watchPool)
 	if !ok {
 		return nil, nil, &Error{Code: pb.ServerError_NotAllowedError, Message: "topic-list watchers are not served here"}
@@ -56,7 +56,7 @@ func (r *Resolver) WatchTopics(ctx context.Context, cmd *pb.BaseCommand, w upstr
 	var errs []error
 	for _, b := range brokers {
 		r.metrics.brokerRequests.WithLabelValues(cmd.GetType().String(), b.Addr()).Inc()
-		resp, watch, err := p.WatchTopics(ctx, b.Addr(), cmd, w)
+		resp, watch, err := p.WatchTopics(ctx, b.Addr(), client, cmd, w)
 		if err == nil {
 			return resp, watch, nil
 		}

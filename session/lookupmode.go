@@ -261,9 +261,9 @@ func (s *session) answer(cmd *pb.BaseCommand, resolved func()) {
 	t := cmd.GetType().String()
 	clientID, _ := frame.RequestID(cmd)
 	began := time.Now()
-	// The context names the client's role: lookups go out as that principal and are
-	// coalesced only with the same principal's.
-	resp, err := s.srv.resolver.Resolve(s.lookupContext(), cmd)
+	// Lookups go out as the client's principal and are coalesced only with the same
+	// principal's.
+	resp, err := s.srv.resolver.Resolve(s.ctx, s.brokerClient(), cmd)
 	resolved()
 	s.srv.metrics.lookupSeconds.WithLabelValues(t).Observe(time.Since(began).Seconds())
 	if err != nil {

@@ -17,14 +17,14 @@ import (
 // topicWatchResolver is a Resolver that also opens topic-list watchers on brokers for
 // lookup-mode clients (lookup.Resolver).
 type topicWatchResolver interface {
-	TopicWatchers(ctx context.Context) bool
-	WatchTopics(ctx context.Context, cmd *pb.BaseCommand, w upstream.TopicWatcher) (*pb.BaseCommand, *upstream.TopicWatch, error)
+	TopicWatchers(ctx context.Context, client upstream.Client) bool
+	WatchTopics(ctx context.Context, client upstream.Client, cmd *pb.BaseCommand, w upstream.TopicWatcher) (*pb.BaseCommand, *upstream.TopicWatch, error)
 }
 
 // offersTopicWatchers says whether a lookup-mode CONNECTED offers topic-list watchers: when
 // the brokers do and the proxy can open them (see watchesTopics).
 func (s *session) offersTopicWatchers() bool {
-	return s.watchesTopics() && s.srv.resolver.(topicWatchResolver).TopicWatchers(s.lookupContext())
+	return s.watchesTopics() && s.srv.resolver.(topicWatchResolver).TopicWatchers(s.ctx, s.brokerClient())
 }
 
 // watchesTopics says whether the proxy opens lookup-mode clients' topic-list watchers. Not
@@ -90,7 +90,7 @@ func (ws *lookupWatchers) start(cmd *pb.BaseCommand, done func()) {
 		return
 	}
 	resolver := s.srv.resolver.(topicWatchResolver)
-	resp, watch, err := resolver.WatchTopics(s.lookupContext(), cmd, cw)
+	resp, watch, err := resolver.WatchTopics(s.ctx, s.brokerClient(), cmd, cw)
 	done()
 	frame.SetRequestID(cmd, reqID) // the pool gave it its own
 	if err != nil {

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
@@ -99,15 +98,6 @@ func (s *session) brokerClient() upstream.Client {
 		c.AuthMethod, c.AuthData, c.Expires = s.clientCreds.Method, s.clientCreds.Data, s.identity.Expires
 	}
 	return c
-}
-
-// lookupContext says whom lookups are made for at the brokers.
-func (s *session) lookupContext() context.Context {
-	c := s.brokerClient()
-	if c.Principal == "" {
-		return s.ctx
-	}
-	return upstream.WithClient(s.ctx, c)
 }
 
 // identity is who the client is now (renewed on refresh).

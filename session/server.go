@@ -74,7 +74,7 @@ type Descriptors interface {
 // Resolver answers lookup-mode requests (LOOKUP, PARTITIONED_METADATA,
 // GET_TOPICS_OF_NAMESPACE, GET_SCHEMA) by asking brokers.
 type Resolver interface {
-	Resolve(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error)
+	Resolve(ctx context.Context, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error)
 }
 
 // Targets decides which direct-mode targets may be dialled.

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fakeResolver answers every request from a function.
 type fakeResolver func(cmd *pb.BaseCommand) (*pb.BaseCommand, error)
 
-func (f fakeResolver) Resolve(_ context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+func (f fakeResolver) Resolve(_ context.Context, _ upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
 	return f(cmd)
 }
 

@@ -29,27 +29,6 @@ type PoolConfig struct {
 	MaxPrincipals int
 }
 
-// WithPrincipal marks a lookup as made for a client role: it goes over a broker connection
-// whose CONNECT carries that role as original_principal, so the broker authorizes the
-// lookup as the client, never as the proxy.
-func WithPrincipal(ctx context.Context, principal string) context.Context {
-	return context.WithValue(ctx, clientKey{}, Client{Principal: principal})
-}
-
-// WithClient is WithPrincipal with the client's credentials forwarded: such connections are
-// per credentials, and closed when they expire.
-func WithClient(ctx context.Context, c Client) context.Context {
-	return context.WithValue(ctx, clientKey{}, c)
-}
-
-type clientKey struct{}
-
-// ClientOf is whom ctx's requests are made for.
-func ClientOf(ctx context.Context) Client {
-	c, _ := ctx.Value(clientKey{}).(Client)
-	return c
-}
-
 // Pool keeps one long-lived connection per broker for the proxy's own requests (lookups,
 // partition metadata, schemas, health pings). Request ids are the pool's own: callers' ids
 // are replaced on the way out and callers put theirs back on the answer.
@@ -77,10 +56,14 @@ var ErrPoolClosed = errors.New("lookup pool closed")
 // ErrTooManyPending is returned when a broker connection has MaxPending requests in flight.
 var ErrTooManyPending = errors.New("too many requests in flight to broker")
 
-// RoundTrip sends cmd (which must carry a request_id field) to the broker at addr and waits
-// for the answer with the same id. cmd is modified: its request_id becomes the pool's.
-func (p *Pool) RoundTrip(ctx context.Context, addr string, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	c, err := p.conn(ctx, addr)
+// RoundTrip sends cmd (which must carry a request_id field) to the broker at addr, over the
+// pooled connection made for client, and waits for the answer with the same id. A client
+// with a role gets a connection whose CONNECT names that role as original_principal, so the
+// broker authorizes the request as the client, never as the proxy (with its credentials
+// forwarded, one per credentials, closed when they expire). cmd is modified: its request_id
+// becomes the pool's.
+func (p *Pool) RoundTrip(ctx context.Context, addr string, client Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+	c, err := p.conn(ctx, addr, client)
 	if err != nil {
 		return nil, err
 	}
@@ -91,9 +74,10 @@ func (p *Pool) RoundTrip(ctx context.Context, addr string, cmd *pb.BaseCommand) 
 // broker that answers the proxy's CONNECT with an error is up too: it refuses the proxy's
 // own identity, not clients, whose connections carry their own (brokers that authenticate
 // original_auth_data refuse an ownPrincipal that comes without credentials). The refusal is
-// logged when it first appears or changes.
-func (p *Pool) Ping(ctx context.Context, addr string) error {
-	c, err := p.conn(ctx, addr)
+// logged when it first appears or changes. client is whose connection is pinged (the zero
+// Client: the proxy's own).
+func (p *Pool) Ping(ctx context.Context, addr string, client Client) error {
+	c, err := p.conn(ctx, addr, client)
 	var refused *BrokerError
 	if errors.As(err, &refused) {
 		if prev, _ := p.refusals.Swap(addr, refused.Error()); prev != refused.Error() {
@@ -121,8 +105,7 @@ func (p *Pool) Close() {
 	}
 }
 
-func (p *Pool) conn(ctx context.Context, addr string) (*brokerConn, error) {
-	client := ClientOf(ctx)
+func (p *Pool) conn(ctx context.Context, addr string, client Client) (*brokerConn, error) {
 	principal := client.Principal
 	var key string
 	switch {

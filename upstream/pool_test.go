@@ -76,8 +76,7 @@ func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 	defer pool.Close()
 	lookupAs := func(principal string) {
 		t.Helper()
-		ctx := WithPrincipal(context.Background(), principal)
-		resp, err := pool.RoundTrip(ctx, b.addr, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		resp, err := pool.RoundTrip(context.Background(), b.addr, Client{Principal: principal}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String("t"), RequestId: proto.Uint64(1)}})
 		if err != nil || resp.GetLookupTopicResponse().GetResponse() != pb.CommandLookupTopicResponse_Connect {
 			t.Fatalf("lookup as %q: %v %v", principal, resp, err)
@@ -86,7 +85,7 @@ func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 	lookupAs("alice")
 	lookupAs("alice") // reuses alice's connection
 	lookupAs("bob")
-	if err := pool.Ping(context.Background(), b.addr); err != nil {
+	if err := pool.Ping(context.Background(), b.addr, Client{}); err != nil {
 		t.Fatal(err)
 	}
 	connects, _, _ := b.principals()
@@ -124,8 +123,8 @@ func TestPoolForwardsClientCredentialsUntilTheyExpire(t *testing.T) {
 	defer pool.Close()
 	lookupWith := func(tok string, expires time.Time) {
 		t.Helper()
-		ctx := WithClient(context.Background(), Client{Principal: "alice", AuthMethod: "token", AuthData: []byte(tok), Expires: expires})
-		if _, err := pool.RoundTrip(ctx, b.addr, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		client := Client{Principal: "alice", AuthMethod: "token", AuthData: []byte(tok), Expires: expires}
+		if _, err := pool.RoundTrip(context.Background(), b.addr, client, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String("t"), RequestId: proto.Uint64(1)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -179,13 +178,13 @@ func TestPingCountsARefusingBrokerAsUp(t *testing.T) {
 	refusing := ln.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := pool.Ping(ctx, refusing); err != nil {
+	if err := pool.Ping(ctx, refusing, Client{}); err != nil {
 		t.Fatalf("a broker answering CONNECT with an error: %v, want up", err)
 	}
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadBroker := dead.Addr().String()
 	dead.Close()
-	if err := pool.Ping(ctx, deadBroker); err == nil {
+	if err := pool.Ping(ctx, deadBroker, Client{}); err == nil {
 		t.Fatal("a closed port counted as up")
 	}
 }

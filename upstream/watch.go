@@ -25,16 +25,16 @@ type TopicWatch struct {
 }
 
 // WatchTopics opens a topic-list watcher (cmd is a WATCH_TOPIC_LIST) on the pooled
-// connection to addr made for ctx's client. Several clients' watchers share that connection,
+// connection to addr made for client. Several clients' watchers share that connection,
 // so the watcher id becomes one unique on it; w gets the broker's updates for it. The answer
 // is the broker's (a WATCH_TOPIC_LIST_SUCCESS or an ERROR), its ids the pool's; on anything
 // but success the watcher is not open. cmd is modified.
-func (p *Pool) WatchTopics(ctx context.Context, addr string, cmd *pb.BaseCommand, w TopicWatcher) (*pb.BaseCommand, *TopicWatch, error) {
+func (p *Pool) WatchTopics(ctx context.Context, addr string, client Client, cmd *pb.BaseCommand, w TopicWatcher) (*pb.BaseCommand, *TopicWatch, error) {
 	wl := cmd.GetWatchTopicList()
 	if wl == nil {
 		return nil, nil, fmt.Errorf("%v is not a WATCH_TOPIC_LIST", cmd.GetType())
 	}
-	c, err := p.conn(ctx, addr)
+	c, err := p.conn(ctx, addr, client)
 	if err != nil {
 		return nil, nil, err
 	}

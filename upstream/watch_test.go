@@ -50,7 +50,7 @@ func TestWatchersCountTowardsMaxPrincipals(t *testing.T) {
 	watch := func(role string) (*TopicWatch, error) {
 		cmd := &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST.Enum(), WatchTopicList: &pb.CommandWatchTopicList{
 			RequestId: proto.Uint64(1), WatcherId: proto.Uint64(1), Namespace: proto.String("public/default"), TopicsPattern: proto.String("persistent://public/default/.*")}}
-		_, w, err := pool.WatchTopics(WithPrincipal(context.Background(), role), addr, cmd, nopWatcher{})
+		_, w, err := pool.WatchTopics(context.Background(), addr, Client{Principal: role}, cmd, nopWatcher{})
 		return w, err
 	}
 	var held []*TopicWatch

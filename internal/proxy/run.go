@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // httpShutdownTimeout is how long admin requests in progress get to finish once the sessions
@@ -53,8 +54,9 @@ func (p *Proxy) startBackground(ctx context.Context) (stop func()) {
 	for _, provider := range p.providers {
 		wg.Go(func() { provider.Run(ctx) })
 	}
+	ownPing := func(ctx context.Context, addr string) error { return p.pool.Ping(ctx, addr, upstream.Client{}) }
 	wg.Go(func() {
-		p.brokers.RunHealthChecks(ctx, p.pool.Ping, p.cfg.Discovery.HealthCheckInterval, p.cfg.Broker.ConnectTimeout)
+		p.brokers.RunHealthChecks(ctx, ownPing, p.cfg.Discovery.HealthCheckInterval, p.cfg.Broker.ConnectTimeout)
 	})
 	if p.jwks != nil {
 		// In the background: a provider that is down must not keep the proxy from starting
