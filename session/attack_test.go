@@ -14,6 +14,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/frames"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
@@ -295,7 +296,7 @@ func floodingBroker(t *testing.T) lookup.Broker {
 		}
 		frame.WriteCommand(c, frame.Connected("flooding-broker", 21, 5<<20))
 		go io.Copy(io.Discard, c)
-		big := sendFrame(t, 64<<10, 1)
+		big := frames.Send(t, 64<<10, 1)
 		for {
 			c.SetWriteDeadline(time.Now().Add(20 * time.Second))
 			if _, err := c.Write(big); err != nil {

@@ -21,8 +21,10 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
+	"github.com/pulsar-proxy/pulsar-proxy/forward"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/loopback"
 )
 
 // The differential test of the direct-mode client rules: for generated commands of every
@@ -117,7 +119,7 @@ func (c *recordConn) frames(t testing.TB) [][]byte {
 type filterHarness struct {
 	s                  *session
 	toBroker, toClient *recordConn
-	filter             filterFunc
+	filter             forward.Filter
 }
 
 func newFilterHarness(t testing.TB) *filterHarness {
@@ -131,7 +133,7 @@ func newFilterHarness(t testing.TB) *filterHarness {
 	s := &session{srv: srv, identity: authz.Identity{Role: "alice"}}
 	h := &filterHarness{s: s, toBroker: &recordConn{}, toClient: &recordConn{}}
 	lists := s.topicLists()
-	h.filter = s.upstreamFilter(newSink(h.toBroker), newSink(h.toClient), nil, lists)
+	h.filter = s.upstreamFilter(forward.NewSink(h.toBroker, nil), forward.NewSink(h.toClient, nil), nil, lists)
 	return h
 }
 
@@ -142,15 +144,15 @@ func (h *filterHarness) run(t testing.TB, command []byte) (toBroker [][]byte, go
 	if err != nil {
 		return nil, false // the pipe ends the session on a frame it cannot peek
 	}
-	v := forwardFrame
+	v := forward.Pass
 	if edge.Inspected(typ) {
 		v = h.filter(typ, command)
 	}
 	out := h.toBroker.frames(t)
-	if v == forwardFrame {
+	if v == forward.Pass {
 		out = append(out, command)
 	}
-	return out, v != endSession
+	return out, v != forward.End
 }
 
 // checkBrokerActs fails when a broker would act on a topic other than the allowed one, or
@@ -373,17 +375,17 @@ func FuzzDirectPipe(f *testing.F) {
 		}
 		want := referenceForwarding(t, frames)
 
-		in, srcConn := tcpPair(t)
-		dstConn, out := tcpPair(t)
+		in, srcConn := loopback.Pair(t)
+		dstConn, out := loopback.Pair(t)
 		h := newFilterHarness(t)
-		toBroker := newSink(dstConn)
+		toBroker := forward.NewSink(dstConn, nil)
 		lists := h.s.topicLists()
-		p := &pipe{src: newWire(srcConn, frame.ClientLimits(frame.DefaultMaxFrameSize)), dst: toBroker, limits: frame.ClientLimits(frame.DefaultMaxFrameSize), buffers: newBufferPools(),
-			frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"}),
-			filter: h.s.upstreamFilter(toBroker, newSink(h.toClient), nil, lists), watch: edge.Inspected}
+		p := forward.New(forward.Config{Src: srcConn, Dst: toBroker, Limits: frame.ClientLimits(frame.DefaultMaxFrameSize), Pools: forward.NewPools(),
+			Frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), Bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"}),
+			Filter: h.s.upstreamFilter(toBroker, forward.NewSink(h.toClient, nil), nil, lists), Watch: edge.Inspected})
 		done := make(chan struct{})
 		go func() {
-			p.run()
+			p.Run()
 			dstConn.Close()
 			srcConn.Close()
 			close(done)
@@ -450,7 +452,7 @@ func referenceForwarding(t *testing.T, frames [][]byte) []byte {
 		if err != nil {
 			break
 		}
-		v := forwardFrame
+		v := forward.Pass
 		if edge.Inspected(typ) {
 			v = h.filter(typ, command)
 		}
@@ -458,10 +460,10 @@ func referenceForwarding(t *testing.T, frames [][]byte) []byte {
 		want = append(want, h.toBroker.out.Bytes()...)
 		h.toBroker.out.Reset()
 		h.toBroker.mu.Unlock()
-		if v == endSession {
+		if v == forward.End {
 			break
 		}
-		if v == forwardFrame {
+		if v == forward.Pass {
 			want = append(want, fr...)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/frames"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
@@ -230,7 +231,7 @@ func TestLargeConnectThenPipelinedFrames(t *testing.T) {
 	}
 	var sends []byte
 	for i := range 5 {
-		sends = append(sends, sendFrame(t, 3000*i, uint64(i))...)
+		sends = append(sends, frames.Send(t, 3000*i, uint64(i))...)
 	}
 	if _, err := p.c.Write(append(connect, sends...)); err != nil {
 		t.Fatal(err)

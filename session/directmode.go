@@ -3,12 +3,13 @@ package session
 import (
 	"errors"
 	"io"
+	"net"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
+	"github.com/pulsar-proxy/pulsar-proxy/forward"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -98,30 +99,31 @@ func (s *session) dialFailure(err error) (string, CloseReason) {
 }
 
 // forward sets up one pipe per direction, each run by a goroutine of its own (runDown here,
-// runUp from serve): an idle direct session is two goroutines on the smallest stacks.
+// runUp from serve): an idle direct session is two goroutines on the smallest stacks, and
+// none once both directions have parked.
 func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	m, maxFrame := s.srv.metrics, s.srv.cfg.MaxFrameSize
-	toBrokerSink, toClientSink := sinkOf(broker), sinkOf(s.client)
+	toBrokerSink, toClientSink := forward.NewSink(broker.conn, broker.close), forward.NewSink(s.client.conn, s.client.close)
 	d := &directSession{s: s, broker: broker, downDone: make(chan struct{})}
-	d.up = &pipe{src: s.client, dst: toBrokerSink, limits: frame.ClientLimits(maxFrame),
-		frames: m.frames.WithLabelValues(toBroker), bytes: m.bytes.WithLabelValues(toBroker),
-		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
-	d.down = &pipe{src: broker, dst: toClientSink, limits: frame.Limits{MaxFrame: maxFrame},
-		frames: m.frames.WithLabelValues(toClient), bytes: m.bytes.WithLabelValues(toClient),
-		buffers: s.srv.buffers, spliceAbove: s.srv.spliceAbove}
+	up := forward.Config{Src: s.client.conn, ReadAhead: s.client.takeReadAhead(), Dst: toBrokerSink,
+		Limits: frame.ClientLimits(maxFrame), Frames: m.frames.WithLabelValues(toBroker), Bytes: m.bytes.WithLabelValues(toBroker),
+		Pools: s.srv.pools, SpliceAbove: s.srv.spliceAbove, Idle: s.idleFor(s.client, true, d.resumeUp)}
+	down := forward.Config{Src: broker.conn, ReadAhead: broker.takeReadAhead(), Dst: toClientSink,
+		Limits: frame.Limits{MaxFrame: maxFrame}, Frames: m.frames.WithLabelValues(toClient), Bytes: m.bytes.WithLabelValues(toClient),
+		Pools: s.srv.pools, SpliceAbove: s.srv.spliceAbove, Idle: s.idleFor(broker, false, d.resumeDown)}
 	if s.srv.cfg.StallTimeout > 0 {
-		d.up.partial, d.down.partial = &s.stalls.clientPartial, &s.stalls.brokerPartial
-		toClientSink.notRead, toBrokerSink.notRead = &s.stalls.clientNotRead, &s.stalls.brokerNotRead
+		up.Partial, down.Partial = &s.stalls.clientPartial, &s.stalls.brokerPartial
+		toClientSink.WatchWrites(&s.stalls.clientNotRead)
+		toBrokerSink.WatchWrites(&s.stalls.brokerNotRead)
 		s.stalls.broker.Store(broker)
 		s.stalls.watched.Store(true)
 	}
 	ref, stopRefresh := s.startRefresher(toClientSink, broker, supportsRefresh)
 	s.atEnd(stopRefresh)
-	if lists := s.setFilters(d.up, d.down, toBrokerSink, toClientSink, ref); lists != nil {
+	if lists := s.setFilters(&up, &down, toBrokerSink, toClientSink, ref); lists != nil {
 		s.atEnd(lists.Close)
 	}
-	d.up.parkWhenIdle(s, true, d.resumeUp)
-	d.down.parkWhenIdle(s, false, d.resumeDown)
+	d.up, d.down = forward.New(up), forward.New(down)
 	go d.runDown()
 	s.serve = d.serve
 	return ""
@@ -132,7 +134,7 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 type directSession struct {
 	s        *session
 	broker   *wire
-	up, down *pipe
+	up, down *forward.Pipe
 	downDone chan struct{} // closed when the broker's direction has ended
 
 	first  sync.Once
@@ -140,12 +142,12 @@ type directSession struct {
 	stuck  *time.Timer // closes both ends of a session whose client never finishes a half-close
 }
 
-func (d *directSession) runDown()    { d.downEnded(d.down.run()) }
-func (d *directSession) resumeDown() { d.downEnded(d.down.resume()) }
+func (d *directSession) runDown()    { d.downEnded(d.down.Run()) }
+func (d *directSession) resumeDown() { d.downEnded(d.down.Resume()) }
 
 // downEnded acts on the broker's direction's run unless it only parked.
 func (d *directSession) downEnded(err error) {
-	if err == errParked {
+	if err == forward.ErrParked {
 		return
 	}
 	defer close(d.downDone)
@@ -160,12 +162,12 @@ func (d *directSession) serve() CloseReason {
 	return ""
 }
 
-func (d *directSession) runUp()    { d.upEnded(d.up.run()) }
-func (d *directSession) resumeUp() { d.upEnded(d.up.resume()) }
+func (d *directSession) runUp()    { d.upEnded(d.up.Run()) }
+func (d *directSession) resumeUp() { d.upEnded(d.up.Resume()) }
 
 // upEnded ends the session once the client's direction has ended (not parked).
 func (d *directSession) upEnded(err error) {
-	if err == errParked {
+	if err == forward.ErrParked {
 		return
 	}
 	d.end(pipeResult{true, err})
@@ -200,8 +202,8 @@ func (d *directSession) finish() CloseReason {
 		d.stuck.Stop()
 	}
 	s.mu.Lock()
-	s.bytesIn, s.framesIn = d.up.totalBytes.Load(), d.up.totalFrames
-	s.bytesOut, s.framesOut = d.down.totalBytes.Load(), d.down.totalFrames
+	s.bytesIn, s.framesIn = d.up.Bytes(), d.up.Frames()
+	s.bytesOut, s.framesOut = d.down.Bytes(), d.down.Frames()
 	s.mu.Unlock()
 	return d.reason
 }
@@ -215,12 +217,12 @@ type pipeResult struct {
 // firstEnd acts on the first direction to end: a clean end is passed on as a half-close, so
 // answers already on their way still arrive; a drain lets the broker's side settle; any
 // other failure closes both sockets at once.
-func (s *session) firstEnd(first pipeResult, broker *wire, down *pipe) CloseReason {
+func (s *session) firstEnd(first pipeResult, broker *wire, down *forward.Pipe) CloseReason {
 	switch {
 	case first.up && s.draining() && isTimeout(first.err):
 		// Nothing more goes to the broker; what it is still sending (receipts of what it
 		// got) reaches the client before both ends close.
-		settle(&down.totalBytes)
+		settle(down.Bytes)
 		s.closeBoth(broker)
 		return ReasonDrained
 	case first.up && errors.Is(first.err, io.EOF):
@@ -243,11 +245,11 @@ func (s *session) closeBoth(broker *wire) {
 // startRefresher renews expiring client credentials (see refresher) while the session
 // forwards; its challenge goes into the client's stream. Without authentication there is
 // nothing to renew.
-func (s *session) startRefresher(toClient *sink, broker *wire, supportsRefresh bool) (*refresher, func()) {
+func (s *session) startRefresher(toClient *forward.Sink, broker *wire, supportsRefresh bool) (*refresher, func()) {
 	if s.srv.sec.Authenticator == nil {
 		return nil, func() {}
 	}
-	ref := s.newRefresher(toClient.inject)
+	ref := s.newRefresher(toClient.Inject)
 	stop := ref.start(s.ctx, supportsRefresh, func() {
 		s.expireCredentials()
 		broker.close()
@@ -258,21 +260,21 @@ func (s *session) startRefresher(toClient *sink, broker *wire, supportsRefresh b
 // setFilters decides how each direction is forwarded: inspected (authentication or
 // authorization on: the client rules upstream, topic lists filtered downstream), or, with
 // nothing to inspect, unframed where passthrough is on.
-func (s *session) setFilters(up, down *pipe, toBroker, toClient *sink, ref *refresher) (lists *edge.TopicLists) {
+func (s *session) setFilters(up, down *forward.Config, toBroker, toClient *forward.Sink, ref *refresher) (lists *edge.TopicLists) {
 	sec := s.srv.sec
 	switch {
 	case sec.InspectsFrames():
 		if sec.Edge.Policed() {
 			lists = s.topicLists()
-			down.filter, down.watch = s.downstreamFilter(toClient, lists), edge.Carries
+			down.Filter, down.Watch = s.downstreamFilter(toClient, lists), edge.Carries
 		}
-		up.filter, up.watch = s.upstreamFilter(toBroker, toClient, ref, lists), edge.Inspected
+		up.Filter, up.Watch = s.upstreamFilter(toBroker, toClient, ref, lists), edge.Inspected
 		if sec.Edge.Policed() {
-			up.pace = s.pacePublishing // a role's publish rate (policy limits)
+			up.Pace = s.pacePublishing // a role's publish rate (policy limits)
 		}
 	case s.srv.cfg.Passthrough:
 		// Nothing reads or injects frames: both directions may go socket to socket untouched.
-		up.unframed, down.unframed = true, true
+		up.Unframed, down.Unframed = true, true
 	}
 	return lists
 }
@@ -286,20 +288,21 @@ const (
 	settleMax   = 3 * time.Second
 )
 
-// settle returns once the counter has not moved for settleQuiet, or after settleMax.
-func settle(moved *atomic.Uint64) {
+// settle returns once moved (a count of bytes sent) has not moved for settleQuiet, or after
+// settleMax.
+func settle(moved func() uint64) {
 	deadline := time.Now().Add(settleMax)
-	last, quietSince := moved.Load(), time.Now()
+	last, quietSince := moved(), time.Now()
 	for time.Now().Before(deadline) && time.Since(quietSince) < settleQuiet {
 		time.Sleep(settleQuiet / 8)
-		if n := moved.Load(); n != last {
+		if n := moved(); n != last {
 			last, quietSince = n, time.Now()
 		}
 	}
 }
 
 func (s *session) pipeFailure(fromClient bool, err error) CloseReason {
-	if errors.Is(err, errCommandRefused) {
+	if errors.Is(err, forward.ErrRefused) {
 		return ReasonCommandRefused
 	}
 	if frame.IsFrameError(err) {
@@ -311,4 +314,14 @@ func (s *session) pipeFailure(fromClient bool, err error) CloseReason {
 		return ReasonShutdown
 	}
 	return ReasonIOError
+}
+
+// closeWrite half-closes c where the transport supports it, so the far side sees EOF
+// while its answers can still flow back.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+		return
+	}
+	c.Close()
 }

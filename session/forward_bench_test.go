@@ -72,7 +72,7 @@ func payloadFrame(tb testing.TB, t pb.BaseCommand_Type, size int) []byte {
 }
 
 // BenchmarkForwardSpliceThreshold forwards SEND frames that fit the large read buffer either
-// through it (copy) or with their remainder spliced, to place defaultSpliceAbove.
+// through it (copy) or with their remainder spliced, to place forward's default threshold (0: the default).
 func BenchmarkForwardSpliceThreshold(b *testing.B) {
 	for _, size := range []int{4 << 10, 8 << 10, 16 << 10, 32 << 10, 60 << 10} {
 		for _, mode := range []struct {
@@ -92,13 +92,13 @@ func BenchmarkForwardSpliceThreshold(b *testing.B) {
 func BenchmarkForwardCopyPath(b *testing.B) {
 	for _, size := range benchSizes {
 		b.Run(sizeName(size), func(b *testing.B) {
-			benchForwardWith(b, pb.BaseCommand_SEND, size, defaultSpliceAbove, true)
+			benchForwardWith(b, pb.BaseCommand_SEND, size, 0, true)
 		})
 	}
 }
 
 func benchForward(b *testing.B, t pb.BaseCommand_Type, size int) {
-	benchForwardWith(b, t, size, defaultSpliceAbove, false)
+	benchForwardWith(b, t, size, 0, false)
 }
 
 // opaqueConns hides the type of accepted connections, as a TLS listener would.
@@ -121,7 +121,7 @@ func BenchmarkForwardPassthrough(b *testing.B) {
 		b.Run(sizeName(size), func(b *testing.B) {
 			cfg := testConfig()
 			cfg.Passthrough = true
-			client, broker := directSessionPairWith(b, cfg, defaultSpliceAbove, false)
+			client, broker := directSessionPairWith(b, cfg, 0, false)
 			benchForwardOn(b, pb.BaseCommand_SEND, size, client, broker)
 		})
 	}
@@ -254,7 +254,7 @@ func BenchmarkForwardRoundTrip(b *testing.B) {
 		b.Run(map[bool]string{false: "framed", true: "passthrough"}[passthrough], func(b *testing.B) {
 			cfg := testConfig()
 			cfg.Passthrough = passthrough
-			client, broker := directSessionPairWith(b, cfg, defaultSpliceAbove, false)
+			client, broker := directSessionPairWith(b, cfg, 0, false)
 			raw := payloadFrame(b, pb.BaseCommand_SEND, 1<<10)
 			go io.Copy(broker, broker) // the echo
 			back := make([]byte, len(raw))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/frames"
 )
 
 const limitsPolicy = `
@@ -147,7 +148,7 @@ func TestRolePublishRate(t *testing.T) {
 	// 300 KB at 100 KB/s with a burst of 100 KB: about two seconds of pauses.
 	var stream []byte
 	for i := range 30 {
-		stream = append(stream, sendFrame(t, 10_000, uint64(i))...)
+		stream = append(stream, frames.Send(t, 10_000, uint64(i))...)
 	}
 	p.c.SetDeadline(time.Now().Add(20 * time.Second))
 	go p.c.Write(stream)

@@ -164,7 +164,7 @@ func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) CloseRe
 	reason = x.readClient()
 	stop()
 	if reason == ReasonDrained {
-		settle(&x.bytesOut) // answers already on their way still reach the client
+		settle(x.bytesOut.Load) // answers already on their way still reach the client
 	}
 	x.leave() // its producers and consumers closed on the broker at once
 	x.out.Close(nil)

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
+	"github.com/pulsar-proxy/pulsar-proxy/forward"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
@@ -92,8 +93,8 @@ type Server struct {
 	log      zerolog.Logger
 	nextID   atomic.Uint64
 
-	buffers     *bufferPools     // read buffers of direct-mode pipes, shared by all sessions
-	spliceAbove int              // see defaultSpliceAbove; benchmarks vary it
+	pools       *forward.Pools   // read buffers and splice pipes of direct-mode pipes, shared by all sessions
+	spliceAbove int              // forward.Config.SpliceAbove; 0: the default; benchmarks vary it
 	clientIPs   *connlimit.PerIP // live connections per client IP, for MaxConnectionsPerIP
 	connectRate *connlimit.Rate  // new connections per client IP; nil = unlimited
 	roles       *roleLimits      // per-role use against the policy's limits
@@ -122,7 +123,7 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 	}
 	srv := &Server{
 		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
-		buffers: newBufferPools(), spliceAbove: defaultSpliceAbove,
+		pools:       forward.NewPools(),
 		clientIPs:   connlimit.NewPerIP(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
 		connectRate: connlimit.NewRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
 		roles:       newRoleLimits(),

@@ -3,6 +3,8 @@ package session
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/pulsar-proxy/pulsar-proxy/forward"
 )
 
 // A direct session can stall on a peer that stops: a client that sends part of a frame and
@@ -10,37 +12,15 @@ import (
 // Nothing times such a session out by itself: the pipes block in a read or a write, and TCP
 // keeps the connection up. A watchdog looks at every session a few times per
 // session.stallTimeout and closes those that have been stuck that long, with a reason that
-// says which way. It costs a pipe two atomic stores per write and none per frame.
-
-// stallMark is when something that should finish started (unix nanoseconds), 0 when idle.
-type stallMark struct{ since atomic.Int64 }
-
-func (m *stallMark) begin() {
-	if m.since.Load() == 0 {
-		m.since.Store(time.Now().UnixNano())
-	}
-}
-
-func (m *stallMark) end() { m.since.Store(0) }
-
-// stuckFor is how long the mark has been set at now; 0 when it is not.
-func (m *stallMark) stuckFor(now time.Time) time.Duration {
-	s := m.since.Load()
-	if s == 0 {
-		return 0
-	}
-	return now.Sub(time.Unix(0, s))
-}
-
-// progress marks now: the last time bytes arrived while a frame is still incomplete.
-func (m *stallMark) progress() { m.since.Store(time.Now().UnixNano()) }
+// says which way. It costs a pipe two atomic stores per write and none per frame (the marks
+// are forward.Mark).
 
 // stalls are the marks of one direct session.
 type stalls struct {
-	clientPartial stallMark // the client's half-sent frame waits for its rest
-	clientNotRead stallMark // a write to the client has not returned
-	brokerPartial stallMark
-	brokerNotRead stallMark
+	clientPartial forward.Mark // the client's half-sent frame waits for its rest
+	clientNotRead forward.Mark // a write to the client has not returned
+	brokerPartial forward.Mark
+	brokerNotRead forward.Mark
 	watched       atomic.Bool          // the session forwards: the watchdog looks at it
 	broker        atomic.Pointer[wire] // closed with the client's socket when stuck
 }
@@ -48,11 +28,11 @@ type stalls struct {
 // check returns why the session is stuck beyond timeout, or "".
 func (st *stalls) check(now time.Time, timeout time.Duration) CloseReason {
 	switch {
-	case st.clientPartial.stuckFor(now) > timeout:
+	case st.clientPartial.StuckFor(now) > timeout:
 		return ReasonClientStalled
-	case st.clientNotRead.stuckFor(now) > timeout:
+	case st.clientNotRead.StuckFor(now) > timeout:
 		return ReasonClientNotReading
-	case st.brokerPartial.stuckFor(now) > timeout, st.brokerNotRead.stuckFor(now) > timeout:
+	case st.brokerPartial.StuckFor(now) > timeout, st.brokerNotRead.StuckFor(now) > timeout:
 		return ReasonBrokerStalled
 	}
 	return ""

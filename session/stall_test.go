@@ -10,6 +10,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/frames"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
@@ -37,7 +38,7 @@ func TestStalledClientIsClosed(t *testing.T) {
 	addr, m := startProxy(t, stallConfig(), nil, targets{b, other})
 	idle := directPeer(t, addr, other.Addr())
 	p := directPeer(t, addr, b.Addr())
-	frame := sendFrame(t, 1000, 1)
+	frame := frames.Send(t, 1000, 1)
 	p.c.Write(frame[:100])
 	p.expectClosed()
 	waitCounter(t, m.stalled.WithLabelValues(string(ReasonClientStalled)), 1)

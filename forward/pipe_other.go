@@ -1,7 +1,7 @@
 //go:build !unix
 
-package session
+package forward
 
 // useRawReads: without unix read semantics the pipe reads with conn.Read and keeps its
 // buffer while it waits.
-func (p *pipe) useRawReads() {}
+func (p *Pipe) useRawReads() {}

@@ -1,4 +1,4 @@
-package session
+package forward
 
 import (
 	"cmp"
@@ -28,13 +28,13 @@ const canPassthrough = true
 
 // passthrough forwards src to dst without looking at frames: the kernel moves the bytes
 // from one socket to the other through a pipe (splice(2)), so they never enter user space.
-// It serves a direction nothing needs to see (see session.forward). It returns io.EOF when
+// It serves a direction nothing needs to see (Config.Unframed). It returns io.EOF when
 // src ends.
 //
 // A pipe is held only while bytes are in it: the read side splices with the source
 // non-blocking inside the poller's callback, so an idle direction waits holding nothing
 // but its goroutine, like the frame pipe's raw reads.
-func (p *pipe) passthrough(src, dst *net.TCPConn) error {
+func (p *Pipe) passthrough(src, dst *net.TCPConn) error {
 	if err := p.forwardReadAhead(dst); err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func (p *pipe) passthrough(src, dst *net.TCPConn) error {
 }
 
 // newSplicer is the splicing state of p from src to dst.
-func newSplicer(p *pipe, src, dst *net.TCPConn) (*splicer, error) {
+func newSplicer(p *Pipe, src, dst *net.TCPConn) (*splicer, error) {
 	rc, err := src.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -61,15 +61,15 @@ func newSplicer(p *pipe, src, dst *net.TCPConn) (*splicer, error) {
 	return sc, nil
 }
 
-// splicing moves bytes until src ends, or until it parks (errParked) while src is idle.
-func (p *pipe) splicing() error {
+// splicing moves bytes until src ends, or until it parks (ErrParked) while src is idle.
+func (p *Pipe) splicing() error {
 	sc := p.splice
 	for {
 		if err := sc.rc.Read(sc.fillFn); err != nil {
 			switch err = p.waitIdle(err, sc.sp == nil); err {
 			case nil:
 				continue
-			case errParked:
+			case ErrParked:
 				return err
 			}
 			sc.inErr = err
@@ -82,7 +82,7 @@ func (p *pipe) splicing() error {
 			sc.moved = 0
 		}
 		if sc.inErr != nil {
-			putSplicePipe(sc.sp)
+			sc.p.pipes.put(sc.sp)
 			sc.sp = nil
 			return sc.inErr
 		}
@@ -92,7 +92,7 @@ func (p *pipe) splicing() error {
 // splicer is one direction's state between the poller's callbacks: the pipe it holds (nil
 // while idle), what the last fill moved, and what drain still has to write.
 type splicer struct {
-	p               *pipe
+	p               *Pipe
 	rc, wc          syscall.RawConn
 	fillFn, drainFn func(uintptr) bool
 	sp              *splicePipe
@@ -107,7 +107,7 @@ type splicer struct {
 // read it gives the (empty) pipe back and asks the poller to wait.
 func (sc *splicer) fill(fd uintptr) bool {
 	if sc.sp == nil {
-		if sc.sp, sc.inErr = getSplicePipe(); sc.inErr != nil {
+		if sc.sp, sc.inErr = sc.p.pipes.get(); sc.inErr != nil {
 			return true
 		}
 	}
@@ -123,7 +123,7 @@ func (sc *splicer) fill(fd uintptr) bool {
 		case err == syscall.EAGAIN && sc.remain > 0:
 			return false // the rest of a frame is due: no idle deadline, the pipe kept
 		case err == syscall.EAGAIN:
-			putSplicePipe(sc.sp) // empty: nothing is held while waiting
+			sc.p.pipes.put(sc.sp) // empty: nothing is held while waiting
 			sc.sp = nil
 			sc.p.armIdle()
 			return false
@@ -144,11 +144,11 @@ func (sc *splicer) fill(fd uintptr) bool {
 func (sc *splicer) writeOut() error {
 	sc.pending = sc.moved
 	if m := sc.p.dst.notRead; m != nil {
-		m.begin()
-		defer m.end()
+		m.Begin()
+		defer m.End()
 	}
 	if err := cmp.Or(sc.wc.Write(sc.drainFn), sc.outErr); err != nil {
-		discardSplicePipe(sc.sp)
+		sc.p.pipes.discard(sc.sp)
 		sc.sp = nil
 		return err
 	}
@@ -177,7 +177,7 @@ func (sc *splicer) drain(fd uintptr) bool {
 // spliceRest moves the unread rest of a frame, n bytes, from src to dst in the kernel; the
 // caller holds dst's lock. Like a buffered write, a write that does not return marks dst as
 // not reading for the stall watchdog, and bytes that arrive mark the frame's progress.
-func (p *pipe) spliceRest(n int64) error {
+func (p *Pipe) spliceRest(n int64) error {
 	if p.rest == nil {
 		sc, err := newSplicer(p, p.srcTCP, p.dstTCP)
 		if err != nil {
@@ -187,7 +187,7 @@ func (p *pipe) spliceRest(n int64) error {
 	}
 	sc := p.rest
 	if sc.sp == nil {
-		sp, err := getSplicePipe()
+		sp, err := p.pipes.get()
 		if err != nil { // out of descriptors for a pipe: copy the rest instead
 			return p.copyThroughBuffer(n)
 		}
@@ -201,7 +201,7 @@ func (p *pipe) spliceRest(n int64) error {
 		}
 		if sc.inErr != nil {
 			if sc.sp != nil {
-				putSplicePipe(sc.sp) // empty: a fill that failed moved nothing
+				sc.p.pipes.put(sc.sp) // empty: a fill that failed moved nothing
 				sc.sp = nil
 			}
 			return eofIsUnexpected(sc.inErr)
@@ -214,14 +214,14 @@ func (p *pipe) spliceRest(n int64) error {
 		sc.remain -= int64(sc.moved)
 		sc.moved = 0
 	}
-	putSplicePipe(sc.sp)
+	sc.p.pipes.put(sc.sp)
 	sc.sp = nil
 	return nil
 }
 
 // forwardReadAhead writes the bytes the handshake read past CONNECT (or CONNECTED) first.
-func (p *pipe) forwardReadAhead(dst net.Conn) error {
-	head := p.src.takeReadAhead()
+func (p *Pipe) forwardReadAhead(dst net.Conn) error {
+	head := p.takeReadAhead()
 	if len(head) == 0 {
 		return nil
 	}
@@ -239,29 +239,29 @@ const spliceFlags = 0x1 | 0x2 // SPLICE_F_MOVE | SPLICE_F_NONBLOCK
 type splicePipe struct {
 	r, w  int
 	size  int
-	grown bool // counted in splicePipes.grown
+	grown bool // counted in its splicePipes' grown
 }
 
 // splicePipes keeps a few empty pipes for reuse: making one costs two system calls and two
 // descriptors, and most sessions need one only for a moment at a time. Beyond the bound,
-// pipes are closed rather than kept.
-var splicePipes = struct {
+// pipes are closed rather than kept. One per Pools.
+type splicePipes struct {
 	sync.Mutex
 	free    []*splicePipe
 	held    int  // out of the free list, for tests: an idle session holds none
 	grown   int  // pipes open at splicePipeSize
 	refused bool // the kernel would not grow a pipe: asking again costs a system call each
-}{}
+}
 
 const maxFreeSplicePipes = 64
 
-func getSplicePipe() (*splicePipe, error) {
-	splicePipes.Lock()
-	defer splicePipes.Unlock()
+func (ps *splicePipes) get() (*splicePipe, error) {
+	ps.Lock()
+	defer ps.Unlock()
 	var sp *splicePipe
-	if n := len(splicePipes.free); n > 0 {
-		sp = splicePipes.free[n-1]
-		splicePipes.free = splicePipes.free[:n-1]
+	if n := len(ps.free); n > 0 {
+		sp = ps.free[n-1]
+		ps.free = ps.free[:n-1]
 	} else {
 		var fds [2]int
 		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
@@ -272,32 +272,32 @@ func getSplicePipe() (*splicePipe, error) {
 			sp.size = n
 		}
 	}
-	splicePipes.held++
-	growPipe(sp) // an empty pipe, new or reused, may grow
+	ps.held++
+	ps.grow(sp) // an empty pipe, new or reused, may grow
 	return sp, nil
 }
 
-// growPipe gives sp splicePipeSize while fewer than maxGrownPipes are grown; a pipe that
-// already holds as much (a kernel with 64 KiB pages makes 1 MiB pipes) is left as it is. The
-// caller holds splicePipes' lock.
-func growPipe(sp *splicePipe) {
-	if sp.grown || sp.size >= splicePipeSize || splicePipes.refused || splicePipes.grown >= maxGrownPipes {
+// grow gives sp splicePipeSize while fewer than maxGrownPipes are grown; a pipe that already
+// holds as much (a kernel with 64 KiB pages makes 1 MiB pipes) is left as it is. The caller
+// holds the lock.
+func (ps *splicePipes) grow(sp *splicePipe) {
+	if sp.grown || sp.size >= splicePipeSize || ps.refused || ps.grown >= maxGrownPipes {
 		return
 	}
 	n, err := unix.FcntlInt(uintptr(sp.w), unix.F_SETPIPE_SZ, splicePipeSize)
 	if err != nil { // EPERM: past pipe-user-pages-soft, or pipe-max-size below the size
-		splicePipes.refused = true
+		ps.refused = true
 		return
 	}
 	sp.size, sp.grown = n, true
-	splicePipes.grown++
+	ps.grown++
 }
 
-// forget takes a pipe that is about to be closed out of the count; the caller holds
-// splicePipes' lock. Closing happens outside it: a full pipe frees its pages then.
-func (sp *splicePipe) forget() {
+// forget takes a pipe that is about to be closed out of the count; the caller holds the lock.
+// Closing happens outside it: a full pipe frees its pages then.
+func (ps *splicePipes) forget(sp *splicePipe) {
 	if sp.grown {
-		splicePipes.grown--
+		ps.grown--
 	}
 }
 
@@ -306,28 +306,28 @@ func (sp *splicePipe) close() {
 	syscall.Close(sp.w)
 }
 
-// discardSplicePipe closes a pipe that may still hold bytes.
-func discardSplicePipe(sp *splicePipe) {
-	splicePipes.Lock()
-	splicePipes.held--
-	sp.forget()
-	splicePipes.Unlock()
+// discard closes a pipe that may still hold bytes.
+func (ps *splicePipes) discard(sp *splicePipe) {
+	ps.Lock()
+	ps.held--
+	ps.forget(sp)
+	ps.Unlock()
 	sp.close()
 }
 
-// putSplicePipe returns an empty pipe (nil: nothing to return).
-func putSplicePipe(sp *splicePipe) {
+// put returns an empty pipe (nil: nothing to return).
+func (ps *splicePipes) put(sp *splicePipe) {
 	if sp == nil {
 		return
 	}
-	splicePipes.Lock()
-	splicePipes.held--
-	if len(splicePipes.free) < maxFreeSplicePipes {
-		splicePipes.free = append(splicePipes.free, sp)
-		splicePipes.Unlock()
+	ps.Lock()
+	ps.held--
+	if len(ps.free) < maxFreeSplicePipes {
+		ps.free = append(ps.free, sp)
+		ps.Unlock()
 		return
 	}
-	sp.forget()
-	splicePipes.Unlock()
+	ps.forget(sp)
+	ps.Unlock()
 	sp.close()
 }

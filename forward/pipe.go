@@ -1,10 +1,9 @@
-package session
+package forward
 
 import (
 	"errors"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -12,80 +11,24 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
 )
 
-// sink is the write side of one socket in direct mode. Forwarded frames and frames the proxy
-// itself injects (answers to commands it refuses) both go through it, whole frames at a time
-// under mu, so they never interleave mid-frame. It has no buffer of its own: a pipe writes
-// straight out of its read buffer.
-type sink struct {
-	mu      sync.Mutex
-	conn    net.Conn
-	notRead *stallMark // set while a write has not returned; nil: not watched
-	w       *wire      // the socket's wire, whose parked reader a close must wake; nil in tests
-}
-
-func newSink(c net.Conn) *sink {
-	return &sink{conn: c}
-}
-
-// sinkOf is the write side of a session's wire; its close wakes the wire's parked reader.
-func sinkOf(w *wire) *sink {
-	return &sink{conn: w.conn, w: w}
-}
-
-// close closes the socket, waking its parked reader (wire.close) when it has one.
-func (s *sink) close() {
-	if s.w != nil {
-		s.w.close()
-		return
-	}
-	s.conn.Close()
-}
-
-// inject writes one command frame.
-func (s *sink) inject(cmd *pb.BaseCommand) error {
-	b, err := frame.AppendCommand(nil, cmd)
-	if err != nil {
-		return err
-	}
-	return s.write(b)
-}
-
-// write writes one whole frame.
-func (s *sink) write(b []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.writeLocked(b)
-}
-
-// writeLocked writes b, the caller holding mu, marking the write for the stall watchdog.
-func (s *sink) writeLocked(b []byte) error {
-	if s.notRead != nil {
-		s.notRead.begin()
-		defer s.notRead.end()
-	}
-	_, err := s.conn.Write(b)
-	return err
-}
-
-// verdict is a filter's decision on one frame.
-type verdict uint8
+// Verdict is a filter's decision on one frame.
+type Verdict uint8
 
 const (
-	forwardFrame verdict = iota // the frame goes on as it came
-	dropFrame                   // the frame is dropped (the filter may have injected something in its place)
-	endSession                  // the frame is refused and the session ends (the filter has told the client why)
+	Pass Verdict = iota // the frame goes on as it came
+	Drop                // the frame is dropped (the filter may have injected something in its place)
+	End                 // the frame is refused and the session ends (the filter has told the peer why)
 )
 
-// errCommandRefused ends a pipe whose filter refused a frame with endSession.
-var errCommandRefused = errors.New("command refused")
+// ErrRefused ends a pipe whose filter refused a frame with End.
+var ErrRefused = errors.New("command refused")
 
-// filterFunc sees the command of every watched frame (not its payload) and decides its fate.
-// It may inject frames into either sink; the frames before this one have been written by
-// then. It runs on the pipe's goroutine, so it must not block for long.
-type filterFunc func(t pb.BaseCommand_Type, command []byte) verdict
+// Filter sees the command of every watched frame (not its payload) and decides its fate. It
+// may inject frames into either sink; the frames before this one have been written by then.
+// It runs on the pipe's goroutine, so it must not block for long.
+type Filter func(t pb.BaseCommand_Type, command []byte) Verdict
 
 // defaultSpliceAbove: a frame whose not-yet-read remainder is longer than this goes socket to
 // socket (splice(2)) instead of through the read buffer. Measured with
@@ -105,7 +48,31 @@ const (
 	bigFrameSize    = 32 << 10
 )
 
-// pipe forwards whole frames from src to dst until src ends. It returns io.EOF when src
+// Config is one direction of a forwarding session.
+type Config struct {
+	Src net.Conn // what is read
+	// ReadAhead are bytes a handshake read from Src past its last command: the first to go.
+	ReadAhead []byte
+	Dst       *Sink
+	Limits    frame.Limits                   // of Src's frames
+	Filter    Filter                         // nil: forward everything without looking
+	Watch     func(pb.BaseCommand_Type) bool // the types Filter acts on; nil: all
+	Pace      func(n int)                    // called after n bytes went out; may wait (a publish rate)
+	Partial   *Mark                          // while a frame from Src is incomplete; nil: not watched
+	Frames    prometheus.Counter
+	Bytes     prometheus.Counter
+	Pools     *Pools
+	// SpliceAbove: a frame whose unread rest is longer goes socket to socket; 0: the default.
+	SpliceAbove int
+	// Unframed: nothing needs this direction's frames (no filter, nothing injected into Dst),
+	// so between two TCP sockets it is forwarded as a byte stream (passthrough).
+	Unframed bool
+	// Idle parks Src while it is quiet, so that the pipe holds no goroutine; nil: it waits on
+	// its goroutine.
+	Idle *Idle
+}
+
+// Pipe forwards whole frames from src to dst until src ends. Run returns io.EOF when src
 // ended cleanly on a frame boundary. Frames are checked (header and size limits, by
 // frame.Limits.Scan) before a byte of them is written, never decoded: the header gives the
 // length, and only a filter looks at the command. Every complete frame a read brought in goes
@@ -115,21 +82,21 @@ const (
 //
 // Memory is one pooled read buffer at most, none while src is idle (see readRaw). A slow dst
 // blocks this loop, which stops reading src, so backpressure reaches the sender.
-type pipe struct {
-	src         *wire
-	dst         *sink
-	limits      frame.Limits                   // of src's frames
-	filter      filterFunc                     // nil: forward everything without looking
-	watch       func(pb.BaseCommand_Type) bool // the types filter acts on; nil: all
-	pace        func(n int)                    // called after n bytes went out; may wait (a publish rate)
-	partial     *stallMark                     // while a frame from src is incomplete; nil: not watched
+type Pipe struct {
+	src         net.Conn
+	readAhead   []byte
+	dst         *Sink
+	limits      frame.Limits
+	filter      Filter
+	watch       func(pb.BaseCommand_Type) bool
+	pace        func(n int)
+	partial     *Mark
 	frames      prometheus.Counter
 	bytes       prometheus.Counter
 	buffers     *bufferPools
+	pipes       *splicePipes
 	spliceAbove int
-	// unframed: nothing needs this direction's frames (no filter, nothing injected into
-	// dst), so between two TCP sockets it is forwarded as a byte stream (passthrough).
-	unframed bool
+	unframed    bool
 
 	// totals for the session summary; totalBytes is also read while the pipe runs (a
 	// draining session watches it settle)
@@ -155,24 +122,39 @@ type pipe struct {
 	srcTCP, dstTCP   *net.TCPConn
 
 	// Parking while src is idle (see idle.go); idle nil: the pipe waits on its goroutine.
-	idle      *idlewait.Waiter
-	sess      *session
-	client    bool     // src is the client (its read deadline also serves a drain)
+	idle      *Idle
 	idleUntil int64    // unix nanoseconds of the idle read deadline armed on src; 0: none
 	refused   bool     // the poller refused src: the pipe waits on its goroutine
 	splice    *splicer // passthrough's state between parks
 }
 
-func (p *pipe) init() {
+// New makes the pipe of one direction; nothing is read until Run.
+func New(c Config) *Pipe {
+	p := &Pipe{src: c.Src, readAhead: c.ReadAhead, dst: c.Dst, limits: c.Limits, filter: c.Filter, watch: c.Watch,
+		pace: c.Pace, partial: c.Partial, frames: c.Frames, bytes: c.Bytes, buffers: &c.Pools.buffers, pipes: &c.Pools.pipes,
+		spliceAbove: c.SpliceAbove, unframed: c.Unframed, idle: c.Idle}
 	if p.spliceAbove <= 0 {
 		p.spliceAbove = defaultSpliceAbove
 	}
-	p.srcTCP, _ = p.src.conn.(*net.TCPConn)
+	return p
+}
+
+// Frames is how many frames went out (once the pipe has ended).
+func (p *Pipe) Frames() uint64 { return p.totalFrames }
+
+// Bytes is how many bytes went out so far; it may be read while the pipe runs.
+func (p *Pipe) Bytes() uint64 { return p.totalBytes.Load() }
+
+// ReadBytes is how many bytes went through user space (the rest was spliced), once the pipe
+// has ended.
+func (p *Pipe) ReadBytes() uint64 { return p.readBytes }
+
+func (p *Pipe) init() {
+	p.srcTCP, _ = p.src.(*net.TCPConn)
 	p.dstTCP, _ = p.dst.conn.(*net.TCPConn)
 	p.useRawReads()
-	// Bytes the handshake read ahead are the first bytes to forward. The handshake's reader
-	// is not used again; dropping it gives its buffer back to the heap.
-	if head := p.src.takeReadAhead(); len(head) > 0 {
+	// Bytes the handshake read ahead are the first bytes to forward.
+	if head := p.takeReadAhead(); len(head) > 0 {
 		p.wantLarge = len(head) > smallBufferSize
 		p.buffers.get(&p.buf, p.wantLarge)
 		// The handshake's reader never holds more than its largest command, which fits.
@@ -180,32 +162,41 @@ func (p *pipe) init() {
 	}
 }
 
-func (p *pipe) run() error {
+// takeReadAhead hands over the bytes read ahead, once.
+func (p *Pipe) takeReadAhead() []byte {
+	head := p.readAhead
+	p.readAhead = nil
+	return head
+}
+
+// Run forwards until src ends (io.EOF at a frame boundary) or fails, or until the pipe parks
+// while src is idle (ErrParked): the Idle's waiter then has Resume called on a fresh goroutine.
+func (p *Pipe) Run() error {
 	if p.unframed && canPassthrough {
-		src, srcOK := p.src.conn.(*net.TCPConn)
+		src, srcOK := p.src.(*net.TCPConn)
 		dst, dstOK := p.dst.conn.(*net.TCPConn)
 		if srcOK && dstOK {
 			return p.passthrough(src, dst)
 		}
 	}
 	p.init()
-	return p.resume()
+	return p.Resume()
 }
 
-// resume runs the pipe until src ends, or until it parks (errParked) while src is idle; a
-// parked pipe is resumed by its waiter.
-func (p *pipe) resume() error {
+// Resume runs the pipe, after Run or a park, until src ends, or until it parks again
+// (ErrParked).
+func (p *Pipe) Resume() error {
 	if p.splice != nil {
 		return p.splicing()
 	}
 	err := p.forwardFrames()
-	if err != errParked {
+	if err != ErrParked {
 		p.buffers.put(&p.buf)
 	}
 	return err
 }
 
-func (p *pipe) forwardFrames() error {
+func (p *Pipe) forwardFrames() error {
 	for {
 		next, err := p.walk()
 		if werr := p.writeOut(); werr != nil {
@@ -252,7 +243,7 @@ type next struct {
 // walk moves scan over the frames in the buffer: each complete frame joins the batch, after
 // the filter (if any) has seen its command. It stops at the first frame the buffer does not
 // hold as far as needed, and says what that frame needs.
-func (p *pipe) walk() (next, error) {
+func (p *Pipe) walk() (next, error) {
 	for {
 		b := p.buf.bytes()[p.scan:p.end]
 		span, ok, err := p.limits.Scan(b)
@@ -294,7 +285,7 @@ func (p *pipe) walk() (next, error) {
 // check runs the filter on the frame at scan, whose command is buffered. It reports whether
 // the frame goes on; a dropped frame is consumed (from the socket too, where its rest is
 // still unread).
-func (p *pipe) check(span frame.Span, b []byte) (bool, error) {
+func (p *Pipe) check(span frame.Span, b []byte) (bool, error) {
 	cmd := span.Command(b)
 	t, err := frame.PeekType(cmd)
 	if err != nil {
@@ -309,16 +300,16 @@ func (p *pipe) check(span frame.Span, b []byte) (bool, error) {
 		return false, err
 	}
 	switch p.filter(t, cmd) {
-	case endSession:
-		return false, errCommandRefused
-	case dropFrame:
+	case End:
+		return false, ErrRefused
+	case Drop:
 		return false, p.drop(span.Size)
 	}
 	return true, nil
 }
 
 // drop consumes the frame at scan, which the filter refused.
-func (p *pipe) drop(size int) error {
+func (p *Pipe) drop(size int) error {
 	if p.end-p.scan >= size {
 		p.scan += size
 		p.start = p.scan
@@ -330,7 +321,7 @@ func (p *pipe) drop(size int) error {
 // filterOutsideBuffer handles a frame whose command does not fit a read buffer (a broker's
 // topic list of a large namespace): it is read whole into memory of its own (within the
 // frame limit), filtered, and written or dropped.
-func (p *pipe) filterOutsideBuffer(span frame.Span) error {
+func (p *Pipe) filterOutsideBuffer(span frame.Span) error {
 	if err := p.writeOut(); err != nil {
 		return err
 	}
@@ -338,7 +329,7 @@ func (p *pipe) filterOutsideBuffer(span frame.Span) error {
 	whole := make([]byte, span.Size)
 	k := copy(whole, p.buf.bytes()[p.scan:p.end])
 	p.reset()
-	if _, err := io.ReadFull(p.src.conn, whole[k:]); err != nil {
+	if _, err := io.ReadFull(p.src, whole[k:]); err != nil {
 		return eofIsUnexpected(err)
 	}
 	p.readBytes += uint64(len(whole) - k)
@@ -349,13 +340,13 @@ func (p *pipe) filterOutsideBuffer(span frame.Span) error {
 	}
 	if p.watch == nil || p.watch(t) {
 		switch p.filter(t, cmd) {
-		case endSession:
-			return errCommandRefused
-		case dropFrame:
+		case End:
+			return ErrRefused
+		case Drop:
 			return nil
 		}
 	}
-	if err := p.dst.write(whole); err != nil {
+	if err := p.dst.Write(whole); err != nil {
 		return err
 	}
 	p.count(1, len(whole))
@@ -364,30 +355,30 @@ func (p *pipe) filterOutsideBuffer(span frame.Span) error {
 
 // markPartial tells the stall watchdog whether the pipe waits for the rest of a frame (and
 // since when bytes last came), or for a new one.
-func (p *pipe) markPartial() {
+func (p *Pipe) markPartial() {
 	switch {
 	case p.partial == nil:
 	case p.start != p.end:
-		p.partial.progress()
+		p.partial.Progress()
 	default:
-		p.partial.end()
+		p.partial.End()
 	}
 }
 
 // reset empties the buffer.
-func (p *pipe) reset() {
+func (p *Pipe) reset() {
 	p.start, p.scan, p.end = 0, 0, 0
 	p.approved = false
 }
 
 // writeOut writes the batch, the complete frames buf[start:scan], in one write and counts
 // them.
-func (p *pipe) writeOut() error {
+func (p *Pipe) writeOut() error {
 	if p.scan == p.start {
 		return nil
 	}
 	out := p.buf.bytes()[p.start:p.scan]
-	err := p.dst.write(out)
+	err := p.dst.Write(out)
 	p.start = p.scan
 	if err != nil {
 		return err
@@ -400,7 +391,7 @@ func (p *pipe) writeOut() error {
 // count adds forwarded frames to the metrics: once per write, not per frame, and as
 // integers, which a Prometheus counter adds with one atomic instruction. Then it paces the
 // pipe where a rate applies: while it waits, nothing is read from src.
-func (p *pipe) count(frames uint64, bytes int) {
+func (p *Pipe) count(frames uint64, bytes int) {
 	p.frames.Add(float64(frames))
 	p.bytes.Add(float64(bytes))
 	p.totalFrames += frames
@@ -413,7 +404,7 @@ func (p *pipe) count(frames uint64, bytes int) {
 // makeRoom arranges for need bytes of the frame at start to fit in the buffer after a read:
 // an empty buffer starts over (in the large class if reads have been filling it), a
 // partial frame moves to the front, a frame bigger than a small buffer moves to a large one.
-func (p *pipe) makeRoom(need int) error {
+func (p *Pipe) makeRoom(need int) error {
 	b := p.buf.bytes()
 	defer func() { p.scan = p.start }() // the batch was written: nothing lies before scan
 	if p.start == p.end {
@@ -446,8 +437,8 @@ func (p *pipe) makeRoom(need int) error {
 }
 
 // read reads what src has into the free end of the buffer, taking a buffer if it holds none.
-// Where mayPark, a src idle for long parks the pipe (errParked).
-func (p *pipe) read(mayPark bool) error {
+// Where mayPark, a src idle for long parks the pipe (ErrParked).
+func (p *Pipe) read(mayPark bool) error {
 	if p.raw != nil {
 		for {
 			err := p.raw.Read(p.readFn)
@@ -469,7 +460,7 @@ func (p *pipe) read(mayPark bool) error {
 		if p.readLimit > 0 && len(into) > p.readLimit {
 			into = into[:p.readLimit]
 		}
-		n, err := p.src.conn.Read(into)
+		n, err := p.src.Read(into)
 		p.readN = n
 		if n == 0 && err != nil {
 			return err
@@ -497,7 +488,7 @@ func (p *pipe) read(mayPark bool) error {
 // Between two TCP sockets the kernel moves a rest longer than restSpliceAbove (splice); a
 // shorter one and any rest on other connections (TLS) go through the read buffer, a chunk at
 // a time.
-func (p *pipe) stream(n int) error {
+func (p *Pipe) stream(n int) error {
 	head := p.buf.bytes()[p.start:p.end]
 	rest := int64(n - len(head))
 	p.dst.mu.Lock()
@@ -526,31 +517,31 @@ func (p *pipe) stream(n int) error {
 // restDue starts (true) or stops the stall watchdog's clock on the rest of a frame from src.
 // It runs only while the pipe waits for src, not while it writes to dst: a dst that stops
 // reading then shows as such (dst's own mark), not as src stalling.
-func (p *pipe) restDue(due bool) {
+func (p *Pipe) restDue(due bool) {
 	switch {
 	case p.partial == nil:
 	case due:
-		p.partial.progress()
+		p.partial.Progress()
 	default:
-		p.partial.end()
+		p.partial.End()
 	}
 }
 
 // restSpliceAbove is the length above which the unread rest of a frame is spliced.
-func (p *pipe) restSpliceAbove() int {
+func (p *Pipe) restSpliceAbove() int {
 	if p.headReads {
 		return min(p.spliceAbove, headSpliceAbove)
 	}
 	return p.spliceAbove
 }
 
-func (p *pipe) copyThroughBuffer(rest int64) error {
+func (p *Pipe) copyThroughBuffer(rest int64) error {
 	if p.buf.bytes() == nil {
 		p.buffers.get(&p.buf, true)
 	}
 	b := p.buf.bytes()
 	for rest > 0 {
-		k, err := p.src.conn.Read(b[:min(int64(len(b)), rest)])
+		k, err := p.src.Read(b[:min(int64(len(b)), rest)])
 		p.readBytes += uint64(k)
 		if k > 0 {
 			p.restDue(false)
@@ -568,7 +559,7 @@ func (p *pipe) copyThroughBuffer(rest int64) error {
 }
 
 // discard drops the unread rest of a frame the filter refused.
-func (p *pipe) discard(rest int) error {
+func (p *Pipe) discard(rest int) error {
 	p.reset()
 	p.readLimit = 0
 	for rest > 0 {
@@ -585,12 +576,10 @@ func (p *pipe) discard(rest int) error {
 	return nil
 }
 
-// closeWrite half-closes c where the transport supports it, so the far side sees EOF
-// while its answers can still flow back.
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-		return
+// eofIsUnexpected turns an EOF in the middle of a frame into io.ErrUnexpectedEOF.
+func eofIsUnexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
 	}
-	c.Close()
+	return err
 }

@@ -1,4 +1,4 @@
-package session
+package forward
 
 import (
 	"sync"
@@ -13,19 +13,30 @@ const (
 	largeBufferSize = 64 << 10
 )
 
-// bufferPools recycles read buffers between pipes. One is owned by a Server and passed to
-// its sessions; pointers to arrays keep Put from allocating.
+// Pools are what pipes borrow and give back: read buffers, and (on Linux) the kernel pipes
+// that splice bytes socket to socket. A server owns one set for all its sessions.
+type Pools struct {
+	buffers bufferPools
+	pipes   splicePipes
+}
+
+// NewPools makes empty pools.
+func NewPools() *Pools {
+	p := &Pools{}
+	p.buffers.small.New = func() any { return new([smallBufferSize]byte) }
+	p.buffers.large.New = func() any { return new([largeBufferSize]byte) }
+	return p
+}
+
+// BufferBytes is how many bytes of read buffers pipes hold now.
+func (p *Pools) BufferBytes() int64 { return p.buffers.held.Load() }
+
+// bufferPools recycles read buffers between pipes; pointers to arrays keep Put from
+// allocating.
 type bufferPools struct {
 	small sync.Pool    // *[smallBufferSize]byte
 	large sync.Pool    // *[largeBufferSize]byte
 	held  atomic.Int64 // bytes of buffers taken and not yet given back
-}
-
-func newBufferPools() *bufferPools {
-	return &bufferPools{
-		small: sync.Pool{New: func() any { return new([smallBufferSize]byte) }},
-		large: sync.Pool{New: func() any { return new([largeBufferSize]byte) }},
-	}
 }
 
 // buffer is one pooled read buffer; its zero value holds nothing.

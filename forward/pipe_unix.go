@@ -1,6 +1,6 @@
 //go:build unix
 
-package session
+package forward
 
 import (
 	"io"
@@ -10,7 +10,7 @@ import (
 
 // useRawReads makes a TCP source read through its descriptor (readRaw), so that the pipe
 // can give its buffer back while it waits.
-func (p *pipe) useRawReads() {
+func (p *Pipe) useRawReads() {
 	if p.srcTCP == nil {
 		return
 	}
@@ -24,7 +24,7 @@ func (p *pipe) useRawReads() {
 // read and the buffer holds no partial frame, the buffer goes back to its pool before the
 // goroutine parks, so an idle direction of a session holds no buffer at all. It costs no
 // extra system call: the read that finds nothing is the one that would have blocked.
-func (p *pipe) readRaw(fd uintptr) bool {
+func (p *Pipe) readRaw(fd uintptr) bool {
 	if p.buf.bytes() == nil {
 		p.buffers.get(&p.buf, p.wantLarge)
 	}
