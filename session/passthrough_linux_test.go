@@ -16,6 +16,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 func splicePipesHeld() int {
@@ -51,12 +52,8 @@ func runPassthrough(t *testing.T, readAhead []byte) (in, out net.Conn, p *pipe, 
 
 func waitPipesHeld(t *testing.T, what string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for splicePipesHeld() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d splice pipes held, want %d", what, splicePipesHeld(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !wait.Within(5*time.Second, func() bool { return splicePipesHeld() == want }) {
+		t.Fatalf("%s: %d splice pipes held, want %d", what, splicePipesHeld(), want)
 	}
 }
 

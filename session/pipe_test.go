@@ -15,6 +15,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.
@@ -348,13 +349,9 @@ func TestPipeStallDuringSplicedRestBlamesTheReader(t *testing.T) {
 		in.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		in.Write(append(sendFrame(t, 100<<10, 1), sendFrame(t, 4<<20, 2)...))
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for st.brokerNotRead.stuckFor(time.Now()) < 300*time.Millisecond {
-		if time.Now().After(deadline) {
-			t.Fatal("the far side's not-reading mark never held for 300 ms")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "the far side's not-reading mark to hold for 300 ms", func() bool {
+		return st.brokerNotRead.stuckFor(time.Now()) >= 300*time.Millisecond
+	})
 	if r := st.check(time.Now(), 250*time.Millisecond); r != ReasonBrokerStalled {
 		t.Fatalf("stall verdict %q (sender's mark %v, reader's %v), want %s", r,
 			st.clientPartial.stuckFor(time.Now()), st.brokerNotRead.stuckFor(time.Now()), ReasonBrokerStalled)
@@ -366,12 +363,8 @@ func TestPipeHoldsNoBufferWhileIdle(t *testing.T) {
 	in, out, _, done := runPipe(t, pools, nil)
 	waitHeld := func(what string, ok func(int64) bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !ok(pools.held.Load()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: pipe holds %d buffer bytes", what, pools.held.Load())
-			}
-			time.Sleep(5 * time.Millisecond)
+		if !wait.Within(5*time.Second, func() bool { return ok(pools.held.Load()) }) {
+			t.Fatalf("%s: pipe holds %d buffer bytes", what, pools.held.Load())
 		}
 	}
 	f := sendFrame(t, 2000, 1)
