@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 	"math/big"
 	"net/http"
@@ -299,7 +300,9 @@ func TestJWKSProviderDownAtStart(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	token := signKid(t, jwt.SigningMethodES256, key, "k1", jwt.MapClaims{"sub": "alice"})
-	waitFor(t, func() bool { return reg.Value(t, "pulsar_proxy_jwks_fetches_total", "result", "error") >= 2 })
+	wait.Until(t, 10*time.Second, "two failed fetches of the key set", func() bool {
+		return reg.Value(t, "pulsar_proxy_jwks_fetches_total", "result", "error") >= 2
+	})
 	_, err := authenticate(p, token)
 	if ReasonOf(err) != ReasonUnknownKey || !strings.Contains(err.Error(), "not available yet") {
 		t.Fatalf("while the provider is down: %v", err)
@@ -309,7 +312,10 @@ func TestJWKSProviderDownAtStart(t *testing.T) {
 	}
 
 	srv.down.Store(false)
-	waitFor(t, func() bool { _, err := authenticate(p, token); return err == nil })
+	wait.Until(t, 10*time.Second, "the token to be accepted once the provider is back", func() bool {
+		_, err := authenticate(p, token)
+		return err == nil
+	})
 	if got := reg.Value(t, "pulsar_proxy_jwks_last_success_timestamp_seconds"); got < float64(time.Now().Add(-time.Minute).Unix()) {
 		t.Fatalf("last success %v", got)
 	}
@@ -325,17 +331,6 @@ func TestJWKSProviderDownAtStart(t *testing.T) {
 	}
 	if _, err := authenticate(p, token); err != nil {
 		t.Fatalf("the last good key set was not kept: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

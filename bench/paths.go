@@ -18,6 +18,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // path is one way from the load generator to the broker.
@@ -247,18 +248,18 @@ func startProcess(cmd *exec.Cmd, logPath string) (*path, error) {
 
 // waitConnect retries a CONNECT through ep until it is answered.
 func waitConnect(ep endpoint, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		s, err := dial(ep, false)
-		if err == nil {
-			s.conn.Close()
-			return nil
+	var err error
+	if wait.Within(timeout, func() bool {
+		var s *session
+		if s, err = dial(ep, false); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(500 * time.Millisecond)
+		s.conn.Close()
+		return true
+	}) {
+		return nil
 	}
+	return err
 }
 
 func freePort() (int, error) {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/bench/speaker"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // The proxy-bound benchmark (`make bench-proxy`): the same paths as the side-by-side
@@ -177,9 +178,8 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 	// settle waits until a closed fleet is gone from the proxy (its descriptors back near where
 	// they started, or no longer falling) and from the speaker.
 	settle := func(p *path) {
-		deadline := time.Now().Add(30 * time.Second)
 		last, since := -1, time.Now()
-		for time.Now().Before(deadline) {
+		if wait.Within(30*time.Second, func() bool {
 			fds := 0
 			if p.pid != 0 {
 				fds = openFiles(p.pid)
@@ -187,10 +187,9 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 			if fds != last {
 				last, since = fds, time.Now()
 			}
-			if sp.Conns() <= 16 && (p.pid == 0 || fds <= baseFDs[p.Name]+64 || time.Since(since) > time.Second) {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+			return sp.Conns() <= 16 && (p.pid == 0 || fds <= baseFDs[p.Name]+64 || time.Since(since) > time.Second)
+		}) {
+			return
 		}
 		log("%s: %d descriptors (%d at start), the speaker %d connections 30 s after a fleet closed", p.Name, last, baseFDs[p.Name], sp.Conns())
 	}

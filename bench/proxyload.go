@@ -17,6 +17,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/bench/speaker"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // The proxy-bound benchmark's load generator. It runs in one process with the speaker (the
@@ -544,14 +545,18 @@ func (f *fleet) drive(l loadRun) (fleetResult, error) {
 	if f.role == roleProducer {
 		deadline := time.Now().Add(60 * time.Second)
 		for _, g := range f.conns {
-			for g.inflight.Load() > 0 {
-				if time.Now().After(deadline) {
-					return res, fmt.Errorf("connection %d: %d SENDs unanswered 60 s after the run", g.n+1, g.inflight.Load())
+			var err error
+			if !wait.Within(time.Until(deadline), func() bool {
+				if g.inflight.Load() == 0 {
+					return true
 				}
-				if err := f.failure(); err != nil {
-					return res, err
-				}
-				time.Sleep(time.Millisecond)
+				err = f.failure()
+				return err != nil
+			}) {
+				return res, fmt.Errorf("connection %d: %d SENDs unanswered 60 s after the run", g.n+1, g.inflight.Load())
+			}
+			if err != nil {
+				return res, err
 			}
 		}
 		return res, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/frames"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/loopback"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 // runPipe forwards from one TCP pair to another through a pipe: the test writes into in and
@@ -313,13 +314,9 @@ func TestPipeStallDuringSplicedRestBlamesTheReader(t *testing.T) {
 		in.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		in.Write(append(frames.Send(t, 100<<10, 1), frames.Send(t, 4<<20, 2)...))
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for reader.StuckFor(time.Now()) < 300*time.Millisecond {
-		if time.Now().After(deadline) {
-			t.Fatal("the far side's not-reading mark never held for 300 ms")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "the far side's not-reading mark to hold for 300 ms", func() bool {
+		return reader.StuckFor(time.Now()) >= 300*time.Millisecond
+	})
 	// The sender's clock stopped as the pipe began to write: it is not the one to blame.
 	if stuck := sender.StuckFor(time.Now()); stuck >= 250*time.Millisecond {
 		t.Fatalf("the sender's mark holds %v while the reader's holds %v: the sender would be blamed", stuck, reader.StuckFor(time.Now()))
@@ -331,12 +328,8 @@ func TestPipeHoldsNoBufferWhileIdle(t *testing.T) {
 	in, out, _, done := runPipe(t, pools, nil)
 	waitHeld := func(what string, ok func(int64) bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !ok(pools.buffers.held.Load()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: pipe holds %d buffer bytes", what, pools.buffers.held.Load())
-			}
-			time.Sleep(5 * time.Millisecond)
+		if !wait.Within(5*time.Second, func() bool { return ok(pools.buffers.held.Load()) }) {
+			t.Fatalf("%s: pipe holds %d buffer bytes", what, pools.buffers.held.Load())
 		}
 	}
 	f := frames.Send(t, 2000, 1)

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/sys/unix"
 
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
+
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/loopback"
 )
 
@@ -41,12 +43,8 @@ func runPassthrough(t *testing.T, readAhead []byte) (in, out net.Conn, p *Pipe, 
 
 func waitPipesHeld(t *testing.T, ps *splicePipes, what string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for splicePipesHeld(ps) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d splice pipes held, want %d", what, splicePipesHeld(ps), want)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !wait.Within(5*time.Second, func() bool { return splicePipesHeld(ps) == want }) {
+		t.Fatalf("%s: %d splice pipes held, want %d", what, splicePipesHeld(ps), want)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	consul "github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/rs/zerolog"
 )
 
@@ -66,16 +67,13 @@ func (f *fakeConsul) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeConsul) waitBlocked(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	blocked := func() int {
 		f.mu.Lock()
-		b := f.blocked
-		f.mu.Unlock()
-		if b >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("provider never came back with a blocking query (%d so far, want %d)", b, n)
-		}
+		defer f.mu.Unlock()
+		return f.blocked
+	}
+	if !wait.Within(10*time.Second, func() bool { return blocked() >= n }) {
+		t.Fatalf("provider never came back with a blocking query (%d so far, want %d)", blocked(), n)
 	}
 }
 
@@ -90,16 +88,15 @@ func instance(id, addr string, port int, meta map[string]string) map[string]any 
 func waitBrokers(t *testing.T, d Discovery, want ...string) {
 	t.Helper()
 	var got []string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	if !wait.Within(10*time.Second, func() bool {
 		got = got[:0]
 		for _, b := range d.Brokers() {
 			got = append(got, b.URL)
 		}
-		if equalStrings(got, want) {
-			return
-		}
+		return equalStrings(got, want)
+	}) {
+		t.Fatalf("brokers %v, want %v", got, want)
 	}
-	t.Fatalf("brokers %v, want %v", got, want)
 }
 
 func equalStrings(a, b []string) bool {
@@ -161,10 +158,8 @@ func TestConsulFollowsServiceWithBlockingQueries(t *testing.T) {
 	// Listener first: a query accepted after the connections were cut would block for WaitTime.
 	srv.Listener.Close()
 	srv.CloseClientConnections()
-	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(m.discoveryErrors.WithLabelValues("consul")) < 3; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v discovery errors counted while the agent is down, want 3", testutil.ToFloat64(m.discoveryErrors.WithLabelValues("consul")))
-		}
+	if !wait.Within(10*time.Second, func() bool { return testutil.ToFloat64(m.discoveryErrors.WithLabelValues("consul")) >= 3 }) {
+		t.Fatalf("%v discovery errors counted while the agent is down, want 3", testutil.ToFloat64(m.discoveryErrors.WithLabelValues("consul")))
 	}
 	waitBrokers(t, c, "pulsar://127.0.0.1:6650")
 	ln, err := net.Listen("tcp", srv.Listener.Addr().String())

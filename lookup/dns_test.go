@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/rs/zerolog"
 )
 
@@ -98,9 +99,9 @@ func TestDNSARecordsFollowTTL(t *testing.T) {
 
 	// The name disappears: the last list stays, marked stale.
 	srv.setNX()
-	for testutil.ToFloat64(m.discoveryErrors.WithLabelValues("dns")) < 1 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "the NXDOMAIN answer counted as a discovery error", func() bool {
+		return testutil.ToFloat64(m.discoveryErrors.WithLabelValues("dns")) >= 1
+	})
 	waitBrokers(t, d, "pulsar://127.0.0.3:6650")
 	if !d.isStale() || !strings.Contains(d.problem(), "NXDOMAIN") {
 		t.Fatalf("problem %q", d.problem())
@@ -148,9 +149,9 @@ func TestDNSEmptyAnswerKeepsList(t *testing.T) {
 	srv.mu.Lock()
 	srv.rrs = nil // answers nothing: the empty answer is not believed
 	srv.mu.Unlock()
-	for testutil.ToFloat64(m.discoveryErrors.WithLabelValues("dns")) < 2 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "two empty answers counted as discovery errors", func() bool {
+		return testutil.ToFloat64(m.discoveryErrors.WithLabelValues("dns")) >= 2
+	})
 	waitBrokers(t, d, "pulsar://127.0.0.1:6650")
 }
 

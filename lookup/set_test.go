@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -302,9 +303,7 @@ func TestResolverCoalescesIdenticalLookups(t *testing.T) {
 		}
 	}()
 	started.Wait()
-	for lookups.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "the cancelled caller's lookup to reach the broker", func() bool { return lookups.Load() != 0 })
 	cancel()
 	for i := range n {
 		started.Add(1)

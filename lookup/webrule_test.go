@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/miekg/dns"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/rs/zerolog"
 )
 
@@ -90,9 +91,7 @@ func zkWebSet(t *testing.T, cfg ZooKeeperConfig, cases []webCase, reg func(c web
 		f.put(fmt.Sprintf("b%d:8080", i), []byte(reg(c)))
 	}
 	f.setState(zk.StateHasSession)
-	for deadline := time.Now().Add(5 * time.Second); len(z.Brokers()) < len(cases) && time.Now().Before(deadline); {
-		time.Sleep(2 * time.Millisecond)
-	}
+	wait.Within(5*time.Second, func() bool { return len(z.Brokers()) >= len(cases) })
 	var log bytes.Buffer
 	return webRuleSet(z, cfg.BrokerTLS, &log), &log
 }

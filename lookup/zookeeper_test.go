@@ -155,39 +155,33 @@ func startFakeZK(t *testing.T, cfg ZooKeeperConfig) (*ZooKeeper, *fakeZK, *Metri
 	done := make(chan struct{})
 	go func() { z.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	for {
+	wait.Until(t, 10*time.Second, "the provider to dial the fake ZooKeeper", func() bool {
 		f.mu.Lock()
-		dialled := f.session != nil
-		f.mu.Unlock()
-		if dialled {
-			return z, f, m
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer f.mu.Unlock()
+		return f.session != nil
+	})
+	return z, f, m
 }
 
 func waitZKBrokers(t *testing.T, z *ZooKeeper, want ...string) {
 	t.Helper()
 	var got []string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+	if !wait.Within(10*time.Second, func() bool {
 		got = got[:0]
 		for _, b := range z.Brokers() {
 			got = append(got, b.URL+" "+b.Web)
 		}
 		slices.Sort(got)
-		if slices.Equal(got, want) {
-			return
-		}
+		return slices.Equal(got, want)
+	}) {
+		t.Fatalf("brokers %q, want %q", got, want)
 	}
-	t.Fatalf("brokers %q, want %q", got, want)
 }
 
 func waitStale(t *testing.T, z *ZooKeeper, m *Metrics, want bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); z.isStale() != want; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("stale = %v, want %v", !want, want)
-		}
+	if !wait.Within(10*time.Second, func() bool { return z.isStale() == want }) {
+		t.Fatalf("stale = %v, want %v", !want, want)
 	}
 	if got := testutil.ToFloat64(m.discoveryStale.WithLabelValues("metadataStore")) == 1; got != want {
 		t.Fatalf("discovery_stale metric = %v, want %v", got, want)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -69,17 +70,11 @@ func readyProducer(t *testing.T, c *Conn, b *testBroker, mb *Member, own uint64)
 	p := b.next().GetProducer()
 	b.answer(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
 		RequestId: p.RequestId, ProducerName: proto.String("p")}})
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	wait.Until(t, 5*time.Second, "the broker's PRODUCER_SUCCESS to be taken in", func() bool {
 		c.mu.Lock()
-		pending := c.m.isPending(producerID, p.GetProducerId())
-		c.mu.Unlock()
-		if !pending {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the broker's PRODUCER_SUCCESS was not taken in")
-		}
-	}
+		defer c.mu.Unlock()
+		return !c.m.isPending(producerID, p.GetProducerId())
+	})
 }
 
 func producerCmd(id uint64) []byte {
@@ -123,13 +118,9 @@ func TestWritesTowardsBrokerAreFair(t *testing.T) {
 		}()
 	}
 	// Let the busy clients fill their queues before the quiet one speaks.
-	deadline := time.Now().Add(10 * time.Second)
-	for queued(c, busy) < busyClients*upQueueBytes {
-		if time.Now().After(deadline) {
-			t.Fatal("the busy clients' queues did not fill")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "the busy clients' queues to fill", func() bool {
+		return queued(c, busy) >= busyClients*upQueueBytes
+	})
 	if err := quiet.Send(producerCmd(1), nil); err != nil { // queued at once: its queue is empty
 		t.Fatal(err)
 	}

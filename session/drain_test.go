@@ -61,9 +61,8 @@ func TestDrainAnswersLookupsInFlightThenCloses(t *testing.T) {
 	p.send(lookupCmd("persistent://public/default/t", 7))
 	<-asked
 	stopped := shutdownIn(srv)
-	for !srv.Draining() { // the drain has begun before the answer is let go
-		time.Sleep(time.Millisecond)
-	}
+	// the drain has begun before the answer is let go
+	wait.Until(t, 10*time.Second, "the server to start draining", srv.Draining)
 	close(release)
 	if got := p.recv(); got.GetLookupTopicResponse().GetRequestId() != 7 {
 		t.Fatalf("got %v, want the answer to the lookup in flight", got)

@@ -10,17 +10,14 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 // waitParked waits until n sockets are parked on the server's poller.
 func waitParked(t *testing.T, srv *Server, n int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.idle.Parked() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d sockets parked, want %d", what, srv.idle.Parked(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !wait.Within(5*time.Second, func() bool { return srv.idle.Parked() == n }) {
+		t.Fatalf("%s: %d sockets parked, want %d", what, srv.idle.Parked(), n)
 	}
 }
 

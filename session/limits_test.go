@@ -12,6 +12,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/frames"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 const limitsPolicy = `
@@ -54,18 +55,14 @@ func TestRoleConnectionLimit(t *testing.T) {
 	}
 	waitCounter(t, m.limited.WithLabelValues(limitRoleConnections), 1)
 	first.c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.Until(t, 5*time.Second, "carol's slot to be given back when her connection closed", func() bool {
 		p, got := connectAs(t, addr, "carol")
-		if got.GetType() == pb.BaseCommand_CONNECTED {
-			p.c.Close()
-			break
+		if got.GetType() != pb.BaseCommand_CONNECTED {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("carol's slot was not given back when her connection closed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		p.c.Close()
+		return true
+	})
 }
 
 // Over its lookup rate a role is answered TooManyRequests (clients retry); others are not.

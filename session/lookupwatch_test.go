@@ -13,6 +13,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -28,11 +29,10 @@ type watchBroker struct {
 	mu      sync.Mutex
 	watches map[uint64]*pb.CommandWatchTopicList // by the watcher id it was given
 	closed  []uint64                             // watcher ids closed
-	changed chan struct{}
 }
 
 func newWatchBroker(t *testing.T, topics ...string) *watchBroker {
-	b := &watchBroker{topics: topics, watches: map[uint64]*pb.CommandWatchTopicList{}, changed: make(chan struct{}, 1)}
+	b := &watchBroker{topics: topics, watches: map[uint64]*pb.CommandWatchTopicList{}}
 	b.Broker = testbroker.Start(t, b.handle)
 	return b
 }
@@ -66,10 +66,6 @@ func (b *watchBroker) handle(c net.Conn, cmd *pb.BaseCommand) {
 	for _, o := range out {
 		frame.WriteCommand(c, o)
 	}
-	select { // wakes waitFor
-	case b.changed <- struct{}{}:
-	default:
-	}
 }
 
 func (b *watchBroker) update(watcher uint64, topic string) *pb.BaseCommand {
@@ -90,21 +86,11 @@ func (b *watchBroker) send(t *testing.T, cmd *pb.BaseCommand) {
 // waitFor waits (bounded) until cond holds on the broker's records.
 func (b *watchBroker) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
+	wait.Until(t, 5*time.Second, "the broker to see "+what, func() bool {
 		b.mu.Lock()
-		ok := cond()
-		b.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-b.changed:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("the broker never saw %s", what)
-		}
-	}
+		defer b.mu.Unlock()
+		return cond()
+	})
 }
 
 // watchResolver is the resolver and pool of a proxy in front of b. The pool has no

@@ -368,16 +368,10 @@ func TestMultiplexSharesOneBrokerConnection(t *testing.T) {
 		t.Fatalf("broker saw %d connections and %d producers, want 1 and 5", conns, producers)
 	}
 	clients[2].c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, producers, closed := b.state(); producers == 4 && closed == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gone client's producer was not closed on the broker")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, 5*time.Second, "the gone client's producer to be closed on the broker", func() bool {
+		_, producers, closed := b.state()
+		return producers == 4 && closed == 1
+	})
 	clients[0].send(frame.Ping())
 	if got := clients[0].recv().GetType(); got != pb.BaseCommand_PONG {
 		t.Fatalf("others affected: %v", got)
@@ -423,13 +417,10 @@ func TestMultiplexSlowConsumerDisconnected(t *testing.T) {
 	if isTimeout(err) {
 		t.Fatal("the slow client was not disconnected")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, _, closed := b.state(); closed < 1; _, _, closed = b.state() {
-		if time.Now().After(deadline) {
-			t.Fatal("the slow client's consumer was not closed on the broker")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, 5*time.Second, "the slow client's consumer to be closed on the broker", func() bool {
+		_, _, closed := b.state()
+		return closed >= 1
+	})
 	fast.send(frame.Ping())
 	if got := fast.recv().GetType(); got != pb.BaseCommand_PONG {
 		t.Fatalf("the fast client was affected: %v", got)

@@ -15,6 +15,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testenv"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
@@ -82,12 +83,12 @@ func TestBrokerPortsExhausted(t *testing.T) {
 	// The broker lets go of its connections (closing first, so no port waits in TIME_WAIT on
 	// the proxy's side): the ports are free again.
 	b.DropConnections()
-	deadline := time.Now().Add(10 * time.Second)
-	for got := open(); got.GetType() != pb.BaseCommand_CONNECTED; got = open() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after the broker's connections closed, a new session still got %v", got)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var got *pb.BaseCommand
+	if !wait.Within(10*time.Second, func() bool {
+		got = open()
+		return got.GetType() == pb.BaseCommand_CONNECTED
+	}) {
+		t.Fatalf("after the broker's connections closed, a new session still got %v", got)
 	}
 }
 

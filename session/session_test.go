@@ -19,6 +19,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -317,11 +318,7 @@ func TestBadBytesCloseOnlyThatConnection(t *testing.T) {
 
 func waitCounter(t *testing.T, c prometheus.Collector, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(c) < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("counter = %v, want %v", testutil.ToFloat64(c), want)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.Within(5*time.Second, func() bool { return testutil.ToFloat64(c) >= want }) {
+		t.Fatalf("counter = %v, want %v", testutil.ToFloat64(c), want)
 	}
 }

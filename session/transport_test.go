@@ -21,6 +21,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 )
 
@@ -45,8 +46,8 @@ func (l *logBuffer) String() string {
 // waitFor returns the first line containing all of parts.
 func (l *logBuffer) waitFor(t *testing.T, parts ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var found string
+	if wait.Within(10*time.Second, func() bool {
 		l.mu.Lock()
 		lines := strings.Split(l.b.String(), "\n")
 		l.mu.Unlock()
@@ -56,10 +57,13 @@ func (l *logBuffer) waitFor(t *testing.T, parts ...string) string {
 				all = all && strings.Contains(line, p)
 			}
 			if all {
-				return line
+				found = line
+				return true
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	}) {
+		return found
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

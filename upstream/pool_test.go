@@ -13,6 +13,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 // recordingBroker records every CONNECT and AUTH_RESPONSE it receives, challenges each
@@ -100,18 +101,14 @@ func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 	}
 	// A third principal with MaxPrincipals=2 evicts the least recently used (alice).
 	lookupAs("carol")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// 4 connections made, one closed by eviction; each answered its challenge with the proxy's
+	// own credentials.
+	if !wait.Within(5*time.Second, func() bool {
 		connects, answers, open := b.principals()
-		// 4 connections made, one closed by eviction; each answered its challenge with the
-		// proxy's own credentials.
-		if len(connects) == 4 && open == 3 && answers == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("connects %v, challenge answers %d, open %d", connects, answers, open)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(connects) == 4 && open == 3 && answers == 4
+	}) {
+		connects, answers, open := b.principals()
+		t.Fatalf("connects %v, challenge answers %d, open %d", connects, answers, open)
 	}
 }
 
@@ -131,16 +128,11 @@ func TestPoolForwardsClientCredentialsUntilTheyExpire(t *testing.T) {
 	}
 	lookupWith("alice-1", time.Now().Add(300*time.Millisecond))
 	lookupWith("alice-1", time.Now().Add(300*time.Millisecond)) // same credentials, same connection
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if !wait.Within(5*time.Second, func() bool {
 		_, _, open := b.principals()
-		if open == 0 {
-			break // retired at expiry
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("connection with expired client credentials still open")
-		}
-		time.Sleep(10 * time.Millisecond)
+		return open == 0 // retired at expiry
+	}) {
+		t.Fatal("connection with expired client credentials still open")
 	}
 	lookupWith("alice-2", time.Time{})
 	b.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 type nopWatcher struct{}
@@ -74,10 +75,8 @@ func TestWatchersCountTowardsMaxPrincipals(t *testing.T) {
 	if w, err := watch("role-new"); err != nil || w == nil {
 		t.Fatalf("watch after one role closed its watcher: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for open() > 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // the evicted connection's close reaching the broker
-	}
+	// the evicted connection's close reaching the broker
+	wait.Within(5*time.Second, func() bool { return open() <= 2 })
 	pool.mu.Lock()
 	pooled := len(pool.conns)
 	pool.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 )
 
@@ -552,8 +553,9 @@ func TestConcurrencyLimit(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); tp.do(t, "GET", "/admin/v2/clusters", nil) }()
 	}
-	for in.Load() < 2 {
-		time.Sleep(5 * time.Millisecond)
+	if !wait.Within(10*time.Second, func() bool { return in.Load() >= 2 }) {
+		close(release) // lets the requests that did arrive go, so the test ends
+		t.Fatal("waited 10s for two requests held at the broker; it did not happen")
 	}
 	code, body, hdr := tp.do(t, "GET", "/admin/v2/clusters", nil)
 	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || !strings.Contains(reasonOf(t, body), "more than 2") {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 // trickler sends a request body one byte at a time, as slowly as the test says, until the
@@ -60,18 +61,6 @@ func startTrickle(t *testing.T, tp *testProxy, role string, pause time.Duration)
 	return tr
 }
 
-// waitFor polls cond for up to ten seconds, failing with what it waited for.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // Finding: bodies trickled at a byte per pause never met admin.readTimeout (its deadline was
 // reset on every read) and held the global slots, taken before authentication, so every
 // other client got 429. Now a body below admin.minBodyRate after its grace is cut with 408,
@@ -85,7 +74,7 @@ func TestTrickledBodiesAreCutAndDoNotStarveOthers(t *testing.T) {
 	for range trickles {
 		trs = append(trs, startTrickle(t, tp, "mallory", 20*time.Millisecond))
 	}
-	waitFor(t, "every trickled request to be admitted or refused", func() bool {
+	wait.Until(t, 10*time.Second, "every trickled request to be admitted or refused", func() bool {
 		n := int(counter(t, tp.reg, "pulsar_proxy_http_requests_in_flight"))
 		for _, tr := range trs {
 			if tr.answered.Load() {
@@ -148,7 +137,7 @@ func TestAuthenticationHoldsNoSlot(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); tp.do(t, "GET", "/admin/v2/clusters", nil, "Authorization", "Bearer slow") }()
 	}
-	waitFor(t, "four requests waiting on authentication", func() bool { return auth.waiting.Load() == 4 })
+	wait.Until(t, 10*time.Second, "four requests waiting on authentication", func() bool { return auth.waiting.Load() == 4 })
 	if code, body, _ := tp.do(t, "GET", "/admin/v2/clusters", nil, "Authorization", "Bearer role:alice"); code != http.StatusOK {
 		t.Fatalf("with four requests waiting on authentication: %d %s", code, body)
 	}
@@ -225,7 +214,7 @@ func TestConcurrencyPerPrincipal(t *testing.T) {
 				wg.Add(1)
 				go func() { defer wg.Done(); as(tc.hog, "/admin/v2/hog") }()
 			}
-			waitFor(t, "two requests held at the broker", func() bool { return in.Load() == 2 })
+			wait.Until(t, 10*time.Second, "two requests held at the broker", func() bool { return in.Load() == 2 })
 			code, body, hdr := as(tc.hog, "/admin/v2/clusters")
 			if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || !strings.Contains(reasonOf(t, body), "more than 2 admin requests at once from "+tc.refusalNames) {
 				t.Errorf("a third request of the same principal: %d %s", code, body)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 )
@@ -70,18 +71,6 @@ func get(t *testing.T, c net.Conn) string {
 	return strings.TrimSpace(line)
 }
 
-// waitFor polls cond for up to ten seconds, failing with what it says it waits for.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // Many half-sent requests from one IP: the listener holds the per-IP cap of them and closes
 // the rest as they come; a client from another IP is served at once, and one from the same IP
 // once a held connection is gone.
@@ -94,9 +83,9 @@ func TestListenerHalfSentFloodFromOneIP(t *testing.T) {
 		fmt.Fprintf(conns[i], "GET /admin/v2/clusters HTTP/1.1\r\nHost: x\r\n") // no blank line: never complete
 	}
 	refused := m.refused.WithLabelValues("http", ReasonTooManyFromIP)
-	waitFor(t, fmt.Sprintf("%d refusals (%v so far)", flood-perIP, testutil.ToFloat64(refused)), func() bool {
-		return testutil.ToFloat64(refused) == flood-perIP
-	})
+	if !wait.Within(10*time.Second, func() bool { return testutil.ToFloat64(refused) == flood-perIP }) {
+		t.Fatalf("waited 10 s for %d refusals (%v so far)", flood-perIP, testutil.ToFloat64(refused))
+	}
 	if open := testutil.ToFloat64(m.open.WithLabelValues("http")); open != perIP {
 		t.Fatalf("the listener holds %v connections of the flood, want the per-IP cap %d", open, perIP)
 	}
@@ -108,7 +97,7 @@ func TestListenerHalfSentFloodFromOneIP(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	waitFor(t, "the flood's connections to be given back", func() bool {
+	wait.Until(t, 10*time.Second, "the flood's connections to be given back", func() bool {
 		return testutil.ToFloat64(m.open.WithLabelValues("http")) == 0
 	})
 	if got := get(t, dialFrom(t, "127.0.0.1", addr)); got != "HTTP/1.1 200 OK" {
@@ -159,7 +148,7 @@ func TestListenerLimits(t *testing.T) {
 				return // a closed connection gives no token back
 			}
 			first.Close()
-			waitFor(t, "the closed connection's place", func() bool { return testutil.ToFloat64(m.open.WithLabelValues("http")) == 1 })
+			wait.Until(t, 10*time.Second, "the closed connection's place", func() bool { return testutil.ToFloat64(m.open.WithLabelValues("http")) == 1 })
 			if got := get(t, dialFrom(t, "", addr)); got != "HTTP/1.1 200 OK" {
 				t.Fatalf("after a close, got %q", got)
 			}

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -168,21 +169,14 @@ func TestTLSCertificateReload(t *testing.T) {
 	// The key arrives: new handshakes get the renewed certificate.
 	copyFile(t, renewed.KeyFile, f.server.KeyFile)
 	touch(t, f.server.KeyFile, time.Now().Add(2*time.Minute))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.Until(t, 5*time.Second, "the renewed certificate to be served", func() bool {
 		c, err := dialTLS(t, addr, clientCfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		result(t, results)
-		if c.ConnectionState().PeerCertificates[0].SerialNumber.Cmp(renewed.Cert.SerialNumber) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("renewed certificate not served")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.Cmp(renewed.Cert.SerialNumber) == 0
+	})
 	if got := testutil.ToFloat64(f.metrics.expiry); got != float64(renewed.Cert.NotAfter.Unix()) {
 		t.Fatalf("expiry gauge %v, want the renewed %v", got, renewed.Cert.NotAfter.Unix())
 	}

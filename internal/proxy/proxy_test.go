@@ -23,6 +23,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -106,16 +107,6 @@ func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 10 s", what)
-		}
-	}
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -222,7 +213,7 @@ func checkHTTP(t *testing.T, url, version string) {
 	if code, _ := get(t, url+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
 	}
-	waitFor(t, "ready", func() bool { code, _ := get(t, url+"/readyz"); return code == http.StatusOK })
+	wait.Until(t, 10*time.Second, "the proxy to be ready", func() bool { code, _ := get(t, url+"/readyz"); return code == http.StatusOK })
 	_, metrics := get(t, url+"/metrics")
 	for _, want := range []string{`pulsar_proxy_build_info{goversion=`, `version="` + version + `"`, "pulsar_proxy_ready 1", `pulsar_proxy_brokers{state="healthy"} 1`} {
 		if !strings.Contains(metrics, want) {
@@ -344,7 +335,7 @@ func TestReloadOnSignal(t *testing.T) {
 	}
 	writeFile(t, policy, "superUserRoles: [admin, operator]\n")
 	hup <- syscall.SIGHUP
-	waitFor(t, "policy reload", func() bool { return strings.Contains(log.String(), "authorization policy reloaded") })
+	wait.Until(t, 10*time.Second, "the policy reload to be logged", func() bool { return strings.Contains(log.String(), "authorization policy reloaded") })
 }
 
 func writeFile(t *testing.T, path, content string) {

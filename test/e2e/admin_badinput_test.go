@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // adminReason is the reason of a Pulsar-style error answer, {"reason": ...}.
@@ -149,13 +151,9 @@ func TestAdminConcurrencyLimit(t *testing.T) {
 		}()
 	}
 	defer func() { close(release); wg.Wait() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.metric(t, "pulsar_proxy_http_requests_in_flight") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the held requests never got in")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "the held requests to get in", func() bool {
+		return p.metric(t, "pulsar_proxy_http_requests_in_flight") >= 2
+	})
 	for range 3 {
 		code, body := httpDo(t, "GET", p.HTTPURL+"/admin/v2/clusters", nil)
 		if code != http.StatusTooManyRequests || !strings.Contains(adminReason(t, body), "more than 2 admin requests at once") {
@@ -210,15 +208,12 @@ func TestAdminBrokerWebServiceDown(t *testing.T) {
 // waitReady waits until the proxy's /readyz says ok.
 func waitReady(t *testing.T, p *proxy) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, body := p.get("/readyz")
-		if code == 200 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz: %d %s", code, body)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var code int
+	var body string
+	if !wait.Within(30*time.Second, func() bool {
+		code, body = p.get("/readyz")
+		return code == 200
+	}) {
+		t.Fatalf("/readyz: %d %s", code, body)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/test/accesslog"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // startAdminProxy runs the proxy in front of both brokers with their web service URLs
@@ -86,14 +87,12 @@ func accessLog(t *testing.T, p *proxyproc.Proc) []accessLine {
 // requests: a line is written as its handler ends, a moment after the client has the answer.
 func waitAccessLog(t *testing.T, p *proxyproc.Proc, n int) []accessLine {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		lines := accessLog(t, p)
-		if len(lines) >= n || time.Now().After(deadline) {
-			return lines
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var lines []accessLine
+	wait.Within(5*time.Second, func() bool {
+		lines = accessLog(t, p)
+		return len(lines) >= n
+	})
+	return lines
 }
 
 // hostOf is host:port of an http:// URL.

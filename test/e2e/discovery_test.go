@@ -19,6 +19,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // rigPorts are the rig brokers' binary ports, for broker.allowedPorts.
@@ -79,22 +80,10 @@ func registerBothBrokers(t *testing.T, service string) {
 // waitPassing waits until Consul lists want passing instances of service.
 func waitPassing(t *testing.T, service string, want int) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d passing instances of %s", want, service), func() bool {
+	wait.Until(t, 60*time.Second, fmt.Sprintf("%d passing instances of %s", want, service), func() bool {
 		es, err := theRig.HealthService(testCtx(t), service, true)
 		return err == nil && len(es) == want
 	})
-}
-
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	began := time.Now()
-	for !cond() {
-		if time.Since(began) > limit {
-			t.Fatalf("not within %s: %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return time.Since(began)
 }
 
 // startConsulProxy runs the proxy with Consul as its only discovery provider.
@@ -112,7 +101,7 @@ broker:
 
 func (p *proxy) waitReady(t *testing.T) {
 	t.Helper()
-	waitFor(t, 60*time.Second, "/readyz 200", func() bool { code, _ := p.get("/readyz"); return code == 200 })
+	wait.Until(t, 60*time.Second, "/readyz to answer 200", func() bool { code, _ := p.get("/readyz"); return code == 200 })
 }
 
 // targetAllowed reports whether the proxy accepts a direct-mode CONNECT to broker n.
@@ -219,7 +208,9 @@ func TestDiscoveryConsulFollowsRegistrations(t *testing.T) {
 
 	// Deregister broker 2: refused as a target, and no more lookups to it, within 5 s.
 	deregisterBroker(t, service, 2)
-	took := waitFor(t, 5*time.Second, "broker 2 refused as a target", func() bool { return !targetAllowed(t, proxy, 2) })
+	waited := time.Now()
+	wait.Until(t, 5*time.Second, "broker 2 refused as a target", func() bool { return !targetAllowed(t, proxy, 2) })
+	took := time.Since(waited)
 	t.Logf("broker 2 refused %s after its deregistration", took.Round(10*time.Millisecond))
 	if live := proxy.metric(t, "pulsar_proxy_brokers", `state="live"`); live != 1 {
 		t.Fatalf("live brokers = %v, want 1", live)
@@ -245,8 +236,8 @@ func TestDiscoveryConsulFollowsRegistrations(t *testing.T) {
 
 	// Registered again: used again, as a target and for lookups.
 	registerBroker(t, service, 2)
-	waitFor(t, 30*time.Second, "broker 2 allowed again", func() bool { return targetAllowed(t, proxy, 2) })
-	waitFor(t, 30*time.Second, "broker 2 healthy again", func() bool {
+	wait.Until(t, 30*time.Second, "broker 2 allowed again", func() bool { return targetAllowed(t, proxy, 2) })
+	wait.Until(t, 30*time.Second, "broker 2 healthy again", func() bool {
 		return proxy.metric(t, "pulsar_proxy_brokers", `state="healthy"`) == 2
 	})
 	before = brokerRequests(t, proxy, 2)
@@ -324,12 +315,12 @@ func TestDiscoveryConsulOutage(t *testing.T) {
 	if err := theRig.StopConsul(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "discovery marked stale", func() bool {
+	wait.Until(t, 30*time.Second, "discovery marked stale", func() bool {
 		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="consul"`) == 1
 	})
 	s1 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="consul"`)
 	base := ackedNow()
-	waitFor(t, 60*time.Second, "messages acknowledged while Consul is down", func() bool { return ackedNow() >= base+100 })
+	wait.Until(t, 60*time.Second, "messages acknowledged while Consul is down", func() bool { return ackedNow() >= base+100 })
 	s2 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="consul"`)
 	if s2 <= s1 {
 		t.Fatalf("staleness did not grow: %v then %v", s1, s2)
@@ -355,14 +346,14 @@ func TestDiscoveryConsulOutage(t *testing.T) {
 	}
 	consulDown = false
 	registerBothBrokers(t, service)
-	waitFor(t, 60*time.Second, "discovery fresh again", func() bool {
+	wait.Until(t, 60*time.Second, "discovery fresh again", func() bool {
 		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="consul"`) == 0
 	})
 	if s3 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="consul"`); s3 >= s2 {
 		t.Fatalf("staleness %v after recovery, was %v", s3, s2)
 	}
 	base = ackedNow()
-	waitFor(t, 60*time.Second, "messages acknowledged after Consul returned", func() bool { return ackedNow() >= base+50 })
+	wait.Until(t, 60*time.Second, "messages acknowledged after Consul returned", func() bool { return ackedNow() >= base+50 })
 	stopTraffic()
 	t.Logf("sends: %d acknowledged, %d failed", len(acked), len(failures))
 	if len(failures) > 0 {
@@ -488,7 +479,7 @@ func TestDiscoveryConsulUnreachableAtStart(t *testing.T) {
 
 	consul := reservePort(t) // refuses connections until it listens
 	proxy := startConsulProxy(t, service, consul.addr)
-	waitFor(t, 30*time.Second, "discovery errors counted", func() bool {
+	wait.Until(t, 30*time.Second, "discovery errors counted", func() bool {
 		return proxy.metric(t, "pulsar_proxy_discovery_errors_total", `provider="consul"`) >= 1
 	})
 	code, body := proxy.get("/readyz")

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // srvServer is a DNS server in the test process serving SRV records that the test changes.
@@ -103,7 +104,7 @@ broker:
 
 	// DNS drops broker 2: lookups stop going to it; its DNS name is refused as a target.
 	srv.set(t, name, 1)
-	waitFor(t, 10*time.Second, "broker 2 gone from the live set", func() bool {
+	wait.Until(t, 10*time.Second, "broker 2 gone from the live set", func() bool {
 		return proxy.metric(t, "pulsar_proxy_brokers", `state="live"`) == 1
 	})
 	_, port2, _ := net.SplitHostPort(brokerAddrs()[1])
@@ -113,7 +114,7 @@ broker:
 		t.Fatalf("CONNECT to a broker DNS dropped: %v", resp)
 	}
 	srv.set(t, name, 1, 2)
-	waitFor(t, 10*time.Second, "broker 2 back in the live set", func() bool {
+	wait.Until(t, 10*time.Second, "broker 2 back in the live set", func() bool {
 		return proxy.metric(t, "pulsar_proxy_brokers", `state="live"`) == 2
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // serviceAddress plays a Kubernetes Service in front of proxies: each new connection goes
@@ -92,7 +93,7 @@ func TestDrainHandsClientsToAnotherProxy(t *testing.T) {
 				drained <- time.Since(began)
 			}()
 			waitLogLine(t, first, `"message":"stopping: draining sessions"`)
-			waitFor(t, 10*time.Second, "the first proxy not ready (draining) or gone", func() bool {
+			wait.Until(t, 10*time.Second, "the first proxy not ready (draining) or gone", func() bool {
 				code, body := first.get("/readyz")
 				if code != 0 && code != 200 && code != 503 {
 					t.Fatalf("/readyz of the draining proxy: %d %s", code, body)

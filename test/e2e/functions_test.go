@@ -14,6 +14,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/accesslog"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // requireWorkers skips (fails on CI) when the rig's brokers run no Functions worker (a rig
@@ -190,18 +191,16 @@ func TestFunctionWorkersList(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond every second until it holds or timeout passes.
+// waitUntil polls cond until it holds or timeout passes, and fails the test with what cond
+// last said. A cond that runs the admin CLI takes seconds; wait pauses as long after it.
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last: %s", what, last)
-		}
-		time.Sleep(time.Second)
+	var last string
+	if !wait.Within(timeout, func() bool {
+		var ok bool
+		ok, last = cond()
+		return ok
+	}) {
+		t.Fatalf("timed out waiting for %s; last: %s", what, last)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // newClient is a pulsar-client-go client whose service URL is the proxy.
@@ -555,18 +556,15 @@ func TestGatewayReadyzFollowsBroker(t *testing.T) {
 	proxy := startProxy(t, []string{only}, "")
 	waitStatus := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			code, body := proxy.get("/readyz")
-			if code == want {
-				t.Logf("/readyz %d: %s", code, body)
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("/readyz stayed %d (%s), want %d", code, body, want)
-			}
-			time.Sleep(200 * time.Millisecond)
+		var code int
+		var body string
+		if !wait.Within(60*time.Second, func() bool {
+			code, body = proxy.get("/readyz")
+			return code == want
+		}) {
+			t.Fatalf("/readyz stayed %d (%s), want %d", code, body, want)
 		}
+		t.Logf("/readyz %d: %s", code, body)
 	}
 	waitStatus(200)
 	stopBroker2(t)

@@ -19,6 +19,7 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // openFDs is how many descriptors process pid holds now.
@@ -94,10 +95,12 @@ func TestHTTPHalfSentFloodFromOneIP(t *testing.T) {
 	conns := halfSentFlood(t, httpAddr, flood)
 	defer func() { closeAll(conns) }()
 	// The last connections may not have been accepted (and refused) yet: sweep for a while.
-	for deadline := time.Now().Add(10 * time.Second); len(conns) > perIP && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-		conns = keepOpen(conns)
-	}
+	wait.Within(10*time.Second, func() bool {
+		if len(conns) > perIP {
+			conns = keepOpen(conns)
+		}
+		return len(conns) <= perIP
+	})
 	peak, _ := sampler.stop()
 	peak = max(peak, openFDs(t, pid))
 	t.Logf("proxy descriptors: %d before the flood, %d at most during it; %d of the flood's connections held", before, peak, len(conns))
@@ -167,20 +170,21 @@ func otherIPHealthz(t *testing.T, addr string) {
 func waitRefusals(t *testing.T, httpURL string, want int) {
 	t.Helper()
 	const series = `pulsar_proxy_http_connections_refused_total{listener="http",reason="too_many_connections_per_ip"} `
-	deadline := time.Now().Add(10 * time.Second)
 	var last string
-	for time.Now().Before(deadline) {
+	if wait.Within(10*time.Second, func() bool {
 		if body, ok := metricsText(httpURL); ok {
 			for _, line := range strings.Split(body, "\n") {
 				if v, ok := strings.CutPrefix(line, series); ok {
 					last = v
 					if n, _ := strconv.ParseFloat(v, 64); n >= float64(want) {
-						return
+						return true
 					}
 				}
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	}) {
+		return
 	}
 	t.Errorf("the proxy counted %q refusals per IP on listen.http, want at least %d", last, want)
 }

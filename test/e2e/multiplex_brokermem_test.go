@@ -11,6 +11,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/metrics"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // EnvMuxMemoryClients sets how many clients TestMultiplexBrokerMemoryPerClient runs in each
@@ -137,15 +138,11 @@ func brokerMemory(t *testing.T, pid, n int) (heap, direct int64) {
 // waitNoPublishers waits until the brokers list no producer on topics.
 func waitNoPublishers(t *testing.T, topics []string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		n, _ := publisherAddrs(t, topics)
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d producers still on the brokers two minutes after their clients exited", n)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var n int
+	if !wait.Within(2*time.Minute, func() bool {
+		n, _ = publisherAddrs(t, topics)
+		return n == 0
+	}) {
+		t.Fatalf("%d producers still on the brokers two minutes after their clients exited", n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/metrics"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // isolationQueueBytes is the proxy's per-client queue bound in the isolation test: far below
@@ -122,11 +123,9 @@ func (w window) rate(fast []*paceConsumer) float64 {
 // once (the topics' first ledgers, the clients' first permits), then a few seconds more.
 func warmUp(t *testing.T, fast []*paceConsumer) {
 	t.Helper()
-	for began := time.Now(); !fast[0].caughtUp() || !fast[1].caughtUp(); time.Sleep(10 * time.Millisecond) {
-		if time.Since(began) > time.Minute {
-			t.Fatal("the fast consumers did not catch up with their producers within a minute")
-		}
-	}
+	wait.Until(t, time.Minute, "the fast consumers to catch up with their producers", func() bool {
+		return fast[0].caughtUp() && fast[1].caughtUp()
+	})
 	time.Sleep(3 * time.Second)
 }
 
@@ -142,12 +141,9 @@ func phases(t *testing.T, proxy *proxy, stuck *exec.Cmd, fed *atomic.Int64, leng
 	stuck.Process.Signal(syscall.SIGSTOP)
 	stopped = window{name: "neighbour stopped", start: time.Now()}
 	fedBefore := fed.Load()
-	for proxy.metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total") <= before {
-		if time.Since(stopped.start) > 3*time.Minute {
-			t.Fatal("the stopped client was not disconnected as a slow consumer")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.Until(t, 3*time.Minute, "the stopped client to be disconnected as a slow consumer", func() bool {
+		return proxy.metric(t, "pulsar_proxy_multiplex_slow_consumer_disconnects_total") > before
+	})
 	stopped.end, stopped.fed = time.Now(), fed.Load()-fedBefore
 
 	after = window{name: "neighbour disconnected", start: time.Now()}

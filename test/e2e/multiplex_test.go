@@ -16,6 +16,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // Multiplexed broker connections (broker.multiplex): many client connections share a few
@@ -252,21 +253,15 @@ func TestMultiplexKilledClient(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // both mid-stream
 	killed := time.Now()
 	child.Process.Signal(syscall.SIGKILL)
-	var gone time.Duration
-	for {
-		st, err := theRig.TopicStats(testCtx(t), topic)
-		if err != nil {
+	if !wait.Within(time.Minute, func() bool {
+		if st, err = theRig.TopicStats(testCtx(t), topic); err != nil {
 			t.Fatal(err)
 		}
-		if len(st.Publishers) == 1 && st.Publishers[0].ProducerName == "survivor-producer" && len(st.Subscriptions["victim"].Consumers) == 0 {
-			gone = time.Since(killed)
-			break
-		}
-		if time.Since(killed) > time.Minute {
-			t.Fatalf("the killed client's producer or consumer is still on the broker: %s", st.Raw)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(st.Publishers) == 1 && st.Publishers[0].ProducerName == "survivor-producer" && len(st.Subscriptions["victim"].Consumers) == 0
+	}) {
+		t.Fatalf("the killed client's producer or consumer is still on the broker: %s", st.Raw)
 	}
+	gone := time.Since(killed)
 	t.Logf("the killed client's producer and consumer left the broker's topic stats %v after SIGKILL", gone.Round(time.Millisecond))
 	time.Sleep(300 * time.Millisecond)
 	close(stop)

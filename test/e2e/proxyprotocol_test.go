@@ -14,6 +14,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // TestTLSProxyProtocolAddressInSessionLog: the real binary with proxyProtocol enabled. A v2
@@ -84,7 +85,7 @@ func connectedAs(t *testing.T, addr, src string) net.Conn {
 // waitLogLine waits for a line of the proxy's log that contains every part.
 func waitLogLine(t *testing.T, p *proxy, parts ...string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("a log line with %q", parts), func() bool {
+	wait.Until(t, 10*time.Second, fmt.Sprintf("a log line with %q", parts), func() bool {
 	lines:
 		for _, line := range strings.Split(proxyLog(t, p), "\n") {
 			for _, part := range parts {
@@ -115,7 +116,7 @@ func TestProxyHeaderAddressIsCountedPerIP(t *testing.T) {
 	refusals := func() float64 {
 		return proxy.count(t, "pulsar_proxy_handshake_failures_total", `reason="too_many_connections_per_ip"`)
 	}
-	waitFor(t, 10*time.Second, "the refusal counted", func() bool { return refusals() == 1 })
+	wait.Until(t, 10*time.Second, "the refusal counted", func() bool { return refusals() == 1 })
 	waitLogLine(t, proxy, `"remote":"203.0.113.7:41001"`, `"reason":"too_many_connections_per_ip"`)
 
 	connectedAs(t, proxy.Addr, "203.0.113.8:41000")
@@ -125,7 +126,7 @@ func TestProxyHeaderAddressIsCountedPerIP(t *testing.T) {
 
 	// Closing the first connection frees its address's slot.
 	first.Close()
-	waitFor(t, 10*time.Second, "the first session ended", func() bool {
+	wait.Until(t, 10*time.Second, "the first session ended", func() bool {
 		return proxy.count(t, "pulsar_proxy_session_closes_total", `reason="client_closed"`) == 1
 	})
 	connectedAs(t, proxy.Addr, "203.0.113.7:41002")
@@ -168,7 +169,7 @@ func TestProxyHeaderFromUntrustedAddressRefused(t *testing.T) {
 	frame.WriteCommand(conn, &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(),
 		Connect: &pb.CommandConnect{ClientVersion: proto.String("e2e-raw"), ProtocolVersion: proto.Int32(21)}})
 	expectClosed(t, conn)
-	waitFor(t, 10*time.Second, "the refusal counted", func() bool {
+	wait.Until(t, 10*time.Second, "the refusal counted", func() bool {
 		return proxy.count(t, "pulsar_proxy_handshake_failures_total", `reason="transport_setup_failed"`) == 1
 	})
 	waitLogLine(t, proxy, `"error":"PROXY protocol header from an untrusted address"`)
@@ -200,7 +201,7 @@ func TestProxyHeaderThatNeverCompletesTimesOut(t *testing.T) {
 
 	connectedAs(t, proxy.Addr, "203.0.113.8:41000")
 	expectClosed(t, stalled) // within 10 s, so not the 60 s handshake timeout
-	waitFor(t, 10*time.Second, "the timeout counted", func() bool {
+	wait.Until(t, 10*time.Second, "the timeout counted", func() bool {
 		return proxy.count(t, "pulsar_proxy_handshake_failures_total", `reason="transport_setup_failed"`) == 1
 	})
 	waitLogLine(t, proxy, `"error":"PROXY protocol header not complete in time"`)

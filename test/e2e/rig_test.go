@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // smokeClient is a pulsar-client-go client connected straight to a broker (no proxy); it
@@ -329,20 +330,25 @@ func freeBundleTopic(t *testing.T, ctx context.Context, ns string, sysBundles ma
 // answer Failed).
 func otherAnswersConnect(t *testing.T, conn net.Conn, topic string, owner, other int) {
 	t.Helper()
-	for id, deadline := uint64(9), time.Now().Add(10*time.Second); ; id++ {
-		resp3 := smokeLookup(t, conn, topic, id, false)
+	id := uint64(8)
+	var resp3 smokeLookupResponse
+	if !wait.Within(10*time.Second, func() bool {
+		id++
+		resp3 = smokeLookup(t, conn, topic, id, false)
 		if resp3.response == smokeLookupConnect && resp3.brokerServiceURL == theRig.BrokerURL(owner) {
-			t.Logf("LOOKUP at broker %d (bundle owned): %+v", other, resp3)
-			return
+			return true
 		}
 		// Until then the load manager's leader may also answer Failed: it tries to take
 		// the bundle itself and finds it taken ("Failed to acquire ownership").
 		racing := resp3.response == smokeLookupFailed && strings.Contains(resp3.message, "Failed to acquire ownership")
-		if !racing && (resp3.response != smokeLookupRedirect || resp3.brokerServiceURL != theRig.BrokerURL(owner)) || time.Now().After(deadline) {
+		if !racing && (resp3.response != smokeLookupRedirect || resp3.brokerServiceURL != theRig.BrokerURL(owner)) {
 			t.Fatalf("LOOKUP at broker %d once owned: %+v, want Connect to %s", other, resp3, theRig.BrokerURL(owner))
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("LOOKUP at broker %d once owned: %+v, want Connect to %s", other, resp3, theRig.BrokerURL(owner))
 	}
+	t.Logf("LOOKUP at broker %d (bundle owned): %+v", other, resp3)
 }
 
 // (d) Consul answers, and a registered service comes back from /v1/health/service/<name>.
@@ -394,19 +400,15 @@ func TestRigConsul(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = theRig.DeregisterService(context.Background(), tcp.Name) })
-	for {
+	deadline, _ := ctx.Deadline() // the test's minute
+	if !wait.Within(time.Until(deadline), func() bool {
 		entries, err := theRig.HealthService(ctx, tcp.Name, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(entries) == 1 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the TCP check of %s never passed", tcp.Name)
-		case <-time.After(200 * time.Millisecond):
-		}
+		return len(entries) == 1
+	}) {
+		t.Fatalf("the TCP check of %s never passed", tcp.Name)
 	}
 
 	if err := theRig.DeregisterService(ctx, svc.ID); err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // TestTLSProduceConsumeThroughProxy: pulsar-client-go over pulsar+ssl:// to the proxy
@@ -50,13 +52,9 @@ func TestTLSProduceConsumeThroughProxy(t *testing.T) {
 	raw.SetReadDeadline(time.Now().Add(30 * time.Second))
 	io.Copy(io.Discard, raw)
 	raw.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for proxy.count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("plaintext client on the TLS port not counted as a handshake error")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "the plaintext client on the TLS port to be counted as a handshake error", func() bool {
+		return proxy.count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) >= 1
+	})
 	more := produce(t, c, topic, 10)
 	consumeAll(t, consumer, more)
 }
@@ -91,22 +89,18 @@ func TestTLSCertificateRenewedOnDisk(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var serial *big.Int
+	if !wait.Within(10*time.Second, func() bool {
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", proxy.TLSAddr,
 			&tls.Config{RootCAs: pool, ServerName: "localhost"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		serial := conn.ConnectionState().PeerCertificates[0].SerialNumber
+		serial = conn.ConnectionState().PeerCertificates[0].SerialNumber
 		conn.Close()
-		if serial.Cmp(renewed.Cert.SerialNumber) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still serving serial %v 10 s after the renewal", serial)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return serial.Cmp(renewed.Cert.SerialNumber) == 0
+	}) {
+		t.Fatalf("still serving serial %v 10 s after the renewal", serial)
 	}
 	// The client's connections from before the renewal still carry its traffic.
 	consumeAll(t, consumer, produce(t, c, topic, 100))
@@ -162,7 +156,7 @@ func TestTLSRefusalsWithMutualTLS(t *testing.T) {
 		}
 		t.Logf("refusal %d: %v", i, err)
 		want := float64(i + 1)
-		waitFor(t, 10*time.Second, fmt.Sprintf("%v TLS handshake errors counted", want), func() bool {
+		wait.Until(t, 10*time.Second, fmt.Sprintf("%v TLS handshake errors counted", want), func() bool {
 			return proxy.count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`) >= want
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/metrics"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 const zkBrokers = "/loadbalance/brokers"
@@ -158,10 +159,12 @@ func TestDiscoveryMetadataStoreFollowsBrokers(t *testing.T) {
 	// The proxy frozen past its session timeout: ZooKeeper expires the session, and the
 	// thawed proxy opens a new one and reads the brokers again.
 	expireSession(t, proxy)
-	fresh := waitFor(t, 60*time.Second, "discovery fresh on a new session", func() bool {
+	waited := time.Now()
+	wait.Until(t, 60*time.Second, "discovery fresh on a new session", func() bool {
 		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 0 &&
 			proxy.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`) == 2
 	})
+	fresh := time.Since(waited)
 	if !targetAllowed(t, proxy, 1) || !targetAllowed(t, proxy, 2) {
 		t.Fatal("a broker refused after the session was replaced")
 	}
@@ -180,7 +183,7 @@ func restartBroker2(t *testing.T, zc *zk.Conn, proxy *proxy) {
 	if !targetAllowed(t, proxy, 2) {
 		t.Fatal("restarted broker 2 refused as a target")
 	}
-	waitFor(t, 60*time.Second, "both brokers healthy", func() bool {
+	wait.Until(t, 60*time.Second, "both brokers healthy", func() bool {
 		return proxy.metric(t, "pulsar_proxy_brokers", `state="healthy"`) == 2
 	})
 }
@@ -257,10 +260,10 @@ func expireSession(t *testing.T, p *proxy) {
 	if err := syscall.Kill(p.PID(), syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the lost session reported", func() bool {
+	wait.Until(t, 30*time.Second, "the lost session reported", func() bool {
 		return p.count(t, "pulsar_proxy_discovery_errors_total", `provider="metadataStore"`) > expired
 	})
-	waitFor(t, 30*time.Second, "the proxy's log says the session expired", func() bool {
+	wait.Until(t, 30*time.Second, "the proxy's log says the session expired", func() bool {
 		return strings.Contains(p.LogTail(400), "session has been expired")
 	})
 }
@@ -327,7 +330,7 @@ func TestDiscoveryMetadataStoreOutage(t *testing.T) {
 	}
 	defer p2.Close()
 	tr := startTraffic(producer)
-	waitFor(t, 60*time.Second, "traffic flowing", func() bool { return tr.ackedNow() >= 50 })
+	wait.Until(t, 60*time.Second, "traffic flowing", func() bool { return tr.ackedNow() >= 50 })
 
 	zkDown := true
 	t.Cleanup(func() {
@@ -340,18 +343,20 @@ func TestDiscoveryMetadataStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := time.Since(t0)
-	staleAfter := waitFor(t, 30*time.Second, "discovery marked stale", func() bool {
+	waited := time.Now()
+	wait.Until(t, 30*time.Second, "discovery marked stale", func() bool {
 		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 1
 	})
+	staleAfter := time.Since(waited)
 	s1 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`)
 	base := tr.ackedNow()
-	waitFor(t, 20*time.Second, "messages acknowledged while ZooKeeper is down", func() bool { return tr.ackedNow() >= base+100 })
+	wait.Until(t, 20*time.Second, "messages acknowledged while ZooKeeper is down", func() bool { return tr.ackedNow() >= base+100 })
 	for i := range 50 {
 		if _, err := p2.Send(context.Background(), &pulsar.ProducerMessage{Payload: payloadFor(i)}); err != nil {
 			t.Fatalf("second client, send %d during the outage: %v", i, err)
 		}
 	}
-	waitFor(t, 20*time.Second, "staleness growing", func() bool {
+	wait.Until(t, 20*time.Second, "staleness growing", func() bool {
 		return proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`) > s1+2
 	})
 	s2 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`)
@@ -372,9 +377,11 @@ func TestDiscoveryMetadataStoreOutage(t *testing.T) {
 	}
 	zkDown = false
 	outage := time.Since(t0)
-	fresh := waitFor(t, 60*time.Second, "discovery fresh again", func() bool {
+	waited = time.Now()
+	wait.Until(t, 60*time.Second, "discovery fresh again", func() bool {
 		return proxy.metric(t, "pulsar_proxy_discovery_stale", `provider="metadataStore"`) == 0
 	})
+	fresh := time.Since(waited)
 	if s3 := proxy.metric(t, "pulsar_proxy_discovery_staleness_seconds", `provider="metadataStore"`); s3 != 0 {
 		t.Fatalf("staleness %v after recovery, was %v", s3, s2)
 	}
@@ -382,7 +389,7 @@ func TestDiscoveryMetadataStoreOutage(t *testing.T) {
 		t.Fatalf("metadataStore lists %v brokers after recovery, want 2", n)
 	}
 	base = tr.ackedNow()
-	waitFor(t, 60*time.Second, "messages acknowledged after ZooKeeper returned", func() bool { return tr.ackedNow() >= base+50 })
+	wait.Until(t, 60*time.Second, "messages acknowledged after ZooKeeper returned", func() bool { return tr.ackedNow() >= base+50 })
 	tr.end()
 	t.Logf("ZooKeeper stopped in %s, down %s in all (restart took %s); stale %s after the stop; staleness %.1fs → %.1fs; %d sends acknowledged during the outage (+50 by a second client); fresh %s after ZooKeeper answered again",
 		stopped.Round(time.Millisecond), outage.Round(time.Millisecond), time.Since(t1).Round(time.Millisecond)-fresh.Round(time.Millisecond),
@@ -438,7 +445,7 @@ broker:
 broker:
   allowedPorts: [%s]
 `, theRig.ZooKeeperTLS, rigCA(), rigPorts()))
-	waitFor(t, 30*time.Second, "the refused session reported", func() bool {
+	wait.Until(t, 30*time.Second, "the refused session reported", func() bool {
 		return bare.count(t, "pulsar_proxy_discovery_errors_total", `provider="metadataStore"`) >= 1
 	})
 	if n := bare.metric(t, "pulsar_proxy_discovery_brokers", `provider="metadataStore"`); n != 0 {

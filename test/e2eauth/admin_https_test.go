@@ -13,6 +13,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // TestAdminHTTPSClientCertificates: admin.listenHTTPS serves the admin API over TLS with the
@@ -78,12 +79,11 @@ func TestAdminHTTPSClientCertificates(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // the files are looked at no more than once a second
 	renewed := ca.Server(t, "proxy", time.Now().Add(48*time.Hour))
 	var now *big.Int
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	wait.Within(10*time.Second, func() bool {
 		_, _, st := do(client(nil), "GET", "/healthz", "")
-		if now = st.PeerCertificates[0].SerialNumber; now.Cmp(renewed.Cert.SerialNumber) == 0 {
-			break
-		}
-	}
+		now = st.PeerCertificates[0].SerialNumber
+		return now.Cmp(renewed.Cert.SerialNumber) == 0
+	})
 	if now.Cmp(renewed.Cert.SerialNumber) != 0 {
 		t.Errorf("still serving serial %v (first %v), want the renewed %v", now, first, renewed.Cert.SerialNumber)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // adminTenant's admins are alice and the proxy's role: a namespace operation through the
@@ -98,13 +99,13 @@ type accessEntry struct {
 // seconds for it: the line is written as the handler ends).
 func lastAccess(t *testing.T, p *proxyproc.Proc, method, path string) accessEntry {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var found *accessEntry
+	var found *accessEntry
+	if !wait.Within(5*time.Second, func() bool {
 		f, err := os.Open(p.LogPath)
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer f.Close()
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -113,15 +114,11 @@ func lastAccess(t *testing.T, p *proxyproc.Proc, method, path string) accessEntr
 				found = &e
 			}
 		}
-		f.Close()
-		if found != nil {
-			return *found
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no access-log line for %s %s", method, path)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return found != nil
+	}) {
+		t.Fatalf("no access-log line for %s %s", method, path)
 	}
+	return *found
 }
 
 func setupAdminTenant(t *testing.T) {

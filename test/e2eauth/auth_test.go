@@ -15,6 +15,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 const allowAll = `
@@ -319,13 +320,9 @@ func TestExpiredClientIsDisconnected(t *testing.T) {
 	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("before")}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(45 * time.Second)
-	for p.count(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("no session closed for expired credentials")
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	wait.Until(t, 45*time.Second, "a session closed for expired credentials", func() bool {
+		return p.count(t, "pulsar_proxy_session_closes_total", `reason="credentials_expired"`) >= 1
+	})
 	if got := p.metric(t, "pulsar_proxy_authentication_failures_total", `method="token"`, `reason="expired"`); got < 1 {
 		t.Fatalf("failures{expired} = %v", got)
 	}
@@ -371,21 +368,14 @@ rules:
     actions: [lookup, consume]
 `)
 	changed := time.Now()
-	var refusedAfter time.Duration
-	for {
+	wait.Until(t, 5*time.Second, "the policy change to be in force (dave's producer refused)", func() bool {
 		pr, err := dave.CreateProducer(pulsar.ProducerOptions{Topic: topic})
-		if err != nil && strings.Contains(err.Error(), "AuthorizationError") {
-			refusedAfter = time.Since(changed)
-			break
-		}
 		if err == nil {
 			pr.Close()
 		}
-		if time.Since(changed) > 5*time.Second {
-			t.Fatal("policy change not in force after 5 s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err != nil && strings.Contains(err.Error(), "AuthorizationError")
+	})
+	refusedAfter := time.Since(changed)
 	t.Logf("new policy in force after %s", refusedAfter.Round(time.Millisecond))
 	// The producer opened before the change keeps its session.
 	if _, err := first.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("still here")}); err != nil {
@@ -394,13 +384,9 @@ rules:
 
 	errorsBefore := p.count(t, "pulsar_proxy_policy_reloads_total", `result="error"`)
 	writePolicy(t, p.policyFile, "rules: [ {roles: [dave], actions: [fly]} ]\n")
-	deadline := time.Now().Add(30 * time.Second)
-	for p.count(t, "pulsar_proxy_policy_reloads_total", `result="error"`) <= errorsBefore {
-		if time.Now().After(deadline) {
-			t.Fatal("broken policy never reported")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.Until(t, 30*time.Second, "the broken policy to be reported", func() bool {
+		return p.count(t, "pulsar_proxy_policy_reloads_total", `result="error"`) > errorsBefore
+	})
 	if !strings.Contains(p.LogTail(50), "keeping the one in force") {
 		t.Fatalf("broken policy not logged:\n%s", p.LogTail(20))
 	}
@@ -450,16 +436,13 @@ func brokerLogCount(t *testing.T, s string) int {
 // that answers CONNECT is up, and the refusal is logged once per broker.
 func TestReadyWhenBrokersRefuseTheProxysOwnConnection(t *testing.T) {
 	p := startProxy(t, allowAll, "")
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		code, body := p.Get("/readyz")
-		if code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz %d %s", code, body)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var code int
+	var body string
+	if !wait.Within(15*time.Second, func() bool {
+		code, body = p.Get("/readyz")
+		return code == 200
+	}) {
+		t.Fatalf("/readyz %d %s", code, body)
 	}
 	if log := p.LogTail(1000); !strings.Contains(log, "broker refuses the proxy's own connection") {
 		t.Fatalf("no log line about the refusal:\n%s", log)

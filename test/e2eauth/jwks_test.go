@@ -21,6 +21,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 const (
@@ -130,12 +131,8 @@ func startJWKSProxy(t *testing.T, r *rig.Rig, idp *identityProvider) *proxy {
 // waitMetric waits until the proxy's metric reaches want.
 func (p *proxy) waitMetric(t *testing.T, want float64, name string, labels ...string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for p.metric(t, name, labels...) < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s%v = %v after 20s, want %v", name, labels, p.metric(t, name, labels...), want)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !wait.Within(20*time.Second, func() bool { return p.metric(t, name, labels...) >= want }) {
+		t.Fatalf("%s%v = %v after 20s, want %v", name, labels, p.metric(t, name, labels...), want)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // A Java pattern consumer through the proxy picks up a topic created after it subscribed,
@@ -52,13 +53,9 @@ func TestPatternConsumerWatcherThroughProxy(t *testing.T) {
 	}()
 	waitLine(t, lines, "subscribed")
 	// The watcher is opened right after the subscription; the proxy counts it.
-	deadline := time.Now().Add(30 * time.Second)
-	for p.metric(t, "pulsar_proxy_topic_list_watchers") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the proxy shows no topic-list watcher")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.Until(t, 30*time.Second, "the proxy to show a topic-list watcher", func() bool {
+		return p.metric(t, "pulsar_proxy_topic_list_watchers") >= 1
+	})
 	// The "before" message may arrive first; what matters is the topic created now.
 	created := time.Now()
 	produceOne(t, p.PulsarURL, "persistent://"+prefix+"-after", "after")

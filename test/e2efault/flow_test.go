@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsar/backoff"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // flow is a producer and a consumer of one topic under steady load, recording every
@@ -172,10 +173,7 @@ func (r flowResult) String() string {
 func (f *flow) finish(t *testing.T, from time.Time) flowResult {
 	t.Helper()
 	f.stopSending()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) && len(f.missing()) > 0 {
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.Within(time.Minute, func() bool { return len(f.missing()) == 0 })
 	f.close() // before the test stops what the clients connect through
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -236,16 +234,11 @@ func checkNoLoss(t *testing.T, f *flow, r flowResult) {
 // waitRecovered waits until every flow has had a message acknowledged and one received after
 // since, or limit passes; it reports whether they all did.
 func waitRecovered(flows []*flow, since time.Time, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	return wait.Within(limit, func() bool {
 		all := true
 		for _, f := range flows {
 			all = all && f.ackedSince(since) && f.receivedSince(since)
 		}
-		if all {
-			return true
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return false
+		return all
+	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/test/metrics"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // startProxy runs the proxy in front of both rig brokers (plus extraYAML) and stops it when
@@ -135,14 +136,12 @@ func count(t *testing.T, p *proxyproc.Proc, name string, labels ...string) float
 // waitCount waits until the counter reaches want (or two minutes pass) and returns its value.
 func waitCount(t *testing.T, p *proxyproc.Proc, want float64, name string, labels ...string) float64 {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		v := count(t, p, name, labels...)
-		if v >= want || time.Now().After(deadline) {
-			return v
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var v float64
+	wait.Within(2*time.Minute, func() bool {
+		v = count(t, p, name, labels...)
+		return v >= want
+	})
+	return v
 }
 
 // procStatus reads a field of /proc/PID/status in bytes (VmRSS, VmHWM).

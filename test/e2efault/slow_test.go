@@ -20,6 +20,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // stallYAML gives the slow-client tests short timeouts: the stall watchdog's and the
@@ -51,18 +52,12 @@ func TestStuckConsumerIsBounded(t *testing.T) {
 	during := bystander.sample(t, 50)
 	// The proxy's RSS, sampled until the watchdog closes the session (at most two minutes).
 	var rssPeak int64
-	for deadline := time.Now().Add(2 * time.Minute); ; {
+	wait.Until(t, 2*time.Minute, "the stuck consumer's session to be closed as client_not_reading", func() bool {
 		if rss, err := procStatus(proxy.PID(), "VmRSS"); err == nil {
 			rssPeak = max(rssPeak, rss)
 		}
-		if count(t, proxy, "pulsar_proxy_stalled_sessions_total", label("reason", "client_not_reading")) >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the stuck consumer's session was not closed as client_not_reading")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return count(t, proxy, "pulsar_proxy_stalled_sessions_total", label("reason", "client_not_reading")) >= 1
+	})
 	took := time.Since(stopped)
 	stats, err := theRig.TopicStats(testCtx(t), topic)
 	if err != nil {
@@ -261,7 +256,8 @@ func TestClientThatNeverReads(t *testing.T) {
 // for it.
 func sessionEndReason(t *testing.T, p *proxyproc.Proc, remote string) string {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	reason := ""
+	wait.Within(2*time.Minute, func() bool {
 		b, err := os.ReadFile(p.LogPath)
 		if err != nil {
 			t.Fatal(err)
@@ -269,11 +265,13 @@ func sessionEndReason(t *testing.T, p *proxyproc.Proc, remote string) string {
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			var e struct{ Message, Remote, Reason string }
 			if json.Unmarshal(line, &e) == nil && e.Message == "session ended" && e.Remote == remote {
-				return e.Reason
+				reason = e.Reason
+				return true
 			}
 		}
-	}
-	return ""
+		return false
+	})
+	return reason
 }
 
 // floodPings writes PINGs until the connection fails.

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // Build compiles cmd/pulsar-proxy into dir and returns the binary's path.
@@ -140,16 +142,18 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 	}
 	go func() { p.cmd.Wait(); logFile.Close(); close(p.exited) }()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// Polled until it answers /healthz, or fails to start (failed and exited say how).
+	var failed error
+	exited := false
+	if !wait.Within(20*time.Second, func() bool {
 		if p.HTTPURL == "" {
 			if a, ok, err := startedLine(p.LogPath); err != nil {
-				p.Stop()
-				return nil, err
+				failed = err
+				return true
 			} else if ok {
 				if withTLS && a.PulsarTLS == "" {
-					p.Stop()
-					return nil, fmt.Errorf("pulsar-proxy started without the TLS listener its config asks for:\n%s", p.LogTail(30))
+					failed = fmt.Errorf("pulsar-proxy started without the TLS listener its config asks for:\n%s", p.LogTail(30))
+					return true
 				}
 				p.PulsarURL, p.Addr, p.HTTPURL = "pulsar://"+a.Pulsar, a.Pulsar, "http://"+a.HTTP
 				if a.PulsarTLS != "" {
@@ -162,24 +166,32 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 		}
 		if p.HTTPURL != "" {
 			if code, _ := p.Get("/healthz"); code == 200 {
-				return p, nil
+				return true
 			}
 		}
 		select {
 		case <-p.exited:
-			return nil, fmt.Errorf("pulsar-proxy exited at start:\n%s", p.LogTail(30))
+			exited = true
+			return true
 		default:
+			return false
 		}
-		if time.Now().After(deadline) {
-			p.Stop()
-			if p.HTTPURL == "" {
-				return nil, fmt.Errorf("pulsar-proxy logged no %q line with its addresses (is the log JSON at level info or lower?):\n%s",
-					startedMessage, p.LogTail(30))
-			}
-			return nil, fmt.Errorf("pulsar-proxy did not answer /healthz:\n%s", p.LogTail(30))
+	}) {
+		p.Stop()
+		if p.HTTPURL == "" {
+			return nil, fmt.Errorf("pulsar-proxy logged no %q line with its addresses (is the log JSON at level info or lower?):\n%s",
+				startedMessage, p.LogTail(30))
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil, fmt.Errorf("pulsar-proxy did not answer /healthz:\n%s", p.LogTail(30))
 	}
+	switch {
+	case exited:
+		return nil, fmt.Errorf("pulsar-proxy exited at start:\n%s", p.LogTail(30))
+	case failed != nil:
+		p.Stop()
+		return nil, failed
+	}
+	return p, nil
 }
 
 // startedMessage is the message of the line the proxy (internal/proxy) logs once its

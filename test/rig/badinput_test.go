@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // The rig's answers to bad input: a missing tool, a version that does not resolve, a port that
@@ -252,22 +254,18 @@ func procsMentioning(dir string) map[int]string {
 // processes that are exiting), and registers nothing: see reapRig.
 func assertNothingRunning(t *testing.T, rigDir string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		left := procsMentioning(rigDir)
-		if len(left) == 0 {
-			return
+	var left map[int]string
+	if wait.Within(5*time.Second, func() bool {
+		left = procsMentioning(rigDir)
+		return len(left) == 0
+	}) {
+		return
+	}
+	for pid, c := range left {
+		if len(c) > 300 {
+			c = c[:300] + "..."
 		}
-		if time.Now().After(deadline) {
-			for pid, c := range left {
-				if len(c) > 300 {
-					c = c[:300] + "..."
-				}
-				t.Errorf("still running after the failure: pid %d: %s", pid, c)
-			}
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+		t.Errorf("still running after the failure: pid %d: %s", pid, c)
 	}
 }
 

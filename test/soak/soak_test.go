@@ -18,6 +18,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/test/metrics"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // The load, kept light (a shared two-core machine that also runs the rig): three flows at
@@ -137,37 +138,31 @@ log:
 
 // waitDrained waits until every flow's consumer has every acknowledged message, or limit.
 func waitDrained(flows []*flow, limit time.Duration) {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	wait.Within(limit, func() bool {
 		left := 0
 		for _, f := range flows {
 			_, m := f.missing()
 			left += m
 		}
-		if left == 0 {
-			return
-		}
-		time.Sleep(time.Second)
-	}
+		return left == 0
+	})
 }
 
 // settle waits for the closed clients' sessions to end and samples the proxy once more.
 func settle(t *testing.T, smp *sampler) Sample {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.Within(30*time.Second, func() bool {
 		s, err := smp.take()
 		if err != nil {
 			t.Fatalf("sampling after the load: %v", err)
 		}
-		if s.Sessions == 0 || time.Now().After(deadline) {
-			time.Sleep(5 * time.Second) // closed sessions' goroutines and descriptors go too
-			if s, err = smp.take(); err != nil {
-				t.Fatalf("sampling after the load: %v", err)
-			}
-			return s
-		}
-		time.Sleep(time.Second)
+		return s.Sessions == 0
+	})
+	time.Sleep(5 * time.Second) // closed sessions' goroutines and descriptors go too
+	s, err := smp.take()
+	if err != nil {
+		t.Fatalf("sampling after the load: %v", err)
 	}
+	return s
 }
 
 // resultsDir is SOAK_RESULTS, or test/soak/results in the checkout.
