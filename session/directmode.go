@@ -17,13 +17,13 @@ import (
 
 // directMode sets up serving a client whose CONNECT names its broker: check the target,
 // connect to it on the client's behalf, then forward frames both ways untouched.
-func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
+func (s *session) directMode(connect *pb.CommandConnect) (sessionMode, CloseReason) {
 	target := connect.GetProxyToBrokerUrl()
 	b, err := s.srv.targets.Allow(target)
 	if err != nil {
 		// Never dialled: an open relay is how proxies get abused.
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: "+err.Error())
-		return ReasonTargetNotAllowed
+		return nil, ReasonTargetNotAllowed
 	}
 	s.broker = b.Addr() // in every later line, and the summary
 	if s.srv.cfg.Multiplex != nil {
@@ -35,21 +35,21 @@ func (s *session) directMode(connect *pb.CommandConnect) CloseReason {
 		release, ok := d.Acquire(1)
 		if !ok {
 			s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: the proxy has no descriptor left for a broker connection, retry later")
-			return ReasonDescriptors
+			return nil, ReasonDescriptors
 		}
 		s.atEnd(release)
 	}
 	began := time.Now()
 	bc, reason := s.openBroker(b.Addr(), connect)
 	if bc == nil {
-		return reason
+		return nil, reason
 	}
 	conn := bc.Conn // not bc: its Reader (and the buffer that read CONNECTED) is let go
 	s.atEnd(func() { conn.Close() })
 	s.srv.metrics.brokerDialSeconds.Observe(time.Since(began).Seconds())
 	connected := &pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: bc.Connected}
 	if err := s.client.writeCommand(connected, s.srv.cfg.HandshakeTimeout); err != nil {
-		return ReasonIOError
+		return nil, ReasonIOError
 	}
 	s.enter(modeDirect)
 	s.srv.metrics.brokerSessions.WithLabelValues(b.Addr()).Inc()
@@ -101,7 +101,7 @@ func (s *session) dialFailure(err error) (string, CloseReason) {
 // forward sets up one pipe per direction, each run by a goroutine of its own (runDown here,
 // runUp from serve): an idle direct session is two goroutines on the smallest stacks, and
 // none once both directions have parked.
-func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
+func (s *session) forward(broker *wire, supportsRefresh bool) (sessionMode, CloseReason) {
 	m, maxFrame := s.srv.metrics, s.srv.cfg.MaxFrameSize
 	toBrokerSink, toClientSink := forward.NewSink(broker.conn, broker.close), forward.NewSink(s.client.conn, s.client.close)
 	d := &directSession{s: s, broker: broker, downDone: make(chan struct{})}
@@ -112,11 +112,11 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 		Limits: frame.Limits{MaxFrame: maxFrame}, Frames: m.frames.WithLabelValues(toClient), Bytes: m.bytes.WithLabelValues(toClient),
 		Pools: s.srv.pools, SpliceAbove: s.srv.spliceAbove, Idle: s.idleFor(broker, false, d.resumeDown)}
 	if s.srv.cfg.StallTimeout > 0 {
-		up.Partial, down.Partial = &s.stalls.clientPartial, &s.stalls.brokerPartial
-		toClientSink.WatchWrites(&s.stalls.clientNotRead)
-		toBrokerSink.WatchWrites(&s.stalls.brokerNotRead)
-		s.stalls.broker.Store(broker)
-		s.stalls.watched.Store(true)
+		st := &stalls{sess: s, broker: broker}
+		up.Partial, down.Partial = &st.clientPartial, &st.brokerPartial
+		toClientSink.WatchWrites(&st.clientNotRead)
+		toBrokerSink.WatchWrites(&st.brokerNotRead)
+		s.srv.watch(st)
 	}
 	ref, stopRefresh := s.startRefresher(toClientSink, broker, supportsRefresh)
 	s.atEnd(stopRefresh)
@@ -125,8 +125,7 @@ func (s *session) forward(broker *wire, supportsRefresh bool) CloseReason {
 	}
 	d.up, d.down = forward.New(up), forward.New(down)
 	go d.runDown()
-	s.serve = d.serve
-	return ""
+	return d, ""
 }
 
 // directSession is a forwarding session's two directions; the first to end decides how the
@@ -185,8 +184,7 @@ func (d *directSession) end(r pipeResult) {
 	})
 }
 
-// finish waits for the broker's direction once the client's has ended, and records the
-// session's totals.
+// finish waits for the broker's direction once the client's has ended.
 func (d *directSession) finish() CloseReason {
 	s := d.s
 	select {
@@ -201,11 +199,11 @@ func (d *directSession) finish() CloseReason {
 	if d.stuck != nil {
 		d.stuck.Stop()
 	}
-	s.mu.Lock()
-	s.bytesIn, s.framesIn = d.up.Bytes(), d.up.Frames()
-	s.bytesOut, s.framesOut = d.down.Bytes(), d.down.Frames()
-	s.mu.Unlock()
 	return d.reason
+}
+
+func (d *directSession) totals() totals {
+	return totals{bytesIn: d.up.Bytes(), framesIn: d.up.Frames(), bytesOut: d.down.Bytes(), framesOut: d.down.Frames()}
 }
 
 // pipeResult is how one direction of a direct session ended.

@@ -17,7 +17,7 @@ import (
 
 // lookupMode sets up serving a client that connected without proxy_to_broker_url: the
 // proxy is its broker for discovery requests, answering from the pooled broker connections.
-func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
+func (s *session) lookupMode(connect *pb.CommandConnect) (sessionMode, CloseReason) {
 	cfg := s.srv.cfg
 	s.enter(modeLookup)
 	connected := frame.Connected(cfg.ServerVersion, s.negotiatedVersion(connect), cfg.MaxMessageSize)
@@ -26,7 +26,7 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 		connected.Connected.FeatureFlags = &pb.FeatureFlags{SupportsTopicWatchers: proto.Bool(true)}
 	}
 	if err := s.client.writeCommand(connected, cfg.HandshakeTimeout); err != nil {
-		return ReasonIOError
+		return nil, ReasonIOError
 	}
 	l := &lookupSession{s: s, slots: make(chan struct{}, cfg.MaxPendingLookups)}
 	stopRefresh := func() {}
@@ -44,8 +44,7 @@ func (s *session) lookupMode(connect *pb.CommandConnect) CloseReason {
 		l.inFlight.Wait()
 	})
 	s.client.releaseIdle() // the CONNECT's buffer
-	s.serve = l.serve
-	return ""
+	return l, ""
 }
 
 // lookupSession is a lookup-mode session's state: its answers in flight and the refresher.
@@ -75,6 +74,9 @@ func (l *lookupSession) serve() CloseReason {
 	l.await()
 	return ""
 }
+
+// totals: a lookup connection forwards nothing.
+func (l *lookupSession) totals() totals { return totals{} }
 
 // await sets up one wait for the client and the commands it brings (see serve).
 func (l *lookupSession) await() {

@@ -31,6 +31,10 @@ type multiplexed struct {
 
 	lists *edge.TopicLists // the client's topic-list watchers, bounded; filtered with a policy
 
+	ref        *refresher // renews the client's credentials; nil without authentication
+	stopRef    func()
+	writerDone chan error // the client's queue's writer has ended
+
 	running             atomic.Bool // the client's queue is written: the proxy writes through it only
 	bytesIn, bytesOut   atomic.Uint64
 	framesIn, framesOut atomic.Uint64
@@ -127,55 +131,66 @@ func (x *multiplexed) inject(cmd *pb.BaseCommand) error {
 	return x.push(f)
 }
 
-// multiplexMode serves a direct session over the pool (see multiplexed).
-func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) CloseReason {
+// multiplexMode sets up a direct session over the pool (see multiplexed): a place on a
+// pooled broker connection, CONNECTED, and the writer of the client's queue.
+func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) (sessionMode, CloseReason) {
 	m := s.srv.metrics
 	x := &multiplexed{s: s, key: mux.Key{Addr: addr, Principal: s.role()}, out: mux.NewOutQueue(s.srv.cfg.Multiplex.ClientQueueBytes()),
 		upFrames: m.frames.WithLabelValues(toBroker), upBytes: m.bytes.WithLabelValues(toBroker),
-		downFrames: m.frames.WithLabelValues(toClient), downBytes: m.bytes.WithLabelValues(toClient)}
+		downFrames: m.frames.WithLabelValues(toClient), downBytes: m.bytes.WithLabelValues(toClient),
+		lists: s.topicLists()} // before attaching: the broker's frames may arrive at once
 	began := time.Now()
 	mb, reason := x.attach()
 	if mb == nil {
-		return reason
+		return nil, reason
 	}
-	s.srv.metrics.brokerDialSeconds.Observe(time.Since(began).Seconds())
+	m.brokerDialSeconds.Observe(time.Since(began).Seconds())
 	if err := s.client.writeCommand(reflectConnected(mb.Connected(), connect), s.srv.cfg.HandshakeTimeout); err != nil {
 		mb.Leave()
-		return ReasonIOError
+		return nil, ReasonIOError
 	}
-	s.mu.Lock()
-	s.multiplexed = true
-	s.mu.Unlock()
 	s.enter(modeDirect)
-	s.srv.metrics.brokerSessions.WithLabelValues(addr).Inc()
+	m.brokerSessions.WithLabelValues(addr).Inc()
 
-	writerDone := make(chan error, 1)
+	x.writerDone = make(chan error, 1)
 	x.running.Store(true)
 	go func() {
 		err := x.out.Run(s.client.conn)
 		if err != nil {
 			s.conn.Close()
 		}
-		writerDone <- err
+		x.writerDone <- err
 	}()
-	x.lists = s.topicLists()
-	defer x.lists.Close()
-	stop := s.startMuxRefresher(x, connect.GetFeatureFlags().GetSupportsAuthRefresh())
-	reason = x.readClient()
-	stop()
+	x.startRefresher(connect.GetFeatureFlags().GetSupportsAuthRefresh())
+	return x, ""
+}
+
+// serve hands the client's reading on to a goroutine of its own, which ends the session.
+func (x *multiplexed) serve() CloseReason {
+	go func() { x.s.end(x.run()) }()
+	return ""
+}
+
+// run reads the client until it goes away, then leaves the pool and lets the queue empty.
+func (x *multiplexed) run() CloseReason {
+	s := x.s
+	reason := x.readClient()
+	x.stopRef()
 	if reason == ReasonDrained {
 		settle(x.bytesOut.Load) // answers already on their way still reach the client
 	}
 	x.leave() // its producers and consumers closed on the broker at once
+	x.lists.Close()
 	x.out.Close(nil)
 	s.client.conn.SetWriteDeadline(time.Now().Add(s.srv.cfg.HandshakeTimeout))
-	<-writerDone
+	<-x.writerDone
 	s.conn.Close()
-	s.mu.Lock()
-	s.bytesIn, s.framesIn = x.bytesIn.Load(), x.framesIn.Load()
-	s.bytesOut, s.framesOut = x.bytesOut.Load(), x.framesOut.Load()
-	s.mu.Unlock()
 	return reason
+}
+
+func (x *multiplexed) totals() totals {
+	return totals{multiplexed: true, bytesIn: x.bytesIn.Load(), framesIn: x.framesIn.Load(),
+		bytesOut: x.bytesOut.Load(), framesOut: x.framesOut.Load()}
 }
 
 // reflectConnected is the CONNECTED the proxy gives a multiplexed client: the broker's (its
@@ -241,14 +256,16 @@ func (x *multiplexed) leave() {
 	}
 }
 
-// startMuxRefresher renews expiring client credentials as in a direct session; its
-// challenge goes into the client's queue.
-func (s *session) startMuxRefresher(x *multiplexed, supportsRefresh bool) func() {
+// startRefresher renews expiring client credentials as in a direct session; its challenge
+// goes into the client's queue.
+func (x *multiplexed) startRefresher(supportsRefresh bool) {
+	s := x.s
 	if s.srv.sec.Authenticator == nil {
-		return func() {}
+		x.stopRef = func() {}
+		return
 	}
-	x.s.muxRef = s.newRefresher(x.inject)
-	return x.s.muxRef.start(s.ctx, supportsRefresh, func() {
+	x.ref = s.newRefresher(x.inject)
+	x.stopRef = x.ref.start(s.ctx, supportsRefresh, func() {
 		s.expireCredentials()
 		s.conn.Close()
 	})
@@ -299,10 +316,10 @@ func (x *multiplexed) handle(fr frame.Frame) CloseReason {
 		x.inject(d.Reply)
 		return ReasonCommandRefused
 	case edge.Answer:
-		if d.Renewal && s.muxRef != nil {
+		if d.Renewal && x.ref != nil {
 			// The pooled connection's credentials are the proxy's: only the proxy's own
 			// challenge is answered here.
-			s.muxRef.offer(d.Command.GetAuthResponse())
+			x.ref.offer(d.Command.GetAuthResponse())
 		}
 		if d.Reply != nil {
 			x.inject(d.Reply)

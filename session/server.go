@@ -112,6 +112,7 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[*session]struct{}
+	watched   map[*stalls]struct{} // direct sessions the stall watchdog looks at
 	draining  bool
 	wg        sync.WaitGroup
 }
@@ -130,6 +131,7 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 		sec:         Security{Edge: edge.New(edge.Config{}), RefreshTimeout: 10 * time.Second},
 		listeners:   map[net.Listener]struct{}{},
 		sessions:    map[*session]struct{}{},
+		watched:     map[*stalls]struct{}{},
 	}
 	if cfg.MaxLookupsInFlight > 0 {
 		srv.lookups = make(chan struct{}, cfg.MaxLookupsInFlight)

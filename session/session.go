@@ -19,11 +19,8 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
-// session is one client connection from accept to close:
-//
-//	awaiting CONNECT ──▶ lookup mode ──▶ closed
-//	        │
-//	        └──────────▶ direct mode ──▶ closed
+// session is one client connection from accept to close: its transport, the handshake, then
+// the mode the handshake chose (sessionMode), and its end.
 type session struct {
 	srv    *Server
 	id     uint64
@@ -43,20 +40,10 @@ type session struct {
 	clientCreds authz.Credentials // what it presented, for forwardClientCredentials
 	drained     atomic.Bool       // set when the server starts draining
 
-	stalls stalls // direct mode: what the stall watchdog looks at
-
-	// After the handshake: the mode's loop (see run), and what is undone once the session
-	// ends, last first.
-	serve    func() CloseReason
-	cleanups []func()
-
-	multiplexed bool       // direct mode over a shared broker connection (broker.multiplex)
-	muxRef      *refresher // multiplexed: the credential refresher, which takes AUTH_RESPONSEs
+	served   sessionMode // the mode the handshake chose; nil until then
+	cleanups []func()    // undone once the session ends, last first
 
 	releaseFD func() // gives the connection's place in the descriptor budget back; nil: none
-
-	bytesIn, bytesOut   uint64 // direct mode, for the summary line
-	framesIn, framesOut uint64
 }
 
 func newSession(srv *Server, c net.Conn, id uint64) *session {
@@ -106,16 +93,18 @@ func (s *session) setReadDeadline(t time.Time) {
 	s.client.conn.SetReadDeadline(t)
 }
 
-// run is the session's first goroutine: the handshake, then the mode's loop. A mode may
-// hand its loop on to goroutines of its own (serve returns ""); the last of them ends the
-// session. Idle lookup sessions do (see lookupSession.serve): a goroutine whose stack grew
-// during the handshake never shrinks back to the runtime's 2 KiB minimum, a fresh one that
-// only waits does.
+// run is the session's first goroutine: the transport and the handshake, then the mode's
+// start. Every mode hands its loop on to goroutines of its own (serve returns ""), the last
+// of which ends the session: a goroutine whose stack grew during the handshake never shrinks
+// back to the runtime's 2 KiB minimum, a fresh one that only waits does.
 func (s *session) run() {
 	s.srv.metrics.activeSessions.WithLabelValues(modeHandshake.String()).Inc()
-	reason := s.open()
-	if reason == "" {
-		if reason = s.serve(); reason == "" {
+	m, reason := s.open()
+	if m != nil {
+		s.mu.Lock()
+		s.served = m
+		s.mu.Unlock()
+		if reason = m.serve(); reason == "" {
 			return
 		}
 	}
@@ -167,25 +156,25 @@ func (s *session) with(e *zerolog.Event) *zerolog.Event {
 // atEnd registers f to run when the session ends, after its mode's loop.
 func (s *session) atEnd(f func()) { s.cleanups = append(s.cleanups, f) }
 
-// open prepares the transport, applies the per-IP limits and sets the session's mode up; ""
-// means s.serve is to run.
+// open prepares the transport, applies the per-IP limits and makes the session's mode, or
+// says why it ends.
 //
 // The per-IP limits are applied after prepare, because only then is the client's real
 // address (a PROXY header's) known; session.maxConnections was applied before (see
 // Server.refuse).
-func (s *session) open() CloseReason {
+func (s *session) open() (sessionMode, CloseReason) {
 	if err := s.prepare(); err != nil {
 		s.with(s.srv.log.Debug()).Err(err).Msg("TLS handshake or PROXY header failed")
-		return ReasonTransportSetup
+		return nil, ReasonTransportSetup
 	}
 	if !s.srv.connectRate.Allow(s.conn.RemoteAddr()) {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many new connections from your address, retry later")
-		return ReasonConnectRate
+		return nil, ReasonConnectRate
 	}
 	release, ok := s.srv.clientIPs.Acquire(s.conn.RemoteAddr())
 	if !ok {
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: too many connections from your address, retry later")
-		return ReasonTooManyFromIP
+		return nil, ReasonTooManyFromIP
 	}
 	s.atEnd(release)
 	return s.handshake()
@@ -304,31 +293,32 @@ func (s *session) peerCertificates() []*x509.Certificate {
 	return st.PeerCertificates
 }
 
-// handshake reads the client's CONNECT and sets up the mode it asks for.
-func (s *session) handshake() CloseReason {
+// handshake reads the client's CONNECT and makes the mode it asks for, or says why the
+// session ends (the client has been told).
+func (s *session) handshake() (sessionMode, CloseReason) {
 	cfg := s.srv.cfg
 	s.client.conn.SetReadDeadline(time.Now().Add(cfg.HandshakeTimeout))
 	cmd, err := s.client.readCommand()
 	if err != nil {
-		return s.readFailure(err)
+		return nil, s.readFailure(err)
 	}
 	if cmd.GetType() != pb.BaseCommand_CONNECT || cmd.GetConnect() == nil {
 		s.sendError(0, pb.ServerError_NotAllowedError, "pulsar-proxy: the first command must be CONNECT, got "+cmd.GetType().String())
-		return ReasonExpectedConnect
+		return nil, ReasonExpectedConnect
 	}
 	connect := cmd.GetConnect()
 	if field := forgedProxyField(connect); field != "" {
 		s.sendError(0, pb.ServerError_NotAllowedError, "pulsar-proxy: clients may not set "+field+"; only a proxy sets it")
-		return ReasonForgedProxyFields
+		return nil, ReasonForgedProxyFields
 	}
 	if !s.authenticate(connect) {
-		return ReasonAuthFailed
+		return nil, ReasonAuthFailed
 	}
 	release, ok := s.acquireRole()
 	if !ok {
 		s.srv.metrics.limited.WithLabelValues(limitRoleConnections).Inc()
 		s.sendError(0, pb.ServerError_ServiceNotReady, "pulsar-proxy: role "+edge.QuoteRole(s.role())+" has as many connections as its limit allows, retry later")
-		return ReasonTooManyForRole
+		return nil, ReasonTooManyForRole
 	}
 	s.atEnd(release)
 	s.client.conn.SetReadDeadline(time.Time{})
@@ -393,12 +383,16 @@ func (s *session) summary(reason CloseReason) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var t totals
+	if s.served != nil {
+		t = s.served.totals()
+	}
 	s.with(s.srv.log.WithLevel(lvl)).
 		Str("principal", s.identity.Role).
 		Stringer("mode", s.mode).
-		Bool("multiplexed", s.multiplexed).
-		Uint64("bytes_in", s.bytesIn).Uint64("bytes_out", s.bytesOut).
-		Uint64("frames_in", s.framesIn).Uint64("frames_out", s.framesOut).
+		Bool("multiplexed", t.multiplexed).
+		Uint64("bytes_in", t.bytesIn).Uint64("bytes_out", t.bytesOut).
+		Uint64("frames_in", t.framesIn).Uint64("frames_out", t.framesOut).
 		Dur("duration", time.Since(s.start)).
 		Str("reason", string(reason)).
 		Msg("session ended")

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/forward"
@@ -15,14 +14,26 @@ import (
 // says which way. It costs a pipe two atomic stores per write and none per frame (the marks
 // are forward.Mark).
 
-// stalls are the marks of one direct session.
+// stalls are the marks of one direct session, on the server's watch list while it forwards.
 type stalls struct {
 	clientPartial forward.Mark // the client's half-sent frame waits for its rest
 	clientNotRead forward.Mark // a write to the client has not returned
 	brokerPartial forward.Mark
 	brokerNotRead forward.Mark
-	watched       atomic.Bool          // the session forwards: the watchdog looks at it
-	broker        atomic.Pointer[wire] // closed with the client's socket when stuck
+	sess          *session
+	broker        *wire // closed with the client's socket when stuck
+}
+
+// watch puts a direct session's marks on the watchdog's list until the session ends.
+func (s *Server) watch(st *stalls) {
+	s.mu.Lock()
+	s.watched[st] = struct{}{}
+	s.mu.Unlock()
+	st.sess.atEnd(func() {
+		s.mu.Lock()
+		delete(s.watched, st)
+		s.mu.Unlock()
+	})
 }
 
 // check returns why the session is stuck beyond timeout, or "".
@@ -48,23 +59,19 @@ func (s *Server) watchStalls(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case now := <-t.C:
-			var stuck []*session
+			var stuck []*stalls
 			var reasons []CloseReason
 			s.mu.Lock()
-			for sess := range s.sessions {
-				if st := &sess.stalls; st.watched.Load() {
-					if r := st.check(now, timeout); r != "" {
-						stuck, reasons = append(stuck, sess), append(reasons, r)
-					}
+			for st := range s.watched {
+				if r := st.check(now, timeout); r != "" {
+					stuck, reasons = append(stuck, st), append(reasons, r)
 				}
 			}
 			s.mu.Unlock()
-			for i, sess := range stuck {
+			for i, st := range stuck {
 				s.metrics.stalled.WithLabelValues(string(reasons[i])).Inc()
-				sess.close(reasons[i])
-				if b := sess.stalls.broker.Load(); b != nil {
-					b.close() // a write to a broker that stopped reading fails only so
-				}
+				st.sess.close(reasons[i])
+				st.broker.close() // a write to a broker that stopped reading fails only so
 			}
 		}
 	}
