@@ -88,10 +88,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pulsar_proxy_client_ips_active", Help: "Distinct client IPs with a live connection (the PROXY header's address where one was accepted; an IPv6 client counted by its session.ipv6PrefixLength prefix).",
 		}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pulsar_proxy_limited_total", Help: "Client requests and connections refused by a limit: a role's connections or lookup rate (policy limits), the lookups in flight (broker.maxLookupsInFlight), by limit.",
+			Name: "pulsar_proxy_limited_total", Help: "Client requests and connections refused by a limit: a role's connections or lookup rate (policy limits), the lookups in flight (session.maxLookupsInFlight), by limit.",
 		}, []string{"limit"}),
 		lookupsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pulsar_proxy_lookups_in_flight", Help: "Lookup-mode requests being answered now, all clients together (bounded by broker.maxLookupsInFlight).",
+			Name: "pulsar_proxy_lookups_in_flight", Help: "Lookup-mode requests being answered now, all clients together (bounded by session.maxLookupsInFlight).",
 		}),
 		refusedCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_refused_commands_total", Help: "Client commands in direct sessions that ended the session: a type no client may send to a broker, one that cannot be decoded, or proxy-only fields, by reason.",
