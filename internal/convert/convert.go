@@ -163,7 +163,11 @@ func (c *converter) listeners() {
 		c.put("listen.pulsarTLS", hostPort(bind, port), c.source("bindAddress", "servicePortTls"))
 		c.mapped("servicePortTls", "listen.pulsarTLS", "", false)
 	}
-	if port, inFile := c.get("webServicePort"); port != "" {
+	if p, ok := c.set["webServicePort"]; ok && p.Value == "" {
+		c.get("webServicePort")
+		c.put("listen.http", hostPort(bind, "8080"), "webServicePort= (empty): pulsar-proxy always serves HTTP")
+		c.dropped("webServicePort", "empty: Apache's proxy then serves no plain HTTP port, but pulsar-proxy always serves /healthz, /readyz, /metrics and the admin API (admin.enabled) on listen.http: keep that port closed to clients (firewall, Service ports), or turn the admin API off there", true)
+	} else if port, inFile := c.get("webServicePort"); port != "" {
 		c.put("listen.http", hostPort(bind, port), c.source("bindAddress", "webServicePort"))
 		if inFile {
 			c.mapped("webServicePort", "listen.http", "serves the admin API (admin.enabled), /healthz, /readyz and /metrics", false)
@@ -833,6 +837,7 @@ func (c *converter) tokenProvider() {
 			c.dropped("tokenPublicKey", "the key is inline in proxy.conf: write it to a file as PEM and set auth.token.publicKeyFile", true)
 		}
 	}
+	c.clockSkew()
 	if v, inFile := c.get("tokenAuthClaim"); inFile {
 		c.put("auth.token.roleClaim", v, c.source("tokenAuthClaim"))
 		c.mapped("tokenAuthClaim", "auth.token.roleClaim", "", false)
@@ -876,6 +881,35 @@ func keyPath(v string) (string, bool) {
 	return "", false
 }
 
+// clockSkew: the token provider's tokenAllowedClockSkewSeconds is auth.token.leeway, as
+// OpenID Connect's openIDAcceptedTimeLeewaySeconds is (the larger wins when both are set).
+func (c *converter) clockSkew() {
+	v, inFile := c.get("tokenAllowedClockSkewSeconds")
+	if !inFile {
+		return
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		c.dropped("tokenAllowedClockSkewSeconds", fmt.Sprintf("%q is not a number of seconds", v), true)
+		return
+	}
+	c.leeway("tokenAllowedClockSkewSeconds", n)
+}
+
+// leeway sets auth.token.leeway from key (seconds); one leeway holds for every token, so with
+// both providers' settings the larger is kept.
+func (c *converter) leeway(key string, seconds int) {
+	d := time.Duration(seconds) * time.Second
+	if s, ok := c.out.get("auth.token.leeway").(string); ok {
+		if old, err := time.ParseDuration(s); err == nil && old >= d {
+			c.mapped(key, "auth.token.leeway", "the other provider's leeway is as large and is kept: one leeway holds for every token", false)
+			return
+		}
+	}
+	c.put("auth.token.leeway", d.String(), c.source(key))
+	c.mapped(key, "auth.token.leeway", "", false)
+}
+
 // openIDProvider: AuthenticationProviderOpenID's properties, as an identity provider's key set.
 func (c *converter) openIDProvider() {
 	if v, inFile := c.get("openIDAllowedTokenIssuers"); inFile {
@@ -899,8 +933,7 @@ func (c *converter) openIDProvider() {
 	}
 	if v, inFile := c.get("openIDAcceptedTimeLeewaySeconds"); inFile {
 		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-			c.put("auth.token.leeway", (time.Duration(n) * time.Second).String(), c.source("openIDAcceptedTimeLeewaySeconds"))
-			c.mapped("openIDAcceptedTimeLeewaySeconds", "auth.token.leeway", "", false)
+			c.leeway("openIDAcceptedTimeLeewaySeconds", n)
 		} else {
 			c.dropped("openIDAcceptedTimeLeewaySeconds", fmt.Sprintf("%q is not a number of seconds", v), true)
 		}
@@ -950,6 +983,7 @@ func (c *converter) limits() {
 			c.dropped("maxConcurrentInboundConnectionsPerIp", fmt.Sprintf("%q is not a number", v), true)
 		}
 	}
+	c.lookupsInFlight()
 	if v, inFile := c.get("maxMessageSize"); inFile {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
 			c.put("session.maxFrameSize", n+10*1024, c.source("maxMessageSize"))
@@ -975,6 +1009,28 @@ func (c *converter) limits() {
 	}
 }
 
+// lookupsInFlight: maxConcurrentLookupRequests, the lookups Apache's proxy answers at once
+// (a semaphore over all clients), is session.maxLookupsInFlight; both default to 50000.
+func (c *converter) lookupsInFlight() {
+	const key, to = "maxConcurrentLookupRequests", "session.maxLookupsInFlight"
+	v, inFile := c.get(key)
+	if !inFile {
+		return
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil:
+		c.dropped(key, fmt.Sprintf("%q is not a number; %s keeps its default, 50000", v, to), true)
+	case n <= 0:
+		c.dropped(key, fmt.Sprintf("%d: Apache's proxy then refuses every lookup (a semaphore of no permits), while pulsar-proxy reads 0 as unbounded; not carried over: set %s yourself", n, to), true)
+	case sameValue(v, apacheKeys[key].def):
+		c.mapped(key, to, "Apache's default is pulsar-proxy's too: not written", false)
+	default:
+		c.put(to, n, c.source(key))
+		c.mapped(key, to, "the lookups answered at once, all clients together; beyond it a lookup is refused with TooManyRequests, as in Apache's proxy", false)
+	}
+}
+
 // unmapped reports every setting of the file the mapping did not consume.
 func (c *converter) unmapped() {
 	keys := make([]string, 0, len(c.set))
@@ -991,13 +1047,20 @@ func (c *converter) unmapped() {
 		switch {
 		case strings.HasPrefix(k, "brokerClient_"):
 			c.notes = append(c.notes, Note{Key: k, Value: p.Value, Line: p.Line, Reason: "a setting of Apache's Java client towards brokers: " + reasonPropertyKnown, Review: p.Value != ""})
+		case httpReverseProxyKey.MatchString(k):
+			c.notes = append(c.notes, Note{Key: k, Value: p.Value, Line: p.Line, Reason: reasonReverseProxy, Review: true})
 		case !known:
-			c.notes = append(c.notes, Note{Key: k, Value: p.Value, Line: p.Line, Reason: "not a setting of Apache Pulsar's 4.0.8 proxy (or a plugin's property pulsar-proxy does not know)", Review: p.Value != ""})
+			c.notes = append(c.notes, Note{Key: k, Value: p.Value, Line: p.Line, Reason: "not a setting of Apache Pulsar's 4.x proxy (4.0.8, or one added in 4.1), nor a property of an authentication provider pulsar-proxy knows", Review: p.Value != ""})
 		case info.reason != "":
-			atDefault := p.Value == "" || p.Value == info.def || info.varies
+			// An empty value keeps Apache's default for every setting with a reason (a string
+			// or number keeps it, a list is empty by default).
+			atDefault := p.Value == "" || (!info.varies && sameValue(p.Value, info.def))
 			reason := info.reason
-			if atDefault {
+			switch {
+			case atDefault:
 				reason = "at Apache's default; " + reason
+			case info.varies:
+				reason = "Apache's default is " + info.variesAs + "; " + reason
 			}
 			c.notes = append(c.notes, Note{Key: k, Value: p.Value, Line: p.Line, Reason: reason, Review: !atDefault && !info.harmless})
 		case p.Value == "":
@@ -1007,6 +1070,33 @@ func (c *converter) unmapped() {
 		}
 	}
 }
+
+// httpReverseProxyKey matches the settings of one of Apache's HTTP redirects
+// (httpReverseProxy.NAME.path and httpReverseProxy.NAME.proxyTo).
+var httpReverseProxyKey = regexp.MustCompile(`^httpReverseProxy\.[^.]*\..+$`)
+
+// sameValue reports whether a value of the file is Apache's default spelt another way: a
+// boolean in another case, a number with another spelling (100 and 100.0), a list in another
+// order or with spaces.
+func sameValue(v, def string) bool {
+	v, def = strings.TrimSpace(v), strings.TrimSpace(def)
+	if v == def || (isBool(v) && strings.EqualFold(v, def)) {
+		return true
+	}
+	if a, err := strconv.ParseFloat(v, 64); err == nil {
+		b, err := strconv.ParseFloat(def, 64)
+		return err == nil && a == b
+	}
+	if strings.Contains(v, ",") || strings.Contains(def, ",") {
+		a, b := splitList(v), splitList(def)
+		slices.Sort(a)
+		slices.Sort(b)
+		return slices.Equal(a, b)
+	}
+	return false
+}
+
+func isBool(v string) bool { return strings.EqualFold(v, "true") || strings.EqualFold(v, "false") }
 
 func (c *converter) noted(key string) bool {
 	return slices.ContainsFunc(c.notes, func(n Note) bool { return n.Key == key })

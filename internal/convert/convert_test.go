@@ -127,9 +127,9 @@ func TestBenchmarksJavaProxyConf(t *testing.T) {
 	}
 }
 
-// TestEveryKeyOf408 converts a proxy.conf that sets every setting of Apache Pulsar 4.0.8's
-// proxy; the result validates and passes check-config with its files in place.
-func TestEveryKeyOf408(t *testing.T) {
+// TestEveryKeyOf4x converts a proxy.conf that sets every setting of Apache Pulsar's 4.x proxy;
+// the result passes check-config with its files in place.
+func TestEveryKeyOf4x(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcerts.NewCA(t, mkdir(t, dir, "client"), "client")
 	server := ca.Server(t, "proxy", time.Now().Add(20*time.Hour))
@@ -153,16 +153,16 @@ func TestEveryKeyOf408(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(dir, "proxy.token"), tok)
 
-	res, cfg, path := convertFile(t, filepath.Join("testdata", "proxy-4.0.8-all-keys.conf"), map[string]string{"dir": dir})
+	res, cfg, path := convertFile(t, filepath.Join("testdata", "proxy-4.x-all-keys.conf"), map[string]string{"dir": dir})
 	checkConfigPasses(t, path)
 
-	// Every setting of the 4.0.8 reference is in the file (test/e2e checks apacheKeys
-	// against the jar's ProxyConfiguration).
-	b, _ := os.ReadFile(filepath.Join("testdata", "proxy-4.0.8-all-keys.conf"))
+	// Every setting the converter knows is in the file (test/rig checks apacheKeys against
+	// the 4.0.8 jar's ProxyConfiguration, TestEverySettingOf4x against the 4.x list).
+	b, _ := os.ReadFile(filepath.Join("testdata", "proxy-4.x-all-keys.conf"))
 	props, _, _ := readProperties(bytes.NewReader(b))
 	for k := range apacheKeys {
 		if !slices.ContainsFunc(props, func(p property) bool { return p.Key == k }) {
-			t.Errorf("testdata/proxy-4.0.8-all-keys.conf does not set %s", k)
+			t.Errorf("testdata/proxy-4.x-all-keys.conf does not set %s", k)
 		}
 	}
 
@@ -193,6 +193,8 @@ func TestEveryKeyOf408(t *testing.T) {
 		{"session.maxConnections", cfg.Session.MaxConnections, 20000},
 		{"session.maxConnectionsPerIP", cfg.Session.MaxConnectionsPerIP, 100},
 		{"session.maxFrameSize", cfg.Session.MaxFrameSize, 5242880 + 10240},
+		{"session.maxLookupsInFlight", cfg.Session.MaxLookupsInFlight, 20000},
+		{"auth.token.leeway", cfg.Auth.Token.Leeway, 30 * time.Second},
 		{"log.sessionSummary", cfg.Log.SessionSummary, "info"},
 		{"proxyProtocol.enabled", cfg.ProxyProtocol.ProxyProtocolEnabled, true},
 		{"proxyProtocol.trustedCIDRs", len(cfg.ProxyProtocol.TrustedCIDRs), 2},
@@ -294,6 +296,14 @@ func TestMappings(t *testing.T) {
 			[]string{"token: x.y.z"}, "", true},
 		{"TLS client certificate", "tlsEnabledWithBroker=true\nbrokerServiceURLTLS=pulsar+ssl://broker:6651\nbrokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationTls\nbrokerClientAuthenticationParameters=tlsCertFile:/c.pem,tlsKeyFile:/k.pem\ntlsHostnameVerificationEnabled=true\n",
 			[]string{"certFile: /c.pem", "keyFile: /k.pem", "enabled: true"}, "", true},
+		{"a redirect of Apache's HTTP proxy", "httpReverseProxy.grafana.path=/grafana\nhttpReverseProxy.grafana.proxyTo=http://grafana:3000\n",
+			nil, "httpReverseProxy.grafana.proxyTo", true},
+		{"no plain HTTP port", "webServicePort=\n", []string{`http: "0.0.0.0:8080"`}, "webServicePort", true},
+		{"lookups in flight", "maxConcurrentLookupRequests=2000\n", []string{"maxLookupsInFlight: 2000"}, "", true},
+		{"no lookup allowed", "maxConcurrentLookupRequests=0\n", nil, "maxConcurrentLookupRequests", true},
+		{"token clock skew", "authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken,org.apache.pulsar.broker.authentication.oidc.AuthenticationProviderOpenID\n" +
+			"tokenAllowedClockSkewSeconds=30\nopenIDAcceptedTimeLeewaySeconds=10\nopenIDAllowedTokenIssuers=https://idp\n",
+			[]string{"leeway: 30s"}, "", false},
 		{"host names not verified", "tlsEnabledWithBroker=true\nbrokerServiceURLTLS=pulsar+ssl://broker\n",
 			[]string{"skipHostnameVerification: true", `brokers: ["pulsar+ssl://broker:6651"]`}, "tlsHostnameVerificationEnabled", true},
 		{"unsupported plugin", "brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.oauth2.AuthenticationOAuth2\nbrokerClientAuthenticationParameters={\"issuerUrl\":\"x\"}\n",
