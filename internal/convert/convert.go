@@ -7,6 +7,7 @@ package convert
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/checkconfig"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
 )
@@ -41,21 +42,41 @@ type Note struct {
 type Result struct {
 	YAML  []byte // the config.yaml
 	Notes []Note
-	// Problems are why the config.yaml does not validate as written (config.Load's words);
-	// empty when it does.
+	// Problems are why the config.yaml is not ready as written: what the conversion could not
+	// do (with the fix), then what check-config refuses in it, in check-config's words (the
+	// configuration does not load, or a file it names is missing or not what the proxy
+	// reads). Empty when check-config passes it here.
 	Problems []string
+	// Warnings are check-config's warnings about the written file.
+	Warnings []string
+	// Written are the files the conversion wrote beside the config.yaml (converted keys).
+	Written []string
 }
 
-// Valid reports whether the written configuration loads as it is.
+// Valid reports whether check-config passes the written configuration (where the conversion
+// ran: the files it names are read there).
 func (r *Result) Valid() bool { return len(r.Problems) == 0 }
 
-// Convert reads proxy.conf from in and converts it (name is for messages).
+// Options of a conversion.
+type Options struct {
+	// WriteDir is where the conversion may write the files it converts (a DER token key as
+	// PEM, an inline key): the -o FILE's directory. Empty: nothing is written, and a key that
+	// needs converting is a problem.
+	WriteDir string
+}
+
+// Convert reads proxy.conf from in and converts it (name is for messages), writing nothing.
 func Convert(in io.Reader, name string) (*Result, error) {
+	return ConvertWith(in, name, Options{})
+}
+
+// ConvertWith reads proxy.conf from in and converts it with opts.
+func ConvertWith(in io.Reader, name string, opts Options) (*Result, error) {
 	props, dups, err := readProperties(in)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	c := &converter{set: map[string]property{}, out: &tree{}}
+	c := &converter{set: map[string]property{}, out: &tree{}, opts: opts}
 	for _, p := range props {
 		c.set[p.Key] = p
 	}
@@ -65,18 +86,26 @@ func Convert(in io.Reader, name string) (*Result, error) {
 	c.convert()
 	c.unmapped()
 
-	res := &Result{Notes: c.notes}
+	res := &Result{Notes: c.notes, Written: c.written}
 	res.YAML = c.out.render(name)
-	res.Problems = validate(res.YAML)
+	problems, warnings := validate(res.YAML)
+	res.Problems = append(c.problems, problems...)
+	res.Warnings = warnings
 	return res, nil
 }
 
 type converter struct {
-	set   map[string]property // the file's settings
-	used  map[string]bool     // keys the mapping looked at
-	out   *tree
-	notes []Note
+	set      map[string]property // the file's settings
+	used     map[string]bool     // keys the mapping looked at
+	out      *tree
+	notes    []Note
+	opts     Options
+	problems []string // what the conversion could not do, with the fix
+	written  []string // files written into opts.WriteDir
 }
+
+// problem records why the written file is not ready, about the pulsar-proxy key path.
+func (c *converter) problem(path, msg string) { c.problems = append(c.problems, path+": "+msg) }
 
 // get returns the file's value of key (trimmed), or Apache's default, and whether the file
 // sets it to something that is not blank.
@@ -825,17 +854,11 @@ func (c *converter) tokenProvider() {
 			c.put("auth.token.secretKeyFile", path, "tokenSecretKey (a file)")
 			c.mapped("tokenSecretKey", "auth.token.secretKeyFile", "raw or base64 key bytes, as Pulsar writes them", false)
 		} else {
-			c.dropped("tokenSecretKey", "the key is inline in proxy.conf: write it to a file (its base64 text, or `data:;base64,…` as it is) and set auth.token.secretKeyFile", true)
+			c.tokenSecretKeyInline(v)
 		}
 	}
 	if v, inFile := c.get("tokenPublicKey"); inFile {
-		if path, ok := keyPath(v); ok {
-			c.put("auth.token.publicKeyFile", path, "tokenPublicKey (a file)")
-			c.mapped("tokenPublicKey", "auth.token.publicKeyFile",
-				"pulsar-proxy reads a PEM public key; Pulsar's `tokens create-key-pair` writes DER: convert it with `openssl pkey -pubin -inform DER -in KEY -out KEY.pem` and point auth.token.publicKeyFile at the PEM (check-config tells)", true)
-		} else {
-			c.dropped("tokenPublicKey", "the key is inline in proxy.conf: write it to a file as PEM and set auth.token.publicKeyFile", true)
-		}
+		c.tokenPublicKey(v)
 	}
 	c.clockSkew()
 	if v, inFile := c.get("tokenAuthClaim"); inFile {
@@ -868,17 +891,24 @@ func (c *converter) tokenProvider() {
 	}
 }
 
-// keyPath reads tokenSecretKey/tokenPublicKey as a file path when it is one.
+// keyPath reads tokenSecretKey/tokenPublicKey as a file path when it is one, as Pulsar does: a
+// file: URL, or a file that exists; a data: URL or other base64 text is the key itself. A path
+// to a file that is not here (converted on another machine) is told from base64 text by its
+// leading slash or a character base64 lacks.
 func keyPath(v string) (string, bool) {
 	switch {
 	case strings.HasPrefix(v, "file:"):
 		return filePath(v), true
 	case strings.HasPrefix(v, "data:"):
 		return "", false
-	case strings.ContainsAny(v, `/\`) && !strings.Contains(v, "="):
+	}
+	if _, err := os.Stat(v); err == nil {
 		return v, true
 	}
-	return "", false
+	if _, err := base64.StdEncoding.DecodeString(v); err == nil && !strings.HasPrefix(v, "/") {
+		return "", false
+	}
+	return v, true
 }
 
 // clockSkew: the token provider's tokenAllowedClockSkewSeconds is auth.token.leeway, as
@@ -1102,28 +1132,33 @@ func (c *converter) noted(key string) bool {
 	return slices.ContainsFunc(c.notes, func(n Note) bool { return n.Key == key })
 }
 
-// validate loads the written configuration as the proxy would (no environment) and returns
-// config.Load's problems, one a line.
-func validate(y []byte) []string {
+// validate runs check-config's checks on the written configuration, as `pulsar-proxy
+// check-config FILE` would where the conversion runs (no environment applied): the errors are
+// the problems (config.Load's words when it does not load), the warnings are returned beside.
+func validate(y []byte) (problems, warnings []string) {
 	dir, err := os.MkdirTemp("", "convert-config-")
 	if err != nil {
-		return []string{err.Error()}
+		return []string{err.Error()}, nil
 	}
 	defer os.RemoveAll(dir)
 	f := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(f, y, 0o600); err != nil {
-		return []string{err.Error()}
+		return []string{err.Error()}, nil
 	}
-	if _, err := config.Load(f, nil); err != nil {
-		var out []string
-		for _, l := range strings.Split(err.Error(), "\n") {
-			if l = strings.TrimSpace(l); l != "" && l != "invalid configuration:" {
-				out = append(out, strings.ReplaceAll(l, f, "config.yaml"))
-			}
+	r := checkconfig.Check(f, nil, time.Now())
+	for _, fd := range r.Findings {
+		msg := strings.ReplaceAll(fd.Message, f, "config.yaml")
+		if fd.Key != "config" {
+			msg = fd.Key + ": " + msg
 		}
-		return out
+		switch fd.Severity {
+		case checkconfig.Error:
+			problems = append(problems, msg)
+		case checkconfig.Warning:
+			warnings = append(warnings, msg)
+		}
 	}
-	return nil
+	return problems, warnings
 }
 
 // WriteReport writes the report: what was mapped, what was not and why, and whether the
@@ -1154,12 +1189,22 @@ func (r *Result) WriteReport(w io.Writer, name string) {
 	section("REVIEW (changes behaviour or needs your hand)", review)
 	section("carried over", mapped)
 	section("not carried over", other)
+	list := func(title string, lines []string) {
+		if len(lines) > 0 {
+			fmt.Fprintf(w, "\n%s:\n", title)
+			for _, l := range lines {
+				fmt.Fprintf(w, "  %s\n", l)
+			}
+		}
+	}
+	list("files written beside the config.yaml (ship them with it)", r.Written)
+	list("check-config warns", r.Warnings)
 	fmt.Fprintln(w)
 	if r.Valid() {
-		fmt.Fprintln(w, "the written config.yaml validates (run `pulsar-proxy check-config` on it where its files are)")
+		fmt.Fprintln(w, "check-config passes the written config.yaml here; run `pulsar-proxy check-config --connect` on it where the proxy will run")
 		return
 	}
-	fmt.Fprintln(w, "the written config.yaml does not validate yet; it needs:")
+	fmt.Fprintln(w, "the written config.yaml is not ready yet (check-config would refuse it); it needs:")
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  %s\n", p)
 	}

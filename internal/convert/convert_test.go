@@ -284,18 +284,26 @@ func TestKeyTable(t *testing.T) {
 
 func TestMappings(t *testing.T) {
 	base := "brokerServiceURL=pulsar://broker:6650\n"
+	// A token check-config reads as a JWT (it cannot verify it: the brokers hold the key).
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "pulsar-proxy"}).SignedString([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name, conf string
 		yaml       []string // lines the output must hold
 		review     string   // a key that must be flagged for review
 		valid      bool
 	}{
-		{"token parameters inline", "brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\nbrokerClientAuthenticationParameters=token:abc.def.ghi\n",
-			[]string{"token: abc.def.ghi"}, "brokerClientAuthenticationParameters", true},
-		{"token parameters as JSON", `brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken` + "\n" + `brokerClientAuthenticationParameters={"token":"x.y.z"}` + "\n",
-			[]string{"token: x.y.z"}, "", true},
+		{"token parameters inline", "brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\nbrokerClientAuthenticationParameters=token:" + tok + "\n",
+			[]string{"token: " + tok}, "brokerClientAuthenticationParameters", true},
+		{"token parameters as JSON", `brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken` + "\n" + `brokerClientAuthenticationParameters={"token":"` + tok + `"}` + "\n",
+			[]string{"token: " + tok}, "", true},
+		{"a token that is not a JWT", "brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\nbrokerClientAuthenticationParameters=token:abc.def.ghi\n",
+			[]string{"token: abc.def.ghi"}, "brokerClientAuthenticationParameters", false},
+		// Its files are not here, so check-config refuses it (valid false); the mapping holds.
 		{"TLS client certificate", "tlsEnabledWithBroker=true\nbrokerServiceURLTLS=pulsar+ssl://broker:6651\nbrokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationTls\nbrokerClientAuthenticationParameters=tlsCertFile:/c.pem,tlsKeyFile:/k.pem\ntlsHostnameVerificationEnabled=true\n",
-			[]string{"certFile: /c.pem", "keyFile: /k.pem", "enabled: true"}, "", true},
+			[]string{"certFile: /c.pem", "keyFile: /k.pem", "enabled: true"}, "", false},
 		{"a redirect of Apache's HTTP proxy", "httpReverseProxy.grafana.path=/grafana\nhttpReverseProxy.grafana.proxyTo=http://grafana:3000\n",
 			nil, "httpReverseProxy.grafana.proxyTo", true},
 		{"no plain HTTP port", "webServicePort=\n", []string{`http: "0.0.0.0:8080"`}, "webServicePort", true},
