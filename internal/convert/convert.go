@@ -272,6 +272,7 @@ func (c *converter) metadataStore() {
 		c.dropped("zookeeperServers", "not used: metadataStoreUrl is set and wins, as in Apache's proxy", false)
 	}
 	if !inFile {
+		c.configurationStoreAlone()
 		return
 	}
 	if scheme, _, ok := strings.Cut(url, ":"); ok && slices.Contains([]string{"etcd", "rocksdb", "memory", "oxia", "metadata-store"}, scheme) {
@@ -289,6 +290,22 @@ func (c *converter) metadataStore() {
 	}
 	c.mapped(from, "discovery.metadataStore.url", caveat, false)
 	c.storeSessionTimeout()
+}
+
+// configurationStoreAlone: a file that names a configuration store but no local metadata store
+// and no broker URL. Apache's proxy finds no broker then either (it reads the brokers from the
+// local store, and only when metadataStoreUrl or zookeeperServers is set); the configuration
+// store holds policies. Where it is also the brokers' store, it is what
+// discovery.metadataStore.url wants: say so.
+func (c *converter) configurationStoreAlone() {
+	if c.out.get("discovery.static.brokers") != nil {
+		return
+	}
+	for _, k := range []string{"configurationMetadataStoreUrl", "configurationStoreServers", "globalZookeeperServers"} {
+		if c.setInFile(k) {
+			c.dropped(k, "no broker is found through it: Apache's proxy reads the brokers from the local metadata store, and only when metadataStoreUrl (or zookeeperServers) is set too; the configuration store holds tenants' and namespaces' policies. If the brokers register in this store, set discovery.metadataStore.url to it (or name them with discovery.static, discovery.dns or discovery.consul)", true)
+		}
+	}
 }
 
 // storeSessionTimeout: metadataStoreSessionTimeoutMillis, or the older zookeeperSessionTimeoutMs

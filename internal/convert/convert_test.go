@@ -469,3 +469,68 @@ func writeTemp(t *testing.T, b []byte) string {
 	writeFile(t, p, string(b))
 	return p
 }
+
+// TestMetadataStoreDiscovery: Apache's proxy finds its brokers in the local metadata store
+// (metadataStoreUrl, or the older zookeeperServers; it needs configurationMetadataStoreUrl too,
+// which falls back to the local store). The converted file does the same with
+// discovery.metadataStore (ZooKeeper), check-config passes it, and the configuration store is
+// reported for what it is: the policies' store, never where brokers are found.
+func TestMetadataStoreDiscovery(t *testing.T) {
+	for _, c := range []struct {
+		name, conf string
+		url        string // discovery.metadataStore.url, "" for none
+		notes      map[string]string
+		review     []string // keys flagged for review
+	}{
+		{"metadataStoreUrl and the same configuration store",
+			"metadataStoreUrl=zk:zk-0:2181,zk-1:2181/pulsar\nconfigurationMetadataStoreUrl=zk:zk-0:2181,zk-1:2181/pulsar\n",
+			"zk:zk-0:2181,zk-1:2181/pulsar",
+			map[string]string{"metadataStoreUrl": "discovery.metadataStore.url", "configurationMetadataStoreUrl": "policies"}, nil},
+		{"zookeeperServers, the older key",
+			"zookeeperServers=zk-0:2181,zk-1:2181\nconfigurationStoreServers=zk-0:2181,zk-1:2181\n",
+			"zk-0:2181,zk-1:2181",
+			map[string]string{"zookeeperServers": "discovery.metadataStore.url", "configurationStoreServers": "policies"}, nil},
+		{"metadataStoreUrl wins over zookeeperServers",
+			"metadataStoreUrl=zk:a:2181\nzookeeperServers=b:2181\n", "zk:a:2181",
+			map[string]string{"zookeeperServers": "metadataStoreUrl is set and wins"}, nil},
+		{"a configuration store alone finds no broker",
+			"configurationMetadataStoreUrl=zk:zk-0:2181/pulsar\n", "",
+			map[string]string{"configurationMetadataStoreUrl": "metadataStoreUrl"}, []string{"configurationMetadataStoreUrl"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			confPath := filepath.Join(dir, "proxy.conf")
+			writeFile(t, confPath, c.conf)
+			out := filepath.Join(dir, "config.yaml")
+			var stdout, stderr bytes.Buffer
+			code := Main([]string{"-o", out, confPath}, nil, &stdout, &stderr)
+			res, err := Convert(strings.NewReader(c.conf), "proxy.conf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			noSilentDrops(t, c.conf, res)
+			for key, want := range c.notes {
+				if n := note(t, res, key); !strings.Contains(n.To+" "+n.Reason, want) || n.Review != slices.Contains(c.review, key) {
+					t.Errorf("%s: %+v, want %q (review %v)", key, n, want, slices.Contains(c.review, key))
+				}
+			}
+			if c.url == "" {
+				if code != ExitNeedsInput || !strings.Contains(stderr.String(), "no broker discovery configured") {
+					t.Errorf("exit %d, want %d naming the missing discovery:\n%s", code, ExitNeedsInput, stderr.String())
+				}
+				return
+			}
+			r, findings := checkConfig(t, out)
+			if code != ExitOK || r.Failed() {
+				t.Fatalf("exit %d, check-config:\n%s\n%s", code, stderr.String(), findings)
+			}
+			if got := r.Config.Discovery.MetadataStore.MetadataStoreURL; got != c.url {
+				t.Errorf("discovery.metadataStore.url %q, want %q", got, c.url)
+			}
+		})
+	}
+	// The help says so too.
+	if strings.Contains(Usage, "no counterpart") || !strings.Contains(Usage, "discovery.metadataStore") {
+		t.Errorf("the usage does not say metadataStoreUrl becomes discovery.metadataStore:\n%s", Usage)
+	}
+}
