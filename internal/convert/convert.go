@@ -868,8 +868,7 @@ func (c *converter) authentication() {
 func (c *converter) tokenProvider() {
 	if v, inFile := c.get("tokenSecretKey"); inFile {
 		if path, ok := keyPath(v); ok {
-			c.put("auth.token.secretKeyFile", path, "tokenSecretKey (a file)")
-			c.mapped("tokenSecretKey", "auth.token.secretKeyFile", "raw or base64 key bytes, as Pulsar writes them", false)
+			c.tokenSecretKeyFile(path)
 		} else {
 			c.tokenSecretKeyInline(v)
 		}
@@ -911,7 +910,7 @@ func (c *converter) tokenProvider() {
 // keyPath reads tokenSecretKey/tokenPublicKey as a file path when it is one, as Pulsar does: a
 // file: URL, or a file that exists; a data: URL or other base64 text is the key itself. A path
 // to a file that is not here (converted on another machine) is told from base64 text by its
-// leading slash or a character base64 lacks.
+// leading slash, a character base64 lacks, or its length.
 func keyPath(v string) (string, bool) {
 	switch {
 	case strings.HasPrefix(v, "file:"):
@@ -922,7 +921,8 @@ func keyPath(v string) (string, bool) {
 	if _, err := os.Stat(v); err == nil {
 		return v, true
 	}
-	if _, err := base64.StdEncoding.DecodeString(v); err == nil && !strings.HasPrefix(v, "/") {
+	// A key is 32 bytes or more (HS256's least; a DER public key is longer).
+	if b, err := base64.StdEncoding.DecodeString(v); err == nil && len(b) >= 32 && !strings.HasPrefix(v, "/") {
 		return "", false
 	}
 	return v, true

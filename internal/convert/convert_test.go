@@ -146,8 +146,10 @@ func TestEveryKeyOf4x(t *testing.T) {
 	link(brokerCA.CertFile, "broker-ca.pem")
 	link(client.CertFile, "proxy-client.pem")
 	link(client.KeyFile, "proxy-client-key.pem")
-	writeFile(t, filepath.Join(dir, "secret.key"), strings.Repeat("s", 32))
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "pulsar-proxy"}).SignedString([]byte(strings.Repeat("s", 32)))
+	// A secret key as `pulsar tokens create-secret-key --output` writes it: raw bytes.
+	secret := bytes.Repeat([]byte{0xf0, 0x9f, 0x94, 0x91}, 8)
+	writeFile(t, filepath.Join(dir, "secret.key"), string(secret))
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "pulsar-proxy"}).SignedString(secret)
 	if err != nil {
 		t.Fatal(err)
 	}

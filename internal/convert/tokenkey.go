@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
 )
 
 // tokenPublicKey maps tokenPublicKey to auth.token.publicKeyFile. Pulsar reads the key as DER
@@ -135,6 +137,44 @@ func publicKeyDER(raw []byte) ([]byte, error) {
 		return der, nil
 	}
 	return nil, fmt.Errorf("a %T: pulsar-proxy verifies tokens with RSA (RS256) or EC (ES256) keys only", k)
+}
+
+// tokenSecretKeyFile maps a tokenSecretKey file. Pulsar takes the file's bytes as the key as
+// they are; auth.token.secretKeyFile reads a file of base64 text (or data:;base64,…) as the key
+// it decodes to, raw bytes otherwise. A file whose bytes read as base64 (a key saved as its
+// base64 text, say) would so give pulsar-proxy another key than Pulsar's: it is written again,
+// base64-encoded, into opts.WriteDir.
+func (c *converter) tokenSecretKeyFile(path string) {
+	const key, to = "tokenSecretKey", "auth.token.secretKeyFile"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		// Converted where the key is not: check-config says whether it is there.
+		c.put(to, path, "tokenSecretKey (a file)")
+		c.mapped(key, to, fmt.Sprintf("could not be read here (%v): Pulsar takes the file's bytes as the key, pulsar-proxy decodes a file of base64 text first; check-config where the proxy runs", errors.Unwrap(err)), true)
+		return
+	}
+	decoded, err := authz.ReadSecretKey(path)
+	if err != nil || bytes.Equal(decoded, raw) {
+		c.put(to, path, "tokenSecretKey (a file)")
+		c.mapped(key, to, "the key's bytes as Pulsar reads them", false)
+		return
+	}
+	why := fmt.Sprintf("Pulsar takes the %d bytes of %s as the key, but they read as base64 text, which pulsar-proxy would decode to another key (%d bytes)", len(raw), path, len(decoded))
+	if c.opts.WriteDir == "" {
+		fix := fmt.Sprintf("run convert-config with -o FILE to have it written beside FILE, or write it base64-encoded (`base64 -w0 %s > %s.b64`) and set %s to that file", path, path, to)
+		c.put(to, path, "tokenSecretKey (a file: see the report)")
+		c.dropped(key, why+"; "+fix, true)
+		c.problem(to, why+": "+fix)
+		return
+	}
+	written, err := c.writeFile("token-secret.key", []byte(base64.StdEncoding.EncodeToString(raw)+"\n"), 0o600)
+	if err != nil {
+		c.dropped(key, fmt.Sprintf("%s; it could not be written base64-encoded: %v", why, err), true)
+		c.problem(to, fmt.Sprintf("%s; it could not be written base64-encoded: %v", why, err))
+		return
+	}
+	c.put(to, written, "tokenSecretKey (written base64-encoded by convert-config)")
+	c.mapped(key, to, fmt.Sprintf("%s: written base64-encoded to %s (mode 0600), which the config names; keep it as secret as the key and ship it with config.yaml (a Secret)", why, written), true)
 }
 
 // tokenSecretKeyInline writes an inline tokenSecretKey (data:;base64,… or base64) into

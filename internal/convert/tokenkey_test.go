@@ -197,3 +197,53 @@ func TestConvertedFileThatCheckConfigRefuses(t *testing.T) {
 		t.Errorf("exit %d, want %d naming %s:\n%s", code, ExitNeedsInput, missing, stderr.String())
 	}
 }
+
+// TestSecretKeyFiles: Pulsar takes a tokenSecretKey file's bytes as the key, pulsar-proxy reads a
+// file of base64 text as the key it decodes to. A key saved as base64 text (Pulsar's key is then
+// that text) is written again base64-encoded beside -o FILE, so that both verify the same
+// tokens; an inline key is written to a file. Without -o, both are errors naming the fix.
+func TestSecretKeyFiles(t *testing.T) {
+	random := make([]byte, 32)
+	if _, err := rand.Read(random); err != nil {
+		t.Fatal(err)
+	}
+	text := base64.StdEncoding.EncodeToString(random) // what Pulsar signs and verifies with
+	for _, c := range []struct {
+		name, setting string
+		pulsarKey     []byte
+	}{
+		{"a file of base64 text", "file://${dir}/secret.key", []byte(text)},
+		{"inline", "data:;base64," + text, random},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "secret.key"), text)
+			confPath := filepath.Join(dir, "proxy.conf")
+			writeFile(t, confPath, tokenProvider+"tokenSecretKey="+strings.ReplaceAll(c.setting, "${dir}", dir)+"\n")
+			outDir := t.TempDir()
+			out := filepath.Join(outDir, "config.yaml")
+			var stdout, stderr bytes.Buffer
+			code := Main([]string{"-o", out, confPath}, nil, &stdout, &stderr)
+			r, findings := checkConfig(t, out)
+			if code != ExitOK || r.Failed() {
+				t.Fatalf("exit %d, check-config:\n%s\n%s", code, stderr.String(), findings)
+			}
+			keyFile := r.Config.Auth.Token.SecretKeyFile
+			if filepath.Dir(keyFile) != outDir || !strings.Contains(stderr.String(), keyFile) {
+				t.Errorf("auth.token.secretKeyFile %q: want a file beside %s, named in the report:\n%s", keyFile, out, stderr.String())
+			}
+			if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %v, mode %v, want 0600", keyFile, err, fi.Mode())
+			}
+			key, err := authz.ReadSecretKey(keyFile)
+			if err != nil || !bytes.Equal(key, c.pulsarKey) {
+				t.Errorf("pulsar-proxy reads the key as %q (%v), Pulsar as %q", key, err, c.pulsarKey)
+			}
+
+			stderr.Reset()
+			if code := Main([]string{confPath}, nil, &stdout, &stderr); code != ExitNeedsInput || !strings.Contains(stderr.String(), "-o FILE") {
+				t.Errorf("to standard output: exit %d, want %d naming -o FILE:\n%s", code, ExitNeedsInput, stderr.String())
+			}
+		})
+	}
+}
