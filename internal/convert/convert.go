@@ -7,6 +7,7 @@ package convert
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/checkconfig"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
 )
@@ -41,21 +42,41 @@ type Note struct {
 type Result struct {
 	YAML  []byte // the config.yaml
 	Notes []Note
-	// Problems are why the config.yaml does not validate as written (config.Load's words);
-	// empty when it does.
+	// Problems are why the config.yaml is not ready as written: what the conversion could not
+	// do (with the fix), then what check-config refuses in it, in check-config's words (the
+	// configuration does not load, or a file it names is missing or not what the proxy
+	// reads). Empty when check-config passes it here.
 	Problems []string
+	// Warnings are check-config's warnings about the written file.
+	Warnings []string
+	// Written are the files the conversion wrote beside the config.yaml (converted keys).
+	Written []string
 }
 
-// Valid reports whether the written configuration loads as it is.
+// Valid reports whether check-config passes the written configuration (where the conversion
+// ran: the files it names are read there).
 func (r *Result) Valid() bool { return len(r.Problems) == 0 }
 
-// Convert reads proxy.conf from in and converts it (name is for messages).
+// Options of a conversion.
+type Options struct {
+	// WriteDir is where the conversion may write the files it converts (a DER token key as
+	// PEM, an inline key): the -o FILE's directory. Empty: nothing is written, and a key that
+	// needs converting is a problem.
+	WriteDir string
+}
+
+// Convert reads proxy.conf from in and converts it (name is for messages), writing nothing.
 func Convert(in io.Reader, name string) (*Result, error) {
+	return ConvertWith(in, name, Options{})
+}
+
+// ConvertWith reads proxy.conf from in and converts it with opts.
+func ConvertWith(in io.Reader, name string, opts Options) (*Result, error) {
 	props, dups, err := readProperties(in)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	c := &converter{set: map[string]property{}, out: &tree{}}
+	c := &converter{set: map[string]property{}, out: &tree{}, opts: opts}
 	for _, p := range props {
 		c.set[p.Key] = p
 	}
@@ -65,18 +86,26 @@ func Convert(in io.Reader, name string) (*Result, error) {
 	c.convert()
 	c.unmapped()
 
-	res := &Result{Notes: c.notes}
+	res := &Result{Notes: c.notes, Written: c.written}
 	res.YAML = c.out.render(name)
-	res.Problems = validate(res.YAML)
+	problems, warnings := validate(res.YAML)
+	res.Problems = append(c.problems, problems...)
+	res.Warnings = warnings
 	return res, nil
 }
 
 type converter struct {
-	set   map[string]property // the file's settings
-	used  map[string]bool     // keys the mapping looked at
-	out   *tree
-	notes []Note
+	set      map[string]property // the file's settings
+	used     map[string]bool     // keys the mapping looked at
+	out      *tree
+	notes    []Note
+	opts     Options
+	problems []string // what the conversion could not do, with the fix
+	written  []string // files written into opts.WriteDir
 }
+
+// problem records why the written file is not ready, about the pulsar-proxy key path.
+func (c *converter) problem(path, msg string) { c.problems = append(c.problems, path+": "+msg) }
 
 // get returns the file's value of key (trimmed), or Apache's default, and whether the file
 // sets it to something that is not blank.
@@ -163,7 +192,11 @@ func (c *converter) listeners() {
 		c.put("listen.pulsarTLS", hostPort(bind, port), c.source("bindAddress", "servicePortTls"))
 		c.mapped("servicePortTls", "listen.pulsarTLS", "", false)
 	}
-	if port, inFile := c.get("webServicePort"); port != "" {
+	if p, ok := c.set["webServicePort"]; ok && p.Value == "" {
+		c.get("webServicePort")
+		c.put("listen.http", hostPort(bind, "8080"), "webServicePort= (empty): pulsar-proxy always serves HTTP")
+		c.dropped("webServicePort", "empty: Apache's proxy then serves no plain HTTP port, but pulsar-proxy always serves /healthz, /readyz, /metrics and the admin API (admin.enabled) on listen.http: keep that port closed to clients (firewall, Service ports), or turn the admin API off there", true)
+	} else if port, inFile := c.get("webServicePort"); port != "" {
 		c.put("listen.http", hostPort(bind, port), c.source("bindAddress", "webServicePort"))
 		if inFile {
 			c.mapped("webServicePort", "listen.http", "serves the admin API (admin.enabled), /healthz, /readyz and /metrics", false)
@@ -239,6 +272,7 @@ func (c *converter) metadataStore() {
 		c.dropped("zookeeperServers", "not used: metadataStoreUrl is set and wins, as in Apache's proxy", false)
 	}
 	if !inFile {
+		c.configurationStoreAlone()
 		return
 	}
 	if scheme, _, ok := strings.Cut(url, ":"); ok && slices.Contains([]string{"etcd", "rocksdb", "memory", "oxia", "metadata-store"}, scheme) {
@@ -256,6 +290,22 @@ func (c *converter) metadataStore() {
 	}
 	c.mapped(from, "discovery.metadataStore.url", caveat, false)
 	c.storeSessionTimeout()
+}
+
+// configurationStoreAlone: a file that names a configuration store but no local metadata store
+// and no broker URL. Apache's proxy finds no broker then either (it reads the brokers from the
+// local store, and only when metadataStoreUrl or zookeeperServers is set); the configuration
+// store holds policies. Where it is also the brokers' store, it is what
+// discovery.metadataStore.url wants: say so.
+func (c *converter) configurationStoreAlone() {
+	if c.out.get("discovery.static.brokers") != nil {
+		return
+	}
+	for _, k := range []string{"configurationMetadataStoreUrl", "configurationStoreServers", "globalZookeeperServers"} {
+		if c.setInFile(k) {
+			c.dropped(k, "no broker is found through it: Apache's proxy reads the brokers from the local metadata store, and only when metadataStoreUrl (or zookeeperServers) is set too; the configuration store holds tenants' and namespaces' policies. If the brokers register in this store, set discovery.metadataStore.url to it (or name them with discovery.static, discovery.dns or discovery.consul)", true)
+		}
+	}
 }
 
 // storeSessionTimeout: metadataStoreSessionTimeoutMillis, or the older zookeeperSessionTimeoutMs
@@ -818,21 +868,15 @@ func (c *converter) authentication() {
 func (c *converter) tokenProvider() {
 	if v, inFile := c.get("tokenSecretKey"); inFile {
 		if path, ok := keyPath(v); ok {
-			c.put("auth.token.secretKeyFile", path, "tokenSecretKey (a file)")
-			c.mapped("tokenSecretKey", "auth.token.secretKeyFile", "raw or base64 key bytes, as Pulsar writes them", false)
+			c.tokenSecretKeyFile(path)
 		} else {
-			c.dropped("tokenSecretKey", "the key is inline in proxy.conf: write it to a file (its base64 text, or `data:;base64,…` as it is) and set auth.token.secretKeyFile", true)
+			c.tokenSecretKeyInline(v)
 		}
 	}
 	if v, inFile := c.get("tokenPublicKey"); inFile {
-		if path, ok := keyPath(v); ok {
-			c.put("auth.token.publicKeyFile", path, "tokenPublicKey (a file)")
-			c.mapped("tokenPublicKey", "auth.token.publicKeyFile",
-				"pulsar-proxy reads a PEM public key; Pulsar's `tokens create-key-pair` writes DER: convert it with `openssl pkey -pubin -inform DER -in KEY -out KEY.pem` and point auth.token.publicKeyFile at the PEM (check-config tells)", true)
-		} else {
-			c.dropped("tokenPublicKey", "the key is inline in proxy.conf: write it to a file as PEM and set auth.token.publicKeyFile", true)
-		}
+		c.tokenPublicKey(v)
 	}
+	c.clockSkew()
 	if v, inFile := c.get("tokenAuthClaim"); inFile {
 		c.put("auth.token.roleClaim", v, c.source("tokenAuthClaim"))
 		c.mapped("tokenAuthClaim", "auth.token.roleClaim", "", false)
@@ -863,17 +907,54 @@ func (c *converter) tokenProvider() {
 	}
 }
 
-// keyPath reads tokenSecretKey/tokenPublicKey as a file path when it is one.
+// keyPath reads tokenSecretKey/tokenPublicKey as a file path when it is one, as Pulsar does: a
+// file: URL, or a file that exists; a data: URL or other base64 text is the key itself. A path
+// to a file that is not here (converted on another machine) is told from base64 text by its
+// leading slash, a character base64 lacks, or its length.
 func keyPath(v string) (string, bool) {
 	switch {
 	case strings.HasPrefix(v, "file:"):
 		return filePath(v), true
 	case strings.HasPrefix(v, "data:"):
 		return "", false
-	case strings.ContainsAny(v, `/\`) && !strings.Contains(v, "="):
+	}
+	if _, err := os.Stat(v); err == nil {
 		return v, true
 	}
-	return "", false
+	// A key is 32 bytes or more (HS256's least; a DER public key is longer).
+	if b, err := base64.StdEncoding.DecodeString(v); err == nil && len(b) >= 32 && !strings.HasPrefix(v, "/") {
+		return "", false
+	}
+	return v, true
+}
+
+// clockSkew: the token provider's tokenAllowedClockSkewSeconds is auth.token.leeway, as
+// OpenID Connect's openIDAcceptedTimeLeewaySeconds is (the larger wins when both are set).
+func (c *converter) clockSkew() {
+	v, inFile := c.get("tokenAllowedClockSkewSeconds")
+	if !inFile {
+		return
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		c.dropped("tokenAllowedClockSkewSeconds", fmt.Sprintf("%q is not a number of seconds", v), true)
+		return
+	}
+	c.leeway("tokenAllowedClockSkewSeconds", n)
+}
+
+// leeway sets auth.token.leeway from key (seconds); one leeway holds for every token, so with
+// both providers' settings the larger is kept.
+func (c *converter) leeway(key string, seconds int) {
+	d := time.Duration(seconds) * time.Second
+	if s, ok := c.out.get("auth.token.leeway").(string); ok {
+		if old, err := time.ParseDuration(s); err == nil && old >= d {
+			c.mapped(key, "auth.token.leeway", "the other provider's leeway is as large and is kept: one leeway holds for every token", false)
+			return
+		}
+	}
+	c.put("auth.token.leeway", d.String(), c.source(key))
+	c.mapped(key, "auth.token.leeway", "", false)
 }
 
 // openIDProvider: AuthenticationProviderOpenID's properties, as an identity provider's key set.
@@ -899,8 +980,7 @@ func (c *converter) openIDProvider() {
 	}
 	if v, inFile := c.get("openIDAcceptedTimeLeewaySeconds"); inFile {
 		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-			c.put("auth.token.leeway", (time.Duration(n) * time.Second).String(), c.source("openIDAcceptedTimeLeewaySeconds"))
-			c.mapped("openIDAcceptedTimeLeewaySeconds", "auth.token.leeway", "", false)
+			c.leeway("openIDAcceptedTimeLeewaySeconds", n)
 		} else {
 			c.dropped("openIDAcceptedTimeLeewaySeconds", fmt.Sprintf("%q is not a number of seconds", v), true)
 		}
@@ -950,6 +1030,7 @@ func (c *converter) limits() {
 			c.dropped("maxConcurrentInboundConnectionsPerIp", fmt.Sprintf("%q is not a number", v), true)
 		}
 	}
+	c.lookupsInFlight()
 	if v, inFile := c.get("maxMessageSize"); inFile {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
 			c.put("session.maxFrameSize", n+10*1024, c.source("maxMessageSize"))
@@ -975,6 +1056,28 @@ func (c *converter) limits() {
 	}
 }
 
+// lookupsInFlight: maxConcurrentLookupRequests, the lookups Apache's proxy answers at once
+// (a semaphore over all clients), is session.maxLookupsInFlight; both default to 50000.
+func (c *converter) lookupsInFlight() {
+	const key, to = "maxConcurrentLookupRequests", "session.maxLookupsInFlight"
+	v, inFile := c.get(key)
+	if !inFile {
+		return
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil:
+		c.dropped(key, fmt.Sprintf("%q is not a number; %s keeps its default, 50000", v, to), true)
+	case n <= 0:
+		c.dropped(key, fmt.Sprintf("%d: Apache's proxy then refuses every lookup (a semaphore of no permits), while pulsar-proxy reads 0 as unbounded; not carried over: set %s yourself", n, to), true)
+	case sameValue(v, apacheKeys[key].def):
+		c.mapped(key, to, "Apache's default is pulsar-proxy's too: not written", false)
+	default:
+		c.put(to, n, c.source(key))
+		c.mapped(key, to, "the lookups answered at once, all clients together; beyond it a lookup is refused with TooManyRequests, as in Apache's proxy", false)
+	}
+}
+
 // unmapped reports every setting of the file the mapping did not consume.
 func (c *converter) unmapped() {
 	keys := make([]string, 0, len(c.set))
@@ -991,13 +1094,20 @@ func (c *converter) unmapped() {
 		switch {
 		case strings.HasPrefix(k, "brokerClient_"):
 			c.notes = append(c.notes, Note{Key: k, Value: p.Value, Line: p.Line, Reason: "a setting of Apache's Java client towards brokers: " + reasonPropertyKnown, Review: p.Value != ""})
+		case httpReverseProxyKey.MatchString(k):
+			c.notes = append(c.notes, Note{Key: k, Value: p.Value, Line: p.Line, Reason: reasonReverseProxy, Review: true})
 		case !known:
-			c.notes = append(c.notes, Note{Key: k, Value: p.Value, Line: p.Line, Reason: "not a setting of Apache Pulsar's 4.0.8 proxy (or a plugin's property pulsar-proxy does not know)", Review: p.Value != ""})
+			c.notes = append(c.notes, Note{Key: k, Value: p.Value, Line: p.Line, Reason: "not a setting of Apache Pulsar's 4.x proxy (4.0.8, or one added in 4.1), nor a property of an authentication provider pulsar-proxy knows", Review: p.Value != ""})
 		case info.reason != "":
-			atDefault := p.Value == "" || p.Value == info.def || info.varies
+			// An empty value keeps Apache's default for every setting with a reason (a string
+			// or number keeps it, a list is empty by default).
+			atDefault := p.Value == "" || (!info.varies && sameValue(p.Value, info.def))
 			reason := info.reason
-			if atDefault {
+			switch {
+			case atDefault:
 				reason = "at Apache's default; " + reason
+			case info.varies:
+				reason = "Apache's default is " + info.variesAs + "; " + reason
 			}
 			c.notes = append(c.notes, Note{Key: k, Value: p.Value, Line: p.Line, Reason: reason, Review: !atDefault && !info.harmless})
 		case p.Value == "":
@@ -1008,32 +1118,64 @@ func (c *converter) unmapped() {
 	}
 }
 
+// httpReverseProxyKey matches the settings of one of Apache's HTTP redirects
+// (httpReverseProxy.NAME.path and httpReverseProxy.NAME.proxyTo).
+var httpReverseProxyKey = regexp.MustCompile(`^httpReverseProxy\.[^.]*\..+$`)
+
+// sameValue reports whether a value of the file is Apache's default spelt another way: a
+// boolean in another case, a number with another spelling (100 and 100.0), a list in another
+// order or with spaces.
+func sameValue(v, def string) bool {
+	v, def = strings.TrimSpace(v), strings.TrimSpace(def)
+	if v == def || (isBool(v) && strings.EqualFold(v, def)) {
+		return true
+	}
+	if a, err := strconv.ParseFloat(v, 64); err == nil {
+		b, err := strconv.ParseFloat(def, 64)
+		return err == nil && a == b
+	}
+	if strings.Contains(v, ",") || strings.Contains(def, ",") {
+		a, b := splitList(v), splitList(def)
+		slices.Sort(a)
+		slices.Sort(b)
+		return slices.Equal(a, b)
+	}
+	return false
+}
+
+func isBool(v string) bool { return strings.EqualFold(v, "true") || strings.EqualFold(v, "false") }
+
 func (c *converter) noted(key string) bool {
 	return slices.ContainsFunc(c.notes, func(n Note) bool { return n.Key == key })
 }
 
-// validate loads the written configuration as the proxy would (no environment) and returns
-// config.Load's problems, one a line.
-func validate(y []byte) []string {
+// validate runs check-config's checks on the written configuration, as `pulsar-proxy
+// check-config FILE` would where the conversion runs (no environment applied): the errors are
+// the problems (config.Load's words when it does not load), the warnings are returned beside.
+func validate(y []byte) (problems, warnings []string) {
 	dir, err := os.MkdirTemp("", "convert-config-")
 	if err != nil {
-		return []string{err.Error()}
+		return []string{err.Error()}, nil
 	}
 	defer os.RemoveAll(dir)
 	f := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(f, y, 0o600); err != nil {
-		return []string{err.Error()}
+		return []string{err.Error()}, nil
 	}
-	if _, err := config.Load(f, nil); err != nil {
-		var out []string
-		for _, l := range strings.Split(err.Error(), "\n") {
-			if l = strings.TrimSpace(l); l != "" && l != "invalid configuration:" {
-				out = append(out, strings.ReplaceAll(l, f, "config.yaml"))
-			}
+	r := checkconfig.Check(f, nil, time.Now())
+	for _, fd := range r.Findings {
+		msg := strings.ReplaceAll(fd.Message, f, "config.yaml")
+		if fd.Key != "config" {
+			msg = fd.Key + ": " + msg
 		}
-		return out
+		switch fd.Severity {
+		case checkconfig.Error:
+			problems = append(problems, msg)
+		case checkconfig.Warning:
+			warnings = append(warnings, msg)
+		}
 	}
-	return nil
+	return problems, warnings
 }
 
 // WriteReport writes the report: what was mapped, what was not and why, and whether the
@@ -1064,12 +1206,22 @@ func (r *Result) WriteReport(w io.Writer, name string) {
 	section("REVIEW (changes behaviour or needs your hand)", review)
 	section("carried over", mapped)
 	section("not carried over", other)
+	list := func(title string, lines []string) {
+		if len(lines) > 0 {
+			fmt.Fprintf(w, "\n%s:\n", title)
+			for _, l := range lines {
+				fmt.Fprintf(w, "  %s\n", l)
+			}
+		}
+	}
+	list("files written beside the config.yaml (ship them with it)", r.Written)
+	list("check-config warns", r.Warnings)
 	fmt.Fprintln(w)
 	if r.Valid() {
-		fmt.Fprintln(w, "the written config.yaml validates (run `pulsar-proxy check-config` on it where its files are)")
+		fmt.Fprintln(w, "check-config passes the written config.yaml here; run `pulsar-proxy check-config --connect` on it where the proxy will run")
 		return
 	}
-	fmt.Fprintln(w, "the written config.yaml does not validate yet; it needs:")
+	fmt.Fprintln(w, "the written config.yaml is not ready yet (check-config would refuse it); it needs:")
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  %s\n", p)
 	}

@@ -127,9 +127,9 @@ func TestBenchmarksJavaProxyConf(t *testing.T) {
 	}
 }
 
-// TestEveryKeyOf408 converts a proxy.conf that sets every setting of Apache Pulsar 4.0.8's
-// proxy; the result validates and passes check-config with its files in place.
-func TestEveryKeyOf408(t *testing.T) {
+// TestEveryKeyOf4x converts a proxy.conf that sets every setting of Apache Pulsar's 4.x proxy;
+// the result passes check-config with its files in place.
+func TestEveryKeyOf4x(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcerts.NewCA(t, mkdir(t, dir, "client"), "client")
 	server := ca.Server(t, "proxy", time.Now().Add(20*time.Hour))
@@ -146,23 +146,25 @@ func TestEveryKeyOf408(t *testing.T) {
 	link(brokerCA.CertFile, "broker-ca.pem")
 	link(client.CertFile, "proxy-client.pem")
 	link(client.KeyFile, "proxy-client-key.pem")
-	writeFile(t, filepath.Join(dir, "secret.key"), strings.Repeat("s", 32))
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "pulsar-proxy"}).SignedString([]byte(strings.Repeat("s", 32)))
+	// A secret key as `pulsar tokens create-secret-key --output` writes it: raw bytes.
+	secret := bytes.Repeat([]byte{0xf0, 0x9f, 0x94, 0x91}, 8)
+	writeFile(t, filepath.Join(dir, "secret.key"), string(secret))
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "pulsar-proxy"}).SignedString(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "proxy.token"), tok)
 
-	res, cfg, path := convertFile(t, filepath.Join("testdata", "proxy-4.0.8-all-keys.conf"), map[string]string{"dir": dir})
+	res, cfg, path := convertFile(t, filepath.Join("testdata", "proxy-4.x-all-keys.conf"), map[string]string{"dir": dir})
 	checkConfigPasses(t, path)
 
-	// Every setting of the 4.0.8 reference is in the file (test/e2e checks apacheKeys
-	// against the jar's ProxyConfiguration).
-	b, _ := os.ReadFile(filepath.Join("testdata", "proxy-4.0.8-all-keys.conf"))
+	// Every setting the converter knows is in the file (test/rig checks apacheKeys against
+	// the 4.0.8 jar's ProxyConfiguration, TestEverySettingOf4x against the 4.x list).
+	b, _ := os.ReadFile(filepath.Join("testdata", "proxy-4.x-all-keys.conf"))
 	props, _, _ := readProperties(bytes.NewReader(b))
 	for k := range apacheKeys {
 		if !slices.ContainsFunc(props, func(p property) bool { return p.Key == k }) {
-			t.Errorf("testdata/proxy-4.0.8-all-keys.conf does not set %s", k)
+			t.Errorf("testdata/proxy-4.x-all-keys.conf does not set %s", k)
 		}
 	}
 
@@ -193,6 +195,8 @@ func TestEveryKeyOf408(t *testing.T) {
 		{"session.maxConnections", cfg.Session.MaxConnections, 20000},
 		{"session.maxConnectionsPerIP", cfg.Session.MaxConnectionsPerIP, 100},
 		{"session.maxFrameSize", cfg.Session.MaxFrameSize, 5242880 + 10240},
+		{"session.maxLookupsInFlight", cfg.Session.MaxLookupsInFlight, 20000},
+		{"auth.token.leeway", cfg.Auth.Token.Leeway, 30 * time.Second},
 		{"log.sessionSummary", cfg.Log.SessionSummary, "info"},
 		{"proxyProtocol.enabled", cfg.ProxyProtocol.ProxyProtocolEnabled, true},
 		{"proxyProtocol.trustedCIDRs", len(cfg.ProxyProtocol.TrustedCIDRs), 2},
@@ -282,18 +286,34 @@ func TestKeyTable(t *testing.T) {
 
 func TestMappings(t *testing.T) {
 	base := "brokerServiceURL=pulsar://broker:6650\n"
+	// A token check-config reads as a JWT (it cannot verify it: the brokers hold the key).
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "pulsar-proxy"}).SignedString([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name, conf string
 		yaml       []string // lines the output must hold
 		review     string   // a key that must be flagged for review
 		valid      bool
 	}{
-		{"token parameters inline", "brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\nbrokerClientAuthenticationParameters=token:abc.def.ghi\n",
-			[]string{"token: abc.def.ghi"}, "brokerClientAuthenticationParameters", true},
-		{"token parameters as JSON", `brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken` + "\n" + `brokerClientAuthenticationParameters={"token":"x.y.z"}` + "\n",
-			[]string{"token: x.y.z"}, "", true},
+		{"token parameters inline", "brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\nbrokerClientAuthenticationParameters=token:" + tok + "\n",
+			[]string{"token: " + tok}, "brokerClientAuthenticationParameters", true},
+		{"token parameters as JSON", `brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken` + "\n" + `brokerClientAuthenticationParameters={"token":"` + tok + `"}` + "\n",
+			[]string{"token: " + tok}, "", true},
+		{"a token that is not a JWT", "brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\nbrokerClientAuthenticationParameters=token:abc.def.ghi\n",
+			[]string{"token: abc.def.ghi"}, "brokerClientAuthenticationParameters", false},
+		// Its files are not here, so check-config refuses it (valid false); the mapping holds.
 		{"TLS client certificate", "tlsEnabledWithBroker=true\nbrokerServiceURLTLS=pulsar+ssl://broker:6651\nbrokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationTls\nbrokerClientAuthenticationParameters=tlsCertFile:/c.pem,tlsKeyFile:/k.pem\ntlsHostnameVerificationEnabled=true\n",
-			[]string{"certFile: /c.pem", "keyFile: /k.pem", "enabled: true"}, "", true},
+			[]string{"certFile: /c.pem", "keyFile: /k.pem", "enabled: true"}, "", false},
+		{"a redirect of Apache's HTTP proxy", "httpReverseProxy.grafana.path=/grafana\nhttpReverseProxy.grafana.proxyTo=http://grafana:3000\n",
+			nil, "httpReverseProxy.grafana.proxyTo", true},
+		{"no plain HTTP port", "webServicePort=\n", []string{`http: "0.0.0.0:8080"`}, "webServicePort", true},
+		{"lookups in flight", "maxConcurrentLookupRequests=2000\n", []string{"maxLookupsInFlight: 2000"}, "", true},
+		{"no lookup allowed", "maxConcurrentLookupRequests=0\n", nil, "maxConcurrentLookupRequests", true},
+		{"token clock skew", "authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken,org.apache.pulsar.broker.authentication.oidc.AuthenticationProviderOpenID\n" +
+			"tokenAllowedClockSkewSeconds=30\nopenIDAcceptedTimeLeewaySeconds=10\nopenIDAllowedTokenIssuers=https://idp\n",
+			[]string{"leeway: 30s"}, "", false},
 		{"host names not verified", "tlsEnabledWithBroker=true\nbrokerServiceURLTLS=pulsar+ssl://broker\n",
 			[]string{"skipHostnameVerification: true", `brokers: ["pulsar+ssl://broker:6651"]`}, "tlsHostnameVerificationEnabled", true},
 		{"unsupported plugin", "brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.oauth2.AuthenticationOAuth2\nbrokerClientAuthenticationParameters={\"issuerUrl\":\"x\"}\n",
@@ -450,4 +470,69 @@ func writeTemp(t *testing.T, b []byte) string {
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, p, string(b))
 	return p
+}
+
+// TestMetadataStoreDiscovery: Apache's proxy finds its brokers in the local metadata store
+// (metadataStoreUrl, or the older zookeeperServers; it needs configurationMetadataStoreUrl too,
+// which falls back to the local store). The converted file does the same with
+// discovery.metadataStore (ZooKeeper), check-config passes it, and the configuration store is
+// reported for what it is: the policies' store, never where brokers are found.
+func TestMetadataStoreDiscovery(t *testing.T) {
+	for _, c := range []struct {
+		name, conf string
+		url        string // discovery.metadataStore.url, "" for none
+		notes      map[string]string
+		review     []string // keys flagged for review
+	}{
+		{"metadataStoreUrl and the same configuration store",
+			"metadataStoreUrl=zk:zk-0:2181,zk-1:2181/pulsar\nconfigurationMetadataStoreUrl=zk:zk-0:2181,zk-1:2181/pulsar\n",
+			"zk:zk-0:2181,zk-1:2181/pulsar",
+			map[string]string{"metadataStoreUrl": "discovery.metadataStore.url", "configurationMetadataStoreUrl": "policies"}, nil},
+		{"zookeeperServers, the older key",
+			"zookeeperServers=zk-0:2181,zk-1:2181\nconfigurationStoreServers=zk-0:2181,zk-1:2181\n",
+			"zk-0:2181,zk-1:2181",
+			map[string]string{"zookeeperServers": "discovery.metadataStore.url", "configurationStoreServers": "policies"}, nil},
+		{"metadataStoreUrl wins over zookeeperServers",
+			"metadataStoreUrl=zk:a:2181\nzookeeperServers=b:2181\n", "zk:a:2181",
+			map[string]string{"zookeeperServers": "metadataStoreUrl is set and wins"}, nil},
+		{"a configuration store alone finds no broker",
+			"configurationMetadataStoreUrl=zk:zk-0:2181/pulsar\n", "",
+			map[string]string{"configurationMetadataStoreUrl": "metadataStoreUrl"}, []string{"configurationMetadataStoreUrl"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			confPath := filepath.Join(dir, "proxy.conf")
+			writeFile(t, confPath, c.conf)
+			out := filepath.Join(dir, "config.yaml")
+			var stdout, stderr bytes.Buffer
+			code := Main([]string{"-o", out, confPath}, nil, &stdout, &stderr)
+			res, err := Convert(strings.NewReader(c.conf), "proxy.conf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			noSilentDrops(t, c.conf, res)
+			for key, want := range c.notes {
+				if n := note(t, res, key); !strings.Contains(n.To+" "+n.Reason, want) || n.Review != slices.Contains(c.review, key) {
+					t.Errorf("%s: %+v, want %q (review %v)", key, n, want, slices.Contains(c.review, key))
+				}
+			}
+			if c.url == "" {
+				if code != ExitNeedsInput || !strings.Contains(stderr.String(), "no broker discovery configured") {
+					t.Errorf("exit %d, want %d naming the missing discovery:\n%s", code, ExitNeedsInput, stderr.String())
+				}
+				return
+			}
+			r, findings := checkConfig(t, out)
+			if code != ExitOK || r.Failed() {
+				t.Fatalf("exit %d, check-config:\n%s\n%s", code, stderr.String(), findings)
+			}
+			if got := r.Config.Discovery.MetadataStore.MetadataStoreURL; got != c.url {
+				t.Errorf("discovery.metadataStore.url %q, want %q", got, c.url)
+			}
+		})
+	}
+	// The help says so too.
+	if strings.Contains(Usage, "no counterpart") || !strings.Contains(Usage, "discovery.metadataStore") {
+		t.Errorf("the usage does not say metadataStoreUrl becomes discovery.metadataStore:\n%s", Usage)
+	}
 }

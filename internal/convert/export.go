@@ -1,8 +1,9 @@
 package convert
 
-// ApacheDefaults returns every setting the converter knows of Apache Pulsar's 4.0.8 proxy with
+// ApacheDefaults returns every setting the converter knows of Apache Pulsar's 4.x proxy (4.0.8's
+// ProxyConfiguration, the settings added since, the authentication providers' properties) with
 // its default as proxy.conf spells it; machine-dependent defaults (thread counts, the temp
-// directory) are left out of the values (varies is true). The end-to-end tests hold it to the
+// directory) are left out of the values (varies is true). test/rig holds it to the
 // ProxyConfiguration of the 4.0.8 jar.
 func ApacheDefaults() map[string]struct {
 	Default string

@@ -3,7 +3,9 @@ package convert
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
 )
@@ -22,6 +24,37 @@ func (c *converter) httpPlane() {
 	})
 	c.webURLs("functionWorkerWebServiceURL", "admin.functionWorkers", tlsOn, func([]string) string { return "" })
 	c.httpsListener()
+	c.httpLimits()
+}
+
+// httpLimits: maxConcurrentHttpRequests and httpProxyTimeout, which bound the admin API's
+// requests in Apache's proxy (Jetty's requests at once, the proxied exchange's time). A value
+// equal to Apache's default is not written: pulsar-proxy's own defaults are tighter.
+func (c *converter) httpLimits() {
+	if v, inFile := c.get("maxConcurrentHttpRequests"); inFile {
+		const to = "admin.maxConcurrentRequests"
+		switch n, err := strconv.Atoi(v); {
+		case err != nil || n < 1:
+			c.dropped("maxConcurrentHttpRequests", fmt.Sprintf("%q: want a positive number; %s keeps its default, 64", v, to), true)
+		case sameValue(v, apacheKeys["maxConcurrentHttpRequests"].def):
+			c.mapped("maxConcurrentHttpRequests", to, "at Apache's default (1024), not written: pulsar-proxy's default, 64 proxied requests at once, holds (16 for one principal)", false)
+		default:
+			c.put(to, n, c.source("maxConcurrentHttpRequests"))
+			c.mapped("maxConcurrentHttpRequests", to, "proxied admin, lookup and Functions requests at once (beyond them 429); /healthz, /readyz and /metrics are not counted", false)
+		}
+	}
+	if v, inFile := c.get("httpProxyTimeout"); inFile {
+		const to = "admin.requestTimeout"
+		switch n, err := strconv.Atoi(v); {
+		case err != nil || n < 1:
+			c.dropped("httpProxyTimeout", fmt.Sprintf("%q: want a positive number of milliseconds; %s keeps its default, 10m", v, to), true)
+		case sameValue(v, apacheKeys["httpProxyTimeout"].def):
+			c.mapped("httpProxyTimeout", to, "at Apache's default (5m), not written: pulsar-proxy's default, 10m for a whole proxied request, holds", false)
+		default:
+			c.put(to, (time.Duration(n) * time.Millisecond).String(), c.source("httpProxyTimeout"))
+			c.mapped("httpProxyTimeout", to, "the longest a whole proxied request may take, redirects and bodies included", false)
+		}
+	}
 }
 
 // webURLs maps key (or key+"TLS" with broker TLS on) to the web service URLs at path; check

@@ -1,12 +1,15 @@
 package convert
 
-// apacheKey is one setting of Apache Pulsar's proxy (4.0.8): its default as proxy.conf spells
-// it, and, for a setting pulsar-proxy has no counterpart for, why it is not carried over.
-// Mapped settings have no reason here; convert.go maps them (see mappedKeys).
+// apacheKey is one setting of Apache Pulsar's 4.x proxy: its default as proxy.conf spells it,
+// and, for a setting pulsar-proxy has no counterpart for, why it is not carried over. Mapped
+// settings have no reason here; convert.go maps them (see mappedKeys).
 type apacheKey struct {
-	def    string // Apache's default ("" = unset)
-	varies bool   // the default depends on the machine (thread counts, temp directory)
-	reason string // why it is not carried over ("" = mapped)
+	def string // Apache's default ("" = unset)
+	// varies: the default depends on the machine (thread counts, temp directory); def is then
+	// empty and variesAs says what it is.
+	varies   bool
+	variesAs string
+	reason   string // why it is not carried over ("" = mapped)
 	// harmless: not carrying it over changes nothing a client or operator sees (thread
 	// counts, a cluster name the proxy never uses), so it is never flagged for review.
 	harmless bool
@@ -18,8 +21,13 @@ const (
 	reasonStoreCache    = "discovery.metadataStore follows the brokers with a ZooKeeper watch: there is no cache to expire"
 	reasonStoreReadOnly = "discovery.metadataStore does not use read-only ZooKeeper servers: while no server answers it keeps the last list (reported stale)"
 	reasonHTTPPlane     = "the admin API on listen.http has no setting for this: it takes no PROXY header, always sets X-Forwarded-For and -Proto from the connection, and logs one access line per request (admin.accessLog)"
-	reasonThreads       = "Go's runtime schedules the work (GOMAXPROCS); there are no thread pools to size"
-	reasonJavaTLS       = "pulsar-proxy uses Go's crypto/tls: there is no JSSE or OpenSSL provider, nor a TLS factory plugin, to choose"
+	reasonThreads       = "a Netty or Jetty thread pool: Go's runtime schedules the work (GOMAXPROCS); there are no thread pools to size"
+	reasonJetty         = "a Jetty tuning knob: Go's HTTP server sizes its own buffers and queues (the admin API's limits are admin.*)"
+	reasonJavaTLS       = "pulsar-proxy uses Go's crypto/tls: there is no JSSE or OpenSSL provider to choose"
+	reasonSSLFactory    = "pulsar-proxy loads no TLS factory plugin: give the certificates and keys such a factory supplied as PEM files (tls.certFile, tls.keyFile, tls.clientCAFile; broker.tls.* towards brokers)"
+	reasonReverseProxy  = "the admin API forwards Pulsar's admin, lookup and Functions paths only: route other paths (httpReverseProxy.NAME.path and .proxyTo) at your ingress or load balancer"
+	reasonHTTPRate      = "pulsar-proxy bounds the admin requests in flight (admin.maxConcurrentRequests, admin.maxConcurrentRequestsPerPrincipal), not their rate: limit the rate at your ingress if you need to"
+	reasonTopicListMem  = "pulsar-proxy keeps no separate memory budget for topic lists: the lookups being answered are bounded by session.maxLookupsInFlight (per connection by session.maxPendingLookups) and each broker answer by session.maxFrameSize"
 	reasonKeyStore      = "pulsar-proxy reads PEM files only: export the KeyStore to PEM (keytool -importkeystore -deststoretype PKCS12, then openssl pkcs12 -nodes) and set the PEM paths"
 	reasonSASL          = "Kerberos (SASL) authentication is not supported"
 	reasonPlugins       = "pulsar-proxy loads no extensions, servlets or NAR packages"
@@ -30,9 +38,11 @@ const (
 	reasonPropertyKnown = "a Pulsar client or provider property with no counterpart in pulsar-proxy"
 )
 
-// apacheKeys are the settings of ProxyConfiguration in Pulsar 4.0.8 (its fields, checked
-// against the jar by the end-to-end tests), plus the provider properties proxy.conf documents
-// (the token provider's, OpenID Connect's, basic authentication's).
+// apacheKeys are the settings of Apache Pulsar's 4.x proxy: the fields of ProxyConfiguration
+// in Pulsar 4.0.8 (checked against the jar by the end-to-end tests), those added since (the
+// 4.1.x configuration reference), the keys conf/proxy.conf lists, and the properties of the
+// authentication providers (the token provider's, OpenID Connect's, basic authentication's).
+// testdata/proxy-4.x-keys.tsv lists them with Apache's defaults, for the tests.
 var apacheKeys = map[string]apacheKey{
 	// Broker discovery.
 	"metadataStoreUrl":                     {},
@@ -77,12 +87,12 @@ var apacheKeys = map[string]apacheKey{
 	"webServiceTlsProvider":            {def: "Conscrypt", reason: reasonJavaTLS, harmless: true},
 	"webServiceTlsProtocols":           {reason: reasonWebTLS},
 	"webServiceTlsCiphers":             {reason: reasonWebTLS},
-	"narExtractionDirectory":           {varies: true, reason: reasonPlugins, harmless: true},
+	"narExtractionDirectory":           {varies: true, variesAs: "the JVM's temporary directory (java.io.tmpdir)", reason: reasonPlugins, harmless: true},
 	"proxyLogLevel":                    {def: "0"},
 	"statusFilePath":                   {reason: "use /readyz instead: it answers 503 while no broker answers and from SIGTERM on, while the proxy drains its sessions"},
 	"maxMessageSize":                   {def: "5242880"},
 	"clusterName":                      {reason: "not needed: pulsar-proxy does not use the cluster name", harmless: true},
-	"numIOThreads":                     {varies: true, reason: reasonThreads, harmless: true},
+	"numIOThreads":                     {varies: true, variesAs: "2 × the machine's processors", reason: reasonThreads, harmless: true},
 	"numAcceptorThreads":               {def: "1", reason: reasonThreads, harmless: true},
 
 	// Authentication and authorization.
@@ -106,8 +116,23 @@ var apacheKeys = map[string]apacheKey{
 	// Limits.
 	"maxConcurrentInboundConnections":      {def: "10000"},
 	"maxConcurrentInboundConnectionsPerIp": {def: "0"},
-	"maxConcurrentLookupRequests": {def: "50000",
-		reason: "pulsar-proxy bounds lookups per client connection (session.maxPendingLookups, default 1000) rather than in total", harmless: true},
+	"maxConcurrentLookupRequests":          {def: "50000"},
+
+	// Settings added after 4.0.8 (the 4.1.x configuration reference).
+	"authenticationRoleLoggingAnonymizer": {def: "NONE",
+		reason: "pulsar-proxy cannot anonymize roles in its logs: a role appears in the session summary line (log.sessionSummary, at debug by default) and in the admin API's access log (admin.accessLog); turn those off, or restrict who reads the logs"},
+	"maxTopicListInFlightHeapMemSizeMB":                            {def: "100", reason: reasonTopicListMem},
+	"maxTopicListInFlightDirectMemSizeMB":                          {def: "100", reason: reasonTopicListMem},
+	"maxTopicListInFlightHeapMemSizePermitsAcquireTimeoutMillis":   {def: "25000", reason: reasonTopicListMem},
+	"maxTopicListInFlightHeapMemSizePermitsAcquireQueueSize":       {def: "10000", reason: reasonTopicListMem},
+	"maxTopicListInFlightDirectMemSizePermitsAcquireTimeoutMillis": {def: "25000", reason: reasonTopicListMem},
+	"maxTopicListInFlightDirectMemSizePermitsAcquireQueueSize":     {def: "10000", reason: reasonTopicListMem},
+	"proxyHttpResponseHeadersJson": {
+		reason: "the admin API adds no configured response headers: add them where the ingress or load balancer answers"},
+
+	// Listed in proxy.conf, read by no setting of the proxy.
+	"metricsBufferResponse": {def: "false",
+		reason: "listed in Apache's proxy.conf, but its proxy does not read it (a broker setting): nothing to carry over; pulsar-proxy renders /metrics on each scrape", harmless: true},
 
 	// The proxy as a client of the brokers.
 	"brokerClientAuthenticationPlugin":     {},
@@ -127,8 +152,8 @@ var apacheKeys = map[string]apacheKey{
 	"brokerClientTlsTrustStorePassword":    {reason: reasonKeyStore},
 	"brokerClientTlsCiphers":               {reason: "pulsar-proxy offers brokers Go's default cipher suites; only the lowest TLS version is set (broker.tls.minVersion)"},
 	"brokerClientTlsProtocols":             {},
-	"brokerClientSslFactoryPlugin":         {def: "org.apache.pulsar.common.util.DefaultPulsarSslFactory", reason: reasonJavaTLS, harmless: true},
-	"brokerClientSslFactoryPluginParams":   {reason: reasonJavaTLS},
+	"brokerClientSslFactoryPlugin":         {def: "org.apache.pulsar.common.util.DefaultPulsarSslFactory", reason: reasonSSLFactory},
+	"brokerClientSslFactoryPluginParams":   {reason: reasonSSLFactory},
 
 	// TLS for clients.
 	"tlsEnabledInProxy":              {def: "false", reason: "deprecated in Pulsar: servicePortTls opens the TLS listener", harmless: true},
@@ -149,22 +174,24 @@ var apacheKeys = map[string]apacheKey{
 	"tlsTrustStoreType":                    {def: "JKS", reason: reasonKeyStore},
 	"tlsTrustStore":                        {reason: reasonKeyStore},
 	"tlsTrustStorePassword":                {reason: reasonKeyStore},
-	"sslFactoryPlugin":                     {def: "org.apache.pulsar.common.util.DefaultPulsarSslFactory", reason: reasonJavaTLS, harmless: true},
-	"sslFactoryPluginParams":               {reason: reasonJavaTLS},
+	"sslFactoryPlugin":                     {def: "org.apache.pulsar.common.util.DefaultPulsarSslFactory", reason: reasonSSLFactory},
+	"sslFactoryPluginParams":               {reason: reasonSSLFactory},
 
 	// HTTP.
-	"httpReverseProxyConfigs":                 {reason: reasonHTTPPlane},
-	"httpOutputBufferSize":                    {def: "32768", reason: reasonHTTPPlane},
-	"httpMaxRequestHeaderSize":                {def: "8192", reason: reasonHTTPPlane},
-	"httpInputMaxReplayBufferSize":            {def: "5242880", reason: reasonHTTPPlane},
-	"httpProxyTimeout":                        {def: "300000", reason: reasonHTTPPlane},
-	"httpNumThreads":                          {varies: true, reason: reasonThreads, harmless: true},
-	"maxConcurrentHttpRequests":               {def: "1024", reason: reasonHTTPPlane},
-	"httpServerThreadPoolQueueSize":           {def: "8192", reason: reasonHTTPPlane},
-	"httpServerAcceptQueueSize":               {def: "8192", reason: reasonHTTPPlane},
-	"maxHttpServerConnections":                {def: "2048", reason: reasonHTTPPlane},
-	"httpRequestsLimitEnabled":                {def: "false", reason: reasonHTTPPlane},
-	"httpRequestsMaxPerSecond":                {def: "100.0", reason: reasonHTTPPlane},
+	"httpReverseProxyConfigs":  {reason: reasonReverseProxy},
+	"httpOutputBufferSize":     {def: "32768", reason: reasonJetty, harmless: true},
+	"httpMaxRequestHeaderSize": {def: "8192", reason: "pulsar-proxy's HTTP listeners accept request headers of up to 64 KiB; there is no setting for it"},
+	"httpInputMaxReplayBufferSize": {def: "5242880", harmless: true,
+		reason: "pulsar-proxy keeps a request body for a broker's redirect on disk, up to admin.maxRequestBodySize (admin.maxSpooledBytes in all), not in a replay buffer"},
+	"httpProxyTimeout":              {def: "300000"},
+	"httpNumThreads":                {varies: true, variesAs: "2 × the machine's processors, at least 8", reason: reasonThreads, harmless: true},
+	"maxConcurrentHttpRequests":     {def: "1024"},
+	"httpServerThreadPoolQueueSize": {def: "8192", reason: reasonJetty, harmless: true},
+	"httpServerAcceptQueueSize":     {def: "8192", reason: reasonJetty, harmless: true},
+	"maxHttpServerConnections": {def: "2048",
+		reason: "the HTTP listeners count their connections against session.maxConnections and session.maxConnectionsPerIP (each listener its own): there is no separate HTTP connection limit"},
+	"httpRequestsLimitEnabled":                {def: "false", reason: reasonHTTPRate},
+	"httpRequestsMaxPerSecond":                {def: "100.0", reason: reasonHTTPRate},
 	"proxyAdditionalServletDirectory":         {def: "./proxyAdditionalServlet", reason: reasonPlugins},
 	"additionalServletDirectory":              {def: "./proxyAdditionalServlet", reason: reasonPlugins},
 	"proxyAdditionalServlets":                 {reason: reasonPlugins},
@@ -176,14 +203,15 @@ var apacheKeys = map[string]apacheKey{
 	"webSocketPingDurationSeconds":            {def: "-1", reason: reasonWebSocket},
 
 	// Properties read by the authentication providers (proxy.conf documents them).
-	"tokenSecretKey":     {},
-	"tokenPublicKey":     {},
-	"tokenAuthClaim":     {},
-	"tokenAudienceClaim": {},
-	"tokenAudience":      {},
-	"tokenPublicAlg":     {def: "RS256"},
-	"tokenSettingPrefix": {reason: "pulsar-proxy has one token provider; its settings are auth.token.*"},
-	"basicAuthConf":      {reason: "basic authentication is not supported; clients authenticate with tokens or certificates"},
+	"tokenSecretKey":               {},
+	"tokenPublicKey":               {},
+	"tokenAuthClaim":               {def: "sub"},
+	"tokenAllowedClockSkewSeconds": {def: "0"},
+	"tokenAudienceClaim":           {},
+	"tokenAudience":                {},
+	"tokenPublicAlg":               {def: "RS256"},
+	"tokenSettingPrefix":           {reason: "pulsar-proxy has one token provider; its settings are auth.token.*"},
+	"basicAuthConf":                {reason: "basic authentication is not supported; clients authenticate with tokens or certificates"},
 	// OpenID Connect (AuthenticationProviderOpenID).
 	"openIDAllowedTokenIssuers":           {},
 	"openIDAllowedAudiences":              {},
@@ -214,6 +242,7 @@ var mappedKeys = []string{
 	"brokerClientTlsProtocols",
 	"tlsCertificateFilePath", "tlsKeyFilePath", "tlsTrustCertsFilePath", "tlsProtocols", "tlsCiphers", "tlsRequireTrustedClientCertOnConnect",
 	"tokenSecretKey", "tokenPublicKey", "tokenAuthClaim", "tokenAudienceClaim", "tokenAudience", "tokenPublicAlg",
+	"tokenAllowedClockSkewSeconds", "maxConcurrentLookupRequests", "httpProxyTimeout", "maxConcurrentHttpRequests",
 	"openIDAllowedTokenIssuers", "openIDAllowedAudiences", "openIDRoleClaim", "openIDAcceptedTimeLeewaySeconds",
 	"openIDTokenIssuerTrustCertsFilePath", "openIDCacheRefreshAfterWriteSeconds", "openIDKeyIdCacheMissRefreshSeconds",
 	"openIDHttpConnectionTimeoutMillis",

@@ -5,14 +5,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // Exit codes of convert-config (documented in the README and in the command's usage).
 const (
-	ExitOK         = 0 // written, and it validates
+	ExitOK         = 0 // written, and check-config passes it where the conversion ran
 	ExitFailed     = 1 // proxy.conf could not be read, or the output not written
 	ExitUsage      = 2 // bad command line
-	ExitNeedsInput = 3 // written, but it does not validate yet: the report says what it needs
+	ExitNeedsInput = 3 // written, but check-config would refuse it: the report says what it needs
 )
 
 // Usage is convert-config's help text, with its exit codes.
@@ -23,12 +24,25 @@ equivalent pulsar-proxy config.yaml to standard output (or FILE). The report goe
 error: every setting carried over and where it went, every setting that could not be, with
 the reason, and those to review (they change behaviour or need your hand).
 
+Brokers are found as Apache's proxy finds them: brokerServiceURL (or brokerServiceURLTLS)
+becomes discovery.static, and metadataStoreUrl (or zookeeperServers) becomes
+discovery.metadataStore, which follows the brokers registered in ZooKeeper.
+
+With -o FILE, keys that pulsar-proxy cannot read as they are get converted beside FILE: a DER
+tokenPublicKey (as Pulsar writes it) as a PEM file, an inline tokenSecretKey or tokenPublicKey
+as a file; the config names the new files and the report lists them. Without -o, such a key is
+an error that names the fix.
+
+The written file is checked as ` + "`pulsar-proxy check-config FILE`" + ` would check it here: anything
+check-config would refuse, a file it names that is missing or unreadable here included, makes
+the conversion exit 3.
+
 exit codes:
-  0  written, and the configuration validates
+  0  written, and check-config passes it here
   1  PROXY_CONF could not be read, or FILE not written
   2  bad command line
-  3  written, but it does not validate yet (e.g. no discovery: Apache's metadata store
-     discovery has no counterpart); the report lists what it needs
+  3  written, but not ready yet (e.g. no discovery, a key to convert, a file missing here):
+     the report lists what it needs
 `
 
 // Main runs convert-config with args (those after the subcommand's name) and returns the exit
@@ -65,7 +79,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	} else {
 		name = "standard input"
 	}
-	res, err := Convert(in, name)
+	var opts Options
+	if *out != "" {
+		opts.WriteDir = filepath.Dir(*out)
+	}
+	res, err := ConvertWith(in, name, opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "convert-config:", err)
 		return ExitFailed
