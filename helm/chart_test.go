@@ -23,6 +23,10 @@ const (
 	tlsAuthValues  = "pulsar-proxy/ci/tls-auth-values.yaml"
 	jwksValues     = "pulsar-proxy/ci/jwks-values.yaml"
 	configFileArgs = "--config /etc/pulsar-proxy/config.yaml"
+
+	// defaultDiscovery is the brokers' headless Service of the Apache chart 4.6 and later
+	// (release and namespace "pulsar").
+	defaultDiscovery = "_pulsar._tcp.pulsar-broker-headless.pulsar.svc.cluster.local"
 )
 
 // helmBinary is the pinned helm that test/rig/build-helm.sh builds into the cache (`make
@@ -72,8 +76,8 @@ func TestDefaults(t *testing.T) {
 	objs := helmTemplate(t, helmBinary(t))
 	cfg, pod := checkCommon(t, objs)
 
-	if cfg.Discovery.DNS.DNSName == "" || cfg.Discovery.DNS.DNSRecord != "SRV" {
-		t.Errorf("default discovery: %+v, want the brokers' headless Service by SRV", cfg.Discovery.DNS)
+	if cfg.Discovery.DNS.DNSName != defaultDiscovery || cfg.Discovery.DNS.DNSRecord != "SRV" {
+		t.Errorf("default discovery: %+v, want the SRV records of %s (the Apache chart's headless Service)", cfg.Discovery.DNS, defaultDiscovery)
 	}
 	if cfg.Listen.PulsarTLS != "" || pod.Containers[0].port("pulsar-ssl") != 0 || objs.get(t, "Service").servicePort("pulsar-ssl") != nil {
 		t.Error("TLS is off by default, yet a TLS listener or port is rendered")
