@@ -3,7 +3,8 @@
 #   make test       test-unit, then test-e2e, with the time of each phase
 #   make test-unit  the tracked-files check, go vet of every module, go test -race of the
 #                   product's packages and the benchmark's (no Java needed), including the chart
-#                   tests (helm) and the image tool's (tools/image)
+#                   tests (helm, and tools/chartcheck's strict decoding) and the image tool's
+#                   (tools/image)
 #   make test-e2e   warm the rig cache (and the Python client's virtualenv), then go test of the
 #                   test module (test/...) against real brokers and Consul
 #   make test-fault the fault, storm and stuck-client tests alone (test/e2efault; test-fault-long:
@@ -19,10 +20,12 @@ GO ?= go
 RIG := test/rig/rig.sh
 E2E_TIMEOUT ?= 40m
 
-# Five Go modules, so that the product's go.mod holds only what the binary and its unit tests
+# Six Go modules, so that the product's go.mod holds only what the binary and its unit tests
 # import: the product (.); test/ (the rig, the end-to-end tests, the demo: pulsar-client-go);
 # bench/ (the benchmark: golang.org/x/image for its chart); tools/image (the image builder);
-# tools/observability (the dashboard and alert checks: Prometheus's parser and engine).
+# tools/observability (the dashboard and alert checks: Prometheus's parser and engine);
+# tools/chartcheck (the chart's objects decoded strictly: k8s.io/api, the Prometheus
+# operator's API types).
 # test/ and bench/ take the product (and bench the rig) from this checkout by replace
 # directives; a module's packages are vetted and tested from its own directory (go -C DIR).
 
@@ -50,6 +53,7 @@ test-unit:
 	$(GO) test -C bench -race ./...
 	$(call timed,fuzz targets (a few seconds' worth of executions each),$(MAKE) --no-print-directory fuzz-short)
 	$(call timed,image test (tools/image),$(MAKE) --no-print-directory image-test)
+	$(call timed,chart objects decoded strictly (tools/chartcheck),$(MAKE) --no-print-directory chartcheck-test)
 	$(call timed,promtool (pinned; built once into .cache),$(MAKE) --no-print-directory promtool-prepare)
 	$(call timed,alert rules and dashboard checks (tools/observability),$(MAKE) --no-print-directory observability-test)
 
@@ -173,7 +177,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 # The commit's time, so the same commit gives the same image.
 CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
-.PHONY: demo build proto image image-test helm helm-prepare chart-test
+.PHONY: demo build proto image image-test helm helm-prepare chart-test chartcheck-test
 
 # The quick start: a real two-broker cluster, the proxy in front, produce and consume through
 # it, print what happened. Uses a rig named by PULSAR_PROXY_RIG if one is up, else starts one.
@@ -206,9 +210,18 @@ helm-prepare:
 	  echo "helm not built; the chart tests will say why they skip"; \
 	fi
 
-# helm lint and the rendered chart's checks (also part of test-unit).
+# helm lint and the rendered chart's checks (also part of test-unit): the product's (helm/:
+# the rendered config.yaml loads) and tools/chartcheck's.
 chart-test: helm
 	$(GO) test -count=1 -v ./helm
+	$(MAKE) --no-print-directory chartcheck-test
+
+# Every rendering of the chart (defaults, ci/*.yaml, each feature on and off) decoded strictly
+# into the Kubernetes API types of k8s.io/api, the Prometheus operator's and cert-manager's
+# Certificate (unknown, mis-cased or doubled fields refused), and the references between the
+# objects followed (tools/chartcheck: its own module, so k8s.io/api stays out of go.mod).
+chartcheck-test:
+	cd tools/chartcheck && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # --- dashboards and alerts (tools/observability, its own module: Prometheus's libraries) ----
 

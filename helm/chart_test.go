@@ -22,8 +22,24 @@ const (
 	chartDir       = "pulsar-proxy"
 	tlsAuthValues  = "pulsar-proxy/ci/tls-auth-values.yaml"
 	jwksValues     = "pulsar-proxy/ci/jwks-values.yaml"
+	tlsOnlyValues  = "pulsar-proxy/ci/tls-only-values.yaml"
+	operatorValues = "pulsar-proxy/ci/operator-values.yaml"
 	configFileArgs = "--config /etc/pulsar-proxy/config.yaml"
+
+	// defaultDiscovery is the brokers' headless Service of the Apache chart 4.6 and later
+	// (release and namespace "pulsar"); tools/chartcheck checks the same name.
+	defaultDiscovery = "_pulsar._tcp.pulsar-broker-headless.pulsar.svc.cluster.local"
 )
+
+// ciValues are the chart's ci/*.yaml values files: each a variant every test renders.
+func ciValues(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no values files in %s/ci: %v", chartDir, err)
+	}
+	return files
+}
 
 // helmBinary is the pinned helm that test/rig/build-helm.sh builds into the cache (`make
 // helm`: RIG_CACHE, default .cache, as helm-<HELM_VERSION of test/rig/versions.env>), or
@@ -60,7 +76,11 @@ func helmBinary(t *testing.T) string {
 
 func TestLint(t *testing.T) {
 	helm := helmBinary(t)
-	for _, args := range [][]string{{}, {"-f", tlsAuthValues}, {"-f", jwksValues}} {
+	variants := [][]string{{}}
+	for _, f := range ciValues(t) {
+		variants = append(variants, []string{"-f", f})
+	}
+	for _, args := range variants {
 		out, err := exec.Command(helm, append([]string{"lint", "--strict", chartDir}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Errorf("helm lint %q: %v\n%s", args, err, out)
@@ -72,13 +92,13 @@ func TestDefaults(t *testing.T) {
 	objs := helmTemplate(t, helmBinary(t))
 	cfg, pod := checkCommon(t, objs)
 
-	if cfg.Discovery.DNS.DNSName == "" || cfg.Discovery.DNS.DNSRecord != "SRV" {
-		t.Errorf("default discovery: %+v, want the brokers' headless Service by SRV", cfg.Discovery.DNS)
+	if cfg.Discovery.DNS.DNSName != defaultDiscovery || cfg.Discovery.DNS.DNSRecord != "SRV" {
+		t.Errorf("default discovery: %+v, want the SRV records of %s (the Apache chart's headless Service)", cfg.Discovery.DNS, defaultDiscovery)
 	}
-	if cfg.Listen.PulsarTLS != "" || pod.Containers[0].port("pulsar-ssl") != 0 || objs.get(t, "Service").servicePort("pulsar-ssl") != nil {
+	if cfg.Listen.PulsarTLS != "" || pod.proxy().port("pulsar-ssl") != 0 || objs.get(t, "Service").servicePort("pulsar-ssl") != nil {
 		t.Error("TLS is off by default, yet a TLS listener or port is rendered")
 	}
-	if cfg.Admin.AdminListenHTTPS != "" || pod.Containers[0].port("https") != 0 || objs.get(t, "Service").servicePort("https") != nil {
+	if cfg.Admin.AdminListenHTTPS != "" || pod.proxy().port("https") != 0 || objs.get(t, "Service").servicePort("https") != nil {
 		t.Error("TLS is off by default, yet an HTTPS listener or port is rendered")
 	}
 	if !cfg.Admin.AdminEnabled || cfg.Discovery.DNS.DNSWebPort != 8080 {
@@ -98,10 +118,39 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestEveryCIValuesFile: each ci/*.yaml renders what checkCommon asks of every rendering,
+// and a config.yaml the proxy loads (the TLS-only one and the operator's with extra volumes
+// among them).
+func TestEveryCIValuesFile(t *testing.T) {
+	helm := helmBinary(t)
+	for _, f := range ciValues(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) { checkCommon(t, helmTemplate(t, helm, "-f", f)) })
+	}
+}
+
+// TestTLSOnly: config.listen.pulsar "" with cert-manager's certificate: the proxy loads a
+// config without a plaintext listener, and neither the pod nor the Service has the port;
+// without TLS the chart refuses it.
+func TestTLSOnly(t *testing.T) {
+	helm := helmBinary(t)
+	objs := helmTemplate(t, helm, "-f", tlsOnlyValues)
+	cfg, pod := checkCommon(t, objs)
+	if cfg.Listen.Pulsar != "" || cfg.Listen.PulsarTLS == "" {
+		t.Errorf("listen %+v, want TLS only", cfg.Listen)
+	}
+	if source, file := mountedFrom(pod, cfg.TLS.CertFile); source != "proxy-pulsar-proxy-tls" || file != "tls.crt" {
+		t.Errorf("tls.certFile %q comes from %q key %q, want cert-manager's Secret proxy-pulsar-proxy-tls", cfg.TLS.CertFile, source, file)
+	}
+	out, err := exec.Command(helm, "template", "proxy", chartDir, "--set", "config.listen.pulsar=").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "config.listen.pulsar is empty (TLS only) but TLS is off") {
+		t.Errorf("TLS only without TLS: %v\n%s", err, out)
+	}
+}
+
 func TestTLSAndAuth(t *testing.T) {
 	objs := helmTemplate(t, helmBinary(t), "-f", tlsAuthValues)
 	cfg, pod := checkCommon(t, objs)
-	c := pod.Containers[0]
+	c := pod.proxy()
 
 	if p := port(t, cfg.Listen.PulsarTLS); c.port("pulsar-ssl") != p {
 		t.Errorf("container port pulsar-ssl %d, listen.pulsarTLS %q", c.port("pulsar-ssl"), cfg.Listen.PulsarTLS)
@@ -204,10 +253,10 @@ func checkCommon(t *testing.T, objs rendered) (*config.Config, podSpec) {
 
 	d := objs.get(t, "Deployment")
 	pod := d.Spec.Template.Spec
-	if len(pod.Containers) != 1 {
-		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	c := pod.proxy()
+	if c.Name != "pulsar-proxy" {
+		t.Fatalf("no container named pulsar-proxy in %d", len(pod.Containers))
 	}
-	c := pod.Containers[0]
 
 	if strings.Join(c.Args, " ") != configFileArgs {
 		t.Errorf("args %q, want %q", c.Args, configFileArgs)
@@ -218,17 +267,26 @@ func checkCommon(t *testing.T, objs rendered) (*config.Config, podSpec) {
 
 	// Probes on listen.http.
 	httpPort := port(t, cfg.Listen.HTTP)
-	for name, p := range map[string]probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
-		if p.HTTPGet.Path != name || probePort(c, p) != httpPort {
-			t.Errorf("probe %s: path %q port %q (%d), want listen.http's port %d", name, p.HTTPGet.Path, p.HTTPGet.Port, probePort(c, p), httpPort)
+	for _, p := range []struct {
+		name, path string
+		probe      *probe
+	}{{"startup", "/healthz", c.StartupProbe}, {"liveness", "/healthz", c.LivenessProbe}, {"readiness", "/readyz", c.ReadinessProbe}} {
+		if p.probe == nil || p.probe.HTTPGet.Path != p.path || probePort(c, *p.probe) != httpPort {
+			t.Errorf("%s probe %+v, want %s on listen.http's port %d", p.name, p.probe, p.path, httpPort)
 		}
-	}
-	if c.port("pulsar") != port(t, cfg.Listen.Pulsar) {
-		t.Errorf("container port pulsar %d, listen.pulsar %q", c.port("pulsar"), cfg.Listen.Pulsar)
 	}
 	svc := objs.get(t, "Service")
 	// The admin API on the http port, as the Apache chart's proxy: 80 to the container's 8080.
-	for name, want := range map[string]int{"pulsar": 6650, "http": 80} {
+	want := map[string]int{"http": 80}
+	if cfg.Listen.Pulsar != "" {
+		want["pulsar"] = 6650
+		if c.port("pulsar") != port(t, cfg.Listen.Pulsar) {
+			t.Errorf("container port pulsar %d, listen.pulsar %q", c.port("pulsar"), cfg.Listen.Pulsar)
+		}
+	} else if c.port("pulsar") != 0 || svc.servicePort("pulsar") != nil {
+		t.Error("TLS only (listen.pulsar empty), yet a plaintext pulsar port is rendered")
+	}
+	for name, want := range want {
 		if sp := svc.servicePort(name); sp == nil || sp.Port != want || sp.TargetPort != name {
 			t.Errorf("service port %s: %+v, want %d to the container's %s", name, sp, want, name)
 		}
@@ -268,7 +326,7 @@ func checkCommon(t *testing.T, objs rendered) (*config.Config, podSpec) {
 // mountedFrom names the Secret or ConfigMap, and its key, that a file path in the container
 // comes from ("" when no volume mount holds it).
 func mountedFrom(pod podSpec, file string) (source, key string) {
-	for _, m := range pod.Containers[0].VolumeMounts {
+	for _, m := range pod.proxy().VolumeMounts {
 		if path.Dir(file) != m.MountPath {
 			continue
 		}
@@ -287,7 +345,7 @@ func mountedFrom(pod podSpec, file string) (source, key string) {
 
 // mountPath is the volume mounted exactly at dir (nil when none is).
 func mountPath(pod podSpec, dir string) *volume {
-	for _, m := range pod.Containers[0].VolumeMounts {
+	for _, m := range pod.proxy().VolumeMounts {
 		if m.MountPath != dir {
 			continue
 		}

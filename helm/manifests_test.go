@@ -60,14 +60,16 @@ type podSpec struct {
 }
 
 type container struct {
+	Name  string   `yaml:"name"`
 	Image string   `yaml:"image"`
 	Args  []string `yaml:"args"`
 	Ports []struct {
 		Name          string `yaml:"name"`
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
-	LivenessProbe  probe `yaml:"livenessProbe"`
-	ReadinessProbe probe `yaml:"readinessProbe"`
+	StartupProbe   *probe `yaml:"startupProbe"`
+	LivenessProbe  *probe `yaml:"livenessProbe"`
+	ReadinessProbe *probe `yaml:"readinessProbe"`
 	Lifecycle      struct {
 		PreStop struct {
 			Sleep struct {
@@ -139,8 +141,12 @@ func helmTemplate(t *testing.T, helm string, args ...string) rendered {
 		if m.Kind == "" {
 			continue
 		}
-		if _, dup := objs[m.Kind]; dup {
-			t.Fatalf("two objects of kind %s", m.Kind)
+		// Of two objects of a kind (the dashboard's ConfigMap beside the proxy's), the one
+		// named as the release's objects.
+		if had, dup := objs[m.Kind]; dup && had.Metadata.Name == m.Metadata.Name {
+			t.Fatalf("two objects of kind %s named %s", m.Kind, m.Metadata.Name)
+		} else if dup && m.Metadata.Name != "proxy-pulsar-proxy" {
+			continue
 		}
 		objs[m.Kind] = m
 	}
@@ -154,6 +160,16 @@ func (r rendered) get(t *testing.T, kind string) manifest {
 		t.Fatalf("no %s rendered", kind)
 	}
 	return m
+}
+
+// proxy is the pod's pulsar-proxy container (sidecars may stand beside it).
+func (p podSpec) proxy() container {
+	for _, c := range p.Containers {
+		if c.Name == "pulsar-proxy" {
+			return c
+		}
+	}
+	return container{}
 }
 
 func (c container) port(name string) int {

@@ -130,10 +130,15 @@ func readJSON(t *testing.T, path string, v any) {
 }
 
 // TestCheckConfigHook: `helm test` runs check-config --connect on the release's config.yaml
-// with the very volumes the proxy's pods mount (by default and with TLS, tokens and a policy).
+// with the very volumes the proxy's pods mount and after their init containers (by default
+// and with every ci/*.yaml: TLS, tokens, a policy, extra volumes).
 func TestCheckConfigHook(t *testing.T) {
 	helm := helmBinary(t)
-	for _, args := range [][]string{nil, {"-f", tlsAuthValues}, {"-f", jwksValues}} {
+	variants := [][]string{nil}
+	for _, f := range ciValues(t) {
+		variants = append(variants, []string{"-f", f})
+	}
+	for _, args := range variants {
 		objs := renderAll(t, helm, args...)
 		pod := find(objs, "Pod", "proxy-pulsar-proxy-check-config")
 		if pod == nil {
@@ -153,6 +158,10 @@ func TestCheckConfigHook(t *testing.T) {
 		}
 		if c["image"] != dc["image"] {
 			t.Errorf("%q: image %v, the Deployment's %v", args, c["image"], dc["image"])
+		}
+		// The init containers too (they may write files the proxy reads).
+		if !reflect.DeepEqual(pod.path("spec", "initContainers"), deploy.path("spec", "template", "spec", "initContainers")) {
+			t.Errorf("%q: the test Pod's init containers differ from the Deployment's", args)
 		}
 	}
 	if find(renderAll(t, helm, "--set", "checkConfigTest.enabled=false"), "Pod", "") != nil {

@@ -18,9 +18,9 @@ import (
 // DNSConfig says which DNS name lists the brokers.
 type DNSConfig struct {
 	// Name is a fully qualified name, e.g. the headless Service
-	// pulsar-broker.pulsar.svc.cluster.local (no search domains are applied).
+	// pulsar-broker-headless.pulsar.svc.cluster.local (no search domains are applied).
 	Name string
-	// SRV queries SRV records of Name (e.g. _pulsar._tcp.pulsar-broker.pulsar.svc.cluster.local):
+	// SRV queries SRV records of Name (e.g. _pulsar._tcp.pulsar-broker-headless.pulsar.svc.cluster.local):
 	// each record's target host and port is a broker. Otherwise Name's A and AAAA records
 	// are the brokers, all on Port.
 	SRV  bool

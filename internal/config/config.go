@@ -111,9 +111,11 @@ type Authz struct {
 
 // Listen holds the addresses the proxy accepts connections on.
 type Listen struct {
-	Pulsar string `yaml:"pulsar" env:"PULSAR"` // Pulsar binary protocol for clients
-	HTTP   string `yaml:"http" env:"HTTP"`     // health and metrics endpoints
-	Pprof  string `yaml:"pprof" env:"PPROF"`   // Go's /debug/pprof profiles; empty = off
+	// Pulsar serves the Pulsar binary protocol in plaintext; empty = off, allowed only beside
+	// PulsarTLS (a TLS-only proxy).
+	Pulsar string `yaml:"pulsar" env:"PULSAR"`
+	HTTP   string `yaml:"http" env:"HTTP"`   // health and metrics endpoints
+	Pprof  string `yaml:"pprof" env:"PPROF"` // Go's /debug/pprof profiles; empty = off
 	// PulsarTLS serves the same protocol over TLS (see TLS); empty = off.
 	PulsarTLS string `yaml:"pulsarTLS" env:"PULSAR_TLS"`
 }

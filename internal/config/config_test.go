@@ -355,6 +355,35 @@ log: {level: loud, format: xml, sessionSummary: warn}
 	}
 }
 
+// TestTLSOnly: listen.pulsar may be empty beside listen.pulsarTLS (no plaintext Pulsar port,
+// as Apache's proxy with servicePort empty); with neither the proxy would serve no client,
+// which is refused naming both keys. (Only the file can say it: an empty environment variable
+// leaves a setting as it was, for every setting.)
+func TestTLSOnly(t *testing.T) {
+	tlsOnly := "listen: {pulsar: \"\", pulsarTLS: \"0.0.0.0:6651\"}\ntls: {certFile: c.pem, keyFile: k.pem}\n"
+	cfg, err := Load(writeFile(t, tlsOnly), brokersEnv)
+	if err != nil {
+		t.Fatalf("a TLS-only configuration is refused: %v", err)
+	}
+	if cfg.Listen.Pulsar != "" || cfg.Listen.PulsarTLS != "0.0.0.0:6651" {
+		t.Errorf("listen %+v, want no plaintext listener and pulsarTLS 0.0.0.0:6651", cfg.Listen)
+	}
+	for name, yaml := range map[string]string{
+		"neither listener":         "listen: {pulsar: \"\"}\n",
+		"neither, TLS files given": "listen: {pulsar: \"\", pulsarTLS: \"\"}\ntls: {certFile: c.pem, keyFile: k.pem}\n",
+	} {
+		_, err := Load(writeFile(t, yaml), brokersEnv)
+		if err == nil || !strings.Contains(err.Error(), "listen.pulsar: empty, and so is listen.pulsarTLS") {
+			t.Errorf("%s: %v, want listen.pulsar refused for want of listen.pulsarTLS", name, err)
+		}
+	}
+	// TLS-only still needs the certificate it serves.
+	_, err = Load(writeFile(t, "listen: {pulsar: \"\", pulsarTLS: \":6651\"}\n"), brokersEnv)
+	if err == nil || !strings.Contains(err.Error(), "tls.certFile: listen.pulsarTLS needs tls.certFile and tls.keyFile") {
+		t.Errorf("TLS-only without a certificate: %v", err)
+	}
+}
+
 func TestLoadMissingFile(t *testing.T) {
 	if _, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), brokersEnv); err == nil {
 		t.Fatal("Load of a missing file succeeded")

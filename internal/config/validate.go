@@ -74,11 +74,18 @@ func (p *problems) listenAddr(key, addr string) {
 
 func (c *Config) validateListen(p *problems) {
 	l := c.Listen
-	p.listenAddr("listen.pulsar", l.Pulsar)
+	// listen.pulsar may be empty beside listen.pulsarTLS: a TLS-only proxy (Apache's proxy with
+	// servicePort empty), with no plaintext Pulsar port at all.
+	switch {
+	case l.Pulsar == "" && l.PulsarTLS == "":
+		p.bad("listen.pulsar", "empty, and so is listen.pulsarTLS: the proxy would serve no Pulsar client (leave listen.pulsar empty only for a TLS-only proxy, with listen.pulsarTLS)")
+	case l.Pulsar != "":
+		p.listenAddr("listen.pulsar", l.Pulsar)
+	}
 	p.listenAddr("listen.http", l.HTTP)
 	// Port 0 (tests) is a different port on each listener.
 	anyPort := strings.HasSuffix(l.Pulsar, ":0")
-	if l.Pulsar == l.HTTP && !anyPort {
+	if l.Pulsar != "" && l.Pulsar == l.HTTP && !anyPort {
 		p.bad("listen.http", "same address as listen.pulsar (%q)", l.Pulsar)
 	}
 	if l.PulsarTLS == "" {

@@ -15,8 +15,9 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
-// listeners are the proxy's sockets; pulsarTLS is nil without listen.pulsarTLS, https without
-// admin.listenHTTPS, pprof without listen.pprof.
+// listeners are the proxy's sockets; pulsar is nil without listen.pulsar (a TLS-only proxy),
+// pulsarTLS without listen.pulsarTLS, https without admin.listenHTTPS, pprof without
+// listen.pprof. Validation leaves at least one of pulsar and pulsarTLS.
 type listeners struct {
 	pulsar, pulsarTLS, http, https, pprof net.Listener
 }
@@ -98,8 +99,9 @@ func (p *Proxy) limitHTTP(ln net.Listener, name string, share *connlimit.Share, 
 	})
 }
 
-// clientListeners opens listen.pulsar and, when set, listen.pulsarTLS, wrapped for TLS and
-// the PROXY protocol as configured. tlsLn is nil without a TLS listener.
+// clientListeners opens listen.pulsar and listen.pulsarTLS, each when set, wrapped for TLS and
+// the PROXY protocol as configured. plain is nil without a plaintext listener (TLS only),
+// tlsLn without a TLS listener.
 func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (plain, tlsLn net.Listener, err error) {
 	pp := listener.ProxyOptions{
 		Enabled:       cfg.ProxyProtocol.ProxyProtocolEnabled,
@@ -126,6 +128,9 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 			return nil, nil, fmt.Errorf("listen.pulsarTLS: %w", err)
 		}
 		tlsLn = listener.Wrap(ln, listener.Options{TLS: tc, Proxy: pp, Metrics: m})
+	}
+	if cfg.Listen.Pulsar == "" {
+		return nil, tlsLn, nil
 	}
 	ln, err := net.Listen("tcp", cfg.Listen.Pulsar)
 	if err != nil {

@@ -2,11 +2,14 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +20,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
 )
 
 // startProxy builds the proxy of env (beside listeners on 127.0.0.1 and a static broker that
@@ -112,4 +116,61 @@ func TestHTTPListenerHoldsOnlyThePerIPCapOfHalfSentRequests(t *testing.T) {
 	if cmd, err := frame.Decode(f.Command); err != nil || cmd.GetType() != pb.BaseCommand_CONNECTED {
 		t.Fatalf("a Pulsar client during the HTTP flood got %v, %v; want CONNECTED", cmd, err)
 	}
+}
+
+// TestTLSOnly: with listen.pulsar empty and listen.pulsarTLS set (a TLS-only proxy) no
+// plaintext Pulsar port is opened; the startup line names the TLS listener alone, a client
+// over TLS completes CONNECT and LOOKUP, the proxy is ready, and it drains and stops.
+func TestTLSOnly(t *testing.T) {
+	broker := startBroker(t)
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, dir, "proxy")
+	server := ca.Server(t, "proxy", time.Now().Add(time.Hour))
+	file := filepath.Join(dir, "config.yaml")
+	_, port, _ := net.SplitHostPort(broker.Addr)
+	yaml := fmt.Sprintf("listen: {pulsar: \"\", pulsarTLS: \"127.0.0.1:0\", http: \"127.0.0.1:0\"}\n"+
+		"tls: {certFile: %q, keyFile: %q}\n"+
+		"discovery: {static: {brokers: [\"pulsar://%s\"]}}\nbroker: {allowedPorts: [%s]}\nsession: {drainTimeout: 2s}\n",
+		server.CertFile, server.KeyFile, broker.Addr, port)
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log logBuffer
+	_, a := run(t, cfg, &log, nil)
+	if a.Pulsar != "" || a.PulsarTLS == "" {
+		t.Fatalf("addresses %+v, want a TLS listener and no plaintext one", a)
+	}
+	started := ""
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.Contains(line, "pulsar-proxy started") {
+			started = line
+		}
+	}
+	if !strings.Contains(started, `"pulsar_tls":"`+a.PulsarTLS+`"`) || strings.Contains(started, `"pulsar":`) {
+		t.Errorf("startup line %q: want pulsar_tls %s and no pulsar key", started, a.PulsarTLS)
+	}
+
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", a.PulsarTLS, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := frame.NewReader(c, frame.DefaultMaxFrameSize)
+	connect := &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
+		ClientVersion: proto.String("test"), ProtocolVersion: proto.Int32(21)}}
+	if err := frame.WriteCommand(c, connect); err != nil {
+		t.Fatal(err)
+	}
+	if cmd, err := r.ReadCommand(); err != nil || cmd.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("CONNECT over TLS: got %v, %v; want CONNECTED", cmd, err)
+	}
+	checkLookup(t, c, r, broker.Addr)
+	checkHTTP(t, "http://"+a.HTTP, "test")
 }

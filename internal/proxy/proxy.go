@@ -69,8 +69,9 @@ type Proxy struct {
 }
 
 // Addrs are the addresses the listeners are bound to, as Run opened them (a port 0 of the
-// configuration replaced by the one chosen). PulsarTLS, HTTPS and Pprof are empty without
-// listen.pulsarTLS, admin.listenHTTPS and listen.pprof.
+// configuration replaced by the one chosen). Pulsar, PulsarTLS, HTTPS and Pprof are empty
+// without listen.pulsar (a TLS-only proxy), listen.pulsarTLS, admin.listenHTTPS and
+// listen.pprof.
 type Addrs struct {
 	Pulsar, PulsarTLS, HTTP, HTTPS, Pprof string
 }

@@ -138,7 +138,9 @@ type serving struct {
 func (p *Proxy) serve(lns listeners) *serving {
 	s := &serving{errs: make(chan error, 2)}
 	p.listening.Store(true)
-	s.wg.Go(func() { s.errs <- p.sessions.Serve(lns.pulsar) })
+	if lns.pulsar != nil {
+		s.wg.Go(func() { s.errs <- p.sessions.Serve(lns.pulsar) })
+	}
 	if lns.pulsarTLS != nil {
 		s.wg.Go(func() { s.errs <- p.sessions.Serve(lns.pulsarTLS) })
 	}
@@ -150,10 +152,14 @@ func (p *Proxy) serve(lns listeners) *serving {
 	return s
 }
 
-// logStarted is the startup line: the addresses bound (which test/proxyproc reads), and what
-// an operator wants to know of the configuration at a glance.
+// logStarted is the startup line: the addresses bound (which test/proxyproc reads; no
+// "pulsar" key on a TLS-only proxy), and what an operator wants to know of the configuration
+// at a glance.
 func (p *Proxy) logStarted(lns listeners) {
-	started := p.log.Info().Str("pulsar", lns.pulsar.Addr().String())
+	started := p.log.Info()
+	if lns.pulsar != nil {
+		started = started.Str("pulsar", lns.pulsar.Addr().String())
+	}
 	if lns.pulsarTLS != nil {
 		started = started.Str("pulsar_tls", lns.pulsarTLS.Addr().String())
 	}

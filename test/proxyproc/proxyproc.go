@@ -229,8 +229,8 @@ func startedLine(path string) (a boundAddrs, ok bool, err error) {
 		if json.Unmarshal(line, &a) != nil || a.Message != startedMessage {
 			continue // a partly written line, or another line naming the message
 		}
-		if a.Pulsar == "" || a.HTTP == "" {
-			return a, false, fmt.Errorf("pulsar-proxy's startup line names no pulsar or http address: %s", line)
+		if (a.Pulsar == "" && a.PulsarTLS == "") || a.HTTP == "" {
+			return a, false, fmt.Errorf("pulsar-proxy's startup line names no pulsar (nor pulsar_tls) or http address: %s", line)
 		}
 		return a, true, nil
 	}
