@@ -1,10 +1,10 @@
 # pulsar-proxy: build, test and run targets. CI runs `make test` (.ci/run).
 #
 #   make test       test-unit, then test-e2e, with the time of each phase
-#   make test-unit  the tracked-files check, go vet of every module, go test -race of the
-#                   product's packages and the benchmark's (no Java needed), including the chart
-#                   tests (helm, and tools/chartcheck's strict decoding) and the image tool's
-#                   (tools/image)
+#   make test-unit  the tracked-files check, the function-length check, go vet of every module,
+#                   go test -race of the product's packages and the benchmark's (no Java
+#                   needed), including the chart tests (helm, and tools/chartcheck's strict
+#                   decoding) and the image tool's (tools/image)
 #   make test-e2e   warm the rig cache (and the Python client's virtualenv), then go test of the
 #                   test module (test/...) against real brokers and Consul
 #   make test-fault the fault, storm and stuck-client tests alone (test/e2efault; test-fault-long:
@@ -44,6 +44,7 @@ test:
 
 test-unit:
 	$(call timed,tracked files (no executables; binary or large files only when allowed),$(MAKE) --no-print-directory check-files)
+	$(call timed,function length (at most 60 lines; tools/funclen),$(MAKE) --no-print-directory check-funclen)
 	$(call timed,helm (pinned; built once into .cache),$(MAKE) --no-print-directory helm-prepare)
 	$(GO) vet ./...
 	$(GO) vet -C test ./...
@@ -63,6 +64,14 @@ test-unit:
 .PHONY: check-files
 check-files:
 	$(GO) run ./tools/trackedfiles -allow .ci/large-files.allow .
+
+# Fails when a function is longer than 60 lines, from its func line to its closing brace
+# (tools/funclen; its tests run with the product's): the product's code, its tests aside, and
+# the benchmark's and the tools' modules, their tests included.
+.PHONY: check-funclen
+check-funclen:
+	$(GO) run ./tools/funclen .
+	$(GO) run ./tools/funclen -tests bench tools/image tools/observability tools/trackedfiles tools/funclen
 
 # Every fuzz target, package:name:executions. make test runs each for its count of executions
 # (about four seconds' worth here): a count, not a duration, because Go 1.26's fuzzing can fail

@@ -67,36 +67,12 @@ func serveEcho() error {
 // pinned (cross: to the other CPU).
 func measureEchoFloor(serverCPU int, cross bool, size int, tick, d time.Duration) (echoFloor, error) {
 	ef := echoFloor{ServerCPU: serverCPU, CrossCPU: cross, Bytes: size}
-	self, err := os.Executable()
+	addr, stop, err := startEchoServer(serverCPU)
 	if err != nil {
 		return ef, err
 	}
-	server := exec.Command(self)
-	server.Env = append(os.Environ(), echoServerEnv+"=1")
-	cmd := pinned(server, serverCPU)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return ef, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return ef, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return ef, err
-	}
-	defer func() {
-		stdin.Close() // the server exits on its end of stdin; killed if it does not
-		kill := time.AfterFunc(2*time.Second, func() { cmd.Process.Kill() })
-		cmd.Wait()
-		kill.Stop()
-	}()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		return ef, fmt.Errorf("echo server: %w", err)
-	}
-	c, err := net.Dial("tcp", strings.TrimSpace(line))
+	defer stop()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return ef, err
 	}
@@ -106,28 +82,10 @@ func measureEchoFloor(serverCPU int, cross bool, size int, tick, d time.Duration
 		return ef, err
 	}
 	defer pace.close()
-
-	msg, back := make([]byte, size), make([]byte, size)
-	var lat []time.Duration
-	warmEnd := time.Now().Add(d / 4)
-	for end := warmEnd.Add(d); time.Now().Before(end); {
-		k, err := pace.ticks()
-		if err != nil {
-			return ef, err
-		}
-		t := time.Now()
-		if t.After(warmEnd) {
-			ef.Ticks += int(k)
-		}
-		if _, err := c.Write(msg); err != nil {
-			return ef, err
-		}
-		if _, err := io.ReadFull(c, back); err != nil {
-			return ef, err
-		}
-		if t.After(warmEnd) {
-			lat = append(lat, time.Since(t))
-		}
+	lat, ticks, err := echoes(c, pace, size, d)
+	ef.Ticks = ticks
+	if err != nil {
+		return ef, err
 	}
 	if len(lat) == 0 {
 		return ef, errors.New("no echo measured")
@@ -135,4 +93,67 @@ func measureEchoFloor(serverCPU int, cross bool, size int, tick, d time.Duration
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	ef.Samples, ef.P50, ef.P99, ef.P999 = len(lat), micros(lat, 0.50), micros(lat, 0.99), micros(lat, 0.999)
 	return ef, nil
+}
+
+// startEchoServer runs this binary as the echo server pinned to cpu (-1: not pinned) and
+// returns its address, and stop, which ends it.
+func startEchoServer(cpu int) (addr string, stop func(), err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	server := exec.Command(self)
+	server.Env = append(os.Environ(), echoServerEnv+"=1")
+	cmd := pinned(server, cpu)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop = func() {
+		stdin.Close() // the server exits on its end of stdin; killed if it does not
+		kill := time.AfterFunc(2*time.Second, func() { cmd.Process.Kill() })
+		cmd.Wait()
+		kill.Stop()
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("echo server: %w", err)
+	}
+	return strings.TrimSpace(line), stop, nil
+}
+
+// echoes echoes one message of size bytes over c at every tick of pace, for a quarter of d to
+// warm up and then d, and returns the round trips after the warm-up and the ticks they took.
+func echoes(c net.Conn, pace *pacer, size int, d time.Duration) (lat []time.Duration, ticks int, err error) {
+	msg, back := make([]byte, size), make([]byte, size)
+	warmEnd := time.Now().Add(d / 4)
+	for end := warmEnd.Add(d); time.Now().Before(end); {
+		k, err := pace.ticks()
+		if err != nil {
+			return lat, ticks, err
+		}
+		t := time.Now()
+		if t.After(warmEnd) {
+			ticks += int(k)
+		}
+		if _, err := c.Write(msg); err != nil {
+			return lat, ticks, err
+		}
+		if _, err := io.ReadFull(c, back); err != nil {
+			return lat, ticks, err
+		}
+		if t.After(warmEnd) {
+			lat = append(lat, time.Since(t))
+		}
+	}
+	return lat, ticks, nil
 }

@@ -146,164 +146,220 @@ type loadResult struct {
 	Latencies []time.Duration // measured interval only
 }
 
+// run opens the consumer and the producer on l.topic, sends for the warm-up and the measured
+// interval, and returns what the consumer counted in that interval.
 func (l load) run() (loadResult, error) {
-	var res loadResult
-	cons, err := dial(l.ep, true)
+	cons, err := l.subscribe()
 	if err != nil {
-		return res, fmt.Errorf("consumer: %w", err)
+		return loadResult{}, err
 	}
 	defer cons.conn.Close()
+	prod, name, err := l.openProducer()
+	if err != nil {
+		return loadResult{}, err
+	}
+	defer prod.conn.Close()
+	base := time.Now()
+	s := &loadState{l: l, base: base, measureFrom: base.Add(l.warmup), measureTo: base.Add(l.warmup).Add(l.measure),
+		errc: make(chan error, 3), consumed: make(chan loadResult, 1), window: make(chan struct{}, producerWindow)}
+	go s.consume(cons)
+	go s.readReceipts(prod)
+	if err := s.produce(prod, name); err != nil {
+		return loadResult{}, err
+	}
+	res, err := s.collect(cons)
+	if err != nil {
+		return loadResult{}, err
+	}
+	res.Seconds = l.measure.Seconds()
+	return res, nil
+}
+
+// subscribe connects l's consumer and subscribes it to l.topic from the latest message.
+func (l load) subscribe() (*session, error) {
+	cons, err := dial(l.ep, true)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
 	if err := cons.write(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
 		Topic: proto.String(l.topic), Subscription: proto.String("bench"), SubType: pb.CommandSubscribe_Exclusive.Enum(),
 		ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(1), InitialPosition: pb.CommandSubscribe_Latest.Enum(),
 	}}, true); err != nil {
-		return res, err
+		cons.conn.Close()
+		return nil, err
 	}
 	if _, err := cons.expect(pb.BaseCommand_SUCCESS); err != nil {
-		return res, fmt.Errorf("subscribe: %w", err)
+		cons.conn.Close()
+		return nil, fmt.Errorf("subscribe: %w", err)
 	}
-	prod, err := dial(l.ep, true)
+	return cons, nil
+}
+
+// openProducer connects l's producer on l.topic and waits until the broker has it ready; name
+// is the producer's name the broker gave.
+func (l load) openProducer() (prod *session, name string, err error) {
+	prod, err = dial(l.ep, true)
 	if err != nil {
-		return res, fmt.Errorf("producer: %w", err)
+		return nil, "", fmt.Errorf("producer: %w", err)
 	}
-	defer prod.conn.Close()
+	fail := func(err error) (*session, string, error) {
+		prod.conn.Close()
+		return nil, "", err
+	}
 	if err := prod.write(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
 		Topic: proto.String(l.topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1),
 	}}, true); err != nil {
-		return res, err
+		return fail(err)
 	}
 	ps, err := prod.expect(pb.BaseCommand_PRODUCER_SUCCESS)
 	if err != nil {
-		return res, fmt.Errorf("producer: %w", err)
+		return fail(fmt.Errorf("producer: %w", err))
 	}
 	for !ps.GetProducerSuccess().GetProducerReady() && ps.GetProducerSuccess().ProducerReady != nil {
 		if ps, err = prod.expect(pb.BaseCommand_PRODUCER_SUCCESS); err != nil {
-			return res, err
+			return fail(err)
 		}
 	}
-	name := ps.GetProducerSuccess().GetProducerName()
+	return prod, ps.GetProducerSuccess().GetProducerName(), nil
+}
 
-	base := time.Now()
-	measureFrom := base.Add(l.warmup)
-	measureTo := measureFrom.Add(l.measure)
-	var stop atomic.Bool
-	var sentTotal atomic.Int64
-	errc := make(chan error, 3)
+// loadState is a load's run under way: its clock, and what its producer, receipt reader and
+// consumer share.
+type loadState struct {
+	l                            load
+	base, measureFrom, measureTo time.Time
+	stop                         atomic.Bool // the producer is done
+	sentTotal                    atomic.Int64
+	errc                         chan error
+	consumed                     chan loadResult // the consumer's count, once it ends
+	window                       chan struct{}   // a slot per SEND in flight: receipts free them
+}
 
-	// consumer
-	consumed := make(chan loadResult, 1)
-	go func() {
-		var r loadResult
-		if err := cons.write(flow(consumerPermits), true); err != nil {
-			errc <- err
+// consume is the consumer: it grants permits, counts what arrives (count), acknowledges and
+// grants again every half window, and ends after the measured interval with what it counted.
+func (s *loadState) consume(cons *session) {
+	var r loadResult
+	if err := cons.write(flow(consumerPermits), true); err != nil {
+		s.errc <- err
+		return
+	}
+	var sinceFlow int
+	var received int64
+	// A consumer that stops receiving ends 10 s after the interval, with what it has.
+	cons.conn.SetReadDeadline(s.measureTo.Add(10 * time.Second))
+	for {
+		f, err := cons.r.ReadFrame()
+		if err != nil {
+			if s.stop.Load() {
+				s.consumed <- r
+				return
+			}
+			s.errc <- fmt.Errorf("consumer read: %w", err)
 			return
 		}
-		var sinceFlow int
-		var received int64
-		// A consumer that stops receiving ends 10 s after the interval, with what it has.
-		cons.conn.SetReadDeadline(measureTo.Add(10 * time.Second))
-		for {
-			f, err := cons.r.ReadFrame()
-			if err != nil {
-				if stop.Load() {
-					consumed <- r
-					return
-				}
-				errc <- fmt.Errorf("consumer read: %w", err)
-				return
-			}
-			t, _ := frame.PeekType(f.Command)
-			if t != pb.BaseCommand_MESSAGE {
-				cmd, _ := frame.Decode(f.Command)
-				if cons.answerPing(cmd) {
-					continue
-				}
-				continue
-			}
-			now := time.Now()
-			p, err := frame.ParsePayload(f.Payload)
-			if err != nil || len(p.Data) < 8 {
-				errc <- fmt.Errorf("consumer: bad payload: %v", err)
-				return
-			}
-			// Throughput counts arrivals inside the interval; latency, messages sent inside it.
-			sent := base.Add(time.Duration(binary.BigEndian.Uint64(p.Data)))
-			if !now.Before(measureFrom) && now.Before(measureTo) {
-				r.Messages++
-				r.Bytes += int64(len(p.Data))
-			}
-			if l.rate > 0 && !sent.Before(measureFrom) && sent.Before(measureTo) {
-				r.Latencies = append(r.Latencies, now.Sub(sent))
-			}
-			sinceFlow++
-			if sinceFlow >= consumerPermits/2 {
-				cmd, _ := frame.Decode(f.Command)
-				cons.write(&pb.BaseCommand{Type: pb.BaseCommand_ACK.Enum(), Ack: &pb.CommandAck{
-					ConsumerId: proto.Uint64(1), AckType: pb.CommandAck_Cumulative.Enum(),
-					MessageId: []*pb.MessageIdData{cmd.GetMessage().GetMessageId()}}}, false)
-				cons.write(flow(sinceFlow), true)
-				sinceFlow = 0
-			}
-			// At a fixed rate, wait for every message sent (their latencies count); at full
-			// speed the interval is over.
-			received++
-			if !now.Before(measureTo) && (l.rate == 0 || stop.Load() && received >= sentTotal.Load()) {
-				consumed <- r
-				return
-			}
+		if t, _ := frame.PeekType(f.Command); t != pb.BaseCommand_MESSAGE {
+			cmd, _ := frame.Decode(f.Command)
+			cons.answerPing(cmd)
+			continue
 		}
-	}()
+		now := time.Now()
+		if err := s.count(&r, f.Payload, now); err != nil {
+			s.errc <- err
+			return
+		}
+		sinceFlow++
+		if sinceFlow >= consumerPermits/2 {
+			ackAndFlow(cons, f.Command, sinceFlow)
+			sinceFlow = 0
+		}
+		received++
+		if s.consumerDone(now, received) {
+			s.consumed <- r
+			return
+		}
+	}
+}
 
-	// producer: receipts free window slots
-	window := make(chan struct{}, producerWindow)
-	go func() {
-		for {
-			cmd, err := prod.readCommand()
-			if err != nil {
-				if !stop.Load() {
-					errc <- fmt.Errorf("producer read: %w", err)
-				}
-				return
+// count adds a message that arrived at now to r. Throughput counts arrivals inside the
+// interval; latency, messages sent inside it (the payload starts with its send time).
+func (s *loadState) count(r *loadResult, payload []byte, now time.Time) error {
+	p, err := frame.ParsePayload(payload)
+	if err != nil || len(p.Data) < 8 {
+		return fmt.Errorf("consumer: bad payload: %v", err)
+	}
+	sent := s.base.Add(time.Duration(binary.BigEndian.Uint64(p.Data)))
+	if !now.Before(s.measureFrom) && now.Before(s.measureTo) {
+		r.Messages++
+		r.Bytes += int64(len(p.Data))
+	}
+	if s.l.rate > 0 && !sent.Before(s.measureFrom) && sent.Before(s.measureTo) {
+		r.Latencies = append(r.Latencies, now.Sub(sent))
+	}
+	return nil
+}
+
+// ackAndFlow acknowledges up to the MESSAGE command cmd, cumulatively, and grants n permits.
+func ackAndFlow(cons *session, cmd []byte, n int) {
+	c, _ := frame.Decode(cmd)
+	cons.write(&pb.BaseCommand{Type: pb.BaseCommand_ACK.Enum(), Ack: &pb.CommandAck{
+		ConsumerId: proto.Uint64(1), AckType: pb.CommandAck_Cumulative.Enum(),
+		MessageId: []*pb.MessageIdData{c.GetMessage().GetMessageId()}}}, false)
+	cons.write(flow(n), true)
+}
+
+// consumerDone: after the interval, at a fixed rate once every message sent has arrived
+// (their latencies count); at full speed at once.
+func (s *loadState) consumerDone(now time.Time, received int64) bool {
+	return !now.Before(s.measureTo) && (s.l.rate == 0 || s.stop.Load() && received >= s.sentTotal.Load())
+}
+
+// readReceipts is the producer's reader: each SEND_RECEIPT frees a window slot.
+func (s *loadState) readReceipts(prod *session) {
+	for {
+		cmd, err := prod.readCommand()
+		if err != nil {
+			if !s.stop.Load() {
+				s.errc <- fmt.Errorf("producer read: %w", err)
 			}
-			switch cmd.GetType() {
-			case pb.BaseCommand_SEND_RECEIPT:
-				<-window
-			case pb.BaseCommand_SEND_ERROR:
-				errc <- fmt.Errorf("send error: %v", cmd.GetSendError())
-				return
-			default:
-				prod.answerPing(cmd)
-			}
+			return
 		}
-	}()
-	payload := make([]byte, l.size)
-	for i := range payload {
-		payload[i] = byte(i * 7)
+		switch cmd.GetType() {
+		case pb.BaseCommand_SEND_RECEIPT:
+			<-s.window
+		case pb.BaseCommand_SEND_ERROR:
+			s.errc <- fmt.Errorf("send error: %v", cmd.GetSendError())
+			return
+		default:
+			prod.answerPing(cmd)
+		}
 	}
-	var frameBuf []byte
-	send := &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(1), NumMessages: proto.Int32(1)}}
-	md := &pb.MessageMetadata{ProducerName: proto.String(name)}
-	var seq uint64
+}
+
+// produce sends until the measured interval ends, within the window, at l.rate if set,
+// calling l.onMeasure as the interval starts and ends; then it flushes and marks the
+// producer done.
+func (s *loadState) produce(prod *session, name string) error {
+	m := newSendFrame(name, s.l.size)
 	var interval time.Duration
-	if l.rate > 0 {
-		interval = time.Duration(float64(time.Second) / l.rate)
+	if s.l.rate > 0 {
+		interval = time.Duration(float64(time.Second) / s.l.rate)
 	}
-	next := base
+	next := s.base
 	measuring := false
 	for {
 		now := time.Now()
-		if !now.Before(measureTo) {
+		if !now.Before(s.measureTo) {
 			break
 		}
-		if !measuring && !now.Before(measureFrom) {
+		if !measuring && !now.Before(s.measureFrom) {
 			measuring = true
-			if l.onMeasure != nil {
-				l.onMeasure(true)
+			if s.l.onMeasure != nil {
+				s.l.onMeasure(true)
 			}
 		}
 		select {
-		case err := <-errc:
-			return res, err
+		case err := <-s.errc:
+			return err
 		default:
 		}
 		if interval > 0 {
@@ -312,67 +368,105 @@ func (l load) run() (loadResult, error) {
 			}
 			next = next.Add(interval)
 		}
-		select {
-		case window <- struct{}{}:
-		default:
-			prod.wmu.Lock()
-			err := prod.w.Flush()
-			prod.wmu.Unlock()
-			if err != nil {
-				return res, err
-			}
-			select {
-			case window <- struct{}{}:
-			case err := <-errc:
-				return res, err
-			case <-time.After(30 * time.Second):
-				return res, errors.New("producer window stalled for 30 s")
-			}
+		if err := s.takeSlot(prod); err != nil {
+			return err
 		}
-		binary.BigEndian.PutUint64(payload, uint64(time.Since(base)))
-		send.Send.SequenceId = proto.Uint64(seq)
-		md.SequenceId = proto.Uint64(seq)
-		md.PublishTime = proto.Uint64(uint64(time.Now().UnixMilli()))
-		seq++
-		sentTotal.Store(int64(seq))
-		frameBuf, err = frame.AppendPayloadCommand(frameBuf[:0], send, nil, md, payload)
-		if err != nil {
-			return res, err
-		}
-		prod.wmu.Lock()
-		_, err = prod.w.Write(frameBuf)
-		if err == nil && (interval > 0 || len(window) < 4) {
-			err = prod.w.Flush()
-		}
-		prod.wmu.Unlock()
-		if err != nil {
-			return res, err
+		if err := s.send(prod, m, interval > 0); err != nil {
+			return err
 		}
 	}
-	if l.onMeasure != nil {
-		l.onMeasure(false)
+	if s.l.onMeasure != nil {
+		s.l.onMeasure(false)
 	}
 	prod.wmu.Lock()
 	prod.w.Flush()
 	prod.wmu.Unlock()
-	stop.Store(true)
+	s.stop.Store(true)
+	return nil
+}
+
+// takeSlot takes a window slot for the next SEND; with none free it flushes what is written
+// and waits for a receipt, 30 s at most.
+func (s *loadState) takeSlot(prod *session) error {
 	select {
-	case r := <-consumed:
-		res = r
-	case err := <-errc:
-		return res, err
+	case s.window <- struct{}{}:
+		return nil
+	default:
+	}
+	prod.wmu.Lock()
+	err := prod.w.Flush()
+	prod.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case s.window <- struct{}{}:
+		return nil
+	case err := <-s.errc:
+		return err
 	case <-time.After(30 * time.Second):
-		// the consumer is stalled past the end: take what it has by closing its socket
+		return errors.New("producer window stalled for 30 s")
+	}
+}
+
+// sendFrame is the producer's SEND, reused from one message to the next.
+type sendFrame struct {
+	payload, buf []byte
+	send         *pb.BaseCommand
+	md           *pb.MessageMetadata
+	seq          uint64
+}
+
+func newSendFrame(producerName string, size int) *sendFrame {
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	return &sendFrame{payload: payload,
+		send: &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(1), NumMessages: proto.Int32(1)}},
+		md:   &pb.MessageMetadata{ProducerName: proto.String(producerName)}}
+}
+
+// send writes the next SEND, its payload stamped with the time since base; flushed at once
+// when paced, or when few are in flight.
+func (s *loadState) send(prod *session, m *sendFrame, paced bool) error {
+	binary.BigEndian.PutUint64(m.payload, uint64(time.Since(s.base)))
+	m.send.Send.SequenceId = proto.Uint64(m.seq)
+	m.md.SequenceId = proto.Uint64(m.seq)
+	m.md.PublishTime = proto.Uint64(uint64(time.Now().UnixMilli()))
+	m.seq++
+	s.sentTotal.Store(int64(m.seq))
+	var err error
+	m.buf, err = frame.AppendPayloadCommand(m.buf[:0], m.send, nil, m.md, m.payload)
+	if err != nil {
+		return err
+	}
+	prod.wmu.Lock()
+	_, err = prod.w.Write(m.buf)
+	if err == nil && (paced || len(s.window) < 4) {
+		err = prod.w.Flush()
+	}
+	prod.wmu.Unlock()
+	return err
+}
+
+// collect takes the consumer's count once the producer is done; a consumer stalled 30 s past
+// the end is made to end, with what it has, by closing its socket.
+func (s *loadState) collect(cons *session) (loadResult, error) {
+	select {
+	case r := <-s.consumed:
+		return r, nil
+	case err := <-s.errc:
+		return loadResult{}, err
+	case <-time.After(30 * time.Second):
 		cons.conn.Close()
 		select {
-		case r := <-consumed:
-			res = r
-		case err := <-errc:
-			return res, err
+		case r := <-s.consumed:
+			return r, nil
+		case err := <-s.errc:
+			return loadResult{}, err
 		}
 	}
-	res.Seconds = l.measure.Seconds()
-	return res, nil
 }
 
 func flow(n int) *pb.BaseCommand {

@@ -38,93 +38,131 @@ import (
 
 func main() {
 	if os.Getenv(echoServerEnv) == "1" {
-		if err := serveEcho(); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
+		exitIf(serveEcho())
 		return
 	}
-	quick := flag.Bool("quick", false, "one short round (bench-quick)")
-	out := flag.String("out", filepath.Join(proxyproc.RepoRoot(), "bench", "results"), "results directory")
-	note := flag.String("note", "", "a note on the machine for the report (e.g. that it was shared)")
-	readme := flag.Bool("readme", true, "put the results table into README.md (between its bench markers)")
-	proxyBound := flag.Bool("proxy-bound", false, "the proxy-bound benchmark (bench-proxy): the paths in front of the benchmark's speaker, the proxy pinned to one CPU")
-	maxConns := flag.Int("max-conns", 10000, "proxy-bound: the largest connection count, if the descriptor limit allows it")
-	proxyCPU := flag.Int("proxy-cpu", 0, "proxy-bound: the CPU of the proxy under test")
-	loadCPU := flag.Int("load-cpu", 1, "proxy-bound: the CPU of the load generator and the speaker")
-	only := flag.String("paths", "", "proxy-bound: only these paths, comma-separated (development runs)")
-	conns := flag.String("conns", "", "proxy-bound: connection counts instead of the mode's, comma-separated, \"max\" for -max-conns (development runs)")
-	keep := flag.Bool("keep", false, "proxy-bound: keep the work directory with the proxies' configs and logs")
-	roles := flag.String("roles", "", "proxy-bound: producer, consumer or both (comma-separated) instead of the mode's")
-	rerender := flag.Bool("rerender", false, "proxy-bound: no run; the summary, Markdown, chart and README table written anew from the -out directory's proxy-bound.json (after a change of the report)")
-	latencyFractions := flag.String("latency-fractions", "0.5,0.1", "proxy-bound: the latency runs' rates as fractions of the direct path's, comma-separated")
-	profile := flag.Bool("profile", false, "proxy-bound: CPU profiles of pulsar-proxy (passthrough and framed) over round 0 of the goal's cells, into the -out directory's profiles folder (development runs: the profiler's cost lands in those rounds' CPU figures)")
-	flag.Parse()
-	if *proxyBound {
-		cfg := proxyFullConfig
-		if *quick {
-			cfg = proxyQuickConfig
-		}
-		cfg.Note, cfg.ProxyCPU, cfg.LoadCPU, cfg.Profile = *note, *proxyCPU, *loadCPU, *profile
-		cfg.LatencyFractions = nil
-		for _, f := range strings.Split(*latencyFractions, ",") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil || v <= 0 || v > 1 {
-				fmt.Fprintf(os.Stderr, "bench: -latency-fractions: %q is not a fraction in (0, 1]\n", f)
-				os.Exit(2)
-			}
-			cfg.LatencyFractions = append(cfg.LatencyFractions, v)
-		}
-		if *only != "" {
-			cfg.Only = strings.Split(*only, ",")
-		}
-		if *roles != "" {
-			cfg.Roles = strings.Split(*roles, ",")
-		}
-		if *conns != "" {
-			cfg.Conns = nil
-			for _, c := range strings.Split(*conns, ",") {
-				n, err := strconv.Atoi(c)
-				if c == "max" {
-					n, err = maxConnsPlaceholder, nil
-				}
-				if err != nil || n == 0 || n < maxConnsPlaceholder {
-					fmt.Fprintf(os.Stderr, "bench: -conns: %q is not a connection count\n", c)
-					os.Exit(2)
-				}
-				cfg.Conns = append(cfg.Conns, n)
-			}
-		}
-		run := func() error { return runProxyBench(cfg, *out, *maxConns, *keep) }
-		if *rerender {
-			run = func() error { return rerenderProxyResults(*out) }
-		}
-		if err := run(); err != nil {
+	o := parseFlags()
+	if o.proxyBound {
+		cfg, err := proxyBoundConfig(o)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			os.Exit(2)
 		}
-		if *readme {
-			if err := updateProxyReadme(filepath.Join(proxyproc.RepoRoot(), "README.md"), filepath.Join(*out, proxyResultsName+".md")); err != nil {
-				fmt.Fprintln(os.Stderr, "bench:", err)
-				os.Exit(1)
-			}
-		}
+		runProxyBound(o, cfg)
 		return
 	}
 	cfg := fullConfig
-	if *quick {
+	if o.quick {
 		cfg = quickConfig
 	}
-	cfg.Note = *note
-	if err := run(cfg, *out); err != nil {
+	cfg.Note = o.note
+	exitIf(run(cfg, o.out))
+	if o.readme {
+		exitIf(updateReadme(filepath.Join(proxyproc.RepoRoot(), "README.md"), filepath.Join(o.out, "latest.md")))
+	}
+}
+
+// exitIf ends the process with exit code 1 when err is set, naming it on stderr.
+func exitIf(err error) {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	if *readme {
-		if err := updateReadme(filepath.Join(proxyproc.RepoRoot(), "README.md"), filepath.Join(*out, "latest.md")); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+}
+
+// options are the command line's flags.
+type options struct {
+	quick, readme, proxyBound, keep, rerender, profile bool
+	out, note, only, conns, roles, latencyFractions    string
+	maxConns, proxyCPU, loadCPU                        int
+}
+
+func parseFlags() options {
+	var o options
+	flag.BoolVar(&o.quick, "quick", false, "one short round (bench-quick)")
+	flag.StringVar(&o.out, "out", filepath.Join(proxyproc.RepoRoot(), "bench", "results"), "results directory")
+	flag.StringVar(&o.note, "note", "", "a note on the machine for the report (e.g. that it was shared)")
+	flag.BoolVar(&o.readme, "readme", true, "put the results table into README.md (between its bench markers)")
+	flag.BoolVar(&o.proxyBound, "proxy-bound", false, "the proxy-bound benchmark (bench-proxy): the paths in front of the benchmark's speaker, the proxy pinned to one CPU")
+	flag.IntVar(&o.maxConns, "max-conns", 10000, "proxy-bound: the largest connection count, if the descriptor limit allows it")
+	flag.IntVar(&o.proxyCPU, "proxy-cpu", 0, "proxy-bound: the CPU of the proxy under test")
+	flag.IntVar(&o.loadCPU, "load-cpu", 1, "proxy-bound: the CPU of the load generator and the speaker")
+	flag.StringVar(&o.only, "paths", "", "proxy-bound: only these paths, comma-separated (development runs)")
+	flag.StringVar(&o.conns, "conns", "", "proxy-bound: connection counts instead of the mode's, comma-separated, \"max\" for -max-conns (development runs)")
+	flag.BoolVar(&o.keep, "keep", false, "proxy-bound: keep the work directory with the proxies' configs and logs")
+	flag.StringVar(&o.roles, "roles", "", "proxy-bound: producer, consumer or both (comma-separated) instead of the mode's")
+	flag.BoolVar(&o.rerender, "rerender", false, "proxy-bound: no run; the summary, Markdown, chart and README table written anew from the -out directory's proxy-bound.json (after a change of the report)")
+	flag.StringVar(&o.latencyFractions, "latency-fractions", "0.5,0.1", "proxy-bound: the latency runs' rates as fractions of the direct path's, comma-separated")
+	flag.BoolVar(&o.profile, "profile", false, "proxy-bound: CPU profiles of pulsar-proxy (passthrough and framed) over round 0 of the goal's cells, into the -out directory's profiles folder (development runs: the profiler's cost lands in those rounds' CPU figures)")
+	flag.Parse()
+	return o
+}
+
+// proxyBoundConfig is the proxy-bound mode's config with the flags applied; the error names a
+// flag whose value is not valid.
+func proxyBoundConfig(o options) (proxyConfig, error) {
+	cfg := proxyFullConfig
+	if o.quick {
+		cfg = proxyQuickConfig
+	}
+	cfg.Note, cfg.ProxyCPU, cfg.LoadCPU, cfg.Profile = o.note, o.proxyCPU, o.loadCPU, o.profile
+	var err error
+	if cfg.LatencyFractions, err = parseFractions(o.latencyFractions); err != nil {
+		return cfg, err
+	}
+	if o.only != "" {
+		cfg.Only = strings.Split(o.only, ",")
+	}
+	if o.roles != "" {
+		cfg.Roles = strings.Split(o.roles, ",")
+	}
+	if o.conns != "" {
+		if cfg.Conns, err = parseConns(o.conns); err != nil {
+			return cfg, err
 		}
+	}
+	return cfg, nil
+}
+
+// parseFractions reads -latency-fractions: fractions in (0, 1], comma-separated.
+func parseFractions(s string) ([]float64, error) {
+	var fractions []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 || v > 1 {
+			return nil, fmt.Errorf("-latency-fractions: %q is not a fraction in (0, 1]", f)
+		}
+		fractions = append(fractions, v)
+	}
+	return fractions, nil
+}
+
+// parseConns reads -conns: connection counts, comma-separated, "max" for the largest.
+func parseConns(s string) ([]int, error) {
+	var conns []int
+	for _, c := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(c)
+		if c == "max" {
+			n, err = maxConnsPlaceholder, nil
+		}
+		if err != nil || n == 0 || n < maxConnsPlaceholder {
+			return nil, fmt.Errorf("-conns: %q is not a connection count", c)
+		}
+		conns = append(conns, n)
+	}
+	return conns, nil
+}
+
+// runProxyBound runs the proxy-bound benchmark (or re-renders its results), then puts its
+// summary into README.md if asked to.
+func runProxyBound(o options, cfg proxyConfig) {
+	if o.rerender {
+		exitIf(rerenderProxyResults(o.out))
+	} else {
+		exitIf(runProxyBench(cfg, o.out, o.maxConns, o.keep))
+	}
+	if o.readme {
+		exitIf(updateProxyReadme(filepath.Join(proxyproc.RepoRoot(), "README.md"), filepath.Join(o.out, proxyResultsName+".md")))
 	}
 }
 
@@ -162,197 +200,286 @@ func run(cfg config, outDir string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	broker, err := brokerAddr(r.BrokerURL(1))
+	sb, err := newSideBySide(ctx, r, cfg, outDir)
 	if err != nil {
 		return err
 	}
-	ns := "public/bench"
-	if err := r.CreateNamespace(ctx, ns, 1); err != nil && !rig.IsStatus(err, 409) {
-		return fmt.Errorf("namespace: %w", err)
-	}
-	topicN := 0
-	newTopic := func(label string) (string, error) {
-		topicN++
-		t := fmt.Sprintf("persistent://%s/%s-%d-%d", ns, label, time.Now().Unix(), topicN)
-		ld, err := r.Lookup(ctx, t)
-		if err != nil || ld.BrokerURL != r.BrokerURL(1) {
-			// The namespace has one bundle: placing one topic on broker 1 places them all.
-			if err := r.PlaceTopic(ctx, t, 1); err != nil {
-				return "", fmt.Errorf("place %s on broker 1: %w", t, err)
-			}
-		}
-		return t, nil
-	}
-
 	log("starting the paths")
-	paths := []*path{directPath(broker)}
-	stopAll := func() {
-		for _, p := range paths {
-			p.stop()
+	err = sb.startPaths(dir)
+	defer sb.stopPaths()
+	if err != nil {
+		return err
+	}
+	if err := sb.measure(); err != nil {
+		return err
+	}
+	sb.res.Goals = goals(sb.res)
+	sb.res.DurationSec = time.Since(began).Seconds()
+	if err := writeResults(sb.res, outDir); err != nil {
+		return err
+	}
+	log("results in %s (%.0fs)", outDir, sb.res.DurationSec)
+	return nil
+}
+
+// sideBySide is a side-by-side run under way: the rig, the paths to its broker 1 and what they
+// measured so far.
+type sideBySide struct {
+	ctx        context.Context
+	rig        *rig.Rig
+	cfg        config
+	outDir     string
+	broker     string // host:port of broker 1
+	topics     int    // topics made so far
+	paths      []*path
+	res        *results
+	warm, meas time.Duration
+}
+
+// newSideBySide prepares a run against r's broker 1: the namespace, one bundle.
+func newSideBySide(ctx context.Context, r *rig.Rig, cfg config, outDir string) (*sideBySide, error) {
+	broker, err := brokerAddr(r.BrokerURL(1))
+	if err != nil {
+		return nil, err
+	}
+	if err := r.CreateNamespace(ctx, benchNamespace, 1); err != nil && !rig.IsStatus(err, 409) {
+		return nil, fmt.Errorf("namespace: %w", err)
+	}
+	return &sideBySide{ctx: ctx, rig: r, cfg: cfg, outDir: outDir, broker: broker,
+		warm: secs(cfg.WarmupSec), meas: secs(cfg.MeasureSec)}, nil
+}
+
+// newTopic names a new topic for label, placed on broker 1.
+func (sb *sideBySide) newTopic(label string) (string, error) {
+	sb.topics++
+	t := fmt.Sprintf("persistent://%s/%s-%d-%d", benchNamespace, label, time.Now().Unix(), sb.topics)
+	ld, err := sb.rig.Lookup(sb.ctx, t)
+	if err != nil || ld.BrokerURL != sb.rig.BrokerURL(1) {
+		// The namespace has one bundle: placing one topic on broker 1 places them all.
+		if err := sb.rig.PlaceTopic(sb.ctx, t, 1); err != nil {
+			return "", fmt.Errorf("place %s on broker 1: %w", t, err)
 		}
 	}
-	defer stopAll()
+	return t, nil
+}
+
+// startPaths starts every path to broker 1: direct, pulsar-proxy (passthrough and framed), the
+// Java proxy, HAProxy without and with splice. Those started stay in sb.paths on an error.
+func (sb *sideBySide) startPaths(dir string) error {
+	sb.paths = []*path{directPath(sb.broker)}
 	for _, v := range []struct {
 		name        string
 		passthrough bool
 	}{{pathPulsarProxy, true}, {pathPulsarProxyFramed, false}} {
-		pp, err := pulsarProxyPath(dir, r.BrokerURL(1), broker, v.name, v.passthrough)
+		pp, err := pulsarProxyPath(dir, sb.rig.BrokerURL(1), sb.broker, v.name, v.passthrough)
 		if err != nil {
 			return err
 		}
-		paths = append(paths, pp)
+		sb.paths = append(sb.paths, pp)
 	}
-	jp, err := javaProxyPath(ctx, dir, javaTarget{cluster: r.Cluster, brokerURL: r.BrokerURL(1), brokerHTTP: r.BrokerHTTP(1)}, -1)
+	jp, err := javaProxyPath(sb.ctx, dir, javaTarget{cluster: sb.rig.Cluster, brokerURL: sb.rig.BrokerURL(1), brokerHTTP: sb.rig.BrokerHTTP(1)}, -1)
 	if err != nil {
 		return err
 	}
-	paths = append(paths, jp)
+	sb.paths = append(sb.paths, jp)
 	for _, h := range []struct {
 		name   string
 		splice bool
 	}{{pathHAProxy, false}, {pathHAProxySplice, true}} {
-		hp, err := haproxyPath(dir, broker, h.name, haproxyOptions{splice: h.splice, cpu: -1})
+		hp, err := haproxyPath(dir, sb.broker, h.name, haproxyOptions{splice: h.splice, cpu: -1})
 		if err != nil {
 			return err
 		}
-		paths = append(paths, hp)
+		sb.paths = append(sb.paths, hp)
 	}
+	return nil
+}
 
-	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), Config: cfg}
-	for _, p := range paths {
-		res.Paths = append(res.Paths, p.Name)
+func (sb *sideBySide) stopPaths() {
+	for _, p := range sb.paths {
+		p.stop()
 	}
-	warm, meas := secs(cfg.WarmupSec), secs(cfg.MeasureSec)
+}
 
-	// Throughput and CPU.
-	for _, size := range cfg.MessageSizes {
-		for round := range cfg.Rounds {
-			for i := range paths {
-				p := paths[(i+round)%len(paths)]
-				if ctx.Err() != nil {
-					return ctx.Err()
+// measure runs throughput, latency and idle connections through every path, then sums up
+// each path's figures and saves pulsar-proxy's allocation profiles.
+func (sb *sideBySide) measure() error {
+	sb.res = &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), Config: sb.cfg}
+	for _, p := range sb.paths {
+		sb.res.Paths = append(sb.res.Paths, p.Name)
+	}
+	if err := sb.throughputRuns(); err != nil {
+		return err
+	}
+	lat, err := sb.latencyRuns()
+	if err != nil {
+		return err
+	}
+	idle, err := sb.idleRuns()
+	if err != nil {
+		return err
+	}
+	for _, p := range sb.paths {
+		sb.res.Summary = append(sb.res.Summary, sb.summarize(p, lat[p.Name], idle))
+	}
+	sb.saveAllocProfiles()
+	return nil
+}
+
+// throughputRuns measures every path's throughput and CPU at each size, the paths' order
+// rotated every round.
+func (sb *sideBySide) throughputRuns() error {
+	for _, size := range sb.cfg.MessageSizes {
+		for round := range sb.cfg.Rounds {
+			for i := range sb.paths {
+				p := sb.paths[(i+round)%len(sb.paths)]
+				if sb.ctx.Err() != nil {
+					return sb.ctx.Err()
 				}
-				topic, err := newTopic(fmt.Sprintf("tput-%s-%d", p.Name, size))
+				t, err := sb.measureThroughput(p, size, round)
 				if err != nil {
 					return err
 				}
-				var cpu0, cpu1 float64
-				l := load{ep: p.ep, topic: topic, size: size, warmup: warm, measure: meas}
-				profiled := make(chan error, 1)
-				profiled <- nil
-				if p.pid != 0 {
-					l.onMeasure = func(start bool) {
-						v, _ := cpuSeconds(p.pid)
-						if start {
-							cpu0 = v
-						} else {
-							cpu1 = v
-						}
-						// The first round of each size also takes a CPU profile of pulsar-proxy.
-						if start && p.pprof != "" && round == 0 {
-							<-profiled
-							file := filepath.Join(outDir, "profiles", fmt.Sprintf("%s-%s.cpu.pprof", p.Name, sizeName(size)))
-							go func() {
-								profiled <- saveProfile(p.pprof, fmt.Sprintf("profile?seconds=%d", int(cfg.MeasureSec)), file)
-							}()
-						}
-					}
-				}
-				lr, err := l.run()
-				if perr := <-profiled; perr != nil {
-					log("profile of %s: %v", p.Name, perr)
-				}
-				if err != nil {
-					return fmt.Errorf("throughput %s %d B: %w", p.Name, size, err)
-				}
-				t := throughputRun{Path: p.Name, Size: size, Round: round, Messages: lr.Messages, Bytes: lr.Bytes,
-					Seconds: lr.Seconds, MsgsPerSec: float64(lr.Messages) / lr.Seconds, MBPerSec: float64(lr.Bytes) / lr.Seconds / 1e6}
-				if p.pid != 0 {
-					t.CPUSeconds = cpu1 - cpu0
-				}
-				res.Throughput = append(res.Throughput, t)
+				sb.res.Throughput = append(sb.res.Throughput, t)
 				log("throughput %-12s %6d B round %d: %9.0f msg/s %8.1f MB/s cpu %.2fs", p.Name, size, round, t.MsgsPerSec, t.MBPerSec, t.CPUSeconds)
 			}
 		}
 	}
+	return nil
+}
 
-	// Latency at half the direct 1 KiB maximum.
-	direct := medianOf(res.Throughput, pathDirect, 1<<10, func(t throughputRun) float64 { return t.MsgsPerSec })
-	res.LatencyRate = direct / 2
-	lat := map[string][]time.Duration{}
-	for round := range cfg.Rounds {
-		for i := range paths {
-			p := paths[(i+round)%len(paths)]
-			topic, err := newTopic("lat-" + p.Name)
-			if err != nil {
-				return err
+// measureThroughput runs one throughput load of size through p on a new topic, with the
+// proxy's CPU seconds over the measured interval.
+func (sb *sideBySide) measureThroughput(p *path, size, round int) (throughputRun, error) {
+	topic, err := sb.newTopic(fmt.Sprintf("tput-%s-%d", p.Name, size))
+	if err != nil {
+		return throughputRun{}, err
+	}
+	var cpu0, cpu1 float64
+	l := load{ep: p.ep, topic: topic, size: size, warmup: sb.warm, measure: sb.meas}
+	profiled := make(chan error, 1)
+	profiled <- nil
+	if p.pid != 0 {
+		l.onMeasure = func(start bool) {
+			v, _ := cpuSeconds(p.pid)
+			if start {
+				cpu0 = v
+			} else {
+				cpu1 = v
 			}
-			lr, err := load{ep: p.ep, topic: topic, size: 1 << 10, rate: res.LatencyRate, warmup: warm, measure: meas}.run()
-			if err != nil {
-				return fmt.Errorf("latency %s: %w", p.Name, err)
+			// The first round of each size also takes a CPU profile of pulsar-proxy.
+			if start && p.pprof != "" && round == 0 {
+				sb.startProfile(profiled, p, size)
 			}
-			lat[p.Name] = append(lat[p.Name], lr.Latencies...)
-			log("latency    %-12s round %d: %d samples at %.0f msg/s", p.Name, round, len(lr.Latencies), res.LatencyRate)
 		}
 	}
+	lr, err := l.run()
+	if perr := <-profiled; perr != nil {
+		log("profile of %s: %v", p.Name, perr)
+	}
+	if err != nil {
+		return throughputRun{}, fmt.Errorf("throughput %s %d B: %w", p.Name, size, err)
+	}
+	t := throughputRun{Path: p.Name, Size: size, Round: round, Messages: lr.Messages, Bytes: lr.Bytes,
+		Seconds: lr.Seconds, MsgsPerSec: float64(lr.Messages) / lr.Seconds, MBPerSec: float64(lr.Bytes) / lr.Seconds / 1e6}
+	if p.pid != 0 {
+		t.CPUSeconds = cpu1 - cpu0
+	}
+	return t, nil
+}
 
-	// Idle connections.
+// startProfile takes a CPU profile of p over the measured interval, in the background; done
+// (holding the last profile's error) gets this one's when it is written.
+func (sb *sideBySide) startProfile(done chan error, p *path, size int) {
+	<-done
+	file := filepath.Join(sb.outDir, "profiles", fmt.Sprintf("%s-%s.cpu.pprof", p.Name, sizeName(size)))
+	go func() {
+		done <- saveProfile(p.pprof, fmt.Sprintf("profile?seconds=%d", int(sb.cfg.MeasureSec)), file)
+	}()
+}
+
+// latencyRuns measures every path's round trips at half the direct path's 1 KiB throughput.
+func (sb *sideBySide) latencyRuns() (map[string][]time.Duration, error) {
+	direct := medianOf(sb.res.Throughput, pathDirect, 1<<10, func(t throughputRun) float64 { return t.MsgsPerSec })
+	sb.res.LatencyRate = direct / 2
+	lat := map[string][]time.Duration{}
+	for round := range sb.cfg.Rounds {
+		for i := range sb.paths {
+			p := sb.paths[(i+round)%len(sb.paths)]
+			topic, err := sb.newTopic("lat-" + p.Name)
+			if err != nil {
+				return nil, err
+			}
+			lr, err := load{ep: p.ep, topic: topic, size: 1 << 10, rate: sb.res.LatencyRate, warmup: sb.warm, measure: sb.meas}.run()
+			if err != nil {
+				return nil, fmt.Errorf("latency %s: %w", p.Name, err)
+			}
+			lat[p.Name] = append(lat[p.Name], lr.Latencies...)
+			log("latency    %-12s round %d: %d samples at %.0f msg/s", p.Name, round, len(lr.Latencies), sb.res.LatencyRate)
+		}
+	}
+	return lat, nil
+}
+
+// idleRuns measures every proxy's RSS growth per idle connection, in lookup mode and in
+// direct mode.
+func (sb *sideBySide) idleRuns() (map[string][2]float64, error) {
 	idle := map[string][2]float64{}
-	for _, p := range paths[1:] {
+	for _, p := range sb.paths[1:] {
 		var perConn [2]float64
 		for m, withTarget := range []bool{false, true} {
-			kib, err := idleCost(p, cfg.IdleConns, withTarget)
+			kib, err := idleCost(p, sb.cfg.IdleConns, withTarget)
 			if err != nil {
-				return fmt.Errorf("idle connections through %s: %w", p.Name, err)
+				return nil, fmt.Errorf("idle connections through %s: %w", p.Name, err)
 			}
 			perConn[m] = kib
 			log("idle       %-12s %s mode: %.1f KiB per connection", p.Name, []string{"lookup", "direct"}[m], kib)
 		}
 		idle[p.Name] = perConn
 	}
+	return idle, nil
+}
 
-	for _, p := range paths {
-		s := pathSummary{Path: p.Name}
-		for _, size := range cfg.MessageSizes {
-			s.Throughput = append(s.Throughput, sizeThroughput{Size: size,
-				MsgsPerSec: medianOf(res.Throughput, p.Name, size, func(t throughputRun) float64 { return t.MsgsPerSec }),
-				MBPerSec:   medianOf(res.Throughput, p.Name, size, func(t throughputRun) float64 { return t.MBPerSec })})
-		}
-		d := lat[p.Name]
-		sortDurations(d)
-		s.Latency = latency{Samples: len(d), P50: percentile(d, 0.50), P99: percentile(d, 0.99), P999: percentile(d, 0.999)}
-		if p.pid != 0 {
-			var cpu, bytes float64
-			for _, t := range res.Throughput {
-				if t.Path == p.Name {
-					cpu += t.CPUSeconds
-					bytes += 2 * float64(t.Bytes)
-				}
-			}
-			s.CPUSecondsPerGB = ptr(cpu / (bytes / 1e9))
-			if hwm, err := memKiB(p.pid, "VmHWM"); err == nil {
-				s.PeakRSSMiB = ptr(float64(hwm) / 1024)
-			}
-			if v, ok := idle[p.Name]; ok {
-				s.IdleKiBPerConnLookup, s.IdleKiBPerConnDirect = ptr(v[0]), ptr(v[1])
-			}
-		}
-		res.Summary = append(res.Summary, s)
+// summarize is p's summary: median throughput per size, latency percentiles over lat (which
+// it sorts), and for a proxy its CPU s/GB, peak RSS and idle cost.
+func (sb *sideBySide) summarize(p *path, lat []time.Duration, idle map[string][2]float64) pathSummary {
+	s := pathSummary{Path: p.Name}
+	for _, size := range sb.cfg.MessageSizes {
+		s.Throughput = append(s.Throughput, sizeThroughput{Size: size,
+			MsgsPerSec: medianOf(sb.res.Throughput, p.Name, size, func(t throughputRun) float64 { return t.MsgsPerSec }),
+			MBPerSec:   medianOf(sb.res.Throughput, p.Name, size, func(t throughputRun) float64 { return t.MBPerSec })})
 	}
-	for _, p := range paths {
+	sortDurations(lat)
+	s.Latency = latency{Samples: len(lat), P50: percentile(lat, 0.50), P99: percentile(lat, 0.99), P999: percentile(lat, 0.999)}
+	if p.pid == 0 {
+		return s
+	}
+	var cpu, bytes float64
+	for _, t := range sb.res.Throughput {
+		if t.Path == p.Name {
+			cpu += t.CPUSeconds
+			bytes += 2 * float64(t.Bytes)
+		}
+	}
+	s.CPUSecondsPerGB = ptr(cpu / (bytes / 1e9))
+	if hwm, err := memKiB(p.pid, "VmHWM"); err == nil {
+		s.PeakRSSMiB = ptr(float64(hwm) / 1024)
+	}
+	if v, ok := idle[p.Name]; ok {
+		s.IdleKiBPerConnLookup, s.IdleKiBPerConnDirect = ptr(v[0]), ptr(v[1])
+	}
+	return s
+}
+
+// saveAllocProfiles saves pulsar-proxy's allocation profiles over the whole run.
+func (sb *sideBySide) saveAllocProfiles() {
+	for _, p := range sb.paths {
 		if p.pprof != "" {
-			if err := saveProfile(p.pprof, "allocs", filepath.Join(outDir, "profiles", p.Name+".allocs.pprof")); err != nil {
+			if err := saveProfile(p.pprof, "allocs", filepath.Join(sb.outDir, "profiles", p.Name+".allocs.pprof")); err != nil {
 				log("allocation profile: %v", err)
 			}
 		}
 	}
-	res.Goals = goals(res)
-	res.DurationSec = time.Since(began).Seconds()
-	if err := writeResults(res, outDir); err != nil {
-		return err
-	}
-	log("results in %s (%.0fs)", outDir, res.DurationSec)
-	return nil
 }
 
 // idleCost opens n connections through p that only CONNECT (lookup mode, or direct mode with

@@ -101,20 +101,10 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	began := time.Now()
-	if err := checkPinning(cfg.ProxyCPU, cfg.LoadCPU); err != nil {
+	cfg, err := resolveProxyConfig(cfg, outDir, wantConns)
+	if err != nil {
 		return err
 	}
-	if cfg.Profile {
-		cfg.profileDir = filepath.Join(outDir, "profiles")
-		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
-			return err
-		}
-	}
-	cfg.DescriptorLimit = descriptorLimit()
-	cfg.MaxConns = min(wantConns, (cfg.DescriptorLimit-descriptorReserve)/2)
-	cfg.Conns = resolveConns(cfg.Conns, cfg.MaxConns)
-	cfg.IdleConns = resolveConns(cfg.IdleConns, cfg.MaxConns)
-
 	dir, err := os.MkdirTemp("", "pulsar-proxy-bench-proxy-")
 	if err != nil {
 		return err
@@ -124,27 +114,11 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	// Built before this process is pinned to its one CPU.
-	log("building pulsar-proxy and bench/idlemem")
-	binDir := filepath.Join(dir, "bin")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return err
-	}
-	bin, err := proxyproc.Build(binDir)
+	bin, idlemem, err := buildProxyBinaries(dir)
 	if err != nil {
 		return err
 	}
-	idlemem := filepath.Join(binDir, "idlemem")
-	build := exec.Command("go", "build", "-o", idlemem, "./idlemem")
-	build.Dir = filepath.Join(proxyproc.RepoRoot(), "bench")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build idlemem: %v\n%s", err, out)
-	}
-
-	res := &proxyResults{Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), Config: cfg,
-		LoadAvgBefore: loadavg(),
-		Pinning: fmt.Sprintf("proxy under test on CPU %d (taskset -c %d, which execs it; Go's GOMAXPROCS, HAProxy's threads and the JVM's processor count follow the mask: 1); "+
-			"load generator and speaker on CPU %d (this process: sched_setaffinity on each of its threads, GOMAXPROCS 1)", cfg.ProxyCPU, cfg.ProxyCPU, cfg.LoadCPU)}
+	res := newProxyResults(cfg)
 	if err := pinSelf(cfg.LoadCPU); err != nil {
 		return err
 	}
@@ -154,246 +128,12 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 	}
 	defer sp.Close()
 	log("speaker on %s; connections %v (descriptor limit %d)", sp.Addr(), cfg.Conns, cfg.DescriptorLimit)
-
-	paths, err := startProxyPaths(ctx, dir, bin, sp.Addr(), cfg)
-	stopAll := func() {
-		for _, p := range paths {
-			p.stop()
-		}
-		paths = nil
-	}
-	defer func() { stopAll() }()
-	if err != nil {
+	if err := measureProxyPaths(ctx, res, sp, dir, bin); err != nil {
 		return err
 	}
-	for _, p := range paths {
-		res.Paths = append(res.Paths, p.Name)
-	}
-	baseFDs := map[string]int{}
-	for _, p := range paths {
-		if p.pid != 0 {
-			baseFDs[p.Name] = openFiles(p.pid)
-		}
-	}
-	// settle waits until a closed fleet is gone from the proxy (its descriptors back near where
-	// they started, or no longer falling) and from the speaker.
-	settle := func(p *path) {
-		last, since := -1, time.Now()
-		if wait.Within(30*time.Second, func() bool {
-			fds := 0
-			if p.pid != 0 {
-				fds = openFiles(p.pid)
-			}
-			if fds != last {
-				last, since = fds, time.Now()
-			}
-			return sp.Conns() <= 16 && (p.pid == 0 || fds <= baseFDs[p.Name]+64 || time.Since(since) > time.Second)
-		}) {
-			return
-		}
-		log("%s: %d descriptors (%d at start), the speaker %d connections 30 s after a fleet closed", p.Name, last, baseFDs[p.Name], sp.Conns())
-	}
-	warm, meas := secs(cfg.WarmupSec), secs(cfg.MeasureSec)
-
-	// A first pass over every path, not recorded: the JVM compiles its hot paths, every
-	// process touches its buffers.
-	for _, p := range paths {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		f, err := dialFleet(p.ep, roleProducer, min(100, cfg.MaxConns))
-		if err == nil {
-			_, err = f.drive(loadRun{w: plain1KiB, warmup: 2 * warm, measure: meas})
-		}
-		f.close()
-		settle(p)
-		if err != nil {
-			log("warm-up through %s: %v", p.Name, err)
-			res.Checks = append(res.Checks, fmt.Sprintf("warm-up through %s: %v", p.Name, err))
-		}
-	}
-
-	for _, role := range cfg.Roles {
-		for _, n := range cfg.Conns {
-			for round := range cfg.Rounds {
-				for i := range paths {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					p := paths[(i+round)%len(paths)]
-					runFleet(res, p, role, n, round, cfg.Workloads, cfg, warm, meas)
-					settle(p)
-				}
-			}
-		}
-	}
-
-	// More rounds for the goal's cells, the two paths alternating.
-	var goalPaths []*path
-	for _, p := range paths {
-		if p.Name == pathPulsarProxy || p.Name == pathPulsarProxyFramed {
-			goalPaths = append(goalPaths, p)
-		}
-	}
-	if len(goalPaths) == 2 && slices.Contains(cfg.Conns, cfg.HeadlineConns) {
-		for _, role := range cfg.Roles {
-			for round := cfg.Rounds; round < cfg.GoalRounds; round++ {
-				for i := range goalPaths {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					p := goalPaths[(i+round)%2]
-					runFleet(res, p, role, cfg.HeadlineConns, round, goalWorkloads, cfg, warm, meas)
-					settle(p)
-				}
-			}
-		}
-	}
-
-	// Latency: one producer connection, paced, at fractions of the direct path's rate for
-	// the workload (measured above, one connection).
-	lw := cfg.LatencyWorkload
-	directMax := proxyMedian(res.Runs, pathDirect, roleProducer, 1, lw, func(r proxyRun) float64 { return r.MsgsPerSec })
-	for _, frac := range cfg.LatencyFractions {
-		rate := frac * directMax
-		type acc struct {
-			d                          []time.Duration
-			msgs, secs, gen, busyP, gc float64
-			rounds, gcRounds           int
-		}
-		got := map[string]*acc{}
-		for round := range cfg.Rounds {
-			for i := range paths {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				p := paths[(i+round)%len(paths)]
-				f, err := dialFleet(p.ep, roleProducer, 1)
-				var fr fleetResult
-				var g0, g1 float64
-				var t0, t1 map[int]cpuTimes
-				// The Go proxies' garbage collections over the run, warm-up included (whether
-				// GC can be what the tail is made of), scraped outside it: a scrape inside
-				// would delay the paced sender and the proxy alike.
-				gcs := func() (float64, error) {
-					if p.metrics == "" {
-						return 0, errors.New("no metrics")
-					}
-					return scrapeSum(p.metrics, "go_gc_duration_seconds_count")
-				}
-				gc0, gcErr := gcs()
-				if err == nil && rate > 0 {
-					fr, err = f.drive(loadRun{w: lw, rate: rate, tick: time.Duration(cfg.LatencyTickMicros) * time.Microsecond,
-						latency: true, warmup: warm, measure: meas * 3 / 2, onMeasure: func(start bool) {
-							g, _ := cpuSeconds(os.Getpid())
-							if start {
-								g0, t0 = g, readCPUTimes()
-							} else {
-								g1, t1 = g, readCPUTimes()
-							}
-						}})
-				} else if err == nil {
-					err = fmt.Errorf("no direct rate for %s to take a fraction of", lw.label())
-				}
-				gc1, gcErr1 := gcs()
-				f.close()
-				settle(p)
-				if err != nil {
-					log("latency    %-20s %.0f%% round %d: %v", p.Name, 100*frac, round, err)
-					res.LatencyErrors = append(res.LatencyErrors, fmt.Sprintf("%s at %.0f%% round %d: %v", p.Name, 100*frac, round, err))
-					continue
-				}
-				a := got[p.Name]
-				if a == nil {
-					a = &acc{}
-					got[p.Name] = a
-				}
-				a.d = append(a.d, fr.Latencies...)
-				a.msgs += float64(fr.Messages)
-				a.secs += fr.Seconds
-				a.gen += g1 - g0
-				a.busyP += busyPercent(t0, t1, cfg.ProxyCPU)
-				a.rounds++
-				if gcErr == nil && gcErr1 == nil {
-					a.gc += gc1 - gc0
-					a.gcRounds++
-				}
-				log("latency    %-20s %.0f%% round %d: %d samples at %.0f msg/s, load CPU %.0f%%", p.Name, 100*frac, round,
-					len(fr.Latencies), float64(fr.Messages)/fr.Seconds, 100*(g1-g0)/fr.Seconds)
-			}
-		}
-		for _, p := range paths {
-			l := proxyLatency{Path: p.Name, Fraction: frac, Rate: rate}
-			if a := got[p.Name]; a != nil {
-				sort.Slice(a.d, func(i, j int) bool { return a.d[i] < a.d[j] })
-				l.Samples, l.P50, l.P99, l.P999 = len(a.d), micros(a.d, 0.50), micros(a.d, 0.99), micros(a.d, 0.999)
-				l.RateAchieved, l.GenCPUPercent, l.ProxyCPUBusy = a.msgs/a.secs, 100*a.gen/a.secs, a.busyP/float64(a.rounds)
-				if a.gcRounds == a.rounds {
-					l.GCCycles = ptr(a.gc)
-				}
-			}
-			res.Latency = append(res.Latency, l)
-		}
-	}
-
-	// The machine's floor under the added latency: an echo between the two CPUs, and on one.
-	for _, serverCPU := range []int{cfg.ProxyCPU, cfg.LoadCPU} {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		ef, err := measureEchoFloor(serverCPU, serverCPU != cfg.LoadCPU, cfg.LatencyWorkload.Size, time.Duration(cfg.LatencyTickMicros)*time.Microsecond, 3*meas)
-		if err != nil {
-			res.Checks = append(res.Checks, fmt.Sprintf("echo with the server on CPU %d: %v", serverCPU, err))
-			continue
-		}
-		log("echo floor server on CPU %d, client on CPU %d: p50 %.0f p99 %.0f p99.9 %.0f µs (%d samples)", serverCPU, cfg.LoadCPU, ef.P50, ef.P99, ef.P999, ef.Samples)
-		res.EchoFloor = append(res.EchoFloor, ef)
-	}
-
-	// What the pulsar-proxy paths did: the framed one must have read frames, passthrough none.
-	for _, p := range paths {
-		if p.metrics != "" {
-			v, err := scrapeSum(p.metrics, "pulsar_proxy_frames_total")
-			if err != nil {
-				res.Checks = append(res.Checks, fmt.Sprintf("%s: /metrics: %v", p.Name, err))
-				continue
-			}
-			res.Checks = append(res.Checks, fmt.Sprintf("%s: pulsar_proxy_frames_total %.0f (frames read one by one; passthrough reads none)", p.Name, v))
-			if p.Name == pathPulsarProxyMultiplex {
-				// That its clients shared broker connections: a few opened for every fleet.
-				if d, err := scrapeSum(p.metrics, "pulsar_proxy_multiplex_dials_total"); err != nil {
-					res.Checks = append(res.Checks, fmt.Sprintf("%s: /metrics: %v", p.Name, err))
-				} else {
-					res.Checks = append(res.Checks, fmt.Sprintf("%s: pulsar_proxy_multiplex_dials_total %.0f (shared broker connections opened over the run, for fleets of up to %d clients)",
-						p.Name, d, slices.Max(cfg.Conns)))
-				}
-			}
-		}
-		if p.pid != 0 {
-			if hwm, err := memKiB(p.pid, "VmHWM"); err == nil {
-				res.PeakRSSMiB = append(res.PeakRSSMiB, pathValue{Path: p.Name, Value: float64(hwm) / 1024})
-			}
-		}
-	}
-	stopAll()
-
-	// Idle memory per connection on a fresh pulsar-proxy (bench/idlemem), on the proxy's CPU.
 	if len(cfg.IdleConns) > 0 {
-		counts := make([]string, len(cfg.IdleConns))
-		for i, n := range cfg.IdleConns {
-			counts[i] = strconv.Itoa(n)
-		}
-		log("idle memory: idlemem -n %s", strings.Join(counts, ","))
-		cmd := pinned(exec.Command(idlemem, "-binary", bin, "-n", strings.Join(counts, ",")), cfg.ProxyCPU)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		res.IdleOutput = string(out)
-		if err != nil {
-			res.Checks = append(res.Checks, fmt.Sprintf("idlemem: %v", err))
-		}
-		res.Idle = parseIdlemem(string(out))
+		measureIdleMemory(res, idlemem, bin)
 	}
-
 	res.LoadAvgAfter = loadavg()
 	summarizeProxy(res)
 	res.Goals = proxyGoals(res)
@@ -403,6 +143,391 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 	}
 	log("results in %s (%.0fs)", outDir, res.DurationSec)
 	return nil
+}
+
+// resolveProxyConfig checks the CPUs to pin to, makes the profiles' folder if asked for, and
+// sets the connection counts the descriptor limit allows.
+func resolveProxyConfig(cfg proxyConfig, outDir string, wantConns int) (proxyConfig, error) {
+	if err := checkPinning(cfg.ProxyCPU, cfg.LoadCPU); err != nil {
+		return cfg, err
+	}
+	if cfg.Profile {
+		cfg.profileDir = filepath.Join(outDir, "profiles")
+		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.DescriptorLimit = descriptorLimit()
+	cfg.MaxConns = min(wantConns, (cfg.DescriptorLimit-descriptorReserve)/2)
+	cfg.Conns = resolveConns(cfg.Conns, cfg.MaxConns)
+	cfg.IdleConns = resolveConns(cfg.IdleConns, cfg.MaxConns)
+	return cfg, nil
+}
+
+// buildProxyBinaries builds pulsar-proxy and bench/idlemem into dir/bin, before this process
+// is pinned to its one CPU.
+func buildProxyBinaries(dir string) (bin, idlemem string, err error) {
+	log("building pulsar-proxy and bench/idlemem")
+	binDir := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", "", err
+	}
+	bin, err = proxyproc.Build(binDir)
+	if err != nil {
+		return "", "", err
+	}
+	idlemem = filepath.Join(binDir, "idlemem")
+	build := exec.Command("go", "build", "-o", idlemem, "./idlemem")
+	build.Dir = filepath.Join(proxyproc.RepoRoot(), "bench")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("build idlemem: %v\n%s", err, out)
+	}
+	return bin, idlemem, nil
+}
+
+// newProxyResults starts the results of a run of cfg: when, where, the load before it.
+func newProxyResults(cfg proxyConfig) *proxyResults {
+	return &proxyResults{Date: time.Now().UTC().Format(time.RFC3339), Machine: thisMachine(), Config: cfg,
+		LoadAvgBefore: loadavg(),
+		Pinning: fmt.Sprintf("proxy under test on CPU %d (taskset -c %d, which execs it; Go's GOMAXPROCS, HAProxy's threads and the JVM's processor count follow the mask: 1); "+
+			"load generator and speaker on CPU %d (this process: sched_setaffinity on each of its threads, GOMAXPROCS 1)", cfg.ProxyCPU, cfg.ProxyCPU, cfg.LoadCPU)}
+}
+
+// proxyBench is a proxy-bound run under way: the paths in front of the speaker and what they
+// measured so far.
+type proxyBench struct {
+	ctx        context.Context
+	cfg        proxyConfig
+	res        *proxyResults
+	sp         *speaker.Server
+	paths      []*path
+	baseFDs    map[string]int // each proxy's open descriptors before any load
+	warm, meas time.Duration
+}
+
+// measureProxyPaths starts every path in front of sp, measures through each, then stops them.
+func measureProxyPaths(ctx context.Context, res *proxyResults, sp *speaker.Server, dir, bin string) error {
+	b := &proxyBench{ctx: ctx, cfg: res.Config, res: res, sp: sp, baseFDs: map[string]int{},
+		warm: secs(res.Config.WarmupSec), meas: secs(res.Config.MeasureSec)}
+	var err error
+	b.paths, err = startProxyPaths(ctx, dir, bin, sp.Addr(), b.cfg)
+	defer b.stopPaths()
+	if err != nil {
+		return err
+	}
+	for _, p := range b.paths {
+		res.Paths = append(res.Paths, p.Name)
+		if p.pid != 0 {
+			b.baseFDs[p.Name] = openFiles(p.pid)
+		}
+	}
+	for _, step := range []func() error{b.warmUp, b.mainRounds, b.goalRounds, b.latencyRuns, b.echoFloors} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	b.checkPaths()
+	return nil
+}
+
+func (b *proxyBench) stopPaths() {
+	for _, p := range b.paths {
+		p.stop()
+	}
+	b.paths = nil
+}
+
+// settle waits until a closed fleet is gone from the proxy (its descriptors back near where
+// they started, or no longer falling) and from the speaker.
+func (b *proxyBench) settle(p *path) {
+	last, since := -1, time.Now()
+	if wait.Within(30*time.Second, func() bool {
+		fds := 0
+		if p.pid != 0 {
+			fds = openFiles(p.pid)
+		}
+		if fds != last {
+			last, since = fds, time.Now()
+		}
+		return b.sp.Conns() <= 16 && (p.pid == 0 || fds <= b.baseFDs[p.Name]+64 || time.Since(since) > time.Second)
+	}) {
+		return
+	}
+	log("%s: %d descriptors (%d at start), the speaker %d connections 30 s after a fleet closed", p.Name, last, b.baseFDs[p.Name], b.sp.Conns())
+}
+
+// warmUp is a first pass over every path, not recorded: the JVM compiles its hot paths, every
+// process touches its buffers.
+func (b *proxyBench) warmUp() error {
+	for _, p := range b.paths {
+		if b.ctx.Err() != nil {
+			return b.ctx.Err()
+		}
+		f, err := dialFleet(p.ep, roleProducer, min(100, b.cfg.MaxConns))
+		if err == nil {
+			_, err = f.drive(loadRun{w: plain1KiB, warmup: 2 * b.warm, measure: b.meas})
+		}
+		f.close()
+		b.settle(p)
+		if err != nil {
+			log("warm-up through %s: %v", p.Name, err)
+			b.res.Checks = append(b.res.Checks, fmt.Sprintf("warm-up through %s: %v", p.Name, err))
+		}
+	}
+	return nil
+}
+
+// mainRounds runs a fleet through every path for every role, connection count and round, the
+// paths' order rotated every round.
+func (b *proxyBench) mainRounds() error {
+	for _, role := range b.cfg.Roles {
+		for _, n := range b.cfg.Conns {
+			for round := range b.cfg.Rounds {
+				for i := range b.paths {
+					if b.ctx.Err() != nil {
+						return b.ctx.Err()
+					}
+					p := b.paths[(i+round)%len(b.paths)]
+					b.runFleet(p, role, n, round, b.cfg.Workloads)
+					b.settle(p)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// goalRounds runs more rounds for the goal's cells, the two paths alternating; none unless
+// both paths and the headline connection count are in the run.
+func (b *proxyBench) goalRounds() error {
+	var goalPaths []*path
+	for _, p := range b.paths {
+		if p.Name == pathPulsarProxy || p.Name == pathPulsarProxyFramed {
+			goalPaths = append(goalPaths, p)
+		}
+	}
+	if len(goalPaths) != 2 || !slices.Contains(b.cfg.Conns, b.cfg.HeadlineConns) {
+		return nil
+	}
+	for _, role := range b.cfg.Roles {
+		for round := b.cfg.Rounds; round < b.cfg.GoalRounds; round++ {
+			for i := range goalPaths {
+				if b.ctx.Err() != nil {
+					return b.ctx.Err()
+				}
+				p := goalPaths[(i+round)%2]
+				b.runFleet(p, role, b.cfg.HeadlineConns, round, goalWorkloads)
+				b.settle(p)
+			}
+		}
+	}
+	return nil
+}
+
+// latencyRuns measures latency on one producer connection, paced, at fractions of the direct
+// path's rate for the workload (measured in the main rounds, one connection).
+func (b *proxyBench) latencyRuns() error {
+	directMax := proxyMedian(b.res.Runs, pathDirect, roleProducer, 1, b.cfg.LatencyWorkload, func(r proxyRun) float64 { return r.MsgsPerSec })
+	for _, frac := range b.cfg.LatencyFractions {
+		if err := b.latencyAt(frac, frac*directMax); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// latencyAt runs every path at rate (frac of the direct path's) for every round and records
+// each path's figures over its rounds.
+func (b *proxyBench) latencyAt(frac, rate float64) error {
+	got := map[string]*latencyAcc{}
+	for round := range b.cfg.Rounds {
+		for i := range b.paths {
+			if b.ctx.Err() != nil {
+				return b.ctx.Err()
+			}
+			p := b.paths[(i+round)%len(b.paths)]
+			r, err := b.pacedRun(p, rate)
+			if err != nil {
+				log("latency    %-20s %.0f%% round %d: %v", p.Name, 100*frac, round, err)
+				b.res.LatencyErrors = append(b.res.LatencyErrors, fmt.Sprintf("%s at %.0f%% round %d: %v", p.Name, 100*frac, round, err))
+				continue
+			}
+			if got[p.Name] == nil {
+				got[p.Name] = &latencyAcc{}
+			}
+			got[p.Name].add(r)
+			log("latency    %-20s %.0f%% round %d: %d samples at %.0f msg/s, load CPU %.0f%%", p.Name, 100*frac, round,
+				len(r.fr.Latencies), float64(r.fr.Messages)/r.fr.Seconds, 100*r.gen/r.fr.Seconds)
+		}
+	}
+	for _, p := range b.paths {
+		b.res.Latency = append(b.res.Latency, got[p.Name].latency(p.Name, frac, rate))
+	}
+	return nil
+}
+
+// pacedRun is what one paced latency run through a path measured.
+type pacedRun struct {
+	fr   fleetResult
+	gen  float64 // this process's CPU seconds over the measured interval
+	busy float64 // how busy the proxy's CPU was over it, percent
+	gc   float64 // the proxy's garbage collections over the run, warm-up included
+	gcOK bool    // both scrapes of the collections answered
+}
+
+// pacedRun drives one producer connection through p at rate. The Go proxies' garbage
+// collections over the run, warm-up included (whether GC can be what the tail is made of), are
+// scraped outside it: a scrape inside would delay the paced sender and the proxy alike.
+func (b *proxyBench) pacedRun(p *path, rate float64) (pacedRun, error) {
+	var r pacedRun
+	var g0, g1 float64
+	var t0, t1 map[int]cpuTimes
+	lw := b.cfg.LatencyWorkload
+	f, err := dialFleet(p.ep, roleProducer, 1)
+	gc0, gcErr := gcCycles(p)
+	if err == nil && rate > 0 {
+		r.fr, err = f.drive(loadRun{w: lw, rate: rate, tick: time.Duration(b.cfg.LatencyTickMicros) * time.Microsecond,
+			latency: true, warmup: b.warm, measure: b.meas * 3 / 2, onMeasure: func(start bool) {
+				g, _ := cpuSeconds(os.Getpid())
+				if start {
+					g0, t0 = g, readCPUTimes()
+				} else {
+					g1, t1 = g, readCPUTimes()
+				}
+			}})
+	} else if err == nil {
+		err = fmt.Errorf("no direct rate for %s to take a fraction of", lw.label())
+	}
+	gc1, gcErr1 := gcCycles(p)
+	f.close()
+	b.settle(p)
+	if err != nil {
+		return r, err
+	}
+	r.gen, r.busy = g1-g0, busyPercent(t0, t1, b.cfg.ProxyCPU)
+	r.gc, r.gcOK = gc1-gc0, gcErr == nil && gcErr1 == nil
+	return r, nil
+}
+
+// gcCycles is the garbage collections a Go proxy has made so far.
+func gcCycles(p *path) (float64, error) {
+	if p.metrics == "" {
+		return 0, errors.New("no metrics")
+	}
+	return scrapeSum(p.metrics, "go_gc_duration_seconds_count")
+}
+
+// latencyAcc adds up one path's latency runs at one rate.
+type latencyAcc struct {
+	d                          []time.Duration
+	msgs, secs, gen, busyP, gc float64
+	rounds, gcRounds           int
+}
+
+func (a *latencyAcc) add(r pacedRun) {
+	a.d = append(a.d, r.fr.Latencies...)
+	a.msgs += float64(r.fr.Messages)
+	a.secs += r.fr.Seconds
+	a.gen += r.gen
+	a.busyP += r.busy
+	a.rounds++
+	if r.gcOK {
+		a.gc += r.gc
+		a.gcRounds++
+	}
+}
+
+// latency is path's figures over the runs added, at frac of the direct path's rate; only the
+// rate when a is nil (no run succeeded). It sorts a's samples.
+func (a *latencyAcc) latency(path string, frac, rate float64) proxyLatency {
+	l := proxyLatency{Path: path, Fraction: frac, Rate: rate}
+	if a == nil {
+		return l
+	}
+	sort.Slice(a.d, func(i, j int) bool { return a.d[i] < a.d[j] })
+	l.Samples, l.P50, l.P99, l.P999 = len(a.d), micros(a.d, 0.50), micros(a.d, 0.99), micros(a.d, 0.999)
+	l.RateAchieved, l.GenCPUPercent, l.ProxyCPUBusy = a.msgs/a.secs, 100*a.gen/a.secs, a.busyP/float64(a.rounds)
+	if a.gcRounds == a.rounds {
+		l.GCCycles = ptr(a.gc)
+	}
+	return l
+}
+
+// echoFloors measures the machine's floor under the added latency: an echo between the two
+// CPUs, and on one.
+func (b *proxyBench) echoFloors() error {
+	for _, serverCPU := range []int{b.cfg.ProxyCPU, b.cfg.LoadCPU} {
+		if b.ctx.Err() != nil {
+			return b.ctx.Err()
+		}
+		ef, err := measureEchoFloor(serverCPU, serverCPU != b.cfg.LoadCPU, b.cfg.LatencyWorkload.Size, time.Duration(b.cfg.LatencyTickMicros)*time.Microsecond, 3*b.meas)
+		if err != nil {
+			b.res.Checks = append(b.res.Checks, fmt.Sprintf("echo with the server on CPU %d: %v", serverCPU, err))
+			continue
+		}
+		log("echo floor server on CPU %d, client on CPU %d: p50 %.0f p99 %.0f p99.9 %.0f µs (%d samples)", serverCPU, b.cfg.LoadCPU, ef.P50, ef.P99, ef.P999, ef.Samples)
+		b.res.EchoFloor = append(b.res.EchoFloor, ef)
+	}
+	return nil
+}
+
+// checkPaths records what the pulsar-proxy paths did (the framed one must have read frames,
+// passthrough none) and every proxy's peak RSS.
+func (b *proxyBench) checkPaths() {
+	for _, p := range b.paths {
+		if p.metrics != "" {
+			checks, scraped := b.frameChecks(p)
+			b.res.Checks = append(b.res.Checks, checks...)
+			if !scraped {
+				continue // no /metrics: the peak RSS is left out too
+			}
+		}
+		if p.pid != 0 {
+			if hwm, err := memKiB(p.pid, "VmHWM"); err == nil {
+				b.res.PeakRSSMiB = append(b.res.PeakRSSMiB, pathValue{Path: p.Name, Value: float64(hwm) / 1024})
+			}
+		}
+	}
+}
+
+// frameChecks are the lines of checks on pulsar-proxy path p's /metrics: the frames it read,
+// and for the multiplexed path the shared broker connections it opened; scraped is false when
+// the first scrape failed.
+func (b *proxyBench) frameChecks(p *path) (checks []string, scraped bool) {
+	v, err := scrapeSum(p.metrics, "pulsar_proxy_frames_total")
+	if err != nil {
+		return []string{fmt.Sprintf("%s: /metrics: %v", p.Name, err)}, false
+	}
+	checks = []string{fmt.Sprintf("%s: pulsar_proxy_frames_total %.0f (frames read one by one; passthrough reads none)", p.Name, v)}
+	if p.Name != pathPulsarProxyMultiplex {
+		return checks, true
+	}
+	// That its clients shared broker connections: a few opened for every fleet.
+	if d, err := scrapeSum(p.metrics, "pulsar_proxy_multiplex_dials_total"); err != nil {
+		checks = append(checks, fmt.Sprintf("%s: /metrics: %v", p.Name, err))
+	} else {
+		checks = append(checks, fmt.Sprintf("%s: pulsar_proxy_multiplex_dials_total %.0f (shared broker connections opened over the run, for fleets of up to %d clients)",
+			p.Name, d, slices.Max(b.cfg.Conns)))
+	}
+	return checks, true
+}
+
+// measureIdleMemory measures idle memory per connection on a fresh pulsar-proxy
+// (bench/idlemem), on the proxy's CPU, once the other paths have stopped.
+func measureIdleMemory(res *proxyResults, idlemem, bin string) {
+	counts := make([]string, len(res.Config.IdleConns))
+	for i, n := range res.Config.IdleConns {
+		counts[i] = strconv.Itoa(n)
+	}
+	log("idle memory: idlemem -n %s", strings.Join(counts, ","))
+	cmd := pinned(exec.Command(idlemem, "-binary", bin, "-n", strings.Join(counts, ",")), res.Config.ProxyCPU)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	res.IdleOutput = string(out)
+	if err != nil {
+		res.Checks = append(res.Checks, fmt.Sprintf("idlemem: %v", err))
+	}
+	res.Idle = parseIdlemem(string(out))
 }
 
 func resolveConns(counts []int, maxConns int) []int {
@@ -417,82 +542,123 @@ func resolveConns(counts []int, maxConns int) []int {
 }
 
 // runFleet opens a fleet of n role connections through p and drives every workload over it.
-func runFleet(res *proxyResults, p *path, role string, n, round int, workloads []workload, cfg proxyConfig, warm, meas time.Duration) {
+func (b *proxyBench) runFleet(p *path, role string, n, round int, workloads []workload) {
 	t0 := time.Now()
 	f, err := dialFleet(p.ep, role, n)
 	setup := fleetSetup{Path: p.Name, Role: role, Conns: n, Round: round, Opened: len(f.conns), Seconds: time.Since(t0).Seconds()}
 	defer f.close()
 	if err != nil {
 		setup.Error = err.Error()
-		res.Setups = append(res.Setups, setup)
+		b.res.Setups = append(b.res.Setups, setup)
 		log("fleet      %-20s %s x%d round %d: %d opened: %v", p.Name, role, n, round, len(f.conns), err)
 		for _, w := range workloads {
-			res.Runs = append(res.Runs, proxyRun{Path: p.Name, Role: role, Conns: n, Workload: w, Round: round, Error: "setup: " + err.Error()})
+			b.res.Runs = append(b.res.Runs, proxyRun{Path: p.Name, Role: role, Conns: n, Workload: w, Round: round, Error: "setup: " + err.Error()})
 		}
 		return
 	}
-	res.Setups = append(res.Setups, setup)
+	b.res.Setups = append(b.res.Setups, setup)
 	for _, w := range workloads {
-		var cpu0, cpu1, gen0, gen1 float64
-		var t0, t1 map[int]cpuTimes
-		r := proxyRun{Path: p.Name, Role: role, Conns: n, Workload: w, Round: round}
-		profiled := make(chan error, 1)
-		profiled <- nil
-		profile := cfg.Profile && (p.Name == pathPulsarProxy || p.Name == pathPulsarProxyFramed) && round == 0 && n == cfg.HeadlineConns && slices.Contains(goalWorkloads, w)
-		fr, err := f.drive(loadRun{w: w, warmup: warm, measure: meas, onMeasure: func(start bool) {
-			if start && profile {
-				<-profiled
-				file := filepath.Join(cfg.profileDir, fmt.Sprintf("proxy-bound-%s-%s-%s.cpu.pprof", p.Name, role, strings.NewReplacer(" ", "", "×", "x").Replace(w.label())))
-				go func() {
-					profiled <- saveProfile(p.pprof, fmt.Sprintf("profile?seconds=%d", max(1, int(meas.Seconds()))), file)
-				}()
-			}
-			g, _ := cpuSeconds(os.Getpid())
-			var c float64
-			if p.pid != 0 {
-				c, _ = cpuSeconds(p.pid)
-			}
-			if start {
-				cpu0, gen0, t0 = c, g, readCPUTimes()
-			} else {
-				cpu1, gen1, t1 = c, g, readCPUTimes()
-			}
-		}})
-		if perr := <-profiled; perr != nil {
-			log("profile of %s: %v", p.Name, perr)
-		}
-		r.ProxyCPUBusy, r.LoadCPUBusy = busyPercent(t0, t1, cfg.ProxyCPU), busyPercent(t0, t1, cfg.LoadCPU)
-		r.StealPercent = stealPercent(t0, t1, cfg.ProxyCPU) + stealPercent(t0, t1, cfg.LoadCPU)
-		if err == nil && fr.Messages == 0 {
-			err = fmt.Errorf("no message answered in the %.1f s measured (a stall)", fr.Seconds)
-		}
-		r.Messages, r.Seconds = fr.Messages, fr.Seconds
-		if fr.Seconds > 0 {
-			r.MsgsPerSec = float64(fr.Messages) / fr.Seconds
-			r.MBPerSec = float64(fr.Messages) * float64(w.Size) / fr.Seconds / 1e6
-			r.GenCPUSeconds = gen1 - gen0
-			if p.pid != 0 {
-				r.ProxyCPUSeconds = ptr(cpu1 - cpu0)
-			}
-		}
-		if err != nil {
-			r.Error = err.Error()
-		}
-		res.Runs = append(res.Runs, r)
-		cpu := "—"
-		if r.ProxyCPUSeconds != nil {
-			cpu = fmt.Sprintf("%.0f%%", 100**r.ProxyCPUSeconds/r.Seconds)
-		}
-		log("%-8s x%-5d %-20s %-11s round %d: %10.0f msg/s %8.1f MB/s proxy CPU %4s (busy %3.0f%%) load CPU %3.0f%% (busy %3.0f%%) %s",
-			role, n, p.Name, w.label(), round, r.MsgsPerSec, r.MBPerSec, cpu, r.ProxyCPUBusy, 100*r.GenCPUSeconds/max(r.Seconds, 1e-9), r.LoadCPUBusy, r.Error)
+		r, err := b.measureWorkload(f, p, proxyRun{Path: p.Name, Role: role, Conns: n, Workload: w, Round: round})
+		b.res.Runs = append(b.res.Runs, r)
+		logFleetRun(r)
 		if err != nil && f.failure() != nil {
 			// The fleet is broken: the remaining workloads of this fleet fail alike.
 			for _, rest := range workloads[indexOf(workloads, w)+1:] {
-				res.Runs = append(res.Runs, proxyRun{Path: p.Name, Role: role, Conns: n, Workload: rest, Round: round, Error: "fleet broken: " + f.failure().Error()})
+				b.res.Runs = append(b.res.Runs, proxyRun{Path: p.Name, Role: role, Conns: n, Workload: rest, Round: round, Error: "fleet broken: " + f.failure().Error()})
 			}
 			return
 		}
 	}
+}
+
+// cpuSample is the CPU time taken so far by the proxy (0 for the direct path) and by this
+// process, and every CPU's times.
+type cpuSample struct {
+	proxy, gen float64
+	cpus       map[int]cpuTimes
+}
+
+func sampleCPU(proxyPID int) cpuSample {
+	g, _ := cpuSeconds(os.Getpid())
+	var c float64
+	if proxyPID != 0 {
+		c, _ = cpuSeconds(proxyPID)
+	}
+	return cpuSample{proxy: c, gen: g, cpus: readCPUTimes()}
+}
+
+// measureWorkload drives r's workload over fleet f through p and returns r with what the
+// measured interval gave (and its error, if any).
+func (b *proxyBench) measureWorkload(f *fleet, p *path, r proxyRun) (proxyRun, error) {
+	var s0, s1 cpuSample
+	profiled := make(chan error, 1)
+	profiled <- nil
+	profile := b.profiles(r)
+	fr, err := f.drive(loadRun{w: r.Workload, warmup: b.warm, measure: b.meas, onMeasure: func(start bool) {
+		if start && profile {
+			b.startProfile(profiled, p, r)
+		}
+		if start {
+			s0 = sampleCPU(p.pid)
+		} else {
+			s1 = sampleCPU(p.pid)
+		}
+	}})
+	if perr := <-profiled; perr != nil {
+		log("profile of %s: %v", p.Name, perr)
+	}
+	if err == nil && fr.Messages == 0 {
+		err = fmt.Errorf("no message answered in the %.1f s measured (a stall)", fr.Seconds)
+	}
+	r = b.fillRun(r, fr, s0, s1, p.pid != 0)
+	if err != nil {
+		r.Error = err.Error()
+	}
+	return r, err
+}
+
+// profiles: run r is one the CPU profiles cover (pulsar-proxy, passthrough and framed, round 0
+// of the goal's cells), when they were asked for.
+func (b *proxyBench) profiles(r proxyRun) bool {
+	return b.cfg.Profile && (r.Path == pathPulsarProxy || r.Path == pathPulsarProxyFramed) && r.Round == 0 &&
+		r.Conns == b.cfg.HeadlineConns && slices.Contains(goalWorkloads, r.Workload)
+}
+
+// startProfile takes a CPU profile of p over the measured interval of run r, in the
+// background; done (holding the last profile's error) gets this one's when it is written.
+func (b *proxyBench) startProfile(done chan error, p *path, r proxyRun) {
+	<-done
+	file := filepath.Join(b.cfg.profileDir, fmt.Sprintf("proxy-bound-%s-%s-%s.cpu.pprof", p.Name, r.Role, strings.NewReplacer(" ", "", "×", "x").Replace(r.Workload.label())))
+	go func() {
+		done <- saveProfile(p.pprof, fmt.Sprintf("profile?seconds=%d", max(1, int(b.meas.Seconds()))), file)
+	}()
+}
+
+// fillRun sets r's figures from the fleet's result and the CPU samples at the start and the
+// end of the measured interval; the proxy's CPU only if there is a proxy process.
+func (b *proxyBench) fillRun(r proxyRun, fr fleetResult, s0, s1 cpuSample, proxy bool) proxyRun {
+	r.ProxyCPUBusy, r.LoadCPUBusy = busyPercent(s0.cpus, s1.cpus, b.cfg.ProxyCPU), busyPercent(s0.cpus, s1.cpus, b.cfg.LoadCPU)
+	r.StealPercent = stealPercent(s0.cpus, s1.cpus, b.cfg.ProxyCPU) + stealPercent(s0.cpus, s1.cpus, b.cfg.LoadCPU)
+	r.Messages, r.Seconds = fr.Messages, fr.Seconds
+	if fr.Seconds > 0 {
+		r.MsgsPerSec = float64(fr.Messages) / fr.Seconds
+		r.MBPerSec = float64(fr.Messages) * float64(r.Workload.Size) / fr.Seconds / 1e6
+		r.GenCPUSeconds = s1.gen - s0.gen
+		if proxy {
+			r.ProxyCPUSeconds = ptr(s1.proxy - s0.proxy)
+		}
+	}
+	return r
+}
+
+// logFleetRun logs one measured run of a fleet.
+func logFleetRun(r proxyRun) {
+	cpu := "—"
+	if r.ProxyCPUSeconds != nil {
+		cpu = fmt.Sprintf("%.0f%%", 100**r.ProxyCPUSeconds/r.Seconds)
+	}
+	log("%-8s x%-5d %-20s %-11s round %d: %10.0f msg/s %8.1f MB/s proxy CPU %4s (busy %3.0f%%) load CPU %3.0f%% (busy %3.0f%%) %s",
+		r.Role, r.Conns, r.Path, r.Workload.label(), r.Round, r.MsgsPerSec, r.MBPerSec, cpu, r.ProxyCPUBusy, 100*r.GenCPUSeconds/max(r.Seconds, 1e-9), r.LoadCPUBusy, r.Error)
 }
 
 func indexOf(ws []workload, w workload) int {
@@ -509,69 +675,72 @@ func indexOf(ws []workload, w workload) int {
 // (zero-copy), HAProxy without and with splice.
 func startProxyPaths(ctx context.Context, dir, bin, far string, cfg proxyConfig) ([]*path, error) {
 	var paths []*path
-	want := func(name string) bool { return len(cfg.Only) == 0 || slices.Contains(cfg.Only, name) }
-	if want(pathDirect) {
-		paths = append(paths, &path{Name: pathDirect, ep: endpoint{addr: far}, stop: func() {}})
+	for _, s := range proxyPathStarters(ctx, dir, bin, far, cfg) {
+		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, s.name) {
+			continue
+		}
+		p, err := s.start()
+		if err != nil {
+			return paths, err
+		}
+		paths = append(paths, p)
 	}
-	farURL := "pulsar://" + far
+	return paths, nil
+}
+
+// pathStarter starts the path called name.
+type pathStarter struct {
+	name  string
+	start func() (*path, error)
+}
+
+// proxyPathStarters are the starters of every path in front of far, in the order the paths
+// run.
+func proxyPathStarters(ctx context.Context, dir, bin, far string, cfg proxyConfig) []pathStarter {
 	quiet := "log:\n  level: info\n  sessionSummary: \"off\"\n"
-
-	if want(pathPulsarProxy) {
-		pdir := filepath.Join(dir, pathPulsarProxy)
-		os.MkdirAll(pdir, 0o755)
-		log("starting %s", pathPulsarProxy)
-		pp, err := startPulsarProxy(bin, pdir, farURL, far, pathPulsarProxy, "session:\n  passthrough: true\n"+quiet, cfg.ProxyCPU)
-		if err != nil {
-			return paths, err
-		}
-		paths = append(paths, pp)
-	}
-	if want(pathPulsarProxyFramed) {
-		fp, err := startFramedProxy(dir, bin, far, pathPulsarProxyFramed, quiet, cfg.ProxyCPU)
-		if err != nil {
-			return paths, err
-		}
-		paths = append(paths, fp)
-	}
-	if want(pathPulsarProxyMultiplex) {
-		// The framed path's configuration plus multiplexing: the one difference between the two
-		// is whether the clients share broker connections.
-		mp, err := startFramedProxy(dir, bin, far, pathPulsarProxyMultiplex,
-			"broker:\n  multiplex: true\nsession:\n  passthrough: false\n"+quiet, cfg.ProxyCPU)
-		if err != nil {
-			return paths, err
-		}
-		paths = append(paths, mp)
-	}
-	if want(pathJavaProxy) {
-		log("starting %s", pathJavaProxy)
-		jdir := filepath.Join(dir, pathJavaProxy)
-		os.MkdirAll(jdir, 0o755)
-		jp, err := javaProxyPath(ctx, jdir, javaTarget{cluster: "bench", brokerURL: farURL, brokerHTTP: "http://127.0.0.1:1"}, cfg.ProxyCPU)
-		if err != nil {
-			return paths, err
-		}
-		paths = append(paths, jp)
-	}
-
 	maxConn := cfg.MaxConns + 100
 	// Splicing's pipes share the descriptor limit with the connections (two each).
 	maxPipes := max(64, (cfg.DescriptorLimit-2*maxConn-200)/2)
-	for _, h := range []struct {
-		name   string
-		splice bool
-	}{{pathHAProxy, false}, {pathHAProxySplice, true}} {
-		if !want(h.name) {
-			continue
+	haproxy := func(name string, splice bool) func() (*path, error) {
+		return func() (*path, error) {
+			log("starting %s", name)
+			return haproxyPath(dir, far, name, haproxyOptions{splice: splice, maxConn: maxConn, maxPipes: maxPipes, cpu: cfg.ProxyCPU})
 		}
-		log("starting %s", h.name)
-		hp, err := haproxyPath(dir, far, h.name, haproxyOptions{splice: h.splice, maxConn: maxConn, maxPipes: maxPipes, cpu: cfg.ProxyCPU})
-		if err != nil {
-			return paths, err
-		}
-		paths = append(paths, hp)
 	}
-	return paths, nil
+	return []pathStarter{
+		{pathDirect, func() (*path, error) { return &path{Name: pathDirect, ep: endpoint{addr: far}, stop: func() {}}, nil }},
+		{pathPulsarProxy, func() (*path, error) { return startPassthroughProxy(dir, bin, far, quiet, cfg.ProxyCPU) }},
+		{pathPulsarProxyFramed, func() (*path, error) {
+			return startFramedProxy(dir, bin, far, pathPulsarProxyFramed, quiet, cfg.ProxyCPU)
+		}},
+		// The framed path's configuration plus multiplexing: the one difference between the two
+		// is whether the clients share broker connections.
+		{pathPulsarProxyMultiplex, func() (*path, error) {
+			return startFramedProxy(dir, bin, far, pathPulsarProxyMultiplex,
+				"broker:\n  multiplex: true\nsession:\n  passthrough: false\n"+quiet, cfg.ProxyCPU)
+		}},
+		{pathJavaProxy, func() (*path, error) { return startJavaProxy(ctx, dir, far, cfg.ProxyCPU) }},
+		{pathHAProxy, haproxy(pathHAProxy, false)},
+		{pathHAProxySplice, haproxy(pathHAProxySplice, true)},
+	}
+}
+
+// startPassthroughProxy runs pulsar-proxy in passthrough (splice) in front of far; quiet ends
+// its config.
+func startPassthroughProxy(dir, bin, far, quiet string, cpu int) (*path, error) {
+	pdir := filepath.Join(dir, pathPulsarProxy)
+	os.MkdirAll(pdir, 0o755)
+	log("starting %s", pathPulsarProxy)
+	return startPulsarProxy(bin, pdir, "pulsar://"+far, far, pathPulsarProxy, "session:\n  passthrough: true\n"+quiet, cpu)
+}
+
+// startJavaProxy runs the Java proxy in front of far, with a broker HTTP address that nothing
+// answers (the speaker has none).
+func startJavaProxy(ctx context.Context, dir, far string, cpu int) (*path, error) {
+	log("starting %s", pathJavaProxy)
+	jdir := filepath.Join(dir, pathJavaProxy)
+	os.MkdirAll(jdir, 0o755)
+	return javaProxyPath(ctx, jdir, javaTarget{cluster: "bench", brokerURL: "pulsar://" + far, brokerHTTP: "http://127.0.0.1:1"}, cpu)
 }
 
 // startFramedProxy runs pulsar-proxy as path name with authentication and authorization on, so

@@ -309,79 +309,109 @@ func (g *gconn) read(r *speaker.Reader) {
 			}
 			return
 		}
-		t, err := frame.PeekType(cmd)
-		if err != nil {
-			g.f.fail(fmt.Errorf("connection %d: %w", g.n+1, err))
+		if err := g.handle(cmd, r, &pong); err != nil {
+			g.f.fail(err)
 			return
 		}
-		st := g.f.run.Load()
-		switch t {
-		case pb.BaseCommand_SEND_RECEIPT:
-			_, seq, ok := speaker.Receipt(cmd)
-			if !ok {
-				g.f.fail(fmt.Errorf("connection %d: bad SEND_RECEIPT", g.n+1))
-				return
-			}
-			if st != nil {
-				st.messages.Add(int64(st.w.Batch))
-				st.frames.Add(1)
-				if st.latency && g.sentAt != nil && st.measuring.Load() {
-					d := time.Duration(int64(r.LastRead().Sub(epoch)) - g.sentAt[seq%latencyRing].Load())
-					st.latMu.Lock()
-					st.lat = append(st.lat, d)
-					st.latMu.Unlock()
-				}
-				if st.sem != nil {
-					st.sem.Release(1)
-				}
-			}
-			g.inflight.Add(-1)
-			select {
-			case g.wake <- struct{}{}:
-			default:
-			}
-		case pb.BaseCommand_MESSAGE:
-			id, _, entry, ok := speaker.Message(cmd)
-			if !ok {
-				g.f.fail(fmt.Errorf("connection %d: bad MESSAGE", g.n+1))
-				return
-			}
-			if st == nil || id != g.consumerID.Load() {
-				continue // a closed consumer's last messages
-			}
-			st.messages.Add(int64(st.w.Batch))
-			st.frames.Add(1)
-			g.lastEntry.Store(entry)
-			if st.sem != nil {
-				st.sem.Release(1)
-			}
-			if g.consumed.Add(1) >= int64(max(1, st.window/2)) {
-				select {
-				case g.wake <- struct{}{}:
-				default:
-				}
-			}
-		case pb.BaseCommand_PING:
-			if pong == nil {
-				pong, _ = frame.AppendCommand(nil, frame.Pong())
-			}
-			if err := g.write(pong); err != nil && !g.f.closing.Load() {
-				g.f.fail(err)
-			}
-		case pb.BaseCommand_PONG:
-		default:
-			c, err := frame.Decode(cmd)
-			if err != nil {
-				g.f.fail(err)
-				return
-			}
-			select {
-			case g.ctl <- c:
-			default:
-				g.f.fail(fmt.Errorf("connection %d: unexpected %v", g.n+1, c))
-			}
+	}
+}
+
+// handle acts on one command the reader read; an error ends the reader. pong holds the PONG
+// frame once one was needed.
+func (g *gconn) handle(cmd []byte, r *speaker.Reader, pong *[]byte) error {
+	t, err := frame.PeekType(cmd)
+	if err != nil {
+		return fmt.Errorf("connection %d: %w", g.n+1, err)
+	}
+	st := g.f.run.Load()
+	switch t {
+	case pb.BaseCommand_SEND_RECEIPT:
+		return g.receipt(cmd, st, r)
+	case pb.BaseCommand_MESSAGE:
+		return g.message(cmd, st)
+	case pb.BaseCommand_PING:
+		if *pong == nil {
+			*pong, _ = frame.AppendCommand(nil, frame.Pong())
+		}
+		if err := g.write(*pong); err != nil && !g.f.closing.Load() {
+			g.f.fail(err)
+		}
+	case pb.BaseCommand_PONG:
+	default:
+		return g.control(cmd)
+	}
+	return nil
+}
+
+// receipt counts a SEND_RECEIPT towards the run st (if one is under way), takes its round
+// trip in a latency run's measured interval, and frees its window slot.
+func (g *gconn) receipt(cmd []byte, st *runState, r *speaker.Reader) error {
+	_, seq, ok := speaker.Receipt(cmd)
+	if !ok {
+		return fmt.Errorf("connection %d: bad SEND_RECEIPT", g.n+1)
+	}
+	if st != nil {
+		st.messages.Add(int64(st.w.Batch))
+		st.frames.Add(1)
+		if st.latency && g.sentAt != nil && st.measuring.Load() {
+			d := time.Duration(int64(r.LastRead().Sub(epoch)) - g.sentAt[seq%latencyRing].Load())
+			st.latMu.Lock()
+			st.lat = append(st.lat, d)
+			st.latMu.Unlock()
+		}
+		if st.sem != nil {
+			st.sem.Release(1)
 		}
 	}
+	g.inflight.Add(-1)
+	g.wakeDriver()
+	return nil
+}
+
+// message counts a MESSAGE of the connection's current consumer towards the run st, and wakes
+// the driver to grant permits again once half the window has arrived.
+func (g *gconn) message(cmd []byte, st *runState) error {
+	id, _, entry, ok := speaker.Message(cmd)
+	if !ok {
+		return fmt.Errorf("connection %d: bad MESSAGE", g.n+1)
+	}
+	if st == nil || id != g.consumerID.Load() {
+		return nil // a closed consumer's last messages
+	}
+	st.messages.Add(int64(st.w.Batch))
+	st.frames.Add(1)
+	g.lastEntry.Store(entry)
+	if st.sem != nil {
+		st.sem.Release(1)
+	}
+	if g.consumed.Add(1) >= int64(max(1, st.window/2)) {
+		g.wakeDriver()
+	}
+	return nil
+}
+
+// wakeDriver wakes the connection's driver if it waits for room; a wake-up already pending
+// is enough.
+func (g *gconn) wakeDriver() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// control hands an answer to a request to ctl; a command nobody waits for fails the fleet
+// (the reader goes on), one that does not decode ends the reader.
+func (g *gconn) control(cmd []byte) error {
+	c, err := frame.Decode(cmd)
+	if err != nil {
+		return err
+	}
+	select {
+	case g.ctl <- c:
+	default:
+		g.f.fail(fmt.Errorf("connection %d: unexpected %v", g.n+1, c))
+	}
+	return nil
 }
 
 // request sends cmd and waits for the answer to requestID.
@@ -465,36 +495,61 @@ var requestIDs atomic.Uint64
 // counts messages over the measured interval, stops the drivers and waits until the
 // connections are quiet again.
 func (f *fleet) drive(l loadRun) (fleetResult, error) {
-	var res fleetResult
 	if err := f.failure(); err != nil {
-		return res, err
+		return fleetResult{}, err
 	}
-	payload := speaker.PayloadSection("bench", l.w.Size, l.w.Batch)
-	fb := l.w.frameBytes(len(payload))
-	window, tokens := windows(f.role, l.w, fb, len(f.conns))
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	st := &runState{w: l.w, payload: payload, window: window, ctx: ctx, stop: stop, rate: l.rate, tick: l.tick, latency: l.latency}
-	if tokens > 0 {
-		st.sem = semaphore.NewWeighted(tokens)
-	}
+	st := f.newRunState(l)
+	defer st.stop()
 	if f.role == roleConsumer {
-		// A new consumer on every connection; the topic tells the speaker what to send.
-		if err := f.forEach(func(g *gconn) error {
-			id := requestIDs.Add(1)
-			g.consumerID.Store(id)
-			g.consumed.Store(0)
-			_, err := g.request(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
-				Topic: proto.String(speaker.Topic(benchNamespace, l.w.Size, l.w.Batch, g.n)), Subscription: proto.String("bench"),
-				SubType: pb.CommandSubscribe_Exclusive.Enum(), ConsumerId: proto.Uint64(id), RequestId: proto.Uint64(id),
-			}}, id)
-			return err
-		}); err != nil {
-			return res, fmt.Errorf("subscribe: %w", err)
+		if err := f.subscribe(l.w); err != nil {
+			return fleetResult{}, fmt.Errorf("subscribe: %w", err)
 		}
 	}
 	f.run.Store(st)
 	defer f.run.Store(nil)
+	res, err := f.measure(st, l)
+	if err != nil {
+		return res, err
+	}
+	// Quiet again: every SEND answered, every consumer closed (its last messages read).
+	if f.role == roleProducer {
+		return res, f.waitAnswered()
+	}
+	return res, f.closeConsumers()
+}
+
+// newRunState prepares l's run over the fleet: its payload, the windows, and the semaphore
+// where the windows alone would hold too much in flight.
+func (f *fleet) newRunState(l loadRun) *runState {
+	payload := speaker.PayloadSection("bench", l.w.Size, l.w.Batch)
+	fb := l.w.frameBytes(len(payload))
+	window, tokens := windows(f.role, l.w, fb, len(f.conns))
+	ctx, stop := context.WithCancel(context.Background())
+	st := &runState{w: l.w, payload: payload, window: window, ctx: ctx, stop: stop, rate: l.rate, tick: l.tick, latency: l.latency}
+	if tokens > 0 {
+		st.sem = semaphore.NewWeighted(tokens)
+	}
+	return st
+}
+
+// subscribe makes a new consumer on every connection; the topic tells the speaker what to
+// send.
+func (f *fleet) subscribe(w workload) error {
+	return f.forEach(func(g *gconn) error {
+		id := requestIDs.Add(1)
+		g.consumerID.Store(id)
+		g.consumed.Store(0)
+		_, err := g.request(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
+			Topic: proto.String(speaker.Topic(benchNamespace, w.Size, w.Batch, g.n)), Subscription: proto.String("bench"),
+			SubType: pb.CommandSubscribe_Exclusive.Enum(), ConsumerId: proto.Uint64(id), RequestId: proto.Uint64(id),
+		}}, id)
+		return err
+	})
+}
+
+// measure starts every connection's driver for st, lets l's warm-up pass, counts over its
+// measured interval and stops the drivers; the error is a driver's or the fleet's.
+func (f *fleet) measure(st *runState, l loadRun) (fleetResult, error) {
 	var wg sync.WaitGroup
 	drvErr := make(chan error, len(f.conns))
 	for _, g := range f.conns {
@@ -507,20 +562,29 @@ func (f *fleet) drive(l loadRun) (fleetResult, error) {
 			} else {
 				err = g.consume(st)
 			}
-			if err != nil && ctx.Err() == nil {
+			if err != nil && st.ctx.Err() == nil {
 				drvErr <- err
 			}
 		}()
 	}
-	failed := func() error {
-		select {
-		case err := <-drvErr:
-			return err
-		default:
-		}
-		return f.failure()
-	}
 	time.Sleep(l.warmup)
+	res := st.count(l)
+	st.stop()
+	wg.Wait()
+	st.latMu.Lock()
+	res.Latencies = st.lat
+	st.latMu.Unlock()
+	select {
+	case err := <-drvErr:
+		return res, err
+	default:
+	}
+	return res, f.failure()
+}
+
+// count counts the messages over l's measured interval, calling l.onMeasure as it starts and
+// ends.
+func (st *runState) count(l loadRun) fleetResult {
 	if l.onMeasure != nil {
 		l.onMeasure(true)
 	}
@@ -532,44 +596,41 @@ func (f *fleet) drive(l loadRun) (fleetResult, error) {
 	if l.onMeasure != nil {
 		l.onMeasure(false)
 	}
-	stop()
-	wg.Wait()
-	res.Messages, res.Seconds = m1-m0, t1.Sub(t0).Seconds()
-	st.latMu.Lock()
-	res.Latencies = st.lat
-	st.latMu.Unlock()
-	if err := failed(); err != nil {
-		return res, err
-	}
-	// Quiet again: every SEND answered, every consumer closed (its last messages read).
-	if f.role == roleProducer {
-		deadline := time.Now().Add(60 * time.Second)
-		for _, g := range f.conns {
-			var err error
-			if !wait.Within(time.Until(deadline), func() bool {
-				if g.inflight.Load() == 0 {
-					return true
-				}
-				err = f.failure()
-				return err != nil
-			}) {
-				return res, fmt.Errorf("connection %d: %d SENDs unanswered 60 s after the run", g.n+1, g.inflight.Load())
+	return fleetResult{Messages: m1 - m0, Seconds: t1.Sub(t0).Seconds()}
+}
+
+// waitAnswered waits until every SEND of the fleet is answered, 60 s at most.
+func (f *fleet) waitAnswered() error {
+	deadline := time.Now().Add(60 * time.Second)
+	for _, g := range f.conns {
+		var err error
+		if !wait.Within(time.Until(deadline), func() bool {
+			if g.inflight.Load() == 0 {
+				return true
 			}
-			if err != nil {
-				return res, err
-			}
+			err = f.failure()
+			return err != nil
+		}) {
+			return fmt.Errorf("connection %d: %d SENDs unanswered 60 s after the run", g.n+1, g.inflight.Load())
 		}
-		return res, nil
+		if err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// closeConsumers closes every connection's consumer.
+func (f *fleet) closeConsumers() error {
 	if err := f.forEach(func(g *gconn) error {
 		id := requestIDs.Add(1)
 		_, err := g.request(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: &pb.CommandCloseConsumer{
 			ConsumerId: proto.Uint64(g.consumerID.Load()), RequestId: proto.Uint64(id)}}, id)
 		return err
 	}); err != nil {
-		return res, fmt.Errorf("close consumer: %w", err)
+		return fmt.Errorf("close consumer: %w", err)
 	}
-	return res, f.failure()
+	return f.failure()
 }
 
 // produce is a producer connection's driver: SENDs within the window (and the fleet's

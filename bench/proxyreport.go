@@ -284,34 +284,58 @@ func pooledCPUPerGB(runs []proxyRun, path, role string, n int, w workload) (perG
 	return cpu / (bytes / 1e9), rounds
 }
 
+// proxyGoals compares the run against the goals of issue 16: framed against passthrough CPU,
+// idle memory, added latency.
 func proxyGoals(r *proxyResults) []goal {
 	var g []goal
-	n := r.Config.HeadlineConns
 	for _, role := range r.Config.Roles {
 		for _, w := range goalWorkloads {
-			pt, ptRounds := pooledCPUPerGB(r.Runs, pathPulsarProxy, role, n, w)
-			fr, frRounds := pooledCPUPerGB(r.Runs, pathPulsarProxyFramed, role, n, w)
-			name := fmt.Sprintf("framed CPU s/GB vs passthrough, %s, %d %ss", w.label(), n, role)
-			if ptRounds == 0 || frRounds == 0 || pt <= 0 {
-				g = append(g, goal{Goal: name + " (not measured)", Target: fmt.Sprintf("<= %.1fx", goalFramedVsPassthrough), Value: math.NaN(), Unit: "x"})
-				continue
-			}
-			name += fmt.Sprintf(" (%d and %d rounds pooled)", frRounds, ptRounds)
-			v := fr / pt
-			spread := ""
-			if rs := roundRatios(r.Runs, role, n, w); len(rs) > 0 {
-				over := 0
-				for _, x := range rs {
-					if x > goalFramedVsPassthrough {
-						over++
-					}
-				}
-				spread = fmt.Sprintf("%d rounds: %.2f–%.2f×, median %.2f×, %d over %.1f×", len(rs), rs[0], rs[len(rs)-1], median(rs), over, goalFramedVsPassthrough)
-			}
-			g = append(g, goal{Goal: name, Target: fmt.Sprintf("<= %.1fx", goalFramedVsPassthrough), Value: v, Unit: "x", Met: v <= goalFramedVsPassthrough, Spread: spread})
+			g = append(g, framedVsPassthroughGoal(r, role, w))
 		}
 	}
-	for _, row := range r.Idle {
+	g = append(g, idleMemoryGoals(r.Idle)...)
+	for _, p := range []string{pathPulsarProxy, pathPulsarProxyFramed} {
+		g = append(g, addedLatencyGoal(r, p))
+	}
+	return g
+}
+
+// framedVsPassthroughGoal is framed's pooled CPU s/GB over passthrough's for role and w at the
+// headline connection count, with its spread round by round.
+func framedVsPassthroughGoal(r *proxyResults, role string, w workload) goal {
+	n := r.Config.HeadlineConns
+	pt, ptRounds := pooledCPUPerGB(r.Runs, pathPulsarProxy, role, n, w)
+	fr, frRounds := pooledCPUPerGB(r.Runs, pathPulsarProxyFramed, role, n, w)
+	name := fmt.Sprintf("framed CPU s/GB vs passthrough, %s, %d %ss", w.label(), n, role)
+	target := fmt.Sprintf("<= %.1fx", goalFramedVsPassthrough)
+	if ptRounds == 0 || frRounds == 0 || pt <= 0 {
+		return goal{Goal: name + " (not measured)", Target: target, Value: math.NaN(), Unit: "x"}
+	}
+	name += fmt.Sprintf(" (%d and %d rounds pooled)", frRounds, ptRounds)
+	v := fr / pt
+	return goal{Goal: name, Target: target, Value: v, Unit: "x", Met: v <= goalFramedVsPassthrough,
+		Spread: ratioSpread(roundRatios(r.Runs, role, n, w))}
+}
+
+// ratioSpread describes sorted round-by-round ratios: range, median and how many are over the
+// goal ("" for none).
+func ratioSpread(rs []float64) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	over := 0
+	for _, x := range rs {
+		if x > goalFramedVsPassthrough {
+			over++
+		}
+	}
+	return fmt.Sprintf("%d rounds: %.2f–%.2f×, median %.2f×, %d over %.1f×", len(rs), rs[0], rs[len(rs)-1], median(rs), over, goalFramedVsPassthrough)
+}
+
+// idleMemoryGoals is one goal per idlemem row that measured RSS growth.
+func idleMemoryGoals(rows []idleRow) []goal {
+	var g []goal
+	for _, row := range rows {
 		if row.RSSKiB == nil {
 			continue
 		}
@@ -323,30 +347,37 @@ func proxyGoals(r *proxyResults) []goal {
 		g = append(g, goal{Goal: fmt.Sprintf("RSS growth per %s, fresh process, %d connections", what, row.Conns),
 			Target: fmt.Sprintf("<= %.0f KiB", target), Value: *row.RSSKiB, Unit: "KiB", Met: *row.RSSKiB <= target})
 	}
-	d := r.latency(pathDirect, goalFraction)
-	for _, p := range []string{pathPulsarProxy, pathPulsarProxyFramed} {
-		l := r.latency(p, goalFraction)
-		rate := 0.0
-		if d != nil {
-			rate = d.Rate
-		}
-		name := fmt.Sprintf("added p99 over direct, %s, %s at %.0f msg/s (half the direct rate)", p, r.Config.LatencyWorkload.label(), rate)
-		if d == nil || l == nil || d.Samples == 0 || l.Samples == 0 {
-			g = append(g, goal{Goal: name + " (not measured)", Target: fmt.Sprintf("<= %.0f µs", goalAddedP99Micros), Value: math.NaN(), Unit: "µs"})
-			continue
-		}
-		v := l.P99 - d.P99
-		var bounds []string
-		if h := r.latency(pathHAProxySplice, goalFraction); h != nil && h.Samples > 0 {
-			bounds = append(bounds, fmt.Sprintf("HAProxy with splice added %.0f µs", h.P99-d.P99))
-		}
-		if cross, same := r.echo(true), r.echo(false); cross != nil && same != nil {
-			bounds = append(bounds, fmt.Sprintf("a paced echo at rest: p99 %.0f µs between the CPUs, %.0f µs on one (indicative: a proxy on its own CPU crosses twice a round trip)", cross.P99, same.P99))
-		}
-		g = append(g, goal{Goal: name, Target: fmt.Sprintf("<= %.0f µs", goalAddedP99Micros), Value: v, Unit: "µs", Met: v <= goalAddedP99Micros,
-			Spread: strings.Join(bounds, "; ")})
-	}
 	return g
+}
+
+// addedLatencyGoal is path p's p99 over the direct path's at the goal's rate, with what bounds
+// it on this machine.
+func addedLatencyGoal(r *proxyResults, p string) goal {
+	d, l := r.latency(pathDirect, goalFraction), r.latency(p, goalFraction)
+	rate := 0.0
+	if d != nil {
+		rate = d.Rate
+	}
+	name := fmt.Sprintf("added p99 over direct, %s, %s at %.0f msg/s (half the direct rate)", p, r.Config.LatencyWorkload.label(), rate)
+	target := fmt.Sprintf("<= %.0f µs", goalAddedP99Micros)
+	if d == nil || l == nil || d.Samples == 0 || l.Samples == 0 {
+		return goal{Goal: name + " (not measured)", Target: target, Value: math.NaN(), Unit: "µs"}
+	}
+	v := l.P99 - d.P99
+	return goal{Goal: name, Target: target, Value: v, Unit: "µs", Met: v <= goalAddedP99Micros,
+		Spread: strings.Join(latencyBounds(r, d), "; ")}
+}
+
+// latencyBounds are what bounds an added p99 here: HAProxy with splice's, and the echo floor.
+func latencyBounds(r *proxyResults, d *proxyLatency) []string {
+	var bounds []string
+	if h := r.latency(pathHAProxySplice, goalFraction); h != nil && h.Samples > 0 {
+		bounds = append(bounds, fmt.Sprintf("HAProxy with splice added %.0f µs", h.P99-d.P99))
+	}
+	if cross, same := r.echo(true), r.echo(false); cross != nil && same != nil {
+		bounds = append(bounds, fmt.Sprintf("a paced echo at rest: p99 %.0f µs between the CPUs, %.0f µs on one (indicative: a proxy on its own CPU crosses twice a round trip)", cross.P99, same.P99))
+	}
+	return bounds
 }
 
 // The files of a proxy-bound run, beside the side-by-side benchmark's latest.*.
@@ -431,143 +462,200 @@ const (
 // proxyMarkdown renders the summary (README.md's table) and the details.
 func proxyMarkdown(r *proxyResults) (summary, details string) {
 	var b strings.Builder
+	writeProxyIntro(&b, r)
+	for _, role := range r.Config.Roles {
+		writeHeadlineTable(&b, r, role)
+	}
+	b.WriteString(muxComparison(r))
+	writeLatencyTables(&b, r)
+	writeEchoFloor(&b, r)
+	writeIdleTable(&b, r.Idle)
+	writeGoalsTable(&b, r.Goals)
+	writeProxyFootnote(&b, r.Config)
+	return b.String(), proxyDetails(r)
+}
+
+// writeProxyIntro writes the title and the paragraph on the machine and the method.
+func writeProxyIntro(b *strings.Builder, r *proxyResults) {
 	cfg := r.Config
-	fmt.Fprintf(&b, "### Proxy-bound benchmark (%s, %s)\n\n", r.Date[:10], cfg.Mode)
-	fmt.Fprintf(&b, "Machine: %d CPUs (%s), Linux %s, %s; load average %s before, %s after (1/5/15 min).",
+	fmt.Fprintf(b, "### Proxy-bound benchmark (%s, %s)\n\n", r.Date[:10], cfg.Mode)
+	fmt.Fprintf(b, "Machine: %d CPUs (%s), Linux %s, %s; load average %s before, %s after (1/5/15 min).",
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.Kernel, r.Machine.GoVersion, r.LoadAvgBefore, r.LoadAvgAfter)
 	if cfg.Note != "" {
-		fmt.Fprintf(&b, " %s.", strings.TrimSuffix(cfg.Note, "."))
+		fmt.Fprintf(b, " %s.", strings.TrimSuffix(cfg.Note, "."))
 	}
-	fmt.Fprintf(&b, " Far end: the benchmark's Pulsar speaker (bench/speaker), which answers every SEND at once and generates MESSAGE frames from memory. "+
+	fmt.Fprintf(b, " Far end: the benchmark's Pulsar speaker (bench/speaker), which answers every SEND at once and generates MESSAGE frames from memory. "+
 		"Pinning: %s. %d round(s) of %.1f s per path, workload and connection count, paths interleaved; medians.\n\n",
 		r.Pinning, cfg.Rounds, cfg.MeasureSec)
+}
 
-	n := cfg.HeadlineConns
-	head := []workload{batched1KiB, plain100B, plain1KiB, plain64KiB, plain1MiB}
+// headlineCPUWorkloads are the workloads whose CPU s/GB the headline tables show.
+func headlineCPUWorkloads() []workload { return []workload{batched1KiB, plain64KiB} }
+
+// headlineWorkloads are the run's workloads the headline tables show, in the tables' order.
+func headlineWorkloads(cfg proxyConfig) []workload {
 	var shown []workload
-	for _, w := range head {
+	for _, w := range []workload{batched1KiB, plain100B, plain1KiB, plain64KiB, plain1MiB} {
 		if indexOf(cfg.Workloads, w) < len(cfg.Workloads) {
 			shown = append(shown, w)
 		}
 	}
-	for _, role := range cfg.Roles {
-		fmt.Fprintf(&b, "%d %s connections: throughput (MB/s of payload, msg/s for unbatched messages up to 1 KiB), the proxy's CPU s/GB, "+
-			"and in parentheses the ratio to HAProxy with splice (the L4 floor).\n\n| path |", n, role)
-		for _, w := range shown {
-			if w.Batch == 1 && w.Size <= 1<<10 {
-				fmt.Fprintf(&b, " %s msg/s |", w.label())
-			} else {
-				fmt.Fprintf(&b, " %s MB/s |", w.label())
-			}
+	return shown
+}
+
+// inMsgs: the tables give msg/s, not MB/s, for unbatched messages up to 1 KiB.
+func inMsgs(w workload) bool { return w.Batch == 1 && w.Size <= 1<<10 }
+
+// writeHeadlineTable writes role's table at the headline connection count: throughput and CPU
+// s/GB of every path, with their ratios to HAProxy with splice.
+func writeHeadlineTable(b *strings.Builder, r *proxyResults, role string) {
+	shown := headlineWorkloads(r.Config)
+	fmt.Fprintf(b, "%d %s connections: throughput (MB/s of payload, msg/s for unbatched messages up to 1 KiB), the proxy's CPU s/GB, "+
+		"and in parentheses the ratio to HAProxy with splice (the L4 floor).\n\n| path |", r.Config.HeadlineConns, role)
+	for _, w := range shown {
+		if inMsgs(w) {
+			fmt.Fprintf(b, " %s msg/s |", w.label())
+		} else {
+			fmt.Fprintf(b, " %s MB/s |", w.label())
 		}
-		cpuW := []workload{batched1KiB, plain64KiB}
-		for _, w := range cpuW {
-			fmt.Fprintf(&b, " CPU s/GB %s |", w.label())
-		}
-		b.WriteString("\n|---|")
-		for range len(shown) + len(cpuW) {
-			b.WriteString("--:|")
-		}
-		b.WriteString("\n")
-		for _, path := range r.Paths {
-			fmt.Fprintf(&b, "| %s |", path)
-			for _, w := range shown {
-				c, floor := r.cell(path, role, n, w), r.cell(pathHAProxySplice, role, n, w)
-				if c == nil {
-					b.WriteString(" — |")
-					continue
-				}
-				if c.Rounds == 0 {
-					b.WriteString(" failed |")
-					continue
-				}
-				v, fv := c.MBPerSec, 0.0
-				if floor != nil {
-					fv = floor.MBPerSec
-				}
-				if w.Batch == 1 && w.Size <= 1<<10 {
-					v = c.MsgsPerSec
-					if floor != nil {
-						fv = floor.MsgsPerSec
-					}
-				}
-				fmt.Fprintf(&b, " %s (%s) |", fmtRate(v), ratio(v, fv))
-			}
-			for _, w := range cpuW {
-				c, floor := r.cell(path, role, n, w), r.cell(pathHAProxySplice, role, n, w)
-				if c == nil || c.CPUSecondsPerGB == nil {
-					b.WriteString(" — |")
-					continue
-				}
-				fv := 0.0
-				if floor != nil && floor.CPUSecondsPerGB != nil {
-					fv = *floor.CPUSecondsPerGB
-				}
-				fmt.Fprintf(&b, " %.2f (%s) |", *c.CPUSecondsPerGB, ratio(*c.CPUSecondsPerGB, fv))
-			}
-			b.WriteString("\n")
-		}
-		b.WriteString("\n")
 	}
+	for _, w := range headlineCPUWorkloads() {
+		fmt.Fprintf(b, " CPU s/GB %s |", w.label())
+	}
+	b.WriteString("\n|---|")
+	for range len(shown) + len(headlineCPUWorkloads()) {
+		b.WriteString("--:|")
+	}
+	b.WriteString("\n")
+	for _, path := range r.Paths {
+		writeHeadlineRow(b, r, path, role, shown)
+	}
+	b.WriteString("\n")
+}
 
-	b.WriteString(muxComparison(r))
+// writeHeadlineRow writes one path's row of role's headline table.
+func writeHeadlineRow(b *strings.Builder, r *proxyResults, path, role string, shown []workload) {
+	n := r.Config.HeadlineConns
+	fmt.Fprintf(b, "| %s |", path)
+	for _, w := range shown {
+		b.WriteString(headlineThroughput(r.cell(path, role, n, w), r.cell(pathHAProxySplice, role, n, w), w))
+	}
+	for _, w := range headlineCPUWorkloads() {
+		b.WriteString(headlineCPU(r.cell(path, role, n, w), r.cell(pathHAProxySplice, role, n, w)))
+	}
+	b.WriteString("\n")
+}
 
-	// Latency.
-	fmt.Fprintf(&b, "Latency: SEND to SEND_RECEIPT round trip of %s messages on one producer connection, paced (sent every %d µs), µs; "+
+// headlineThroughput is a headline cell's throughput and its ratio to floor's (either may be
+// nil), with the cell's trailing separator.
+func headlineThroughput(c, floor *proxyCell, w workload) string {
+	if c == nil {
+		return " — |"
+	}
+	if c.Rounds == 0 {
+		return " failed |"
+	}
+	v, fv := c.MBPerSec, 0.0
+	if floor != nil {
+		fv = floor.MBPerSec
+	}
+	if inMsgs(w) {
+		v = c.MsgsPerSec
+		if floor != nil {
+			fv = floor.MsgsPerSec
+		}
+	}
+	return fmt.Sprintf(" %s (%s) |", fmtRate(v), ratio(v, fv))
+}
+
+// headlineCPU is a headline cell's CPU s/GB and its ratio to floor's, with the cell's trailing
+// separator.
+func headlineCPU(c, floor *proxyCell) string {
+	if c == nil || c.CPUSecondsPerGB == nil {
+		return " — |"
+	}
+	fv := 0.0
+	if floor != nil && floor.CPUSecondsPerGB != nil {
+		fv = *floor.CPUSecondsPerGB
+	}
+	return fmt.Sprintf(" %.2f (%s) |", *c.CPUSecondsPerGB, ratio(*c.CPUSecondsPerGB, fv))
+}
+
+// writeLatencyTables writes the latency paragraph and a table per latency rate.
+func writeLatencyTables(b *strings.Builder, r *proxyResults) {
+	fmt.Fprintf(b, "Latency: SEND to SEND_RECEIPT round trip of %s messages on one producer connection, paced (sent every %d µs), µs; "+
 		"added = over the direct path, with its ratio to HAProxy with splice's added p99. \"load CPU\" is the load process's own CPU use "+
 		"in the direct runs: near 100%% the round trip is the load process's queue, not the path's. GC cycles: the Go proxies' garbage collections "+
 		"over the runs, warm-ups included (go_gc_duration_seconds_count, scraped before and after each run); Nagle's algorithm is off on every socket of the Go paths (Go sets TCP_NODELAY).\n",
-		cfg.LatencyWorkload.label(), cfg.LatencyTickMicros)
-	for _, frac := range cfg.LatencyFractions {
-		d, h := r.latency(pathDirect, frac), r.latency(pathHAProxySplice, frac)
-		if d == nil {
+		r.Config.LatencyWorkload.label(), r.Config.LatencyTickMicros)
+	for _, frac := range r.Config.LatencyFractions {
+		writeLatencyTable(b, r, frac)
+	}
+}
+
+// writeLatencyTable writes the table of the latency runs at frac of the direct path's rate;
+// nothing when the direct path has none.
+func writeLatencyTable(b *strings.Builder, r *proxyResults, frac float64) {
+	d, h := r.latency(pathDirect, frac), r.latency(pathHAProxySplice, frac)
+	if d == nil {
+		return
+	}
+	fmt.Fprintf(b, "\nAt %.0f%% of the direct path's rate, %.0f msg/s (load CPU %.0f%%):\n\n", 100*frac, d.Rate, d.GenCPUPercent)
+	b.WriteString("| path | p50 / p99 / p99.9 | added p50 / p99 / p99.9 | added p99 vs HAProxy splice | rate reached | GC cycles |\n|---|--:|--:|--:|--:|--:|\n")
+	for _, path := range r.Paths {
+		l := r.latency(path, frac)
+		if l == nil || l.Samples == 0 {
+			fmt.Fprintf(b, "| %s | failed | | | | |\n", path)
 			continue
 		}
-		fmt.Fprintf(&b, "\nAt %.0f%% of the direct path's rate, %.0f msg/s (load CPU %.0f%%):\n\n", 100*frac, d.Rate, d.GenCPUPercent)
-		b.WriteString("| path | p50 / p99 / p99.9 | added p50 / p99 / p99.9 | added p99 vs HAProxy splice | rate reached | GC cycles |\n|---|--:|--:|--:|--:|--:|\n")
-		for _, path := range r.Paths {
-			l := r.latency(path, frac)
-			if l == nil || l.Samples == 0 {
-				fmt.Fprintf(&b, "| %s | failed | | | | |\n", path)
-				continue
+		added, vs := "—", "—"
+		if d.Samples > 0 && path != pathDirect {
+			added = fmt.Sprintf("%.0f / %.0f / %.0f", l.P50-d.P50, l.P99-d.P99, l.P999-d.P999)
+			if h != nil && h.Samples > 0 {
+				vs = ratio(l.P99-d.P99, h.P99-d.P99)
 			}
-			added, vs := "—", "—"
-			if d.Samples > 0 && path != pathDirect {
-				added = fmt.Sprintf("%.0f / %.0f / %.0f", l.P50-d.P50, l.P99-d.P99, l.P999-d.P999)
-				if h != nil && h.Samples > 0 {
-					vs = ratio(l.P99-d.P99, h.P99-d.P99)
-				}
-			}
-			fmt.Fprintf(&b, "| %s | %.0f / %.0f / %.0f | %s | %s | %.0f%% | %s |\n", path, l.P50, l.P99, l.P999, added, vs, 100*l.RateAchieved/max(l.Rate, 1e-9), opt(l.GCCycles, "%.0f"))
 		}
+		fmt.Fprintf(b, "| %s | %.0f / %.0f / %.0f | %s | %s | %.0f%% | %s |\n", path, l.P50, l.P99, l.P999, added, vs, 100*l.RateAchieved/max(l.Rate, 1e-9), opt(l.GCCycles, "%.0f"))
 	}
+}
 
-	if cross, same := r.echo(true), r.echo(false); cross != nil && same != nil {
-		fmt.Fprintf(&b, "\nThe machine's floor, indicative: a TCP echo of one %s message every %d µs at rest (bench/echofloor.go; %d of %d ticks sampled between the CPUs: "+
-			"an echo slower than a tick takes the place of the ones it delayed), the client on CPU %d, µs. "+
-			"A proxy on its own CPU puts a crossing between the CPUs into each round trip twice (to the proxy and on to the speaker, and back); the direct path never crosses. "+
-			"The latency runs above are busier (pipelined, the proxy's CPU partly busy), so this is not a bound to subtract, but the order of what crossing costs here.\n\n"+
-			"| echo server | p50 / p99 / p99.9 | over one CPU: p50 / p99 / p99.9 |\n|---|--:|--:|\n", bytesLabel(cross.Bytes), cfg.LatencyTickMicros,
-			cross.Samples, cross.Ticks, cfg.LoadCPU)
-		fmt.Fprintf(&b, "| on the load's CPU (%d) | %.0f / %.0f / %.0f | — |\n", same.ServerCPU, same.P50, same.P99, same.P999)
-		fmt.Fprintf(&b, "| on the proxy's CPU (%d) | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f |\n", cross.ServerCPU, cross.P50, cross.P99, cross.P999,
-			cross.P50-same.P50, cross.P99-same.P99, cross.P999-same.P999)
+// writeEchoFloor writes the machine's echo floor, when both echoes were measured.
+func writeEchoFloor(b *strings.Builder, r *proxyResults) {
+	cross, same := r.echo(true), r.echo(false)
+	if cross == nil || same == nil {
+		return
 	}
+	fmt.Fprintf(b, "\nThe machine's floor, indicative: a TCP echo of one %s message every %d µs at rest (bench/echofloor.go; %d of %d ticks sampled between the CPUs: "+
+		"an echo slower than a tick takes the place of the ones it delayed), the client on CPU %d, µs. "+
+		"A proxy on its own CPU puts a crossing between the CPUs into each round trip twice (to the proxy and on to the speaker, and back); the direct path never crosses. "+
+		"The latency runs above are busier (pipelined, the proxy's CPU partly busy), so this is not a bound to subtract, but the order of what crossing costs here.\n\n"+
+		"| echo server | p50 / p99 / p99.9 | over one CPU: p50 / p99 / p99.9 |\n|---|--:|--:|\n", bytesLabel(cross.Bytes), r.Config.LatencyTickMicros,
+		cross.Samples, cross.Ticks, r.Config.LoadCPU)
+	fmt.Fprintf(b, "| on the load's CPU (%d) | %.0f / %.0f / %.0f | — |\n", same.ServerCPU, same.P50, same.P99, same.P999)
+	fmt.Fprintf(b, "| on the proxy's CPU (%d) | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f |\n", cross.ServerCPU, cross.P50, cross.P99, cross.P999,
+		cross.P50-same.P50, cross.P99-same.P99, cross.P999-same.P999)
+}
 
-	if len(r.Idle) > 0 {
-		b.WriteString("\nIdle connections on a fresh pulsar-proxy (bench/idlemem: a new process, n connections that CONNECT and stay; per connection):\n\n" +
-			"| mode | connections | RSS growth KiB | live heap KiB | goroutines |\n|---|--:|--:|--:|--:|\n")
-		for _, row := range r.Idle {
-			if row.Skipped != "" {
-				fmt.Fprintf(&b, "| %s | %d | %s | | |\n", row.Mode, row.Conns, row.Skipped)
-				continue
-			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", row.Mode, row.Conns, opt(row.RSSKiB, "%.1f"), opt(row.HeapKiB, "%.1f"), opt(row.Goroutines, "%.2f"))
+// writeIdleTable writes idlemem's rows, if any.
+func writeIdleTable(b *strings.Builder, rows []idleRow) {
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\nIdle connections on a fresh pulsar-proxy (bench/idlemem: a new process, n connections that CONNECT and stay; per connection):\n\n" +
+		"| mode | connections | RSS growth KiB | live heap KiB | goroutines |\n|---|--:|--:|--:|--:|\n")
+	for _, row := range rows {
+		if row.Skipped != "" {
+			fmt.Fprintf(b, "| %s | %d | %s | | |\n", row.Mode, row.Conns, row.Skipped)
+			continue
 		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s |\n", row.Mode, row.Conns, opt(row.RSSKiB, "%.1f"), opt(row.HeapKiB, "%.1f"), opt(row.Goroutines, "%.2f"))
 	}
+}
 
+// writeGoalsTable writes the goals, "—" for those not measured.
+func writeGoalsTable(b *strings.Builder, goals []goal) {
 	b.WriteString("\nGoals of issue 16 (reported, not asserted):\n\n| goal | target | measured | met | spread, or what bounds it here |\n|---|---|--:|---|---|\n")
-	for _, g := range r.Goals {
+	for _, g := range goals {
 		met, val := "no", fmt.Sprintf("%.2f %s", g.Value, g.Unit)
 		if g.Met {
 			met = "yes"
@@ -575,90 +663,129 @@ func proxyMarkdown(r *proxyResults) (summary, details string) {
 		if math.IsNaN(g.Value) || strings.HasSuffix(g.Goal, "(not measured)") {
 			met, val = "—", "—"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", g.Goal, g.Target, val, met, g.Spread)
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", g.Goal, g.Target, val, met, g.Spread)
 	}
+}
+
+// writeProxyFootnote writes how to read the summary's figures.
+func writeProxyFootnote(b *strings.Builder, cfg proxyConfig) {
 	reached := fmt.Sprintf("%d", cfg.MaxConns)
-	fmt.Fprintf(&b, "\nCPU s/GB: the proxy process's user+system seconds (/proc/PID/stat) over the measured intervals, per 10^9 payload bytes through it. "+
+	fmt.Fprintf(b, "\nCPU s/GB: the proxy process's user+system seconds (/proc/PID/stat) over the measured intervals, per 10^9 payload bytes through it. "+
 		"Connections: up to %s (the descriptor limit is %d a process, and a proxied connection takes two in the proxy and two in the load process); "+
 		"a fleet that could not be opened is listed under the details. Throughput is the lesser of what the proxy's core and the load process's core "+
 		"could carry, on a machine shared with other work: where the proxy's CPU is well below 100%% the load process or another process was the limit "+
 		"(the details show both CPUs' use), and CPU s/GB is the figure to compare. Every figure: [`bench/results/%s.md`](bench/results/%s.md).\n",
 		reached, cfg.DescriptorLimit, proxyResultsName, proxyResultsName)
-	summary = b.String()
+}
 
+// proxyDetails renders the details: every cell, then what failed, peak RSS and the checks.
+func proxyDetails(r *proxyResults) string {
 	var dt strings.Builder
 	dt.WriteString(proxyDetailsHead)
 	dt.WriteString("\nPer role and connection count: msg/s and MB/s; the proxy's CPU s/GB, and the MB/s one core of it would carry at that cost " +
 		"(1000 / CPU s per GB); the proxy's own CPU use and how busy its CPU was with anything (the difference is what other processes of the shared " +
 		"machine took); the same for the load process (generator and speaker); throughput and CPU s/GB as ratios to HAProxy with splice.\n")
-	for _, role := range cfg.Roles {
-		for _, n := range cfg.Conns {
-			fmt.Fprintf(&dt, "\n%d %s connection(s):\n\n| workload | path | msg/s | MB/s | CPU s/GB | MB/s a core | proxy CPU / busy | load CPU / busy | MB/s vs splice | CPU s/GB vs splice |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n", n, role)
-			for _, w := range cfg.Workloads {
-				floor := r.cell(pathHAProxySplice, role, n, w)
-				for _, path := range r.Paths {
-					c := r.cell(path, role, n, w)
-					if c == nil || c.Rounds == 0 {
-						msg := "no run"
-						if c != nil && c.Error != "" {
-							msg = "failed: " + strings.ReplaceAll(firstLine(c.Error), "|", "/")
-						}
-						fmt.Fprintf(&dt, "| %s | %s | %s | | | | | | | |\n", w.label(), path, msg)
-						continue
-					}
-					cpu, core, pct, cpuVs := "—", "—", fmt.Sprintf("— / %.0f%%", c.ProxyCPUBusy), "—"
-					if c.CPUSecondsPerGB != nil {
-						cpu = fmt.Sprintf("%.2f", *c.CPUSecondsPerGB)
-						if *c.CPUSecondsPerGB > 0 {
-							core = fmt.Sprintf("%.0f", 1000 / *c.CPUSecondsPerGB)
-						}
-						pct = fmt.Sprintf("%.0f%% / %.0f%%", *c.ProxyCPUPercent, c.ProxyCPUBusy)
-						if floor != nil && floor.CPUSecondsPerGB != nil {
-							cpuVs = ratio(*c.CPUSecondsPerGB, *floor.CPUSecondsPerGB)
-						}
-					}
-					mbVs := "—"
-					if floor != nil {
-						mbVs = ratio(c.MBPerSec, floor.MBPerSec)
-					}
-					fmt.Fprintf(&dt, "| %s | %s | %.0f | %.1f | %s | %s | %s | %.0f%% / %.0f%% | %s | %s |\n", w.label(), path, c.MsgsPerSec, c.MBPerSec,
-						cpu, core, pct, c.GenCPUPercent, c.LoadCPUBusy, mbVs, cpuVs)
-				}
-			}
+	for _, role := range r.Config.Roles {
+		for _, n := range r.Config.Conns {
+			writeDetailsTable(&dt, r, role, n)
 		}
 	}
+	writeFailedFleets(&dt, r.Setups)
+	writeLatencyErrors(&dt, r.LatencyErrors)
+	writePeakRSS(&dt, r.PeakRSSMiB)
+	writeChecks(&dt, r.Checks)
+	return dt.String()
+}
+
+// writeDetailsTable writes the table of every workload and path for role at n connections.
+func writeDetailsTable(dt *strings.Builder, r *proxyResults, role string, n int) {
+	fmt.Fprintf(dt, "\n%d %s connection(s):\n\n| workload | path | msg/s | MB/s | CPU s/GB | MB/s a core | proxy CPU / busy | load CPU / busy | MB/s vs splice | CPU s/GB vs splice |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n", n, role)
+	for _, w := range r.Config.Workloads {
+		floor := r.cell(pathHAProxySplice, role, n, w)
+		for _, path := range r.Paths {
+			dt.WriteString(detailsRow(r.cell(path, role, n, w), floor, w, path))
+		}
+	}
+}
+
+// detailsRow is the details line of cell c (nil if it did not run) against floor, HAProxy
+// with splice's cell (nil if none).
+func detailsRow(c, floor *proxyCell, w workload, path string) string {
+	if c == nil || c.Rounds == 0 {
+		msg := "no run"
+		if c != nil && c.Error != "" {
+			msg = "failed: " + strings.ReplaceAll(firstLine(c.Error), "|", "/")
+		}
+		return fmt.Sprintf("| %s | %s | %s | | | | | | | |\n", w.label(), path, msg)
+	}
+	cpu, core, pct, cpuVs := "—", "—", fmt.Sprintf("— / %.0f%%", c.ProxyCPUBusy), "—"
+	if c.CPUSecondsPerGB != nil {
+		cpu = fmt.Sprintf("%.2f", *c.CPUSecondsPerGB)
+		if *c.CPUSecondsPerGB > 0 {
+			core = fmt.Sprintf("%.0f", 1000 / *c.CPUSecondsPerGB)
+		}
+		pct = fmt.Sprintf("%.0f%% / %.0f%%", *c.ProxyCPUPercent, c.ProxyCPUBusy)
+		if floor != nil && floor.CPUSecondsPerGB != nil {
+			cpuVs = ratio(*c.CPUSecondsPerGB, *floor.CPUSecondsPerGB)
+		}
+	}
+	mbVs := "—"
+	if floor != nil {
+		mbVs = ratio(c.MBPerSec, floor.MBPerSec)
+	}
+	return fmt.Sprintf("| %s | %s | %.0f | %.1f | %s | %s | %s | %.0f%% / %.0f%% | %s | %s |\n", w.label(), path, c.MsgsPerSec, c.MBPerSec,
+		cpu, core, pct, c.GenCPUPercent, c.LoadCPUBusy, mbVs, cpuVs)
+}
+
+// writeFailedFleets lists the fleets that could not be opened, if any.
+func writeFailedFleets(dt *strings.Builder, setups []fleetSetup) {
 	var failed []fleetSetup
-	for _, s := range r.Setups {
+	for _, s := range setups {
 		if s.Error != "" {
 			failed = append(failed, s)
 		}
 	}
-	if len(failed) > 0 {
-		dt.WriteString("\nFleets that could not be opened:\n\n| path | role | connections | round | opened | error |\n|---|---|--:|--:|--:|---|\n")
-		for _, s := range failed {
-			fmt.Fprintf(&dt, "| %s | %s | %d | %d | %d | %s |\n", s.Path, s.Role, s.Conns, s.Round, s.Opened, strings.ReplaceAll(firstLine(s.Error), "|", "/"))
-		}
+	if len(failed) == 0 {
+		return
 	}
-	if len(r.LatencyErrors) > 0 {
-		dt.WriteString("\nLatency runs that failed:\n\n")
-		for _, e := range r.LatencyErrors {
-			fmt.Fprintf(&dt, "- %s\n", firstLine(e))
-		}
+	dt.WriteString("\nFleets that could not be opened:\n\n| path | role | connections | round | opened | error |\n|---|---|--:|--:|--:|---|\n")
+	for _, s := range failed {
+		fmt.Fprintf(dt, "| %s | %s | %d | %d | %d | %s |\n", s.Path, s.Role, s.Conns, s.Round, s.Opened, strings.ReplaceAll(firstLine(s.Error), "|", "/"))
 	}
-	if len(r.PeakRSSMiB) > 0 {
-		dt.WriteString("\nPeak RSS (VmHWM) of each proxy over the whole run, MiB:")
-		for _, v := range r.PeakRSSMiB {
-			fmt.Fprintf(&dt, " %s %.0f;", v.Path, v.Value)
-		}
-		dt.WriteString("\n")
+}
+
+// writeLatencyErrors lists the latency runs that failed, if any.
+func writeLatencyErrors(dt *strings.Builder, errs []string) {
+	if len(errs) == 0 {
+		return
 	}
-	if len(r.Checks) > 0 {
-		dt.WriteString("\nChecks:\n\n")
-		for _, c := range r.Checks {
-			fmt.Fprintf(&dt, "- %s\n", c)
-		}
+	dt.WriteString("\nLatency runs that failed:\n\n")
+	for _, e := range errs {
+		fmt.Fprintf(dt, "- %s\n", firstLine(e))
 	}
-	return summary, dt.String()
+}
+
+// writePeakRSS writes every proxy's peak RSS on one line, if any was read.
+func writePeakRSS(dt *strings.Builder, peaks []pathValue) {
+	if len(peaks) == 0 {
+		return
+	}
+	dt.WriteString("\nPeak RSS (VmHWM) of each proxy over the whole run, MiB:")
+	for _, v := range peaks {
+		fmt.Fprintf(dt, " %s %.0f;", v.Path, v.Value)
+	}
+	dt.WriteString("\n")
+}
+
+// writeChecks lists the run's checks, if any.
+func writeChecks(dt *strings.Builder, checks []string) {
+	if len(checks) == 0 {
+		return
+	}
+	dt.WriteString("\nChecks:\n\n")
+	for _, c := range checks {
+		fmt.Fprintf(dt, "- %s\n", c)
+	}
 }
 
 // muxComparison is the table of the multiplexed path beside the framed one (one broker

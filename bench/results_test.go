@@ -47,29 +47,7 @@ func checkResultsDir(t *testing.T, dir string) {
 		t.Fatalf("paths = %v, want %v", r.Paths, want)
 	}
 	for _, name := range want {
-		s := r.summary(name)
-		if s == nil {
-			t.Fatalf("no summary for %s", name)
-		}
-		for _, size := range r.Config.MessageSizes {
-			if s.throughput(size).Size != size {
-				t.Errorf("%s: no throughput for %d B", name, size)
-			}
-			runs := 0
-			for _, tr := range r.Throughput {
-				if tr.Path == name && tr.Size == size {
-					runs++
-				}
-			}
-			if runs != r.Config.Rounds {
-				t.Errorf("%s %d B: %d runs, want %d rounds", name, size, runs, r.Config.Rounds)
-			}
-		}
-		proxy := name != pathDirect
-		if (s.CPUSecondsPerGB != nil) != proxy || (s.PeakRSSMiB != nil) != proxy ||
-			(s.IdleKiBPerConnLookup != nil) != proxy || (s.IdleKiBPerConnDirect != nil) != proxy {
-			t.Errorf("%s: proxy-only figures must be set exactly for proxies: %+v", name, s)
-		}
+		checkPathSummary(t, &r, name)
 	}
 	if len(r.Goals) != len(r.Config.MessageSizes)+5 {
 		t.Errorf("%d goals, want %d", len(r.Goals), len(r.Config.MessageSizes)+5)
@@ -87,18 +65,52 @@ func checkResultsDir(t *testing.T, dir string) {
 	if !strings.Contains(string(md), "| goal | target | measured | met |") {
 		t.Error("latest.md: no goals table")
 	}
+	checkChart(t, dir, "latest")
+}
 
-	f, err := os.Open(filepath.Join(dir, "latest.png"))
+// checkPathSummary: path name has a summary with a throughput per size, a run per round and
+// size, and the proxy-only figures exactly when it is a proxy.
+func checkPathSummary(t *testing.T, r *results, name string) {
+	t.Helper()
+	s := r.summary(name)
+	if s == nil {
+		t.Fatalf("no summary for %s", name)
+	}
+	for _, size := range r.Config.MessageSizes {
+		if s.throughput(size).Size != size {
+			t.Errorf("%s: no throughput for %d B", name, size)
+		}
+		runs := 0
+		for _, tr := range r.Throughput {
+			if tr.Path == name && tr.Size == size {
+				runs++
+			}
+		}
+		if runs != r.Config.Rounds {
+			t.Errorf("%s %d B: %d runs, want %d rounds", name, size, runs, r.Config.Rounds)
+		}
+	}
+	proxy := name != pathDirect
+	if (s.CPUSecondsPerGB != nil) != proxy || (s.PeakRSSMiB != nil) != proxy ||
+		(s.IdleKiBPerConnLookup != nil) != proxy || (s.IdleKiBPerConnDirect != nil) != proxy {
+		t.Errorf("%s: proxy-only figures must be set exactly for proxies: %+v", name, s)
+	}
+}
+
+// checkChart: dir's name.png is a PNG large enough for a chart.
+func checkChart(t *testing.T, dir, name string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, name+".png"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	img, err := png.Decode(f)
 	if err != nil {
-		t.Fatalf("latest.png: %v", err)
+		t.Fatalf("%s.png: %v", name, err)
 	}
 	if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 200 {
-		t.Errorf("latest.png is %v, too small for a chart", b)
+		t.Errorf("%s.png is %v, too small for a chart", name, b)
 	}
 }
 

@@ -202,6 +202,8 @@ func (sc *conn) answer(cmd *pb.BaseCommand) error {
 	return err
 }
 
+// handle answers one command; an error ends the connection. SEND, FLOW, ACK and keep-alives
+// are read without decoding the command.
 func (sc *conn) handle(cmd []byte) error {
 	t, err := frame.PeekType(cmd)
 	if err != nil {
@@ -209,26 +211,9 @@ func (sc *conn) handle(cmd []byte) error {
 	}
 	switch t {
 	case pb.BaseCommand_SEND:
-		producer, seq, n, ok := Send(cmd)
-		if !ok {
-			return errors.New("speaker: bad SEND")
-		}
-		sc.entry++
-		sc.out = AppendReceipt(sc.out, producer, seq, 1, sc.entry)
-		sc.s.Received.Add(int64(n))
-		return nil
+		return sc.receipt(cmd)
 	case pb.BaseCommand_FLOW:
-		id, permits, ok := Flow(cmd)
-		if !ok {
-			return errors.New("speaker: bad FLOW")
-		}
-		sc.mu.Lock()
-		if cs := sc.consumers[id]; cs != nil {
-			cs.permits += int64(permits)
-			cs.cond.Signal()
-		}
-		sc.mu.Unlock()
-		return nil
+		return sc.flow(cmd)
 	case pb.BaseCommand_ACK, pb.BaseCommand_PONG:
 		return nil
 	case pb.BaseCommand_PING:
@@ -238,57 +223,102 @@ func (sc *conn) handle(cmd []byte) error {
 	if err != nil {
 		return err
 	}
+	return sc.control(t, c)
+}
+
+// receipt answers a SEND at once with its SEND_RECEIPT.
+func (sc *conn) receipt(cmd []byte) error {
+	producer, seq, n, ok := Send(cmd)
+	if !ok {
+		return errors.New("speaker: bad SEND")
+	}
+	sc.entry++
+	sc.out = AppendReceipt(sc.out, producer, seq, 1, sc.entry)
+	sc.s.Received.Add(int64(n))
+	return nil
+}
+
+// flow adds a FLOW's permits to its consumer, if the connection has it.
+func (sc *conn) flow(cmd []byte) error {
+	id, permits, ok := Flow(cmd)
+	if !ok {
+		return errors.New("speaker: bad FLOW")
+	}
+	sc.mu.Lock()
+	if cs := sc.consumers[id]; cs != nil {
+		cs.permits += int64(permits)
+		cs.cond.Signal()
+	}
+	sc.mu.Unlock()
+	return nil
+}
+
+// control answers a decoded command t: the handshake, producers and consumers; anything else
+// a benchmark does not use is refused and the connection stays.
+func (sc *conn) control(t pb.BaseCommand_Type, c *pb.BaseCommand) error {
 	switch t {
 	case pb.BaseCommand_CONNECT:
 		v := min(c.GetConnect().GetProtocolVersion(), 21)
 		return sc.answer(frame.Connected("pulsar-proxy-bench-speaker", v, MaxPayload))
 	case pb.BaseCommand_PRODUCER:
-		p := c.GetProducer()
-		name := p.GetProducerName()
-		if name == "" {
-			name = "speaker-producer"
-		}
-		return sc.answer(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
-			RequestId: proto.Uint64(p.GetRequestId()), ProducerName: proto.String(name),
-			LastSequenceId: proto.Int64(-1), ProducerReady: proto.Bool(true)}})
+		return sc.producer(c.GetProducer())
 	case pb.BaseCommand_CLOSE_PRODUCER:
 		return sc.answer(success(c.GetCloseProducer().GetRequestId()))
 	case pb.BaseCommand_SUBSCRIBE:
-		sub := c.GetSubscribe()
-		size, batch, err := delivery(sub.GetTopic())
-		if err != nil {
-			return sc.answer(frame.Error(sub.GetRequestId(), pb.ServerError_InvalidTopicName, err.Error()))
-		}
-		sc.mu.Lock()
-		if _, dup := sc.consumers[sub.GetConsumerId()]; dup {
-			sc.mu.Unlock()
-			return sc.answer(frame.Error(sub.GetRequestId(), pb.ServerError_ConsumerBusy, "consumer id in use"))
-		}
-		cs := &consumer{id: sub.GetConsumerId(), size: size, batch: batch, cond: sync.NewCond(&sc.mu), done: make(chan struct{})}
-		sc.consumers[cs.id] = cs
-		sc.mu.Unlock()
-		go sc.deliver(cs)
-		return sc.answer(success(sub.GetRequestId()))
+		return sc.subscribe(c.GetSubscribe())
 	case pb.BaseCommand_CLOSE_CONSUMER:
-		cc := c.GetCloseConsumer()
-		sc.mu.Lock()
-		cs := sc.consumers[cc.GetConsumerId()]
-		delete(sc.consumers, cc.GetConsumerId())
-		if cs != nil {
-			cs.closed = true
-			cs.cond.Broadcast()
-		}
-		sc.mu.Unlock()
-		if cs != nil {
-			<-cs.done // its last MESSAGE is written before the SUCCESS
-		}
-		return sc.answer(success(cc.GetRequestId()))
+		return sc.closeConsumer(c.GetCloseConsumer())
 	}
-	// Anything else a benchmark does not use: refused, the connection stays.
 	if id, ok := frame.RequestID(c); ok {
 		return sc.answer(frame.Error(id, pb.ServerError_NotAllowedError, "the benchmark speaker does not serve "+t.String()))
 	}
 	return nil
+}
+
+// producer accepts every producer at once, ready.
+func (sc *conn) producer(p *pb.CommandProducer) error {
+	name := p.GetProducerName()
+	if name == "" {
+		name = "speaker-producer"
+	}
+	return sc.answer(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
+		RequestId: proto.Uint64(p.GetRequestId()), ProducerName: proto.String(name),
+		LastSequenceId: proto.Int64(-1), ProducerReady: proto.Bool(true)}})
+}
+
+// subscribe makes a consumer that delivers what its topic names (see delivery) and starts its
+// deliverer; a topic that names nothing or an id in use is refused.
+func (sc *conn) subscribe(sub *pb.CommandSubscribe) error {
+	size, batch, err := delivery(sub.GetTopic())
+	if err != nil {
+		return sc.answer(frame.Error(sub.GetRequestId(), pb.ServerError_InvalidTopicName, err.Error()))
+	}
+	sc.mu.Lock()
+	if _, dup := sc.consumers[sub.GetConsumerId()]; dup {
+		sc.mu.Unlock()
+		return sc.answer(frame.Error(sub.GetRequestId(), pb.ServerError_ConsumerBusy, "consumer id in use"))
+	}
+	cs := &consumer{id: sub.GetConsumerId(), size: size, batch: batch, cond: sync.NewCond(&sc.mu), done: make(chan struct{})}
+	sc.consumers[cs.id] = cs
+	sc.mu.Unlock()
+	go sc.deliver(cs)
+	return sc.answer(success(sub.GetRequestId()))
+}
+
+// closeConsumer stops the consumer's deliverer, if there is one, before it answers.
+func (sc *conn) closeConsumer(cc *pb.CommandCloseConsumer) error {
+	sc.mu.Lock()
+	cs := sc.consumers[cc.GetConsumerId()]
+	delete(sc.consumers, cc.GetConsumerId())
+	if cs != nil {
+		cs.closed = true
+		cs.cond.Broadcast()
+	}
+	sc.mu.Unlock()
+	if cs != nil {
+		<-cs.done // its last MESSAGE is written before the SUCCESS
+	}
+	return sc.answer(success(cc.GetRequestId()))
 }
 
 func success(requestID uint64) *pb.BaseCommand {

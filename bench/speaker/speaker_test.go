@@ -17,11 +17,35 @@ import (
 // readers read back what they wrote.
 func TestWireRoundTrip(t *testing.T) {
 	payload := PayloadSection("p", 10, 3)
-	for _, tc := range []struct {
-		name  string
-		frame []byte
-		check func(*testing.T, *pb.BaseCommand, []byte)
-	}{
+	for _, tc := range wireCases(payload) {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := frame.NewReader(bytes.NewReader(tc.frame), 0).ReadFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := frame.Decode(f.Command)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c, f.Command)
+			if f.Payload != nil && !bytes.Equal(f.Payload, payload) {
+				t.Fatal("payload section differs")
+			}
+		})
+	}
+}
+
+// wireCase is a frame an encoder wrote and the check of what it decodes to (the command, and
+// the command's bytes for the wire readers).
+type wireCase struct {
+	name  string
+	frame []byte
+	check func(*testing.T, *pb.BaseCommand, []byte)
+}
+
+// wireCases are a frame of every encoder, those with a payload carrying payload.
+func wireCases(payload []byte) []wireCase {
+	return []wireCase{
 		{"send", append(AppendSend(nil, 7, 300, 3, len(payload)), payload...), func(t *testing.T, c *pb.BaseCommand, cmd []byte) {
 			s := c.GetSend()
 			if c.GetType() != pb.BaseCommand_SEND || s.GetProducerId() != 7 || s.GetSequenceId() != 300 || s.GetNumMessages() != 3 {
@@ -69,21 +93,6 @@ func TestWireRoundTrip(t *testing.T) {
 				t.Fatalf("decoded %v", c)
 			}
 		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f, err := frame.NewReader(bytes.NewReader(tc.frame), 0).ReadFrame()
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := frame.Decode(f.Command)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.check(t, c, f.Command)
-			if f.Payload != nil && !bytes.Equal(f.Payload, payload) {
-				t.Fatal("payload section differs")
-			}
-		})
 	}
 }
 

@@ -63,14 +63,42 @@ func fakeMachO() []byte {
 const twoMiB = 2 << 20
 
 func TestCheck(t *testing.T) {
+	for name, tc := range checkCases() {
+		t.Run(name, func(t *testing.T) {
+			repo := gitRepo(t, tc.files, tc.allow)
+			allowFile := ".ci/large-files.allow"
+			if tc.allow == "" {
+				allowFile = ""
+			}
+			got, err := check(repo, allowFile, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("problems %q, want %d matching %q", got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("problem %d = %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+// checkCase is a repository's tracked files and allow-list, and what check must find.
+type checkCase struct {
+	files map[string][]byte
+	allow string
+	want  []string // substrings, one per expected problem; none: the check passes
+}
+
+// checkCases are TestCheck's repositories, by name.
+func checkCases() map[string]checkCase {
 	text := []byte("package main\n")
 	big := bytes.Repeat([]byte("a line of text\n"), twoMiB/15+1)
 	png := append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR"), make([]byte, 100)...)
-	for name, tc := range map[string]struct {
-		files map[string][]byte
-		allow string
-		want  []string // substrings, one per expected problem; none: the check passes
-	}{
+	return map[string]checkCase{
 		"text only": {files: map[string][]byte{"main.go": text, "README.md": text}},
 		"ELF binary at the root": {
 			files: map[string][]byte{"main.go": text, "pulsar-proxy": fakeELF()},
@@ -115,26 +143,6 @@ func TestCheck(t *testing.T) {
 			files: map[string][]byte{"pulsar-proxy": fakeELF(), "dump.bin": append(big, 0)},
 			want:  []string{"dump.bin: " + strconv.Itoa(len(big)+1) + " bytes", "pulsar-proxy: an executable (ELF)"},
 		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			repo := gitRepo(t, tc.files, tc.allow)
-			allowFile := ".ci/large-files.allow"
-			if tc.allow == "" {
-				allowFile = ""
-			}
-			got, err := check(repo, allowFile, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("problems %q, want %d matching %q", got, len(tc.want), tc.want)
-			}
-			for i, w := range tc.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("problem %d = %q, want it to contain %q", i, got[i], w)
-				}
-			}
-		})
 	}
 }
 

@@ -149,69 +149,77 @@ func Check(queries []Query, e Exported) []Problem {
 	return out
 }
 
+// checkQuery lists how q disagrees with the scrape: its selectors first, then (once they hold)
+// the labels it uses.
 func checkQuery(q Query, e Exported) []string {
 	expr, err := parser.NewParser(parser.Options{}).ParseExpr(Expand(q.Expr))
 	if err != nil {
 		return []string{fmt.Sprintf("does not parse: %v (query %q)", err, q.Expr)}
 	}
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	selected := map[string]bool{} // metrics the query selects
-	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
-		vs, ok := n.(*parser.VectorSelector)
-		if !ok {
-			return nil
-		}
-		name := vs.Name
-		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
-				name = m.Value
-			}
-		}
-		if name == "" {
-			bad("selector %s names no metric", vs)
-			return nil
-		}
-		if name == "up" {
-			selected[name] = true
-			return nil // Prometheus's own series of a target, with its target labels only
-		}
-		ls, ok := e[name]
-		if !ok {
-			bad("metric %s is not exported by the proxy (not in its /metrics)", name)
-			return nil
-		}
-		selected[name] = true
-		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName || slices.Contains(TargetLabels, m.Name) {
-				continue
-			}
-			values, ok := ls[m.Name]
-			if !ok {
-				bad("metric %s has no label %q (its labels: %s)", name, m.Name, keys(ls))
-				continue
-			}
-			if m.Type == labels.MatchEqual && m.Value != "" && !values[m.Value] {
-				bad("metric %s never has %s=%q in the scrape (values seen: %s)", name, m.Name, m.Value, keys(values))
-			}
-		}
-		return nil
-	})
+	problems, selected := checkSelectors(expr, e)
 	if len(problems) > 0 {
 		return problems
 	}
-	// Grouping and matching labels must exist on a metric the query selects.
-	known := func(l string) bool {
-		if slices.Contains(TargetLabels, l) {
-			return true
+	return checkLabelUses(q, expr, selected, e)
+}
+
+// checkSelectors holds every vector selector of expr to the scrape; selected are the metrics
+// the selectors name that the scrape has (and up).
+func checkSelectors(expr parser.Expr, e Exported) (problems []string, selected map[string]bool) {
+	selected = map[string]bool{}
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			problems = append(problems, checkSelector(vs, e, selected)...)
 		}
-		for name := range selected {
-			if _, ok := e[name][l]; ok {
-				return true
-			}
+		return nil
+	})
+	return problems, selected
+}
+
+// checkSelector: vs names a metric the scrape exports, with the labels it matches on and the
+// values it matches exactly; it adds the metric to selected when the scrape has it.
+func checkSelector(vs *parser.VectorSelector, e Exported, selected map[string]bool) []string {
+	name := vs.Name
+	for _, m := range vs.LabelMatchers {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			name = m.Value
 		}
-		return false
 	}
+	if name == "" {
+		return []string{fmt.Sprintf("selector %s names no metric", vs)}
+	}
+	if name == "up" {
+		selected[name] = true
+		return nil // Prometheus's own series of a target, with its target labels only
+	}
+	ls, ok := e[name]
+	if !ok {
+		return []string{fmt.Sprintf("metric %s is not exported by the proxy (not in its /metrics)", name)}
+	}
+	selected[name] = true
+	var problems []string
+	for _, m := range vs.LabelMatchers {
+		if m.Name == labels.MetricName || slices.Contains(TargetLabels, m.Name) {
+			continue
+		}
+		values, ok := ls[m.Name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("metric %s has no label %q (its labels: %s)", name, m.Name, keys(ls)))
+			continue
+		}
+		if m.Type == labels.MatchEqual && m.Value != "" && !values[m.Value] {
+			problems = append(problems, fmt.Sprintf("metric %s never has %s=%q in the scrape (values seen: %s)", name, m.Name, m.Value, keys(values)))
+		}
+	}
+	return problems
+}
+
+// checkLabelUses: the labels q groups by, matches on, names in its legend or asks label_values
+// of must exist on a metric it selects.
+func checkLabelUses(q Query, expr parser.Expr, selected map[string]bool, e Exported) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	known := func(l string) bool { return knownLabel(l, selected, e) }
 	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
 		switch n := n.(type) {
 		case *parser.AggregateExpr:
@@ -240,6 +248,19 @@ func checkQuery(q Query, e Exported) []string {
 		bad("label_values of %q, which the metric does not have", q.LabelValues)
 	}
 	return problems
+}
+
+// knownLabel: l is a target label, or a label of one of the selected metrics.
+func knownLabel(l string, selected map[string]bool, e Exported) bool {
+	if slices.Contains(TargetLabels, l) {
+		return true
+	}
+	for name := range selected {
+		if _, ok := e[name][l]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 var legendLabel = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`)

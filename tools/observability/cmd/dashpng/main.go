@@ -19,10 +19,12 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
@@ -71,38 +73,68 @@ func run(recording, dashboardPath, out string) error {
 		return err
 	}
 	start, end := scrapes[0].Time, scrapes[len(scrapes)-1].Time
+	evaluated, empty, err := evaluate(db, d, start, end)
+	if err != nil {
+		return err
+	}
+	if err := writePNG(out, draw(d, start, end)); err != nil {
+		return err
+	}
+	fmt.Printf("dashpng: %d scrapes over %s, %d queries evaluated, %d of %d panels without data; wrote %s\n",
+		len(scrapes), end.Sub(start).Round(time.Second), evaluated, empty, len(d.Panels), out)
+	return nil
+}
+
+// evaluate runs every panel's queries over db from start to end and keeps the series on the
+// panel; it counts the queries evaluated and the panels (rows aside) left without data.
+func evaluate(db *tsdb.DB, d *dashboard, start, end time.Time) (evaluated, empty int, err error) {
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Second})
 	step := max(end.Sub(start)/120, time.Second)
-	var evaluated, empty int
 	for i := range d.Panels {
 		p := &d.Panels[i]
 		for _, t := range p.Targets {
-			q, err := engine.NewRangeQuery(context.Background(), db, nil, expand(t.Expr), start, end, step)
+			s, err := querySeries(engine, db, t.Expr, t.LegendFormat, start, end, step)
 			if err != nil {
-				return fmt.Errorf("panel %q: %v", p.Title, err)
+				return evaluated, empty, fmt.Errorf("panel %q: %v", p.Title, err)
 			}
-			res := q.Exec(context.Background())
-			if res.Err != nil {
-				return fmt.Errorf("panel %q: %v", p.Title, res.Err)
-			}
-			m, err := res.Matrix()
-			if err != nil {
-				return fmt.Errorf("panel %q: %v", p.Title, err)
-			}
-			for _, s := range m {
-				// A copy: the engine reuses the points' memory once the query is closed.
-				points := append([]promql.FPoint(nil), s.Floats...)
-				p.series = append(p.series, series{name: legend(t.LegendFormat, s.Metric), points: points})
-			}
-			q.Close()
+			p.series = append(p.series, s...)
 			evaluated++
 		}
 		if p.Type != "row" && len(p.series) == 0 {
 			empty++
 		}
 	}
-	img := draw(d, start, end)
-	f, err := os.Create(out)
+	return evaluated, empty, nil
+}
+
+// querySeries evaluates expr over db from start to end at step, each series named by the
+// legend format.
+func querySeries(engine *promql.Engine, db *tsdb.DB, expr, legendFormat string, start, end time.Time, step time.Duration) ([]series, error) {
+	q, err := engine.NewRangeQuery(context.Background(), db, nil, expand(expr), start, end, step)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	res := q.Exec(context.Background())
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	m, err := res.Matrix()
+	if err != nil {
+		return nil, err
+	}
+	var out []series
+	for _, s := range m {
+		// A copy: the engine reuses the points' memory once the query is closed.
+		points := append([]promql.FPoint(nil), s.Floats...)
+		out = append(out, series{name: legend(legendFormat, s.Metric), points: points})
+	}
+	return out, nil
+}
+
+// writePNG writes img to path, compressed as far as PNG goes.
+func writePNG(path string, img image.Image) error {
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
@@ -110,12 +142,7 @@ func run(recording, dashboardPath, out string) error {
 		f.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	fmt.Printf("dashpng: %d scrapes over %s, %d queries evaluated, %d of %d panels without data; wrote %s\n",
-		len(scrapes), end.Sub(start).Round(time.Second), evaluated, empty, len(d.Panels), out)
-	return nil
+	return f.Close()
 }
 
 // expand gives the dashboard's variables values for a recording of a minute or two: a short
@@ -128,74 +155,98 @@ func expand(expr string) string {
 // load appends every sample of every scrape at its time, with the target labels.
 func load(db *tsdb.DB, scrapes []promcheck.Scrape) error {
 	app := db.Appender(context.Background())
-	add := func(name string, ls map[string]string, t int64, v float64) error {
-		b := labels.NewBuilder(labels.EmptyLabels())
-		b.Set(labels.MetricName, name)
-		b.Set("job", job)
-		b.Set("instance", instance)
-		for k, val := range ls {
-			b.Set(k, val)
-		}
-		_, err := app.Append(0, b.Labels(), t, v)
-		return err
-	}
 	for _, s := range scrapes {
-		t := s.Time.UnixMilli()
-		parser := expfmt.NewTextParser(model.LegacyValidation)
-		families, err := parser.TextToMetricFamilies(strings.NewReader(s.Text))
-		if err != nil {
+		if err := appendScrape(app, s); err != nil {
 			return err
-		}
-		if err := add("up", nil, t, 1); err != nil {
-			return err
-		}
-		for name, f := range families {
-			for _, m := range f.GetMetric() {
-				ls := map[string]string{}
-				for _, l := range m.GetLabel() {
-					ls[l.GetName()] = l.GetValue()
-				}
-				var err error
-				switch {
-				case m.GetCounter() != nil:
-					err = add(name, ls, t, m.GetCounter().GetValue())
-				case m.GetGauge() != nil:
-					err = add(name, ls, t, m.GetGauge().GetValue())
-				case m.GetUntyped() != nil:
-					err = add(name, ls, t, m.GetUntyped().GetValue())
-				case m.GetHistogram() != nil:
-					h := m.GetHistogram()
-					err = add(name+"_sum", ls, t, h.GetSampleSum())
-					if err == nil {
-						err = add(name+"_count", ls, t, float64(h.GetSampleCount()))
-					}
-					for _, b := range h.GetBucket() {
-						if err == nil {
-							err = add(name+"_bucket", with(ls, "le", fmt.Sprint(b.GetUpperBound())), t, float64(b.GetCumulativeCount()))
-						}
-					}
-					if err == nil {
-						err = add(name+"_bucket", with(ls, "le", "+Inf"), t, float64(h.GetSampleCount()))
-					}
-				case m.GetSummary() != nil:
-					sm := m.GetSummary()
-					err = add(name+"_sum", ls, t, sm.GetSampleSum())
-					if err == nil {
-						err = add(name+"_count", ls, t, float64(sm.GetSampleCount()))
-					}
-					for _, q := range sm.GetQuantile() {
-						if err == nil {
-							err = add(name, with(ls, "quantile", fmt.Sprint(q.GetQuantile())), t, q.GetValue())
-						}
-					}
-				}
-				if err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-			}
 		}
 	}
 	return app.Commit()
+}
+
+// appendScrape appends one scrape's samples at its time: up, then every metric.
+func appendScrape(app storage.Appender, s promcheck.Scrape) error {
+	t := s.Time.UnixMilli()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(s.Text))
+	if err != nil {
+		return err
+	}
+	if err := appendSample(app, "up", nil, t, 1); err != nil {
+		return err
+	}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			if err := appendMetric(app, name, m, t); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// appendSample appends one sample of metric name with labels ls and the target labels.
+func appendSample(app storage.Appender, name string, ls map[string]string, t int64, v float64) error {
+	b := labels.NewBuilder(labels.EmptyLabels())
+	b.Set(labels.MetricName, name)
+	b.Set("job", job)
+	b.Set("instance", instance)
+	for k, val := range ls {
+		b.Set(k, val)
+	}
+	_, err := app.Append(0, b.Labels(), t, v)
+	return err
+}
+
+// appendMetric appends metric m of family name as Prometheus stores it: a histogram or a
+// summary as its series (_sum, _count, buckets or quantiles).
+func appendMetric(app storage.Appender, name string, m *dto.Metric, t int64) error {
+	ls := map[string]string{}
+	for _, l := range m.GetLabel() {
+		ls[l.GetName()] = l.GetValue()
+	}
+	switch {
+	case m.GetCounter() != nil:
+		return appendSample(app, name, ls, t, m.GetCounter().GetValue())
+	case m.GetGauge() != nil:
+		return appendSample(app, name, ls, t, m.GetGauge().GetValue())
+	case m.GetUntyped() != nil:
+		return appendSample(app, name, ls, t, m.GetUntyped().GetValue())
+	case m.GetHistogram() != nil:
+		return appendHistogram(app, name, ls, t, m.GetHistogram())
+	case m.GetSummary() != nil:
+		return appendSummary(app, name, ls, t, m.GetSummary())
+	}
+	return nil
+}
+
+func appendHistogram(app storage.Appender, name string, ls map[string]string, t int64, h *dto.Histogram) error {
+	if err := appendSample(app, name+"_sum", ls, t, h.GetSampleSum()); err != nil {
+		return err
+	}
+	if err := appendSample(app, name+"_count", ls, t, float64(h.GetSampleCount())); err != nil {
+		return err
+	}
+	for _, b := range h.GetBucket() {
+		if err := appendSample(app, name+"_bucket", with(ls, "le", fmt.Sprint(b.GetUpperBound())), t, float64(b.GetCumulativeCount())); err != nil {
+			return err
+		}
+	}
+	return appendSample(app, name+"_bucket", with(ls, "le", "+Inf"), t, float64(h.GetSampleCount()))
+}
+
+func appendSummary(app storage.Appender, name string, ls map[string]string, t int64, sm *dto.Summary) error {
+	if err := appendSample(app, name+"_sum", ls, t, sm.GetSampleSum()); err != nil {
+		return err
+	}
+	if err := appendSample(app, name+"_count", ls, t, float64(sm.GetSampleCount())); err != nil {
+		return err
+	}
+	for _, q := range sm.GetQuantile() {
+		if err := appendSample(app, name, with(ls, "quantile", fmt.Sprint(q.GetQuantile())), t, q.GetValue()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func with(ls map[string]string, k, v string) map[string]string {
