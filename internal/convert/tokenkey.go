@@ -51,6 +51,13 @@ func (c *converter) tokenPublicKey(v string) {
 		}
 		raw = b
 	}
+	c.derPublicKey(raw, src, inline)
+}
+
+// derPublicKey maps a tokenPublicKey that is not PEM: a DER key is written as PEM beside the
+// -o FILE, where there is one.
+func (c *converter) derPublicKey(raw []byte, src string, inline bool) {
+	const key, to = "tokenPublicKey", "auth.token.publicKeyFile"
 	der, err := publicKeyDER(raw)
 	if err != nil {
 		where := "the inline key"
