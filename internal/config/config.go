@@ -14,6 +14,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -424,31 +425,40 @@ func yamlError(path string, err error) error {
 	return errors.Join(errs...)
 }
 
+// loadEnv sets each setting whose variable is in environ (an empty value counts as unset).
+// Each variable is parsed on its own, so that an error names the variable the operator set.
 func (c *Config) loadEnv(environ []string) error {
-	err := env.ParseWithOptions(c, env.Options{
-		Environment: env.ToMap(environ),
-		Prefix:      envPrefix,
-	})
-	if err == nil {
-		return nil
-	}
-	// env names the Go field; operators only know the variable they set.
-	vars := map[string]string{}
-	walk(func(s setting) { vars[s.field.Name] = s.env })
-	var agg env.AggregateError
-	if !errors.As(err, &agg) {
-		return fmt.Errorf("environment: %w", err)
-	}
-	errs := make([]error, 0, len(agg.Errors))
-	for _, e := range agg.Errors {
-		var pe env.ParseError
-		if errors.As(e, &pe) && vars[pe.Name] != "" {
-			errs = append(errs, fmt.Errorf("environment: %s: %w", vars[pe.Name], pe.Err))
-		} else {
-			errs = append(errs, fmt.Errorf("environment: %w", e))
+	vars := env.ToMap(environ)
+	root := reflect.ValueOf(c).Elem()
+	var errs []error
+	walk(func(s setting) {
+		value := vars[s.env]
+		if s.env == "" || value == "" {
+			return
 		}
-	}
+		v, err := parseVar(s.field.Type, value)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("environment: %s: %w", s.env, err))
+			return
+		}
+		root.FieldByIndex(s.index).Set(v)
+	})
 	return errors.Join(errs...)
+}
+
+// parseVar parses one variable's value as the env library parses a field of type t.
+func parseVar(t reflect.Type, value string) (reflect.Value, error) {
+	one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "V", Type: t, Tag: `env:"V"`}}))
+	err := env.ParseWithOptions(one.Interface(), env.Options{Environment: map[string]string{"V": value}})
+	var agg env.AggregateError
+	if errors.As(err, &agg) && len(agg.Errors) == 1 {
+		err = agg.Errors[0]
+	}
+	var pe env.ParseError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return one.Elem().Field(0), err
 }
 
 // setting is one field of Config as the outside world spells it.
@@ -456,13 +466,14 @@ type setting struct {
 	path  string // yaml key path, e.g. "broker.dialTimeout"
 	env   string // full variable name; "" for sections
 	field reflect.StructField
+	index []int // the field's place in Config (reflect.Value.FieldByIndex)
 }
 
 // walk visits every section and setting of Config, parents first, deriving
 // names from the struct tags so messages and tests cannot drift from them.
 func walk(visit func(setting)) {
-	var rec func(t reflect.Type, path, envPrefix string)
-	rec = func(t reflect.Type, path, envPrefix string) {
+	var rec func(t reflect.Type, path, envPrefix string, at []int)
+	rec = func(t reflect.Type, path, envPrefix string, at []int) {
 		for i := range t.NumField() {
 			f := t.Field(i)
 			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
@@ -470,13 +481,14 @@ func walk(visit func(setting)) {
 			if path != "" {
 				p = path + "." + name
 			}
+			index := append(slices.Clone(at), i)
 			if f.Type.Kind() == reflect.Struct {
-				visit(setting{path: p, field: f})
-				rec(f.Type, p, envPrefix+f.Tag.Get("envPrefix"))
+				visit(setting{path: p, field: f, index: index})
+				rec(f.Type, p, envPrefix+f.Tag.Get("envPrefix"), index)
 				continue
 			}
-			visit(setting{path: p, env: envPrefix + f.Tag.Get("env"), field: f})
+			visit(setting{path: p, env: envPrefix + f.Tag.Get("env"), field: f, index: index})
 		}
 	}
-	rec(reflect.TypeFor[Config](), "", envPrefix)
+	rec(reflect.TypeFor[Config](), "", envPrefix, nil)
 }
