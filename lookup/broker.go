@@ -8,7 +8,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
 // Broker is one broker's binary-protocol endpoint as discovery knows it.

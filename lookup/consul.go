@@ -10,7 +10,7 @@ import (
 	consul "github.com/hashicorp/consul/api"
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
 // ConsulConfig says which Consul service lists the brokers.

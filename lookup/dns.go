@@ -12,7 +12,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
 // DNSConfig says which DNS name lists the brokers.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
 // FuzzZKBroker: whatever a znode under /loadbalance/brokers holds (anyone with write access to

@@ -13,7 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/zkaddr"
 )
 
 // ZooKeeperConfig says which ZooKeeper holds the brokers' registrations.

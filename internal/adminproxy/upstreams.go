@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
 // StaticUpstreams is a fixed list of web services (admin.functionWorkers), used round robin;

@@ -21,9 +21,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/zkaddr"
 )
 
 // Note is one line of the report: what became of a setting of the file.

@@ -5,7 +5,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
 // httpPlane: where the admin API goes (the brokers' and the Functions workers' web
