@@ -1,3 +1,7 @@
+// Package lookup answers lookup-mode clients: the Resolver asks a broker from the live set
+// (package brokers) over the proxy's own broker connections, follows LOOKUP redirects only to
+// brokers the target rule allows, pins answers to the endpoint the proxy dials, and coalesces
+// identical requests.
 package lookup
 
 import (
@@ -11,6 +15,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -18,7 +23,7 @@ import (
 
 // Resolver answers a lookup-mode client's requests by asking brokers through the pool.
 type Resolver struct {
-	set          *BrokerSet
+	set          *brokers.Set
 	pool         RoundTripper
 	timeout      time.Duration
 	maxRedirects int
@@ -29,7 +34,7 @@ type Resolver struct {
 
 // NewResolver ties the live set to the pool; brokerTLS says the pool and the sessions dial
 // brokers over TLS. m may be nil (unregistered metrics).
-func NewResolver(set *BrokerSet, pool RoundTripper, timeout time.Duration, maxRedirects int, brokerTLS bool, m *Metrics) *Resolver {
+func NewResolver(set *brokers.Set, pool RoundTripper, timeout time.Duration, maxRedirects int, brokerTLS bool, m *Metrics) *Resolver {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
@@ -75,7 +80,7 @@ func (e *Error) Error() string { return e.Message }
 // Resolve sends a LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE or GET_SCHEMA to a
 // broker, as client, and returns the broker's answer (its request id is the pool's; the caller restores
 // its own). LOOKUP redirects are followed up to the configured number of hops, each only to a
-// broker the target rule allows (BrokerSet.Allow, after Learn), and a LOOKUP
+// broker the target rule allows (brokers.Set.Allow, after Learn), and a LOOKUP
 // answer's two broker URLs both name the endpoint the proxy dials (see pinEndpoint). cmd is
 // modified. A broker's refusal comes back as the broker's own answer, not as an error.
 //
@@ -121,12 +126,12 @@ func (r *Resolver) resolve(ctx context.Context, client upstream.Client, cmd *pb.
 // anyBroker asks the first broker that answers; a broker that cannot be reached is skipped
 // so one dead broker never fails a client's request while another is up.
 func (r *Resolver) anyBroker(ctx context.Context, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	brokers, err := r.set.pick()
+	candidates, err := r.set.Pick()
 	if err != nil {
 		return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: err.Error()}
 	}
 	var errs []error
-	for _, b := range brokers {
+	for _, b := range candidates {
 		resp, err := r.roundTrip(ctx, b.Addr(), client, cmd)
 		if err == nil {
 			return resp, nil
@@ -154,8 +159,8 @@ func (r *Resolver) lookup(ctx context.Context, client upstream.Client, cmd *pb.B
 		if perr != nil {
 			return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s: %v", topic, perr)}
 		}
-		// A broker named it; a client may be sent there (see BrokerSet.learn).
-		r.set.learn(next.URL)
+		// A broker named it; a client may be sent there (see brokers.Set.Learn).
+		r.set.Learn(next.URL)
 		if lr.GetResponse() != pb.CommandLookupTopicResponse_Redirect {
 			pinEndpoint(lr, next)
 			return resp, nil
@@ -178,22 +183,22 @@ func (r *Resolver) lookup(ctx context.Context, client upstream.Client, cmd *pb.B
 
 // endpoint is the broker a LOOKUP answer names, as the proxy reaches it: its TLS URL when
 // brokers are dialled over TLS, its plaintext URL otherwise.
-func (r *Resolver) endpoint(lr *pb.CommandLookupTopicResponse) (Broker, error) {
+func (r *Resolver) endpoint(lr *pb.CommandLookupTopicResponse) (brokers.Broker, error) {
 	raw, which := lr.GetBrokerServiceUrl(), "brokerServiceUrl"
 	if r.brokerTLS {
 		raw, which = lr.GetBrokerServiceUrlTls(), "brokerServiceUrlTls"
 	}
 	if raw == "" {
-		return Broker{}, fmt.Errorf("the broker's answer has no %s (with broker.tls.enabled the brokers need brokerServicePortTls)", which)
+		return brokers.Broker{}, fmt.Errorf("the broker's answer has no %s (with broker.tls.enabled the brokers need brokerServicePortTls)", which)
 	}
-	return parseBrokerURL(raw)
+	return brokers.ParseURL(raw)
 }
 
 // pinEndpoint makes both URLs of an answer name the endpoint the proxy dials. A client
 // behind the proxy connects to the proxy either way and only hands the URL it picked (by
 // its own TLS setting) back as proxy_to_broker_url; pinning makes that the endpoint the
 // proxy knows how to reach, whichever the client picks.
-func pinEndpoint(lr *pb.CommandLookupTopicResponse, b Broker) {
+func pinEndpoint(lr *pb.CommandLookupTopicResponse, b brokers.Broker) {
 	lr.BrokerServiceUrl = proto.String("pulsar://" + b.Addr())
 	lr.BrokerServiceUrlTls = proto.String("pulsar+ssl://" + b.Addr())
 }

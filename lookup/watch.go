@@ -27,13 +27,13 @@ func (r *Resolver) TopicWatchers(ctx context.Context, client upstream.Client) bo
 	if offered, known := p.TopicWatchers(); known {
 		return offered
 	}
-	brokers, err := r.set.pick()
+	candidates, err := r.set.Pick()
 	if err != nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	p.Ping(ctx, brokers[0].Addr(), client) // a failure leaves it unknown: not offered
+	p.Ping(ctx, candidates[0].Addr(), client) // a failure leaves it unknown: not offered
 	offered, _ := p.TopicWatchers()
 	return offered
 }
@@ -49,12 +49,12 @@ func (r *Resolver) WatchTopics(ctx context.Context, client upstream.Client, cmd 
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	brokers, err := r.set.pick()
+	candidates, err := r.set.Pick()
 	if err != nil {
 		return nil, nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: err.Error()}
 	}
 	var errs []error
-	for _, b := range brokers {
+	for _, b := range candidates {
 		r.metrics.brokerRequests.WithLabelValues(cmd.GetType().String(), b.Addr()).Inc()
 		resp, watch, err := p.WatchTopics(ctx, b.Addr(), client, cmd, w)
 		if err == nil {

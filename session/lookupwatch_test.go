@@ -9,6 +9,8 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
+	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -97,13 +99,13 @@ func (b *watchBroker) waitFor(t *testing.T, what string, cond func() bool) {
 // connection yet: the first CONNECTED makes one to learn whether the broker offers watchers.
 func watchResolver(t *testing.T, b *watchBroker) *lookup.Resolver {
 	t.Helper()
-	static, err := lookup.NewStatic([]string{"pulsar://" + b.Addr})
+	static, err := discovery.NewStatic([]string{"pulsar://" + b.Addr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := upstream.NewPool(upstream.PoolConfig{Connector: testConfig().Upstream, MaxPending: 10, ConnsPerBroker: 1, Logger: zerolog.Nop()})
 	t.Cleanup(pool.Close)
-	return lookup.NewResolver(lookup.NewBrokerSet(static, lookup.SetOptions{}), pool, 5*time.Second, 3, false, nil)
+	return lookup.NewResolver(brokers.NewSet(static, brokers.Options{}), pool, 5*time.Second, 3, false, nil)
 }
 
 func watchCmd(requestID, watcherID uint64) *pb.BaseCommand {

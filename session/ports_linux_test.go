@@ -11,12 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testenv"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
 // inNetns marks the copy of the test binary that runs inside its own network namespace.
@@ -41,7 +41,7 @@ func TestBrokerPortsExhausted(t *testing.T) {
 		}
 	})
 	host, port, _ := net.SplitHostPort(b.Addr)
-	addr, m := startProxy(t, testConfig(), nil, oneTarget{lookup.Broker{URL: "pulsar://" + b.Addr, Host: host, Port: port}})
+	addr, m := startProxy(t, testConfig(), nil, oneTarget{brokers.Broker{URL: "pulsar://" + b.Addr, Host: host, Port: port}})
 	// Clients dial from ports of their own choosing, outside the range: only the proxy's
 	// dials to the broker draw on it.
 	clientPort := 50000

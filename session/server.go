@@ -12,13 +12,13 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/forward"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -80,7 +80,7 @@ type Resolver interface {
 
 // Targets decides which direct-mode targets may be dialled.
 type Targets interface {
-	Allow(target string) (lookup.Broker, error)
+	Allow(target string) (brokers.Broker, error)
 }
 
 // Server accepts client connections and runs one session per connection.

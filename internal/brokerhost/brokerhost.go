@@ -1,6 +1,6 @@
 // Package brokerhost is the syntax of a broker's host and port, and the broker.allowedHosts
-// patterns that match hosts. Config validation and the lookup package's target checks both
-// use it, so what is accepted at load and what is dialled cannot disagree.
+// patterns that match hosts. Config validation and the live set's target checks (package
+// brokers) both use it, so what is accepted at load and what is dialled cannot disagree.
 package brokerhost
 
 import (

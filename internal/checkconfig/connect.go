@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
+	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/proxy"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -64,7 +65,7 @@ func Connect(ctx context.Context, p *proxy.Probe, timeout time.Duration, r *Repo
 
 // connectAll completes a CONNECT with every broker, concurrently, within what is left of
 // ctx, and reports each; it returns how many succeeded.
-func connectAll(ctx context.Context, p *proxy.Probe, live []lookup.Broker, r *Report) int {
+func connectAll(ctx context.Context, p *proxy.Probe, live []brokers.Broker, r *Report) int {
 	results := make([]error, len(live))
 	versions := make([]string, len(live))
 	var probes sync.WaitGroup
@@ -111,7 +112,7 @@ func describe(err error) string {
 
 // allAnswered reports whether every provider has a broker list (one that cannot be reached
 // never has: Connect then waits for its time-out).
-func allAnswered(ps []lookup.Provider) bool {
+func allAnswered(ps []discovery.Provider) bool {
 	for _, p := range ps {
 		if len(p.Brokers()) == 0 {
 			return false
@@ -120,7 +121,7 @@ func allAnswered(ps []lookup.Provider) bool {
 	return true
 }
 
-func urls(bs []lookup.Broker) string {
+func urls(bs []brokers.Broker) string {
 	s := make([]string, len(bs))
 	for i, b := range bs {
 		s[i] = b.URL

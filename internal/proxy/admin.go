@@ -10,11 +10,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/adminproxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 )
 
@@ -22,14 +22,14 @@ import (
 // from the live set, the Functions workers from admin.functionWorkers or else the brokers,
 // client authentication as on the binary listener, TLS to https:// web services with the
 // trust settings of broker.tls.
-func buildAdmin(cfg *config.Config, brokers *lookup.BrokerSet, sec session.Security, creds func() (string, []byte, error),
+func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, creds func() (string, []byte, error),
 	reg prometheus.Registerer, log zerolog.Logger) (*adminproxy.Proxy, error) {
 	a := cfg.Admin
 	if !a.AdminEnabled {
 		return nil, nil
 	}
 	c := adminproxy.Config{
-		Brokers:                   brokers,
+		Brokers:                   set,
 		Auth:                      sec.Authenticator,
 		AuthFailures:              sec.Metrics,
 		Policy:                    sec.Edge,

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
+	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
@@ -47,12 +49,12 @@ const maxPendingPerBrokerConn = 10000
 func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	cfg, log := p.cfg, p.log
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	lookupMetrics := lookup.NewMetrics(p.reg)
+	discoveryMetrics, lookupMetrics := discovery.NewMetrics(p.reg), lookup.NewMetrics(p.reg)
 	var err error
-	if p.providers, err = discoveryProviders(cfg.Discovery, cfg.Broker.TLS.BrokerTLSEnabled, log, lookupMetrics); err != nil {
+	if p.providers, err = discoveryProviders(cfg.Discovery, cfg.Broker.TLS.BrokerTLSEnabled, log, discoveryMetrics); err != nil {
 		return err
 	}
-	p.brokers = newBrokerSet(cfg.Broker, p.providers, log)
+	p.brokers = newLiveSet(cfg.Broker, p.providers, log)
 	p.brokers.RegisterMetrics(p.reg)
 	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log); err != nil {
 		return err
@@ -154,14 +156,14 @@ func sessionConfig(cfg *config.Config, connector *upstream.Connector, version st
 	}
 }
 
-// newBrokerSet is the live broker set over the union of the providers, with the
+// newLiveSet is the live broker set over the union of the providers, with the
 // direct-mode target rule and the web rule of broker.*.
-func newBrokerSet(b config.Broker, providers []lookup.Provider, log zerolog.Logger) *lookup.BrokerSet {
-	var union lookup.Union
+func newLiveSet(b config.Broker, providers []discovery.Provider, log zerolog.Logger) *brokers.Set {
+	var union discovery.Union
 	for _, p := range providers {
 		union = append(union, p)
 	}
-	return lookup.NewBrokerSet(union, lookup.SetOptions{
+	return brokers.NewSet(union, brokers.Options{
 		AllowedPorts:    portStrings(b.AllowedPorts),
 		AllowedWebPorts: portStrings(b.AllowedWebPorts),
 		WebTLS:          b.TLS.BrokerTLSEnabled,
@@ -182,17 +184,17 @@ func portStrings(ports []int) []string {
 // discoveryProviders builds every configured provider; config validation has already made
 // sure there is at least one. webTLS makes the web service URLs that providers derive
 // https://.
-func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *lookup.Metrics) ([]lookup.Provider, error) {
-	var ps []lookup.Provider
+func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *discovery.Metrics) ([]discovery.Provider, error) {
+	var ps []discovery.Provider
 	if len(c.Static.Brokers) > 0 {
-		s, err := lookup.NewStaticWeb(c.Static.Brokers, c.Static.WebBrokers)
+		s, err := discovery.NewStaticWeb(c.Static.Brokers, c.Static.WebBrokers)
 		if err != nil {
 			return nil, fmt.Errorf("discovery.static.brokers: %w", err)
 		}
 		ps = append(ps, s)
 	}
 	if c.Consul.ConsulService != "" {
-		cp, err := lookup.NewConsul(lookup.ConsulConfig{
+		cp, err := discovery.NewConsul(discovery.ConsulConfig{
 			Service:    c.Consul.ConsulService,
 			Tag:        c.Consul.ConsulTag,
 			Datacenter: c.Consul.ConsulDatacenter,
@@ -207,7 +209,7 @@ func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *
 		ps = append(ps, cp)
 	}
 	if c.DNS.DNSName != "" {
-		dp, err := lookup.NewDNS(lookup.DNSConfig{
+		dp, err := discovery.NewDNS(discovery.DNSConfig{
 			Name:     c.DNS.DNSName,
 			SRV:      c.DNS.DNSRecord == "SRV",
 			Port:     c.DNS.DNSPort,
@@ -232,7 +234,7 @@ func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *
 }
 
 // metadataStoreProvider builds the ZooKeeper provider of discovery.metadataStore.
-func metadataStoreProvider(c config.MetadataStore, brokerTLS bool, log zerolog.Logger, m *lookup.Metrics) (*lookup.ZooKeeper, error) {
+func metadataStoreProvider(c config.MetadataStore, brokerTLS bool, log zerolog.Logger, m *discovery.Metrics) (*discovery.ZooKeeper, error) {
 	addr, err := zkaddr.Parse(c.MetadataStoreURL)
 	if err != nil {
 		return nil, err
@@ -245,15 +247,15 @@ func metadataStoreProvider(c config.MetadataStore, brokerTLS bool, log zerolog.L
 		}
 		digest = strings.TrimSpace(string(b))
 	}
-	zc := lookup.ZooKeeperConfig{
+	zc := discovery.ZooKeeperConfig{
 		Servers: addr.Servers, Chroot: addr.Chroot, SessionTimeout: c.SessionTimeout,
 		Digest: digest, BrokerTLS: brokerTLS, Listener: c.ListenerName,
 	}
 	if c.TLS.StoreTLSEnabled {
 		t := c.TLS
-		if zc.TLS, err = lookup.ZooKeeperTLS(t.StoreTrustCertsFile, t.StoreCertFile, t.StoreKeyFile, t.StoreSkipHostnameCheck); err != nil {
+		if zc.TLS, err = discovery.ZooKeeperTLS(t.StoreTrustCertsFile, t.StoreCertFile, t.StoreKeyFile, t.StoreSkipHostnameCheck); err != nil {
 			return nil, err
 		}
 	}
-	return lookup.NewZooKeeper(zc, log, m)
+	return discovery.NewZooKeeper(zc, log, m)
 }

@@ -5,8 +5,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
+	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -16,14 +17,14 @@ import (
 // own connections (broker TLS and client certificate, the proxy's credentials and own
 // principal). It keeps no metrics; nothing runs until a provider's Run.
 type Probe struct {
-	Providers []lookup.Provider
-	Brokers   *lookup.BrokerSet
+	Providers []discovery.Provider
+	Brokers   *brokers.Set
 	connector *upstream.Connector
 }
 
 // NewProbe builds the Probe of cfg; version is the proxy's, as in Options.
 func NewProbe(cfg *config.Config, version string, log zerolog.Logger) (*Probe, error) {
-	providers, err := discoveryProviders(cfg.Discovery, cfg.Broker.TLS.BrokerTLSEnabled, log, lookup.NewMetrics(nil))
+	providers, err := discoveryProviders(cfg.Discovery, cfg.Broker.TLS.BrokerTLSEnabled, log, discovery.NewMetrics(nil))
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +32,7 @@ func NewProbe(cfg *config.Config, version string, log zerolog.Logger) (*Probe, e
 	if err != nil {
 		return nil, err
 	}
-	return &Probe{Providers: providers, Brokers: newBrokerSet(cfg.Broker, providers, log), connector: connector}, nil
+	return &Probe{Providers: providers, Brokers: newLiveSet(cfg.Broker, providers, log), connector: connector}, nil
 }
 
 // Open dials the broker at addr and completes the proxy's CONNECT with it, as the proxy's

@@ -17,10 +17,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
+	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/adminproxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -46,8 +47,8 @@ type Proxy struct {
 	reload    <-chan os.Signal
 	log       zerolog.Logger
 	reg       *prometheus.Registry
-	providers []lookup.Provider
-	brokers   *lookup.BrokerSet
+	providers []discovery.Provider
+	brokers   *brokers.Set
 	pool      *upstream.Pool
 	muxPool   *mux.Pool // nil without broker.multiplex
 	sessions  *session.Server

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/adminproxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
@@ -33,6 +34,7 @@ var (
 func readDefinitions() map[string][]string {
 	r := &recorder{names: map[string][]string{}}
 	session.NewMetrics(r)
+	discovery.NewMetrics(r)
 	lookup.NewMetrics(r)
 	authz.NewMetrics(r)
 	authz.NewJWKSMetrics(r)

@@ -1,4 +1,4 @@
-package lookup
+package discovery
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
@@ -77,7 +78,7 @@ func NewDNS(cfg DNSConfig, log zerolog.Logger, m *Metrics) (*DNS, error) {
 func (d *DNS) Run(ctx context.Context) {
 	retry := backoff{min: min(500*time.Millisecond, d.cfg.Interval), max: d.cfg.Interval}
 	for {
-		brokers, ttl, err := d.resolve(ctx)
+		found, ttl, err := d.resolve(ctx)
 		wait := d.cfg.Interval
 		if err != nil {
 			if ctx.Err() != nil {
@@ -87,8 +88,8 @@ func (d *DNS) Run(ctx context.Context) {
 			wait = retry.next()
 		} else {
 			retry.reset()
-			d.succeed(brokers)
-			if len(brokers) == 0 {
+			d.succeed(found)
+			if len(found) == 0 {
 				wait = retry.next()
 			} else if ttl > 0 && ttl < wait {
 				wait = max(ttl, d.cfg.minInterval)
@@ -101,13 +102,13 @@ func (d *DNS) Run(ctx context.Context) {
 }
 
 // resolve asks for the records once; ttl is the smallest TTL among them (0 if none).
-func (d *DNS) resolve(ctx context.Context) ([]Broker, time.Duration, error) {
+func (d *DNS) resolve(ctx context.Context) ([]brokers.Broker, time.Duration, error) {
 	if d.cfg.SRV {
 		rrs, err := d.query(ctx, dns.TypeSRV)
 		if err != nil {
 			return nil, 0, err
 		}
-		var out []Broker
+		var out []brokers.Broker
 		var ttl uint32
 		for _, rr := range rrs {
 			srv, ok := rr.(*dns.SRV)
@@ -120,7 +121,7 @@ func (d *DNS) resolve(ctx context.Context) ([]Broker, time.Duration, error) {
 				d.log.Warn().Str("target", srv.Target).Uint16("port", srv.Port).Msg("skipping an SRV record that does not name a usable broker")
 				continue
 			}
-			b, err := parseBrokerURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(int(srv.Port))))
+			b, err := brokers.ParseURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(int(srv.Port))))
 			if err != nil {
 				d.log.Warn().Err(err).Msg("skipping an SRV record")
 				continue
@@ -129,7 +130,7 @@ func (d *DNS) resolve(ctx context.Context) ([]Broker, time.Duration, error) {
 		}
 		return out, time.Duration(ttl) * time.Second, nil
 	}
-	var out []Broker
+	var out []brokers.Broker
 	var ttl uint32
 	port := strconv.Itoa(d.cfg.Port)
 	for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
@@ -148,16 +149,16 @@ func (d *DNS) resolve(ctx context.Context) ([]Broker, time.Duration, error) {
 				continue // a CNAME on the way
 			}
 			ttl = minTTL(ttl, rr.Header().Ttl)
-			out = append(out, d.withWeb(Broker{URL: "pulsar://" + net.JoinHostPort(ip.String(), port), Host: ip.String(), Port: port}))
+			out = append(out, d.withWeb(brokers.Broker{URL: "pulsar://" + net.JoinHostPort(ip.String(), port), Host: ip.String(), Port: port}))
 		}
 	}
 	return out, time.Duration(ttl) * time.Second, nil
 }
 
 // withWeb sets the broker's web service URL: the same host on WebPort.
-func (d *DNS) withWeb(b Broker) Broker {
+func (d *DNS) withWeb(b brokers.Broker) brokers.Broker {
 	if d.cfg.WebPort > 0 {
-		b.Web = WebURL(d.cfg.WebTLS, b.Host, strconv.Itoa(d.cfg.WebPort))
+		b.Web = brokers.WebURL(d.cfg.WebTLS, b.Host, strconv.Itoa(d.cfg.WebPort))
 	}
 	return b
 }

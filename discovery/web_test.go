@@ -1,8 +1,7 @@
-package lookup
+package discovery
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -66,61 +65,5 @@ func TestDNSWebPort(t *testing.T) {
 	bs, _, err := d.resolve(context.Background())
 	if err != nil || len(bs) != 1 || bs[0].Web != "https://10.0.0.1:8443" {
 		t.Fatalf("resolve: %+v %v", bs, err)
-	}
-}
-
-func TestWebURLsAndAllowWeb(t *testing.T) {
-	d := &listDiscovery{}
-	d.bs = []Broker{
-		{URL: "pulsar://b0:6650", Host: "b0", Port: "6650", Web: "http://b0:8080"},
-		{URL: "pulsar://b1:6650", Host: "b1", Port: "6650", Web: "http://b1:8080"},
-		{URL: "pulsar://b2:6650", Host: "b2", Port: "6650"}, // no web service known
-	}
-	set := NewBrokerSet(d, SetOptions{AllowedPorts: []string{"6650"}, AllowedWebPorts: []string{"8080", "22"}, AllowedHosts: []string{"*.broker.svc"}, Logger: zerolog.Nop()})
-
-	// Round robin over those with a web service; a broker that answered its probe comes first.
-	seen := map[string]int{}
-	for range 4 {
-		urls := set.WebURLs()
-		if len(urls) != 2 {
-			t.Fatalf("WebURLs = %q", urls)
-		}
-		seen[urls[0]]++
-	}
-	if seen["http://b0:8080"] == 0 || seen["http://b1:8080"] == 0 {
-		t.Errorf("no round robin: %v", seen)
-	}
-	set.probeAll(context.Background(), func(_ context.Context, addr string) error {
-		if addr == "b1:6650" {
-			return nil
-		}
-		return errors.New("down")
-	}, time.Second)
-	for range 3 {
-		if urls := set.WebURLs(); urls[0] != "http://b1:8080" {
-			t.Errorf("healthy broker not first: %q", urls)
-		}
-	}
-
-	for _, tc := range []struct {
-		scheme, host, port string
-		want               bool
-	}{
-		{"http", "b0", "8080", true},
-		{"HTTP", "B1", "8080", true},
-		{"https", "b0", "8080", false}, // another scheme than discovery's
-		{"http", "b0", "8081", false},  // another port
-		{"http", "b2", "8080", false},  // a live broker without a known web service... on a known port: still no pattern
-		{"http", "evil.example", "8080", false},
-		{"http", "x.broker.svc", "8080", true}, // pattern, on a live web port
-		{"http", "x.broker.svc", "22", false},  // a pattern never opens another port
-		{"http", "a.x.broker.svc", "8080", false},
-		{"ftp", "b0", "8080", false},
-		{"http", "b0", "08080", false},
-		{"http", "127.1", "8080", false},
-	} {
-		if got := set.AllowWeb(tc.scheme, tc.host, tc.port); got != tc.want {
-			t.Errorf("AllowWeb(%s, %s, %s) = %v, want %v", tc.scheme, tc.host, tc.port, got, tc.want)
-		}
 	}
 }

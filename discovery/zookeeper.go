@@ -1,4 +1,4 @@
-package lookup
+package discovery
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/zkaddr"
 )
 
@@ -230,7 +231,7 @@ func (z *ZooKeeper) refresh(conn zkConn, l *zkLoop, retry *backoff) {
 		}
 		l.authed = true
 	}
-	brokers, watch, err := z.read(conn)
+	found, watch, err := z.read(conn)
 	if err != nil {
 		z.fail(err)
 		l.retry = time.After(retry.next())
@@ -238,8 +239,8 @@ func (z *ZooKeeper) refresh(conn zkConn, l *zkLoop, retry *backoff) {
 	}
 	retry.reset()
 	l.watch = watch
-	if brokers != nil {
-		z.succeed(brokers)
+	if found != nil {
+		z.succeed(found)
 	}
 }
 
@@ -248,7 +249,7 @@ var errNoBrokersPath = errors.New("does not exist (no broker registered yet, or 
 
 // read lists the registered brokers and arms a child watch. When the path does not exist it
 // arms an existence watch instead and reports that as a failure (the list is kept).
-func (z *ZooKeeper) read(conn zkConn) ([]Broker, <-chan zk.Event, error) {
+func (z *ZooKeeper) read(conn zkConn) ([]brokers.Broker, <-chan zk.Event, error) {
 	children, _, watch, err := conn.ChildrenW(z.path)
 	if errors.Is(err, zk.ErrNoNode) {
 		exists, _, ew, eerr := conn.ExistsW(z.path)
@@ -264,7 +265,7 @@ func (z *ZooKeeper) read(conn zkConn) ([]Broker, <-chan zk.Event, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("zookeeper list %s: %w", z.path, err)
 	}
-	var out []Broker
+	var out []brokers.Broker
 	for _, name := range children {
 		data, _, err := conn.Get(z.path + "/" + name)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -281,7 +282,7 @@ func (z *ZooKeeper) read(conn zkConn) ([]Broker, <-chan zk.Event, error) {
 		out = append(out, b)
 	}
 	if out == nil {
-		out = []Broker{} // an empty answer: succeed counts it as a failure
+		out = []brokers.Broker{} // an empty answer: succeed counts it as a failure
 	}
 	return out, watch, nil
 }

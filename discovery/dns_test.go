@@ -1,4 +1,4 @@
-package lookup
+package discovery
 
 import (
 	"context"
@@ -103,8 +103,8 @@ func TestDNSARecordsFollowTTL(t *testing.T) {
 		return testutil.ToFloat64(m.discoveryErrors.WithLabelValues("dns")) >= 1
 	})
 	waitBrokers(t, d, "pulsar://127.0.0.3:6650")
-	if !d.isStale() || !strings.Contains(d.problem(), "NXDOMAIN") {
-		t.Fatalf("problem %q", d.problem())
+	if !d.isStale() || !strings.Contains(d.Problem(), "NXDOMAIN") {
+		t.Fatalf("problem %q", d.Problem())
 	}
 	srv.set(dns.TypeA, "broker.pulsar.svc.cluster.local. 1 IN A 127.0.0.4")
 	waitBrokers(t, d, "pulsar://127.0.0.4:6650")

@@ -1,4 +1,4 @@
-package lookup
+package discovery
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	consul "github.com/hashicorp/consul/api"
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
@@ -129,8 +130,8 @@ func (c *Consul) Run(ctx context.Context) {
 	}
 }
 
-func (c *Consul) brokersOf(entries []*consul.ServiceEntry) []Broker {
-	var out []Broker
+func (c *Consul) brokersOf(entries []*consul.ServiceEntry) []brokers.Broker {
+	var out []brokers.Broker
 	for _, e := range entries {
 		b, err := consulBroker(e, c.cfg.WebTLS)
 		if err != nil {
@@ -142,9 +143,9 @@ func (c *Consul) brokersOf(entries []*consul.ServiceEntry) []Broker {
 	return out
 }
 
-func consulBroker(e *consul.ServiceEntry, webTLS bool) (Broker, error) {
+func consulBroker(e *consul.ServiceEntry, webTLS bool) (brokers.Broker, error) {
 	if e.Service == nil {
-		return Broker{}, fmt.Errorf("instance without service")
+		return brokers.Broker{}, fmt.Errorf("instance without service")
 	}
 	id := e.Service.ID
 	host := e.Service.Address
@@ -155,29 +156,29 @@ func consulBroker(e *consul.ServiceEntry, webTLS bool) (Broker, error) {
 	if p, ok := e.Service.Meta[pulsarPortMeta]; ok {
 		n, err := strconv.Atoi(p)
 		if err != nil {
-			return Broker{}, fmt.Errorf("instance %s: meta %s=%q is not a port", id, pulsarPortMeta, p)
+			return brokers.Broker{}, fmt.Errorf("instance %s: meta %s=%q is not a port", id, pulsarPortMeta, p)
 		}
 		port, webPort = n, e.Service.Port
 	}
 	if p, ok := e.Service.Meta[webPortMeta]; ok {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return Broker{}, fmt.Errorf("instance %s: meta %s=%q is not a port", id, webPortMeta, p)
+			return brokers.Broker{}, fmt.Errorf("instance %s: meta %s=%q is not a port", id, webPortMeta, p)
 		}
 		webPort = n
 	}
 	if port < 1 || port > 65535 {
-		return Broker{}, fmt.Errorf("instance %s: port %d out of range", id, port)
+		return brokers.Broker{}, fmt.Errorf("instance %s: port %d out of range", id, port)
 	}
 	if err := brokerhost.CheckHost(host); err != nil {
-		return Broker{}, fmt.Errorf("instance %s: address is not a host name or IP: %v", id, err)
+		return brokers.Broker{}, fmt.Errorf("instance %s: address is not a host name or IP: %v", id, err)
 	}
-	b, err := parseBrokerURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(port)))
+	b, err := brokers.ParseURL("pulsar://" + net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return Broker{}, fmt.Errorf("instance %s: %w", id, err)
+		return brokers.Broker{}, fmt.Errorf("instance %s: %w", id, err)
 	}
 	if webPort != 0 {
-		b.Web = WebURL(webTLS, b.Host, strconv.Itoa(webPort))
+		b.Web = brokers.WebURL(webTLS, b.Host, strconv.Itoa(webPort))
 	}
 	return b, nil
 }

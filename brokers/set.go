@@ -1,4 +1,4 @@
-package lookup
+package brokers
 
 import (
 	"context"
@@ -18,11 +18,26 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
+// Discovery tells the set which brokers exist right now (the discovery package's providers
+// and their union). Brokers must be cheap and must not block: a provider that has to ask
+// something (Consul, DNS) answers from its last good result and refreshes that result on its
+// own. The returned slice may be shared: callers must not modify it.
+type Discovery interface {
+	Brokers() []Broker
+}
+
+// ProblemReporter is a Discovery that can say why it lists no broker, so that /readyz and a
+// lookup's error name the registry's trouble rather than only its effect.
+type ProblemReporter interface {
+	// Problem says what is wrong with the list, or "" when nothing is.
+	Problem() string
+}
+
 // ErrTargetNotAllowed is returned for a direct-mode target that discovery does not know.
 var ErrTargetNotAllowed = errors.New("target broker not allowed")
 
-// errNoBroker is returned when discovery knows no broker at all.
-var errNoBroker = errors.New("no broker available")
+// ErrNoBroker is returned by Pick when discovery knows no broker at all.
+var ErrNoBroker = errors.New("no broker available")
 
 // Prober checks that the broker at addr (host:port) answers. The pool's Ping is the
 // production prober.
@@ -32,8 +47,8 @@ type Prober func(ctx context.Context, addr string) error
 // (a handful of broker URLs), so the bound is never reached in a sane cluster.
 const maxLearned = 1024
 
-// SetOptions are the target rules of a BrokerSet.
-type SetOptions struct {
+// Options are the target rules of a Set.
+type Options struct {
 	// AllowedPorts are the only ports a broker may be on, for discovery's brokers and for
 	// direct-mode targets alike. Empty allows every port (tests only; the config default is
 	// 6650 and 6651).
@@ -47,7 +62,7 @@ type SetOptions struct {
 	// Empty by default.
 	AllowedHosts []string
 	// AllowedWebPorts are the only ports a broker's web service may be on (see the web rule on
-	// BrokerSet). Unlike AllowedPorts, empty allows none: admin requests carry the proxy's own
+	// Set). Unlike AllowedPorts, empty allows none: admin requests carry the proxy's own
 	// credentials, so a set built without this option sends them nowhere rather than anywhere.
 	AllowedWebPorts []string
 	// WebTLS says the brokers' web services are https (broker.tls.enabled); a web URL of the
@@ -61,7 +76,7 @@ type SetOptions struct {
 	Now func() time.Time
 }
 
-// BrokerSet is the process's one view of the live brokers: discovery's list (restricted to
+// Set is the process's one view of the live brokers: discovery's list (restricted to
 // allowed ports) plus the result of the last health probe of each. Lookups pick from it and
 // direct-mode targets are checked against it, so the two can never disagree.
 //
@@ -89,9 +104,9 @@ type SetOptions struct {
 // operator wrote (static discovery) skip the host rule. A broker whose web URL fails keeps its
 // binary endpoint and loses only the admin API, with one warning per broker and reason.
 // AllowWeb, for redirects, only ever allows what passed.
-type BrokerSet struct {
+type Set struct {
 	discovery Discovery
-	opts      SetOptions
+	opts      Options
 	next      atomic.Uint64
 	nextWeb   atomic.Uint64 // round robin of WebURLs
 
@@ -113,12 +128,12 @@ type hostPort struct{ host, port string }
 
 func (b Broker) key() hostPort { return hostPort{b.Host, b.Port} }
 
-// NewBrokerSet builds the live set over a discovery provider.
-func NewBrokerSet(d Discovery, opts SetOptions) *BrokerSet {
+// NewSet builds the live set over a discovery provider.
+func NewSet(d Discovery, opts Options) *Set {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &BrokerSet{
+	return &Set{
 		discovery: d, opts: opts,
 		healthy: map[hostPort]bool{}, reason: map[hostPort]string{},
 		learned: map[string]time.Time{}, dropped: map[string]time.Time{}, refused: map[string]bool{},
@@ -127,15 +142,15 @@ func NewBrokerSet(d Discovery, opts SetOptions) *BrokerSet {
 }
 
 // Brokers returns the live set: discovery's brokers on allowed ports.
-func (s *BrokerSet) Brokers() []Broker { return slices.Clone(s.live()) }
+func (s *Set) Brokers() []Broker { return slices.Clone(s.live()) }
 
 // live is Brokers without the copy; callers must not modify the result.
-func (s *BrokerSet) live() []Broker {
+func (s *Set) live() []Broker {
 	all := s.discovery.Brokers()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The common case: nothing changed since the last look.
-	if s.lastIn != nil && slices.EqualFunc(all, s.lastIn, sameEndpoints) {
+	if s.lastIn != nil && slices.EqualFunc(all, s.lastIn, SameEndpoints) {
 		return s.lastLive
 	}
 	live := s.observeLocked(all)
@@ -145,7 +160,7 @@ func (s *BrokerSet) live() []Broker {
 
 // observeLocked filters discovery's list by port, applies the web rule, and records what left
 // it.
-func (s *BrokerSet) observeLocked(all []Broker) []Broker {
+func (s *Set) observeLocked(all []Broker) []Broker {
 	live := make([]Broker, 0, len(all))
 	for _, b := range all {
 		if !s.portAllowed(b.Port) {
@@ -189,14 +204,14 @@ func (s *BrokerSet) observeLocked(all []Broker) []Broker {
 	return live
 }
 
-func (s *BrokerSet) portAllowed(port string) bool {
+func (s *Set) portAllowed(port string) bool {
 	return len(s.opts.AllowedPorts) == 0 || slices.Contains(s.opts.AllowedPorts, port)
 }
 
-// checkWebLocked applies the web rule (see BrokerSet) to a discovered broker and returns it
+// checkWebLocked applies the web rule (see Set) to a discovered broker and returns it
 // with its web URL in WebURL's spelling, or without one. A refusal is warned once per broker
 // and reason: this runs when discovery's list changes, never per request.
-func (s *BrokerSet) checkWebLocked(b Broker) Broker {
+func (s *Set) checkWebLocked(b Broker) Broker {
 	if b.Web == "" {
 		return b
 	}
@@ -216,14 +231,14 @@ func (s *BrokerSet) checkWebLocked(b Broker) Broker {
 }
 
 // checkWeb is the web rule for one broker: its web URL in WebURL's spelling, or "" and why not.
-func (s *BrokerSet) checkWeb(b Broker) (web, why string) {
+func (s *Set) checkWeb(b Broker) (web, why string) {
 	tls, host, port, err := brokerhost.ParseWebURL(b.Web)
 	switch {
 	case err != nil:
 		return "", fmt.Sprintf("web service URL %s: %v", clip(b.Web), err)
 	case tls != s.opts.WebTLS:
 		return "", fmt.Sprintf("web service URL %s: want %s, as broker.tls.enabled is %t", clip(b.Web), schemeOf(s.opts.WebTLS), s.opts.WebTLS)
-	case !b.webByOperator && host != b.Host && host != b.webHost:
+	case !b.WebByOperator && host != b.Host && host != b.WebHost:
 		return "", fmt.Sprintf("web service URL %s is not on the broker's own host %s", clip(b.Web), b.Host)
 	case !slices.Contains(s.opts.AllowedWebPorts, port):
 		return "", fmt.Sprintf("web service URL %s: port %s is not in broker.allowedWebPorts %v", clip(b.Web), port, s.opts.AllowedWebPorts)
@@ -248,8 +263,8 @@ func clip(v string) string {
 	return strconv.Quote(v)
 }
 
-// Allow checks a client's proxy_to_broker_url against the target rule (see BrokerSet).
-func (s *BrokerSet) Allow(target string) (Broker, error) {
+// Allow checks a client's proxy_to_broker_url against the target rule (see Set).
+func (s *Set) Allow(target string) (Broker, error) {
 	host, port, err := ParseTarget(target)
 	if err != nil {
 		return Broker{}, fmt.Errorf("%w: %v", ErrTargetNotAllowed, err)
@@ -281,14 +296,14 @@ func (s *BrokerSet) Allow(target string) (Broker, error) {
 	return Broker{}, fmt.Errorf("%w: %s is not a known broker", ErrTargetNotAllowed, target)
 }
 
-// learn records a broker URL that a broker the proxy asked named in a LOOKUP answer, so a
-// client told to connect there may (see the rule on BrokerSet). Discovery's own brokers and
+// Learn records a broker URL that a broker the proxy asked named in a LOOKUP answer, so a
+// client told to connect there may (see the rule on Set). Discovery's own brokers and
 // URLs on other ports are not recorded.
-func (s *BrokerSet) learn(rawURL string) {
+func (s *Set) Learn(rawURL string) {
 	if s.opts.LearnedTTL <= 0 || rawURL == "" {
 		return
 	}
-	b, err := parseBrokerURL(rawURL)
+	b, err := ParseURL(rawURL)
 	if err != nil || !s.portAllowed(b.Port) {
 		return
 	}
@@ -318,15 +333,15 @@ func (s *BrokerSet) learn(rawURL string) {
 }
 
 // Changed returns a channel that is closed the next time the live set is seen to change.
-func (s *BrokerSet) Changed() <-chan struct{} {
+func (s *Set) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.changeCh
 }
 
-// pick returns the brokers to try for a lookup, healthy ones first, rotated so load spreads
+// Pick returns the brokers to try for a lookup, healthy ones first, rotated so load spreads
 // (round robin within each group).
-func (s *BrokerSet) pick() ([]Broker, error) {
+func (s *Set) Pick() ([]Broker, error) {
 	all := s.live()
 	if len(all) == 0 {
 		return nil, s.noBroker()
@@ -346,20 +361,17 @@ func (s *BrokerSet) pick() ([]Broker, error) {
 	return append(good, bad...), nil
 }
 
-// problemReporter is a discovery provider that can say why it has no brokers.
-type problemReporter interface{ problem() string }
-
-func (s *BrokerSet) noBroker() error {
-	if p, ok := s.discovery.(problemReporter); ok {
-		if msg := p.problem(); msg != "" {
-			return fmt.Errorf("%w: discovery lists no broker (%s)", errNoBroker, msg)
+func (s *Set) noBroker() error {
+	if p, ok := s.discovery.(ProblemReporter); ok {
+		if msg := p.Problem(); msg != "" {
+			return fmt.Errorf("%w: discovery lists no broker (%s)", ErrNoBroker, msg)
 		}
 	}
-	return fmt.Errorf("%w: discovery lists no broker", errNoBroker)
+	return fmt.Errorf("%w: discovery lists no broker", ErrNoBroker)
 }
 
 // Ready reports whether at least one broker passed its last probe, with a reason when not.
-func (s *BrokerSet) Ready() (bool, string) {
+func (s *Set) Ready() (bool, string) {
 	all := s.live()
 	if len(all) == 0 {
 		return false, s.noBroker().Error()
@@ -380,8 +392,9 @@ func (s *BrokerSet) Ready() (bool, string) {
 	return false, fmt.Sprintf("no broker reachable (%s)", strings.Join(reasons, "; "))
 }
 
-// probeAll probes every live broker once, concurrently, and records the results.
-func (s *BrokerSet) probeAll(ctx context.Context, probe Prober, timeout time.Duration) {
+// ProbeAll probes every live broker once, concurrently, and records the results (what
+// RunHealthChecks does every interval).
+func (s *Set) ProbeAll(ctx context.Context, probe Prober, timeout time.Duration) {
 	var wg sync.WaitGroup
 	for _, b := range s.live() {
 		wg.Add(1)
@@ -408,12 +421,12 @@ func (s *BrokerSet) probeAll(ctx context.Context, probe Prober, timeout time.Dur
 
 // RunHealthChecks probes all brokers every interval, and at once when the set changes, until
 // ctx ends.
-func (s *BrokerSet) RunHealthChecks(ctx context.Context, probe Prober, interval, timeout time.Duration) {
+func (s *Set) RunHealthChecks(ctx context.Context, probe Prober, interval, timeout time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		changed := s.Changed()
-		s.probeAll(ctx, probe, timeout)
+		s.ProbeAll(ctx, probe, timeout)
 		select {
 		case <-ctx.Done():
 			return
@@ -425,7 +438,7 @@ func (s *BrokerSet) RunHealthChecks(ctx context.Context, probe Prober, interval,
 
 // RegisterMetrics exports the size of the live set: pulsar_proxy_brokers{state="live"} (in
 // discovery, on an allowed port) and {state="healthy"} (answered its last probe).
-func (s *BrokerSet) RegisterMetrics(reg prometheus.Registerer) {
+func (s *Set) RegisterMetrics(reg prometheus.Registerer) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pulsar_proxy_brokers", Help: "Brokers in the live set (state=live) and those that answered their last probe (state=healthy).",
 		ConstLabels: prometheus.Labels{"state": "live"},
@@ -450,7 +463,7 @@ func (s *BrokerSet) RegisterMetrics(reg prometheus.Registerer) {
 // WebURLs returns the web service URLs (scheme://host:port) of the live brokers whose web
 // service discovery knows, for the admin API: those that answered their last health probe
 // first, each group rotated so that requests spread (round robin).
-func (s *BrokerSet) WebURLs() []string {
+func (s *Set) WebURLs() []string {
 	all := s.live()
 	if len(all) == 0 {
 		return nil
@@ -479,7 +492,7 @@ func (s *BrokerSet) WebURLs() []string {
 // and port are those of a live broker's web service (a pattern never opens a port discovery
 // did not name). Hosts are compared as written, never resolved; learned lookup targets do not
 // apply (they are binary endpoints).
-func (s *BrokerSet) AllowWeb(scheme, host, port string) bool {
+func (s *Set) AllowWeb(scheme, host, port string) bool {
 	h, p, err := brokerhost.SplitHostPort(Broker{Host: host, Port: port}.Addr())
 	if err != nil {
 		return false

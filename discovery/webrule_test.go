@@ -1,4 +1,4 @@
-package lookup
+package discovery
 
 import (
 	"bytes"
@@ -12,11 +12,12 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/miekg/dns"
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/rs/zerolog"
 )
 
-// The web rule (see BrokerSet): a web service URL that discovery names becomes an admin
+// The web rule (see brokers.Set): a web service URL that discovery names becomes an admin
 // upstream, which is sent the proxy's own credentials, only on its broker's own host and on a
 // port of broker.allowedWebPorts. One test per source, each through the provider as the proxy
 // runs it and the set as build.go makes it (the config defaults: 6650/6651 and 8080/8443).
@@ -30,8 +31,8 @@ type webCase struct {
 // metadata is the cloud instance metadata address, the classic target of a steered request.
 const metadata = "169.254.169.254"
 
-func webRuleSet(d Discovery, webTLS bool, log *bytes.Buffer) *BrokerSet {
-	return NewBrokerSet(d, SetOptions{AllowedPorts: []string{"6650", "6651"}, AllowedWebPorts: []string{"8080", "8443"},
+func webRuleSet(d brokers.Discovery, webTLS bool, log *bytes.Buffer) *brokers.Set {
+	return brokers.NewSet(d, brokers.Options{AllowedPorts: []string{"6650", "6651"}, AllowedWebPorts: []string{"8080", "8443"},
 		WebTLS: webTLS, Logger: zerolog.New(log)})
 }
 
@@ -39,7 +40,7 @@ func webRuleSet(d Discovery, webTLS bool, log *bytes.Buffer) *BrokerSet {
 // accepted web URLs, that AllowWeb (redirects) refuses every refused one as the admin proxy
 // would ask for it, and that each refusal was warned about exactly once, however often the set
 // is asked.
-func checkWebRule(t *testing.T, set *BrokerSet, log *bytes.Buffer, cases []webCase) {
+func checkWebRule(t *testing.T, set *brokers.Set, log *bytes.Buffer, cases []webCase) {
 	t.Helper()
 	var want []string
 	for range 3 {
@@ -47,11 +48,11 @@ func checkWebRule(t *testing.T, set *BrokerSet, log *bytes.Buffer, cases []webCa
 	}
 	live := set.Brokers()
 	for _, c := range cases {
-		b, err := parseBrokerURL(c.pulsar)
+		b, err := brokers.ParseURL(c.pulsar)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.ContainsFunc(live, func(l Broker) bool { return l.Addr() == b.Addr() }) {
+		if !slices.ContainsFunc(live, func(l brokers.Broker) bool { return l.Addr() == b.Addr() }) {
 			t.Errorf("%s: broker %s left out of the live set; only its web URL is in question", c.name, c.pulsar)
 		}
 		if c.want != "" {
@@ -84,7 +85,7 @@ func checkWebRule(t *testing.T, set *BrokerSet, log *bytes.Buffer, cases []webCa
 
 // zkWebSet runs the ZooKeeper provider over a fake ZooKeeper holding one registration per
 // case, with the given web URL field, and returns the set over it once it has read them.
-func zkWebSet(t *testing.T, cfg ZooKeeperConfig, cases []webCase, reg func(c webCase) string) (*BrokerSet, *bytes.Buffer) {
+func zkWebSet(t *testing.T, cfg ZooKeeperConfig, cases []webCase, reg func(c webCase) string) (*brokers.Set, *bytes.Buffer) {
 	t.Helper()
 	z, f, _ := startFakeZK(t, cfg)
 	for i, c := range cases {
@@ -151,7 +152,7 @@ func TestWebRuleZooKeeperListener(t *testing.T) {
 		{"another host", "pulsar://b2.internal:6650", "http://" + metadata + ":8080", ""},
 	}
 	set, log := zkWebSet(t, ZooKeeperConfig{Listener: "internal"}, cases, func(c webCase) string {
-		b, _ := parseBrokerURL(c.pulsar)
+		b, _ := brokers.ParseURL(c.pulsar)
 		return fmt.Sprintf(`{"pulsarServiceUrl":"pulsar://%s:6650","webServiceUrl":%q,"advertisedListeners":{"internal":{"brokerServiceUrl":%q}}}`,
 			strings.TrimSuffix(b.Host, ".internal")+".pulsar", c.web, c.pulsar)
 	})
@@ -234,34 +235,4 @@ func TestWebRuleStatic(t *testing.T) {
 	}
 	var log bytes.Buffer
 	checkWebRule(t, webRuleSet(s, false, &log), &log, cases)
-}
-
-// A refusal is warned once per broker and reason: again only when the reason changes, and
-// not for a web URL that passes.
-func TestWebRuleWarnsOncePerBrokerAndReason(t *testing.T) {
-	d := &listDiscovery{}
-	b := Broker{URL: "pulsar://b0:6650", Host: "b0", Port: "6650", Web: "http://" + metadata + ":80"}
-	d.bs = []Broker{b}
-	var log bytes.Buffer
-	set := webRuleSet(d, false, &log)
-	warned := func() int { return strings.Count(log.String(), "will not send admin requests") }
-	for range 5 {
-		set.WebURLs()
-		set.Allow("b0:6650")
-	}
-	d.mu.Lock()
-	d.bs = []Broker{b, {URL: "pulsar://b1:6650", Host: "b1", Port: "6650", Web: "http://b1:8080"}}
-	d.mu.Unlock()
-	set.WebURLs()
-	if n := warned(); n != 1 {
-		t.Fatalf("%d warnings for one refused web URL, want 1:\n%s", n, &log)
-	}
-	b.Web = "http://b0:22"
-	d.mu.Lock()
-	d.bs = []Broker{b}
-	d.mu.Unlock()
-	set.WebURLs()
-	if n := warned(); n != 2 || !strings.Contains(log.String(), "port 22 is not in broker.allowedWebPorts") {
-		t.Fatalf("%d warnings after the reason changed, want 2:\n%s", n, &log)
-	}
 }

@@ -1,4 +1,8 @@
-package lookup
+// Package discovery finds the brokers: the providers (a static list, Consul, DNS, Pulsar's
+// metadata store in ZooKeeper) and their union, which the live set (package brokers) reads.
+// A provider that has to ask a registry keeps its last good list through the registry's
+// outages and says why it is stale (the discovery_* metrics, /readyz).
+package discovery
 
 import (
 	"context"
@@ -11,18 +15,14 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 )
 
-// Discovery tells which brokers exist right now. Brokers must be cheap and must not block:
-// a provider that has to ask something (Consul, DNS) answers from its last good result and
-// refreshes that result in Run. The returned slice may be shared: callers must not modify it.
-type Discovery interface {
-	Brokers() []Broker
-}
-
-// Provider is one configured source of brokers.
+// Provider is one configured source of brokers. Its Brokers answers from the last good
+// result (see brokers.Discovery); Run is what refreshes it.
 type Provider interface {
-	Discovery
+	brokers.Discovery
 	// Name is the provider's metric label and log name: static, consul, dns or metadataStore.
 	Name() string
 	// Run keeps the provider's list current until ctx ends. A failed refresh is retried with
@@ -31,7 +31,7 @@ type Provider interface {
 }
 
 // Static is a fixed broker list from configuration.
-type Static struct{ brokers []Broker }
+type Static struct{ list []brokers.Broker }
 
 // NewStatic parses the configured broker URLs.
 func NewStatic(urls []string) (*Static, error) { return NewStaticWeb(urls, nil) }
@@ -39,7 +39,7 @@ func NewStatic(urls []string) (*Static, error) { return NewStaticWeb(urls, nil) 
 // NewStaticWeb parses the configured broker URLs and, when webURLs is not empty, the web
 // service URL of each, in the same order (http(s)://host:port). The operator wrote both, so a
 // web URL may name another host than its broker's (a separate Service or ingress for the web
-// port is common); BrokerSet still holds it to broker.allowedWebPorts.
+// port is common); brokers.Set still holds it to broker.allowedWebPorts.
 func NewStaticWeb(urls, webURLs []string) (*Static, error) {
 	if len(urls) == 0 {
 		return nil, fmt.Errorf("static discovery needs at least one broker")
@@ -49,23 +49,23 @@ func NewStaticWeb(urls, webURLs []string) (*Static, error) {
 	}
 	s := &Static{}
 	for i, raw := range urls {
-		b, err := parseBrokerURL(raw)
+		b, err := brokers.ParseURL(raw)
 		if err != nil {
 			return nil, err
 		}
 		if len(webURLs) > 0 {
-			if b.Web, err = parseWebURL(webURLs[i]); err != nil {
+			if b.Web, err = brokers.ParseWebURL(webURLs[i]); err != nil {
 				return nil, err
 			}
-			b.webByOperator = true
+			b.WebByOperator = true
 		}
-		s.brokers = append(s.brokers, b)
+		s.list = append(s.list, b)
 	}
 	return s, nil
 }
 
 // Brokers returns the configured brokers (shared; never modified).
-func (s *Static) Brokers() []Broker { return s.brokers }
+func (s *Static) Brokers() []brokers.Broker { return s.list }
 
 // Name is "static".
 func (s *Static) Name() string { return "static" }
@@ -75,18 +75,18 @@ func (s *Static) Run(context.Context) {}
 
 // Union is the live list of several providers at once: every broker any of them lists,
 // once (by host:port), in provider order.
-type Union []Discovery
+type Union []brokers.Discovery
 
 // Brokers merges the providers' lists.
-func (u Union) Brokers() []Broker {
+func (u Union) Brokers() []brokers.Broker {
 	if len(u) == 1 {
 		return u[0].Brokers()
 	}
-	var out []Broker
+	var out []brokers.Broker
 	for _, d := range u {
 		for _, b := range d.Brokers() {
 			// Lists are a handful of brokers: a scan beats a map.
-			if !slices.ContainsFunc(out, func(o Broker) bool { return o.Host == b.Host && o.Port == b.Port }) {
+			if !slices.ContainsFunc(out, func(o brokers.Broker) bool { return o.Host == b.Host && o.Port == b.Port }) {
 				out = append(out, b)
 			}
 		}
@@ -94,12 +94,12 @@ func (u Union) Brokers() []Broker {
 	return out
 }
 
-// problem joins what the providers report as wrong, for /readyz when no broker is known.
-func (u Union) problem() string {
+// Problem joins what the providers report as wrong, for /readyz when no broker is known.
+func (u Union) Problem() string {
 	var ps []string
 	for _, d := range u {
-		if p, ok := d.(problemReporter); ok {
-			if msg := p.problem(); msg != "" {
+		if p, ok := d.(brokers.ProblemReporter); ok {
+			if msg := p.Problem(); msg != "" {
 				ps = append(ps, msg)
 			}
 		}
@@ -122,7 +122,7 @@ type source struct {
 	now     func() time.Time
 
 	mu      sync.Mutex
-	brokers []Broker
+	list    []brokers.Broker
 	started time.Time
 	lastOK  time.Time // zero until the first success
 	err     error     // of the last refresh; nil after a success
@@ -136,17 +136,17 @@ func newSource(name string, log zerolog.Logger, m *Metrics) *source {
 }
 
 // Brokers returns the last good list (shared: succeed replaces it, never modifies it).
-func (s *source) Brokers() []Broker {
+func (s *source) Brokers() []brokers.Broker {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.brokers
+	return s.list
 }
 
 // Name is the provider's label.
 func (s *source) Name() string { return s.name }
 
-// problem says why the list is stale, or "".
-func (s *source) problem() string {
+// Problem says why the list is stale, or "" (brokers.ProblemReporter).
+func (s *source) Problem() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err == nil {
@@ -196,15 +196,15 @@ func (s *source) isStale() bool {
 }
 
 // succeed records a refresh's answer; an empty one counts as a failure.
-func (s *source) succeed(bs []Broker) {
+func (s *source) succeed(bs []brokers.Broker) {
 	if len(bs) == 0 {
 		s.fail(errEmptyAnswer)
 		return
 	}
 	s.mu.Lock()
 	wasErr := s.err
-	changed := !slices.EqualFunc(bs, s.brokers, sameEndpoints)
-	s.brokers = slices.Clone(bs)
+	changed := !slices.EqualFunc(bs, s.list, brokers.SameEndpoints)
+	s.list = slices.Clone(bs)
 	s.lastOK = s.now()
 	s.err = nil
 	s.mu.Unlock()
@@ -227,7 +227,7 @@ func (s *source) fail(err error) {
 	s.mu.Lock()
 	first := s.err == nil
 	s.err = err
-	kept := len(s.brokers)
+	kept := len(s.list)
 	s.mu.Unlock()
 	s.metrics.discoveryErrors.WithLabelValues(s.name).Inc()
 	s.metrics.discoveryStale.WithLabelValues(s.name).Set(1)

@@ -1,4 +1,4 @@
-package lookup
+package discovery
 
 import (
 	"crypto/tls"

@@ -1,10 +1,11 @@
-package lookup
+package discovery
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
@@ -33,15 +34,15 @@ type zkBrokerChoice struct {
 	Listener string // an advertised listener's binary URL instead of the default one
 }
 
-// parseZKBroker turns a broker's registration into a Broker. A registration without the
+// parseZKBroker turns a broker's registration into a brokers.Broker. A registration without the
 // binary URL the proxy needs is an error (the broker is skipped). The web URL is passed on as
-// written: whoever can write the registration chooses it, so BrokerSet checks it (syntax,
+// written: whoever can write the registration chooses it, so brokers.Set checks it (syntax,
 // scheme, host, port) as it checks the other sources'; one that fails leaves the broker serving
 // topics without the admin API, and the set warns once.
-func parseZKBroker(data []byte, c zkBrokerChoice) (Broker, error) {
+func parseZKBroker(data []byte, c zkBrokerChoice) (brokers.Broker, error) {
 	var d zkBrokerData
 	if err := json.Unmarshal(data, &d); err != nil {
-		return Broker{}, fmt.Errorf("not a broker registration: %v", err)
+		return brokers.Broker{}, fmt.Errorf("not a broker registration: %v", err)
 	}
 	raw, what := d.PulsarServiceURL, "pulsarServiceUrl"
 	if c.TLS {
@@ -50,7 +51,7 @@ func parseZKBroker(data []byte, c zkBrokerChoice) (Broker, error) {
 	if c.Listener != "" {
 		l, ok := d.AdvertisedListeners[c.Listener]
 		if !ok {
-			return Broker{}, fmt.Errorf("no advertised listener %q", c.Listener)
+			return brokers.Broker{}, fmt.Errorf("no advertised listener %q", c.Listener)
 		}
 		raw, what = l.BrokerServiceURL, "listener "+c.Listener+" brokerServiceUrl"
 		if c.TLS {
@@ -58,21 +59,21 @@ func parseZKBroker(data []byte, c zkBrokerChoice) (Broker, error) {
 		}
 	}
 	if raw == "" {
-		return Broker{}, fmt.Errorf("no %s (is the broker's %s port enabled?)", what, map[bool]string{true: "TLS", false: "plaintext"}[c.TLS])
+		return brokers.Broker{}, fmt.Errorf("no %s (is the broker's %s port enabled?)", what, map[bool]string{true: "TLS", false: "plaintext"}[c.TLS])
 	}
-	b, err := parseBrokerURL(strings.TrimSuffix(raw, "/"))
+	b, err := brokers.ParseURL(strings.TrimSuffix(raw, "/"))
 	if err != nil {
-		return Broker{}, err
+		return brokers.Broker{}, err
 	}
 	if b.TLS != c.TLS {
-		return Broker{}, fmt.Errorf("%s %q: wrong scheme", what, raw)
+		return brokers.Broker{}, fmt.Errorf("%s %q: wrong scheme", what, raw)
 	}
 	b.Web = d.WebServiceURL
 	if c.TLS {
 		b.Web = d.WebServiceURLTLS
 	}
 	if c.Listener != "" {
-		b.webHost = d.defaultHost(c.TLS)
+		b.WebHost = d.defaultHost(c.TLS)
 	}
 	return b, nil
 }

@@ -1,4 +1,4 @@
-package lookup
+package discovery
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	consul "github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/rs/zerolog"
 )
@@ -85,7 +86,7 @@ func instance(id, addr string, port int, meta map[string]string) map[string]any 
 	}
 }
 
-func waitBrokers(t *testing.T, d Discovery, want ...string) {
+func waitBrokers(t *testing.T, d brokers.Discovery, want ...string) {
 	t.Helper()
 	var got []string
 	if !wait.Within(10*time.Second, func() bool {

@@ -1,18 +1,20 @@
-package lookup
+package discovery
 
 import (
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 )
 
-// BenchmarkBrokerSet measures the per-request cost of the live set: Allow runs once per
+// BenchmarkLiveSet measures the per-request cost of the live set: Allow runs once per
 // direct session, Pick once per lookup.
-func BenchmarkBrokerSet(b *testing.B) {
+func BenchmarkLiveSet(b *testing.B) {
 	static, _ := NewStatic([]string{"pulsar://10.0.0.1:6650", "pulsar://10.0.0.2:6650", "pulsar://10.0.0.3:6650"})
 	src := newSource("consul", zerolog.Nop(), NewMetrics(nil))
 	src.succeed(static.Brokers())
-	set := NewBrokerSet(Union{static, src}, SetOptions{AllowedPorts: []string{"6650", "6651"}, Logger: zerolog.Nop()})
+	set := brokers.NewSet(Union{static, src}, brokers.Options{AllowedPorts: []string{"6650", "6651"}, Logger: zerolog.Nop()})
 	b.Run("Allow", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -24,7 +26,7 @@ func BenchmarkBrokerSet(b *testing.B) {
 	b.Run("Pick", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := set.pick(); err != nil {
+			if _, err := set.Pick(); err != nil {
 				b.Fatal(err)
 			}
 		}

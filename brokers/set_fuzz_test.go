@@ -1,4 +1,4 @@
-package lookup
+package brokers
 
 import (
 	"regexp"
@@ -15,13 +15,13 @@ import (
 // to itself. Seeds: testdata/fuzz/FuzzAllowTarget.
 func FuzzAllowTarget(f *testing.F) {
 	const listed = "b0.pulsar.svc"
-	b0, err := parseBrokerURL("pulsar://" + listed + ":6650")
+	b0, err := ParseURL("pulsar://" + listed + ":6650")
 	if err != nil {
 		f.Fatal(err)
 	}
 	d := &listDiscovery{bs: []Broker{b0}}
 	f.Fuzz(func(t *testing.T, target, pattern string) {
-		set := NewBrokerSet(d, SetOptions{AllowedHosts: []string{pattern}, Logger: zerolog.Nop()})
+		set := NewSet(d, Options{AllowedHosts: []string{pattern}, Logger: zerolog.Nop()})
 		b, err := set.Allow(target)
 		if err != nil {
 			return

@@ -1,10 +1,11 @@
-package lookup
+package discovery
 
 import (
 	"testing"
 
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
@@ -25,19 +26,19 @@ func FuzzZKBroker(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again, err := parseBrokerURL(b.URL)
+		again, err := brokers.ParseURL(b.URL)
 		if err != nil || again.Addr() != b.Addr() || b.TLS != tls {
 			t.Fatalf("accepted %+v from %q: %v", b, data, err)
 		}
-		set := NewBrokerSet(&listDiscovery{bs: []Broker{b}}, SetOptions{AllowedWebPorts: []string{"8080", "8443"}, WebTLS: tls, Logger: zerolog.Nop()})
+		set := brokers.NewSet(&Static{list: []brokers.Broker{b}}, brokers.Options{AllowedWebPorts: []string{"8080", "8443"}, WebTLS: tls, Logger: zerolog.Nop()})
 		for _, web := range set.WebURLs() {
 			wtls, host, port, err := brokerhost.ParseWebURL(web)
 			switch {
-			case err != nil || WebURL(wtls, host, port) != web:
+			case err != nil || brokers.WebURL(wtls, host, port) != web:
 				t.Fatalf("web URL %q from %q is not canonical: %v", web, data, err)
 			case wtls != tls || port != "8080" && port != "8443":
 				t.Fatalf("web URL %q from %q: scheme or port not allowed", web, data)
-			case host != b.Host && (listener == "" || host != b.webHost):
+			case host != b.Host && (listener == "" || host != b.WebHost):
 				t.Fatalf("web URL %q from %q is not on the broker's host %q", web, data, b.Host)
 			}
 		}

@@ -1,4 +1,4 @@
-package lookup
+package discovery
 
 import (
 	"context"
@@ -253,7 +253,7 @@ func TestZooKeeperWaitsForThePathToExist(t *testing.T) {
 	f.mu.Unlock()
 	f.setState(zk.StateHasSession)
 	wait.Until(t, 10*time.Second, "the missing path reported as the problem", func() bool {
-		return strings.Contains(z.problem(), "does not exist")
+		return strings.Contains(z.Problem(), "does not exist")
 	})
 	f.put("b1:8080", registration("b1", 6650, 8080))
 	waitZKBrokers(t, z, "pulsar://b1:6650 http://b1:8080")
@@ -264,12 +264,12 @@ func TestZooKeeperFirstConnectFailureIsReported(t *testing.T) {
 	z, f, _ := startFakeZK(t, ZooKeeperConfig{})
 	f.setState(zk.StateConnecting)
 	time.Sleep(20 * time.Millisecond)
-	if p := z.problem(); !strings.Contains(p, "no answer yet") {
+	if p := z.Problem(); !strings.Contains(p, "no answer yet") {
 		t.Fatalf("problem %q during the first attempt, want none reported yet", p)
 	}
 	f.setState(zk.StateConnecting)
 	wait.Until(t, 10*time.Second, "the second failed attempt reported as the problem", func() bool {
-		return strings.Contains(z.problem(), "Connecting")
+		return strings.Contains(z.Problem(), "Connecting")
 	})
 }
 
@@ -305,7 +305,7 @@ func TestParseZKBroker(t *testing.T) {
 		}
 	}
 	// A broker without a web service URL is listed, without the admin API; one with a web URL
-	// that is not one keeps it as written, for BrokerSet to refuse (TestWebRuleZooKeeper).
+	// that is not one keeps it as written, for brokers.Set to refuse (TestWebRuleZooKeeper).
 	if b, err := parseZKBroker([]byte(`{"pulsarServiceUrl":"pulsar://b:6650/"}`), zkBrokerChoice{}); err != nil || b.Web != "" || b.URL != "pulsar://b:6650" {
 		t.Errorf("%+v %v", b, err)
 	}
