@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -351,7 +351,7 @@ func TestAttackExpiredClientThatStopsReading(t *testing.T) {
 		defer close(stop)
 		go keepSending(p.c, stop) // and never reads
 		waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
+		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authn.ReasonRefreshTimeout))
 	})
 	t.Run("lookup", func(t *testing.T) {
 		huge := make([]string, 0, 40_000)
@@ -375,7 +375,7 @@ func TestAttackExpiredClientThatStopsReading(t *testing.T) {
 		defer close(stop)
 		go keepSending(p.c, stop)
 		waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
+		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authn.ReasonRefreshTimeout))
 	})
 }
 

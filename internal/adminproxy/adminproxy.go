@@ -31,7 +31,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 )
 
@@ -43,21 +43,21 @@ type Upstreams interface {
 	AllowWeb(scheme, host, port string) bool
 }
 
-// Authenticator names the role of a client's credentials (authz.Authenticator).
+// Authenticator names the role of a client's credentials (authn.Authenticator).
 type Authenticator interface {
-	Authenticate(authz.Credentials) (authz.Identity, error)
+	Authenticate(authn.Credentials) (authn.Identity, error)
 }
 
 // Policy is the edge's decision on a route (edge.Edge): the same policy as the binary
 // planes'.
 type Policy interface {
-	Route(id authz.Identity, method string, u *url.URL) edge.Decision
-	Visible(id authz.Identity, topic string) bool
+	Route(id authn.Identity, method string, u *url.URL) edge.Decision
+	Visible(id authn.Identity, topic string) bool
 }
 
-// FailureCounter counts refused authentications (authz.Metrics).
+// FailureCounter counts refused authentications (authn.Metrics).
 type FailureCounter interface {
-	AuthFailure(method string, reason authz.Reason)
+	AuthFailure(method string, reason authn.Reason)
 }
 
 // Config configures a Proxy.
@@ -198,7 +198,7 @@ func (p *Proxy) Handler(next http.Handler) http.Handler {
 // redirect-following transport and the error handler (through the request's context).
 type exchange struct {
 	route    route
-	identity authz.Identity
+	identity authn.Identity
 	authed   bool
 	decision edge.Decision // the edge's, for an admitted request
 	body     *replayBody   // nil without a request body
@@ -329,7 +329,7 @@ func (p *Proxy) authenticate(rec *recorder, r *http.Request, x *exchange) bool {
 	}
 	id, err := p.cfg.Auth.Authenticate(credentials(r))
 	if err != nil {
-		var ae *authz.Error
+		var ae *authn.Error
 		if errors.As(err, &ae) && p.cfg.AuthFailures != nil {
 			p.cfg.AuthFailures.AuthFailure(ae.Method, ae.Reason)
 		}

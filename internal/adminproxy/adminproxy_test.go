@@ -20,7 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 )
@@ -433,25 +433,25 @@ func TestSkipsUnreachableBrokers(t *testing.T) {
 // fakeAuth accepts "token" credentials whose data is "role:<name>".
 type fakeAuth struct{ anonymous string }
 
-func (a fakeAuth) Authenticate(c authz.Credentials) (authz.Identity, error) {
+func (a fakeAuth) Authenticate(c authn.Credentials) (authn.Identity, error) {
 	switch {
 	case c.Method == "" && a.anonymous != "":
-		return authz.Identity{Role: a.anonymous, Method: "anonymous"}, nil
+		return authn.Identity{Role: a.anonymous, Method: "anonymous"}, nil
 	case c.Method == "":
-		return authz.Identity{}, &authz.Error{Method: "none", Reason: authz.ReasonNoCredentials, Detail: "this proxy requires credentials"}
+		return authn.Identity{}, &authn.Error{Method: "none", Reason: authn.ReasonNoCredentials, Detail: "this proxy requires credentials"}
 	case c.Method != "token":
-		return authz.Identity{}, &authz.Error{Method: c.Method, Reason: authz.ReasonUnknownMethod}
+		return authn.Identity{}, &authn.Error{Method: c.Method, Reason: authn.ReasonUnknownMethod}
 	}
 	role, ok := strings.CutPrefix(string(c.Data), "role:")
 	if !ok {
-		return authz.Identity{}, &authz.Error{Method: "token", Reason: authz.ReasonBadSignature}
+		return authn.Identity{}, &authn.Error{Method: "token", Reason: authn.ReasonBadSignature}
 	}
-	return authz.Identity{Role: role, Method: "token"}, nil
+	return authn.Identity{Role: role, Method: "token"}, nil
 }
 
 type failures struct{ n atomic.Int32 }
 
-func (f *failures) AuthFailure(string, authz.Reason) { f.n.Add(1) }
+func (f *failures) AuthFailure(string, authn.Reason) { f.n.Add(1) }
 
 func TestAuthenticatesAndNamesTheClientsRole(t *testing.T) {
 	brk := newBroker(t, nil)

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 )
 
 // Header names Pulsar brokers read on their web service (PulsarWebResource and
@@ -22,7 +22,7 @@ const (
 // X-Pulsar-Auth-Method-Name, which Pulsar's admin client sends, picks between them when a
 // request carries both; an Authorization of another scheme (Basic, ...) names that scheme as
 // the method, which the authenticator refuses as not enabled.
-func credentials(r *http.Request) authz.Credentials {
+func credentials(r *http.Request) authn.Credentials {
 	method := strings.ToLower(strings.TrimSpace(r.Header.Get(headerAuthMethod)))
 	var token string
 	var scheme string
@@ -39,13 +39,13 @@ func credentials(r *http.Request) authz.Credentials {
 	}
 	switch {
 	case method == "token" || (method == "" && token != ""):
-		return authz.Credentials{Method: "token", Data: []byte(token)}
+		return authn.Credentials{Method: "token", Data: []byte(token)}
 	case method == "tls" || (method == "" && scheme == "" && certs != nil):
-		return authz.Credentials{Method: "tls", PeerCertificates: certs}
+		return authn.Credentials{Method: "tls", PeerCertificates: certs}
 	case method != "":
-		return authz.Credentials{Method: method}
+		return authn.Credentials{Method: method}
 	case scheme != "":
-		return authz.Credentials{Method: scheme}
+		return authn.Credentials{Method: scheme}
 	}
-	return authz.Credentials{}
+	return authn.Credentials{}
 }

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"sync"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 )
 
@@ -17,7 +17,7 @@ import (
 // bounded otherwise: a connection carries one request at a time (HTTP/1.1 only, no HTTP/2 is
 // offered), so per client address by the HTTP listener's session.maxConnectionsPerIP, in all
 // by the listener's part of the descriptor budget; and in time by auth.token.jwksTimeout, since
-// a key set is fetched once for all the requests waiting on it (authz.JWKS.keyFor: one fetch
+// a key set is fetched once for all the requests waiting on it (authn.JWKS.keyFor: one fetch
 // at a time, at most one per jwksMinRefetchInterval, the others then answered at once).
 type slots struct {
 	all    chan struct{}
@@ -74,7 +74,7 @@ func (s *slots) give(key string) {
 // for a client with none (authentication off, or the anonymous role, which every such client
 // shares), its address (an IPv6 client by its prefix of v6Prefix bits). The key is for the
 // count only; who says what the refusal names.
-func principalKey(r *http.Request, id authz.Identity, authed bool, v6Prefix int) (key, who string) {
+func principalKey(r *http.Request, id authn.Identity, authed bool, v6Prefix int) (key, who string) {
 	if authed && id.Method != "anonymous" {
 		return "role:" + id.Role, "principal " + id.Role
 	}

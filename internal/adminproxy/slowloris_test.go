@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
@@ -115,11 +115,11 @@ type slowAuth struct {
 	release chan struct{}
 }
 
-func (a *slowAuth) Authenticate(c authz.Credentials) (authz.Identity, error) {
+func (a *slowAuth) Authenticate(c authn.Credentials) (authn.Identity, error) {
 	if string(c.Data) == "slow" {
 		a.waiting.Add(1)
 		<-a.release
-		return authz.Identity{}, &authz.Error{Method: "token", Reason: authz.ReasonUnknownKey}
+		return authn.Identity{}, &authn.Error{Method: "token", Reason: authn.ReasonUnknownKey}
 	}
 	return a.fakeAuth.Authenticate(c)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
@@ -203,7 +204,7 @@ func (c checker) storeFiles(cfg *config.Config) {
 func (c checker) tokens(cfg *config.Config) {
 	a := cfg.Auth
 	if f := a.Token.SecretKeyFile; f != "" {
-		if k, err := authz.ReadSecretKey(f); err != nil {
+		if k, err := authn.ReadSecretKey(f); err != nil {
 			c.r.add(Error, "auth.token.secretKeyFile", "%v", err)
 		} else if len(k) < 32 {
 			c.r.add(Warning, "auth.token.secretKeyFile", "%s: a %d-byte key; HS256 wants at least 32 bytes (Pulsar's brokers refuse shorter ones)", f, len(k))
@@ -212,7 +213,7 @@ func (c checker) tokens(cfg *config.Config) {
 		}
 	}
 	if f := a.Token.PublicKeyFile; f != "" {
-		if k, err := authz.ReadPublicKey(f); err != nil {
+		if k, err := authn.ReadPublicKey(f); err != nil {
 			c.r.add(Error, "auth.token.publicKeyFile", "%v", err)
 		} else {
 			c.r.add(Info, "auth.token.publicKeyFile", "%s: a %T", f, k)
@@ -231,7 +232,7 @@ func (c checker) tokens(cfg *config.Config) {
 	if a.BrokerClient.TokenFile != "" {
 		key = "auth.brokerClient.tokenFile"
 	}
-	_, data, err := authz.TokenCredentials(a.BrokerClient.Token, a.BrokerClient.TokenFile)()
+	_, data, err := authn.TokenCredentials(a.BrokerClient.Token, a.BrokerClient.TokenFile)()
 	switch {
 	case err != nil:
 		c.r.add(Error, key, "%v", err)

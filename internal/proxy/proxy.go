@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/discovery"
@@ -54,7 +55,7 @@ type Proxy struct {
 	sessions  *session.Server
 	sec       session.Security
 	policy    *authz.PolicyStore // nil without authz.enabled
-	jwks      *authz.JWKS        // nil without auth.token.jwksURL
+	jwks      *authn.JWKS        // nil without auth.token.jwksURL
 	brokerTLS bool
 	admin     *adminproxy.Proxy // nil without admin.enabled
 	listening atomic.Bool       // the Pulsar listeners are serving (for /readyz)

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
@@ -15,26 +16,26 @@ import (
 // newSecurity builds authentication, the policy store, the identity provider's key set (nil
 // without auth.token.jwksURL; main runs it) and the proxy's broker credentials from the
 // configuration.
-func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, *authz.PolicyStore, *authz.JWKS, error) {
+func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, *authz.PolicyStore, *authn.JWKS, error) {
 	sec, jwks, err := newAuthentication(cfg, reg, log)
+	policyMetrics := authz.NewMetrics(reg)
 	if err != nil || !cfg.Authz.PolicyEnabled {
-		sec.Edge = edge.New(edge.Config{Metrics: sec.Metrics})
+		sec.Edge = edge.New(edge.Config{Metrics: policyMetrics})
 		return sec, nil, jwks, err
 	}
-	store, err := authz.NewPolicyStore(cfg.Authz.PolicyFile, sec.Metrics, log)
+	store, err := authz.NewPolicyStore(cfg.Authz.PolicyFile, policyMetrics, log)
 	if err != nil {
 		return sec, nil, nil, fmt.Errorf("authz.policyFile: %w", err)
 	}
-	sec.Edge = edge.New(edge.Config{Policy: store, Metrics: sec.Metrics})
+	sec.Edge = edge.New(edge.Config{Policy: store, Metrics: policyMetrics})
 	return sec, store, jwks, nil
 }
 
 // newAuthentication builds the client authenticator (nil when auth is off) and the proxy's
 // own broker credentials.
-func newAuthentication(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, *authz.JWKS, error) {
-	m := authz.NewMetrics(reg)
+func newAuthentication(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, *authn.JWKS, error) {
 	sec := session.Security{
-		Metrics:                  m,
+		Metrics:                  authn.NewMetrics(reg),
 		ForwardClientCredentials: cfg.Auth.ForwardClientCredentials,
 		RefreshTimeout:           cfg.Auth.RefreshTimeout,
 	}
@@ -45,47 +46,47 @@ func newAuthentication(cfg *config.Config, reg prometheus.Registerer, log zerolo
 	if err != nil {
 		return sec, nil, err
 	}
-	tp, err := authz.NewTokenProvider(tc)
+	tp, err := authn.NewTokenProvider(tc)
 	if err != nil {
 		return sec, nil, fmt.Errorf("auth.token: %w", err)
 	}
-	providers := []authz.Provider{tp}
+	providers := []authn.Provider{tp}
 	if (cfg.Listen.PulsarTLS != "" || cfg.Admin.AdminListenHTTPS != "") && cfg.TLS.ClientCAFile != "" {
 		// Verified client certificates can name a role: the "tls" method.
-		roleOf, err := authz.CertificateRole(cfg.Auth.ClientCert.RoleFrom, cfg.Auth.ClientCert.URIPrefix)
+		roleOf, err := authn.CertificateRole(cfg.Auth.ClientCert.RoleFrom, cfg.Auth.ClientCert.URIPrefix)
 		if err != nil {
 			return sec, nil, fmt.Errorf("auth.tls.roleFrom: %w", err)
 		}
-		providers = append(providers, authz.TLSProvider{Role: roleOf})
+		providers = append(providers, authn.TLSProvider{Role: roleOf})
 	}
-	sec.Authenticator = authz.NewAuthenticator(cfg.Auth.AnonymousRole, providers...)
+	sec.Authenticator = authn.NewAuthenticator(cfg.Auth.AnonymousRole, providers...)
 	return sec, jwks, nil
 }
 
 // tokenConfig reads the token keys: a static key file, or the identity provider's key set.
-func tokenConfig(t config.AuthToken, reg prometheus.Registerer, log zerolog.Logger) (authz.TokenConfig, *authz.JWKS, error) {
-	tc := authz.TokenConfig{RoleClaim: t.RoleClaim, Leeway: t.Leeway, Audience: t.Audience, Issuers: t.Issuers}
+func tokenConfig(t config.AuthToken, reg prometheus.Registerer, log zerolog.Logger) (authn.TokenConfig, *authn.JWKS, error) {
+	tc := authn.TokenConfig{RoleClaim: t.RoleClaim, Leeway: t.Leeway, Audience: t.Audience, Issuers: t.Issuers}
 	var err error
 	if t.JWKSURL != "" {
 		if t.Audience == "" {
 			log.Warn().Msg("auth.token.audience is empty: tokens the identity provider issues for any of its applications are accepted")
 		}
-		tc.JWKS, err = authz.NewJWKS(authz.JWKSConfig{
+		tc.JWKS, err = authn.NewJWKS(authn.JWKSConfig{
 			URL: t.JWKSURL, RefreshInterval: t.JWKSRefreshInterval, MinRefetchInterval: t.JWKSMinRefetchInterval,
 			Timeout: t.JWKSTimeout, CAFile: t.JWKSCAFile,
-		}, authz.NewJWKSMetrics(reg), log)
+		}, authn.NewJWKSMetrics(reg), log)
 		if err != nil {
 			return tc, nil, fmt.Errorf("auth.token.jwksURL: %w", err)
 		}
 		return tc, tc.JWKS, nil
 	}
 	if f := t.SecretKeyFile; f != "" {
-		if tc.SecretKey, err = authz.ReadSecretKey(f); err != nil {
+		if tc.SecretKey, err = authn.ReadSecretKey(f); err != nil {
 			return tc, nil, fmt.Errorf("auth.token.secretKeyFile: %w", err)
 		}
 	}
 	if f := t.PublicKeyFile; f != "" {
-		if tc.PublicKey, err = authz.ReadPublicKey(f); err != nil {
+		if tc.PublicKey, err = authn.ReadPublicKey(f); err != nil {
 			return tc, nil, fmt.Errorf("auth.token.publicKeyFile: %w", err)
 		}
 	}
@@ -99,7 +100,7 @@ func proxyCredentials(cfg *config.Config) (func() (string, []byte, error), error
 	if bc.Token == "" && bc.TokenFile == "" {
 		return nil, nil
 	}
-	creds := authz.TokenCredentials(bc.Token, bc.TokenFile)
+	creds := authn.TokenCredentials(bc.Token, bc.TokenFile)
 	if _, _, err := creds(); err != nil {
 		return nil, fmt.Errorf("auth.brokerClient.tokenFile: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/adminproxy"
@@ -36,8 +37,9 @@ func readDefinitions() map[string][]string {
 	session.NewMetrics(r)
 	discovery.NewMetrics(r)
 	lookup.NewMetrics(r)
+	authn.NewMetrics(r)
 	authz.NewMetrics(r)
-	authz.NewJWKSMetrics(r)
+	authn.NewJWKSMetrics(r)
 	listener.NewMetrics(r)
 	adminproxy.NewMetrics(r)
 	return r.names

@@ -1,6 +1,8 @@
-// Package authz decides who a client is (authentication providers chosen by the CONNECT's
-// auth_method_name) and what that role may do (the topic-level policy).
-package authz
+// Package authn decides who a client is: the authentication providers (token, with a static
+// key or the identity provider's key set; tls, from a verified client certificate; anonymous)
+// chosen by the CONNECT's auth_method_name, and the proxy's own token for brokers. What that
+// role may do is package authz's.
+package authn
 
 import (
 	"crypto/x509"
