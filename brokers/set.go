@@ -39,8 +39,8 @@ var ErrTargetNotAllowed = errors.New("target broker not allowed")
 // ErrNoBroker is returned by Pick when discovery knows no broker at all.
 var ErrNoBroker = errors.New("no broker available")
 
-// Prober checks that the broker at addr (host:port) answers. The pool's Ping is the
-// production prober.
+// Prober checks that the broker at addr (host:port) answers. The Ping of the proxy's control
+// connections (upstream.Control) is the production prober.
 type Prober func(ctx context.Context, addr string) error
 
 // maxLearned bounds the learned-target table. Entries come only from brokers' lookup answers

@@ -260,7 +260,7 @@ func TestMultiplexedForwardsTheCanonicalForm(t *testing.T) {
 }
 
 // Only a proxy sets original_principal; on the framed planes a client that does is cut off,
-// on a lookup connection the fields are dropped (the pooled connection names the role).
+// on a lookup connection the fields are dropped (the control connection names the role).
 func TestForgedOriginalPrincipal(t *testing.T) {
 	e := newTestEdge(t, testPolicy)
 	forged := func() *pb.BaseCommand {

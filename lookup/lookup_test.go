@@ -80,8 +80,8 @@ func fakeBroker(t *testing.T, answer func(*pb.CommandLookupTopic, string) *pb.Co
 	return b, &lookups
 }
 
-func testPool() *upstream.Pool {
-	return upstream.NewPool(upstream.PoolConfig{Connector: &upstream.Connector{Dialer: &upstream.Dialer{Timeout: time.Second},
+func testControl() *upstream.Control {
+	return upstream.NewControl(upstream.ControlConfig{Connector: &upstream.Connector{Dialer: &upstream.Dialer{Timeout: time.Second},
 		Version: "test", ProtocolVersion: 21, Timeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize},
 		MaxPending: 10, Logger: zerolog.Nop()})
 }
@@ -99,9 +99,9 @@ func TestResolverFollowsRedirects(t *testing.T) {
 			BrokerServiceUrl: proto.String(owner.URL), Authoritative: proto.Bool(true)}
 	})
 	static, _ := discovery.NewStatic([]string{other.URL})
-	pool := testPool()
-	defer pool.Close()
-	r := NewResolver(brokers.NewSet(static, brokers.Options{LearnedTTL: time.Minute}), pool, 5*time.Second, 3, false, nil)
+	control := testControl()
+	defer control.Close()
+	r := NewResolver(brokers.NewSet(static, brokers.Options{LearnedTTL: time.Minute}), control, 5*time.Second, 3, false, nil)
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(7)}}
 	resp, err := r.Resolve(context.Background(), upstream.Client{}, cmd)
@@ -119,9 +119,9 @@ func TestResolverBoundsRedirects(t *testing.T) {
 		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Redirect.Enum(), BrokerServiceUrl: proto.String(self)}
 	})
 	static, _ := discovery.NewStatic([]string{loop.URL})
-	pool := testPool()
-	defer pool.Close()
-	r := NewResolver(brokers.NewSet(static, brokers.Options{}), pool, 5*time.Second, 3, false, nil)
+	control := testControl()
+	defer control.Close()
+	r := NewResolver(brokers.NewSet(static, brokers.Options{}), control, 5*time.Second, 3, false, nil)
 	_, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(1)}})
 	var le *Error
@@ -142,9 +142,9 @@ func TestResolverSkipsDeadBroker(t *testing.T) {
 	dead.Close()
 	static, _ := discovery.NewStatic([]string{deadURL, live.URL})
 	set := brokers.NewSet(static, brokers.Options{})
-	pool := testPool()
-	defer pool.Close()
-	r := NewResolver(set, pool, 5*time.Second, 3, false, nil)
+	control := testControl()
+	defer control.Close()
+	r := NewResolver(set, control, 5*time.Second, 3, false, nil)
 	for i := range 4 { // round robin starts on each broker at least once
 		resp, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(uint64(i))}})
@@ -152,13 +152,13 @@ func TestResolverSkipsDeadBroker(t *testing.T) {
 			t.Fatalf("lookup %d: %v %v", i, resp, err)
 		}
 	}
-	set.ProbeAll(context.Background(), ownPing(pool), time.Second)
+	set.ProbeAll(context.Background(), ownPing(control), time.Second)
 	if ok, reason := set.Ready(); !ok {
 		t.Fatalf("set not ready with one live broker: %s", reason)
 	}
 	only, _ := discovery.NewStatic([]string{deadURL})
 	deadSet := brokers.NewSet(only, brokers.Options{})
-	deadSet.ProbeAll(context.Background(), ownPing(pool), time.Second)
+	deadSet.ProbeAll(context.Background(), ownPing(control), time.Second)
 	if ok, reason := deadSet.Ready(); ok || !strings.Contains(reason, deadURL) {
 		t.Fatalf("dead-only set ready=%v reason=%q", ok, reason)
 	}
@@ -174,8 +174,8 @@ func TestResolverChecksRedirectTargets(t *testing.T) {
 	entry, _ := fakeBroker(t, func(*pb.CommandLookupTopic, string) *pb.CommandLookupTopicResponse {
 		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Redirect.Enum(), BrokerServiceUrl: proto.String(owner.URL)}
 	})
-	pool := testPool()
-	defer pool.Close()
+	control := testControl()
+	defer control.Close()
 	for _, tc := range []struct {
 		name string
 		set  func() *brokers.Set
@@ -200,7 +200,7 @@ func TestResolverChecksRedirectTargets(t *testing.T) {
 		want: "is not a known broker",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := NewResolver(tc.set(), pool, 5*time.Second, 3, false, nil)
+			r := NewResolver(tc.set(), control, 5*time.Second, 3, false, nil)
 			resp, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 				Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(1)}})
 			var le *Error
@@ -232,8 +232,8 @@ func TestResolverPinsTheDialledEndpoint(t *testing.T) {
 		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Redirect.Enum(),
 			BrokerServiceUrl: proto.String("pulsar://127.0.0.1:1"), BrokerServiceUrlTls: proto.String("pulsar+ssl://" + owner.Addr())}
 	})
-	pool := testPool() // plaintext underneath: what is tested is which URL is followed
-	defer pool.Close()
+	control := testControl() // plaintext underneath: what is tested is which URL is followed
+	defer control.Close()
 	lookupTopic := func(r *Resolver, topic string) (*pb.CommandLookupTopicResponse, error) {
 		resp, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String(topic), RequestId: proto.Uint64(1)}})
@@ -241,7 +241,7 @@ func TestResolverPinsTheDialledEndpoint(t *testing.T) {
 	}
 
 	static, _ := discovery.NewStatic([]string{entry.URL})
-	overTLS := NewResolver(brokers.NewSet(static, brokers.Options{LearnedTTL: time.Minute}), pool, 5*time.Second, 3, true, nil)
+	overTLS := NewResolver(brokers.NewSet(static, brokers.Options{LearnedTTL: time.Minute}), control, 5*time.Second, 3, true, nil)
 	lr, err := lookupTopic(overTLS, "persistent://public/default/t")
 	if err != nil {
 		t.Fatal(err)
@@ -250,13 +250,13 @@ func TestResolverPinsTheDialledEndpoint(t *testing.T) {
 		t.Fatalf("over TLS: answer names %q and %q, want the owner's TLS endpoint %s twice", lr.GetBrokerServiceUrl(), lr.GetBrokerServiceUrlTls(), owner.Addr())
 	}
 	ownerOnly, _ := discovery.NewStatic([]string{owner.URL})
-	_, err = lookupTopic(NewResolver(brokers.NewSet(ownerOnly, brokers.Options{}), pool, 5*time.Second, 3, true, nil), "persistent://public/default/plain-only")
+	_, err = lookupTopic(NewResolver(brokers.NewSet(ownerOnly, brokers.Options{}), control, 5*time.Second, 3, true, nil), "persistent://public/default/plain-only")
 	var le *Error
 	if !errors.As(err, &le) || le.Code != pb.ServerError_ServiceNotReady || !strings.Contains(le.Message, "no brokerServiceUrlTls") {
 		t.Fatalf("broker without a TLS URL: err = %v", err)
 	}
 
-	plain := NewResolver(brokers.NewSet(ownerOnly, brokers.Options{}), pool, 5*time.Second, 3, false, nil)
+	plain := NewResolver(brokers.NewSet(ownerOnly, brokers.Options{}), control, 5*time.Second, 3, false, nil)
 	lr, err = lookupTopic(plain, "persistent://public/default/plain-only")
 	if err != nil {
 		t.Fatal(err)
@@ -266,8 +266,8 @@ func TestResolverPinsTheDialledEndpoint(t *testing.T) {
 	}
 }
 
-// ownPing is the pool's Ping of its own connections, the health checks' prober.
-func ownPing(p *upstream.Pool) brokers.Prober {
+// ownPing is the Control's Ping of its own connections, the health checks' prober.
+func ownPing(p *upstream.Control) brokers.Prober {
 	return func(ctx context.Context, addr string) error { return p.Ping(ctx, addr, upstream.Client{}) }
 }
 
@@ -282,10 +282,10 @@ func TestResolverCoalescesIdenticalLookups(t *testing.T) {
 			Message: proto.String(l.GetTopic())} // tells whose answer a caller got
 	})
 	static, _ := discovery.NewStatic([]string{b.URL})
-	pool := testPool()
-	defer pool.Close()
+	control := testControl()
+	defer control.Close()
 	m := NewMetrics(nil)
-	r := NewResolver(brokers.NewSet(static, brokers.Options{}), pool, 5*time.Second, 3, false, m)
+	r := NewResolver(brokers.NewSet(static, brokers.Options{}), control, 5*time.Second, 3, false, m)
 	lookup := func(ctx context.Context, topic string, id uint64, authoritative bool) (*pb.BaseCommand, error) {
 		return r.Resolve(ctx, upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String(topic), RequestId: proto.Uint64(id), Authoritative: proto.Bool(authoritative)}})
@@ -382,9 +382,9 @@ func TestResolverLearnsOwnersFromLookupAnswers(t *testing.T) {
 	})
 	static, _ := discovery.NewStatic([]string{b.URL})
 	set := brokers.NewSet(static, brokers.Options{LearnedTTL: time.Minute, Logger: zerolog.Nop()})
-	pool := testPool()
-	defer pool.Close()
-	r := NewResolver(set, pool, 5*time.Second, 3, false, nil)
+	control := testControl()
+	defer control.Close()
+	r := NewResolver(set, control, 5*time.Second, 3, false, nil)
 	if allowed(set, "broker-0.broker.pulsar.svc:6650") {
 		t.Fatal("allowed before any lookup named it")
 	}

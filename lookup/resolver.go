@@ -21,10 +21,11 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
-// Resolver answers a lookup-mode client's requests by asking brokers through the pool.
+// Resolver answers a lookup-mode client's requests by asking brokers over the control
+// connections.
 type Resolver struct {
 	set          *brokers.Set
-	pool         RoundTripper
+	control      RoundTripper
 	timeout      time.Duration
 	maxRedirects int
 	brokerTLS    bool // brokers are dialled over TLS: answers name their TLS endpoints
@@ -32,17 +33,17 @@ type Resolver struct {
 	flight       singleflight.Group
 }
 
-// NewResolver ties the live set to the pool; brokerTLS says the pool and the sessions dial
-// brokers over TLS. m may be nil (unregistered metrics).
-func NewResolver(set *brokers.Set, pool RoundTripper, timeout time.Duration, maxRedirects int, brokerTLS bool, m *Metrics) *Resolver {
+// NewResolver ties the live set to the control connections; brokerTLS says they and the
+// sessions dial brokers over TLS. m may be nil (unregistered metrics).
+func NewResolver(set *brokers.Set, control RoundTripper, timeout time.Duration, maxRedirects int, brokerTLS bool, m *Metrics) *Resolver {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Resolver{set: set, pool: pool, timeout: timeout, maxRedirects: maxRedirects, brokerTLS: brokerTLS, metrics: m}
+	return &Resolver{set: set, control: control, timeout: timeout, maxRedirects: maxRedirects, brokerTLS: brokerTLS, metrics: m}
 }
 
-// RoundTripper sends one request to the broker at addr and returns its answer: the
-// proxy's pooled broker connections (upstream.Pool), which make it as client.
+// RoundTripper sends one request to the broker at addr and returns its answer: the proxy's
+// control connections (upstream.Control), which make it as client.
 type RoundTripper interface {
 	RoundTrip(ctx context.Context, addr string, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error)
 }
@@ -78,7 +79,7 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // Resolve sends a LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE or GET_SCHEMA to a
-// broker, as client, and returns the broker's answer (its request id is the pool's; the caller restores
+// broker, as client, and returns the broker's answer (its request id is the Control's; the caller restores
 // its own). LOOKUP redirects are followed up to the configured number of hops, each only to a
 // broker the target rule allows (brokers.Set.Allow, after Learn), and a LOOKUP
 // answer's two broker URLs both name the endpoint the proxy dials (see pinEndpoint). cmd is
@@ -137,7 +138,7 @@ func (r *Resolver) anyBroker(ctx context.Context, client upstream.Client, cmd *p
 			return resp, nil
 		}
 		errs = append(errs, err)
-		if ctx.Err() != nil || errors.Is(err, upstream.ErrPoolClosed) {
+		if ctx.Err() != nil || errors.Is(err, upstream.ErrControlClosed) {
 			break
 		}
 	}
@@ -205,5 +206,5 @@ func pinEndpoint(lr *pb.CommandLookupTopicResponse, b brokers.Broker) {
 
 func (r *Resolver) roundTrip(ctx context.Context, addr string, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
 	r.metrics.brokerRequests.WithLabelValues(cmd.GetType().String(), addr).Inc()
-	return r.pool.RoundTrip(ctx, addr, client, cmd)
+	return r.control.RoundTrip(ctx, addr, client, cmd)
 }

@@ -381,7 +381,7 @@ func FuzzDirectPipe(f *testing.F) {
 		h := newFilterHarness(t)
 		toBroker := forward.NewSink(dstConn, nil)
 		lists := h.s.topicLists()
-		p := forward.New(forward.Config{Src: srcConn, Dst: toBroker, Limits: frame.ClientLimits(frame.DefaultMaxFrameSize), Pools: forward.NewPools(),
+		p := forward.New(forward.Config{Src: srcConn, Dst: toBroker, Limits: frame.ClientLimits(frame.DefaultMaxFrameSize), Buffers: forward.NewBuffers(),
 			Frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), Bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"}),
 			Filter: h.s.upstreamFilter(toBroker, forward.NewSink(h.toClient, nil), nil, lists), Watch: edge.Inspected})
 		done := make(chan struct{})

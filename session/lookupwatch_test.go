@@ -95,17 +95,17 @@ func (b *watchBroker) waitFor(t *testing.T, what string, cond func() bool) {
 	})
 }
 
-// watchResolver is the resolver and pool of a proxy in front of b. The pool has no
-// connection yet: the first CONNECTED makes one to learn whether the broker offers watchers.
+// watchResolver is the resolver and control connections of a proxy in front of b. The
+// Control has no connection yet: the first CONNECTED makes one to learn whether the broker offers watchers.
 func watchResolver(t *testing.T, b *watchBroker) *lookup.Resolver {
 	t.Helper()
 	static, err := discovery.NewStatic([]string{"pulsar://" + b.Addr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := upstream.NewPool(upstream.PoolConfig{Connector: testConfig().Upstream, MaxPending: 10, ConnsPerBroker: 1, Logger: zerolog.Nop()})
-	t.Cleanup(pool.Close)
-	return lookup.NewResolver(brokers.NewSet(static, brokers.Options{}), pool, 5*time.Second, 3, false, nil)
+	control := upstream.NewControl(upstream.ControlConfig{Connector: testConfig().Upstream, MaxPending: 10, ConnsPerBroker: 1, Logger: zerolog.Nop()})
+	t.Cleanup(control.Close)
+	return lookup.NewResolver(brokers.NewSet(static, brokers.Options{}), control, 5*time.Second, 3, false, nil)
 }
 
 func watchCmd(requestID, watcherID uint64) *pb.BaseCommand {

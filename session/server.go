@@ -93,7 +93,7 @@ type Server struct {
 	log      zerolog.Logger
 	nextID   atomic.Uint64
 
-	pools       *forward.Pools   // read buffers and splice pipes of direct-mode pipes, shared by all sessions
+	buffers     *forward.Buffers // read buffers and splice pipes of direct-mode pipes, shared by all sessions
 	spliceAbove int              // forward.Config.SpliceAbove; 0: the default; benchmarks vary it
 	clientIPs   *connlimit.PerIP // live connections per client IP, for MaxConnectionsPerIP
 	connectRate *connlimit.Rate  // new connections per client IP; nil = unlimited
@@ -124,7 +124,7 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 	}
 	srv := &Server{
 		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
-		pools:       forward.NewPools(),
+		buffers:     forward.NewBuffers(),
 		clientIPs:   connlimit.NewPerIP(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
 		connectRate: connlimit.NewRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
 		roles:       newRoleLimits(),

@@ -41,7 +41,7 @@ const (
 // protocolVersion is the highest Pulsar protocol version the proxy speaks (v21: Pulsar 3.x/4.x).
 const protocolVersion = 21
 
-// maxPendingPerBrokerConn bounds the lookups in flight on one pooled broker connection; each
+// maxPendingPerBrokerConn bounds the lookups in flight on one broker control connection; each
 // client connection is bounded separately by session.maxPendingLookups.
 const maxPendingPerBrokerConn = 10000
 
@@ -64,13 +64,13 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 		return err
 	}
 	p.brokerTLS = connector.Dialer.TLS != nil
-	p.pool = upstream.NewPool(upstream.PoolConfig{
+	p.control = upstream.NewControl(upstream.ControlConfig{
 		Connector:      connector,
 		MaxPending:     maxPendingPerBrokerConn,
 		ConnsPerBroker: cfg.Broker.LookupConnectionsPerBroker,
 		Logger:         log,
 	})
-	resolver := lookup.NewResolver(p.brokers, p.pool, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
+	resolver := lookup.NewResolver(p.brokers, p.control, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
 	p.budgetShares()
 	sc := sessionConfig(cfg, connector, p.version, summaryLevel)
 	sc.Descriptors = p.fdPulsar

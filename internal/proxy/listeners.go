@@ -137,7 +137,7 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 	return listener.Wrap(ln, opts), tlsLn, nil
 }
 
-// brokerDialer is how the pool and the sessions reach brokers: broker.tls and
+// brokerDialer is how the control connections and the sessions reach brokers: broker.tls and
 // broker.proxyProtocol.
 func brokerDialer(cfg *config.Config, log zerolog.Logger) (*upstream.Dialer, error) {
 	tc, err := brokerTLSConfig(cfg, log)

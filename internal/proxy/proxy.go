@@ -1,7 +1,7 @@
 // Package proxy puts the proxy together from a validated configuration: it builds the parts
-// (logger, metrics registry, discovery, the live broker set, the broker connection pools,
-// security, the sessions server, the admin API proxy) with Build, and Run opens the
-// listeners, serves and drains. cmd/pulsar-proxy keeps only what belongs to the process
+// (logger, metrics registry, discovery, the live broker set, the broker control connections
+// and the multiplexed pool, security, the sessions server, the admin API proxy) with Build,
+// and Run opens the listeners, serves and drains. cmd/pulsar-proxy keeps only what belongs to the process
 // (flags, signals, exit codes), so that the wiring can be tested without starting one.
 package proxy
 
@@ -50,7 +50,7 @@ type Proxy struct {
 	reg       *prometheus.Registry
 	providers []discovery.Provider
 	brokers   *brokers.Set
-	pool      *upstream.Pool
+	control   *upstream.Control
 	muxPool   *mux.Pool // nil without broker.multiplex
 	sessions  *session.Server
 	sec       session.Security
@@ -93,11 +93,11 @@ func Build(cfg *config.Config, o Options) (*Proxy, error) {
 	return p, nil
 }
 
-// Close releases what Build made and Run left open: the pooled broker connections (lookups
-// and multiplexed sessions) and the admin API's idle ones. Call it after Run has returned.
+// Close releases what Build made and Run left open: the broker connections (the control
+// connections and the multiplexed pool) and the admin API's idle ones. Call it after Run has returned.
 func (p *Proxy) Close() {
-	if p.pool != nil {
-		p.pool.Close()
+	if p.control != nil {
+		p.control.Close()
 	}
 	if p.muxPool != nil {
 		p.muxPool.Close()

@@ -54,7 +54,7 @@ func (p *Proxy) startBackground(ctx context.Context) (stop func()) {
 	for _, provider := range p.providers {
 		wg.Go(func() { provider.Run(ctx) })
 	}
-	ownPing := func(ctx context.Context, addr string) error { return p.pool.Ping(ctx, addr, upstream.Client{}) }
+	ownPing := func(ctx context.Context, addr string) error { return p.control.Ping(ctx, addr, upstream.Client{}) }
 	wg.Go(func() {
 		p.brokers.RunHealthChecks(ctx, ownPing, p.cfg.Discovery.HealthCheckInterval, p.cfg.Broker.ConnectTimeout)
 	})

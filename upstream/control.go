@@ -18,22 +18,23 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
-// PoolConfig says how the proxy keeps its own connections to brokers.
-type PoolConfig struct {
+// ControlConfig says how the proxy keeps its own connections to brokers.
+type ControlConfig struct {
 	Connector      *Connector
 	MaxPending     int // requests in flight per broker connection
-	ConnsPerBroker int // pooled connections per broker, used in turn
+	ConnsPerBroker int // connections per broker for the proxy's own requests, used in turn
 	Logger         zerolog.Logger
 	// MaxPrincipals bounds the per-principal lookup connections (per broker and principal
 	// one); the least recently used is closed beyond it. 0: 1000.
 	MaxPrincipals int
 }
 
-// Pool keeps one long-lived connection per broker for the proxy's own requests (lookups,
-// partition metadata, schemas, health pings). Request ids are the pool's own: callers' ids
-// are replaced on the way out and callers put theirs back on the answer.
-type Pool struct {
-	cfg    PoolConfig
+// Control keeps one long-lived connection per broker for the proxy's own requests (lookups,
+// partition metadata, schemas, health pings, topic-list watchers): the proxy's control plane
+// towards brokers, beside the clients' own sessions. Request ids are the Control's own:
+// callers' ids are replaced on the way out and callers put theirs back on the answer.
+type Control struct {
+	cfg    ControlConfig
 	dials  singleflight.Group
 	mu     sync.Mutex
 	conns  map[string]*brokerConn // by slot key: host:port#n
@@ -45,43 +46,43 @@ type Pool struct {
 	watchersOffered atomic.Pointer[bool] // the last broker CONNECTED's supports_topic_watchers
 }
 
-// NewPool makes an empty pool; connections are dialled on first use.
-func NewPool(cfg PoolConfig) *Pool {
-	return &Pool{cfg: cfg, conns: map[string]*brokerConn{}}
+// NewControl makes a Control without connections; they are dialled on first use.
+func NewControl(cfg ControlConfig) *Control {
+	return &Control{cfg: cfg, conns: map[string]*brokerConn{}}
 }
 
-// ErrPoolClosed is returned after Close.
-var ErrPoolClosed = errors.New("lookup pool closed")
+// ErrControlClosed is returned after Close.
+var ErrControlClosed = errors.New("lookup pool closed")
 
 // ErrTooManyPending is returned when a broker connection has MaxPending requests in flight.
 var ErrTooManyPending = errors.New("too many requests in flight to broker")
 
 // RoundTrip sends cmd (which must carry a request_id field) to the broker at addr, over the
-// pooled connection made for client, and waits for the answer with the same id. A client
+// control connection made for client, and waits for the answer with the same id. A client
 // with a role gets a connection whose CONNECT names that role as original_principal, so the
 // broker authorizes the request as the client, never as the proxy (with its credentials
 // forwarded, one per credentials, closed when they expire). cmd is modified: its request_id
-// becomes the pool's.
-func (p *Pool) RoundTrip(ctx context.Context, addr string, client Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	c, err := p.conn(ctx, addr, client)
+// becomes the Control's.
+func (ctl *Control) RoundTrip(ctx context.Context, addr string, client Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+	c, err := ctl.conn(ctx, addr, client)
 	if err != nil {
 		return nil, err
 	}
 	return c.roundTrip(ctx, cmd)
 }
 
-// Ping checks that the pooled connection to the broker at addr is up and answers a PING. A
+// Ping checks that the control connection to the broker at addr is up and answers a PING. A
 // broker that answers the proxy's CONNECT with an error is up too: it refuses the proxy's
 // own identity, not clients, whose connections carry their own (brokers that authenticate
 // original_auth_data refuse an ownPrincipal that comes without credentials). The refusal is
 // logged when it first appears or changes. client is whose connection is pinged (the zero
 // Client: the proxy's own).
-func (p *Pool) Ping(ctx context.Context, addr string, client Client) error {
-	c, err := p.conn(ctx, addr, client)
+func (ctl *Control) Ping(ctx context.Context, addr string, client Client) error {
+	c, err := ctl.conn(ctx, addr, client)
 	var refused *BrokerError
 	if errors.As(err, &refused) {
-		if prev, _ := p.refusals.Swap(addr, refused.Error()); prev != refused.Error() {
-			p.cfg.Logger.Warn().Str("broker", addr).Err(refused).
+		if prev, _ := ctl.refusals.Swap(addr, refused.Error()); prev != refused.Error() {
+			ctl.cfg.Logger.Warn().Str("broker", addr).Err(refused).
 				Msg("broker refuses the proxy's own connection; it answers, so it counts as up (clients connect with their own credentials)")
 		}
 		return nil
@@ -89,67 +90,67 @@ func (p *Pool) Ping(ctx context.Context, addr string, client Client) error {
 	if err != nil {
 		return err
 	}
-	p.refusals.Delete(addr)
+	ctl.refusals.Delete(addr)
 	return c.ping(ctx)
 }
 
-// Close closes every pooled connection and fails their waiters.
-func (p *Pool) Close() {
-	p.mu.Lock()
-	p.closed = true
-	conns := p.conns
-	p.conns = map[string]*brokerConn{}
-	p.mu.Unlock()
+// Close closes every control connection and fails their waiters.
+func (ctl *Control) Close() {
+	ctl.mu.Lock()
+	ctl.closed = true
+	conns := ctl.conns
+	ctl.conns = map[string]*brokerConn{}
+	ctl.mu.Unlock()
 	for _, c := range conns {
-		c.close(ErrPoolClosed)
+		c.close(ErrControlClosed)
 	}
 }
 
-func (p *Pool) conn(ctx context.Context, addr string, client Client) (*brokerConn, error) {
+func (ctl *Control) conn(ctx context.Context, addr string, client Client) (*brokerConn, error) {
 	principal := client.Principal
 	var key string
 	switch {
 	case principal == "":
 		// Requests take the broker's connections in turn, so one slow answer (a big
 		// GET_TOPICS_OF_NAMESPACE) does not hold up every lookup behind it.
-		key = fmt.Sprintf("%s#%d", addr, p.turn.Add(1)%uint64(max(p.cfg.ConnsPerBroker, 1)))
+		key = fmt.Sprintf("%s#%d", addr, ctl.turn.Add(1)%uint64(max(ctl.cfg.ConnsPerBroker, 1)))
 	case client.AuthData != nil:
 		sum := sha256.Sum256(client.AuthData)
 		key = addr + "@" + principal + "#" + hex.EncodeToString(sum[:8])
 	default:
 		key = addr + "@" + principal
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, ErrPoolClosed
+	ctl.mu.Lock()
+	if ctl.closed {
+		ctl.mu.Unlock()
+		return nil, ErrControlClosed
 	}
-	if c := p.conns[key]; c != nil && !c.isClosed() {
-		p.mu.Unlock()
+	if c := ctl.conns[key]; c != nil && !c.isClosed() {
+		ctl.mu.Unlock()
 		c.lastUsed.Store(time.Now().UnixNano())
 		return c, nil
 	}
-	p.mu.Unlock()
+	ctl.mu.Unlock()
 
 	// One dial per slot however many lookups wait for it.
-	v, err, _ := p.dials.Do(key, func() (any, error) {
-		c, err := p.dial(addr, client)
+	v, err, _ := ctl.dials.Do(key, func() (any, error) {
+		c, err := ctl.dial(addr, client)
 		if err != nil {
 			return nil, err
 		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.closed {
-			c.close(ErrPoolClosed)
-			return nil, ErrPoolClosed
+		ctl.mu.Lock()
+		defer ctl.mu.Unlock()
+		if ctl.closed {
+			c.close(ErrControlClosed)
+			return nil, ErrControlClosed
 		}
 		if principal != "" {
-			if err := p.evictLocked(); err != nil {
+			if err := ctl.evictLocked(); err != nil {
 				c.close(err)
 				return nil, err
 			}
 		}
-		p.conns[key] = c
+		ctl.conns[key] = c
 		return c, nil
 	})
 	if err != nil {
@@ -166,18 +167,18 @@ func (p *Pool) conn(ctx context.Context, addr string, client Client) (*brokerCon
 var ErrTooManyPrincipals = errors.New("too many client roles hold pooled broker connections with topic-list watchers")
 
 // evictLocked closes the least recently used per-principal connection when there are
-// MaxPrincipals of them, so clients inventing roles cannot grow the pool without bound.
+// MaxPrincipals of them, so clients inventing roles cannot grow the connections without bound.
 // Connections carrying topic-list watchers count but are not evicted (their clients would
 // lose the watchers): when all are such, the new principal is refused.
-func (p *Pool) evictLocked() error {
-	limit := p.cfg.MaxPrincipals
+func (ctl *Control) evictLocked() error {
+	limit := ctl.cfg.MaxPrincipals
 	if limit <= 0 {
 		limit = 1000
 	}
 	var n int
 	var oldestKey string
 	var oldest int64
-	for k, c := range p.conns {
+	for k, c := range ctl.conns {
 		if c.client.Principal == "" {
 			continue
 		}
@@ -194,18 +195,18 @@ func (p *Pool) evictLocked() error {
 	case oldestKey == "":
 		return ErrTooManyPrincipals
 	default:
-		c := p.conns[oldestKey]
-		delete(p.conns, oldestKey)
+		c := ctl.conns[oldestKey]
+		delete(ctl.conns, oldestKey)
 		c.close(errors.New("pooled connection evicted: too many principals"))
 	}
 	return nil
 }
 
-func (p *Pool) dial(addr string, client Client) (*brokerConn, error) {
-	bc, err := p.cfg.Connector.Open(context.Background(), addr, nil, nil, client)
+func (ctl *Control) dial(addr string, client Client) (*brokerConn, error) {
+	bc, err := ctl.cfg.Connector.Open(context.Background(), addr, nil, nil, client)
 	if err != nil {
 		if CertificateRefused(err) {
-			p.cfg.Logger.Warn().Err(err).Str("broker", addr).Msg("broker certificate refused; check broker.tls and the broker's certificate")
+			ctl.cfg.Logger.Warn().Err(err).Str("broker", addr).Msg("broker certificate refused; check broker.tls and the broker's certificate")
 		}
 		var refused *BrokerError
 		if errors.As(err, &refused) {
@@ -217,18 +218,18 @@ func (p *Pool) dial(addr string, client Client) (*brokerConn, error) {
 		addr:      addr,
 		nc:        bc.Conn,
 		pending:   map[uint64]chan *pb.BaseCommand{},
-		max:       p.cfg.MaxPending,
+		max:       ctl.cfg.MaxPending,
 		done:      make(chan struct{}),
 		pongs:     make(chan struct{}, 1),
-		log:       p.cfg.Logger.With().Str("broker", addr).Logger(),
+		log:       ctl.cfg.Logger.With().Str("broker", addr).Logger(),
 		client:    client,
-		connector: p.cfg.Connector,
+		connector: ctl.cfg.Connector,
 	}
 	c.lastUsed.Store(time.Now().UnixNano())
-	p.topicWatchersOffered(bc.Connected)
+	ctl.topicWatchersOffered(bc.Connected)
 	go c.readLoop(bc.Reader)
 	if !client.Expires.IsZero() && client.AuthData != nil {
-		// The broker would challenge for credentials the pool cannot renew: retire the
+		// The broker would challenge for credentials the Control cannot renew: retire the
 		// connection first; the client's next lookup brings its fresh credentials.
 		c.retire = time.AfterFunc(time.Until(client.Expires), func() {
 			c.close(errors.New("client credentials of this pooled connection expired"))
@@ -237,7 +238,7 @@ func (p *Pool) dial(addr string, client Client) (*brokerConn, error) {
 	return c, nil
 }
 
-// brokerConn is one pooled proxy→broker connection.
+// brokerConn is one control connection, proxy→broker.
 type brokerConn struct {
 	addr   string
 	nc     net.Conn
@@ -322,15 +323,15 @@ func (c *brokerConn) ping(ctx context.Context) error {
 	}
 }
 
-// pooledWriteTimeout bounds a write on a pooled connection: a broker that takes nothing for
+// controlWriteTimeout bounds a write on a control connection: a broker that takes nothing for
 // that long is stuck, and its connection is closed rather than holding up its callers
 // (lookups, a session's teardown closing its topic-list watchers).
-const pooledWriteTimeout = 10 * time.Second
+const controlWriteTimeout = 10 * time.Second
 
 func (c *brokerConn) write(cmd *pb.BaseCommand) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.nc.SetWriteDeadline(time.Now().Add(pooledWriteTimeout))
+	c.nc.SetWriteDeadline(time.Now().Add(controlWriteTimeout))
 	if err := frame.WriteCommand(c.nc, cmd); err != nil {
 		c.close(fmt.Errorf("write to broker %s: %w", c.addr, err))
 		return c.closeErr()

@@ -73,11 +73,11 @@ func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 	c := testConnector()
 	c.Credentials = func() (string, []byte, error) { return "token", []byte("proxy-secret"), nil }
 	c.OwnPrincipal = "proxy-health"
-	pool := NewPool(PoolConfig{Connector: c, MaxPending: 10, Logger: zerolog.Nop(), MaxPrincipals: 2})
-	defer pool.Close()
+	control := NewControl(ControlConfig{Connector: c, MaxPending: 10, Logger: zerolog.Nop(), MaxPrincipals: 2})
+	defer control.Close()
 	lookupAs := func(principal string) {
 		t.Helper()
-		resp, err := pool.RoundTrip(context.Background(), b.addr, Client{Principal: principal}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		resp, err := control.RoundTrip(context.Background(), b.addr, Client{Principal: principal}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String("t"), RequestId: proto.Uint64(1)}})
 		if err != nil || resp.GetLookupTopicResponse().GetResponse() != pb.CommandLookupTopicResponse_Connect {
 			t.Fatalf("lookup as %q: %v %v", principal, resp, err)
@@ -86,7 +86,7 @@ func TestPoolAuthenticatesAndLooksUpPerPrincipal(t *testing.T) {
 	lookupAs("alice")
 	lookupAs("alice") // reuses alice's connection
 	lookupAs("bob")
-	if err := pool.Ping(context.Background(), b.addr, Client{}); err != nil {
+	if err := control.Ping(context.Background(), b.addr, Client{}); err != nil {
 		t.Fatal(err)
 	}
 	connects, _, _ := b.principals()
@@ -116,12 +116,12 @@ func TestPoolForwardsClientCredentialsUntilTheyExpire(t *testing.T) {
 	b := newRecordingBroker(t)
 	c := testConnector()
 	c.Credentials = func() (string, []byte, error) { return "token", []byte("proxy-secret"), nil }
-	pool := NewPool(PoolConfig{Connector: c, MaxPending: 10, Logger: zerolog.Nop()})
-	defer pool.Close()
+	control := NewControl(ControlConfig{Connector: c, MaxPending: 10, Logger: zerolog.Nop()})
+	defer control.Close()
 	lookupWith := func(tok string, expires time.Time) {
 		t.Helper()
 		client := Client{Principal: "alice", AuthMethod: "token", AuthData: []byte(tok), Expires: expires}
-		if _, err := pool.RoundTrip(context.Background(), b.addr, client, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		if _, err := control.RoundTrip(context.Background(), b.addr, client, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String("t"), RequestId: proto.Uint64(1)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -165,18 +165,18 @@ func TestPingCountsARefusingBrokerAsUp(t *testing.T) {
 			}()
 		}
 	}()
-	pool := NewPool(PoolConfig{Connector: testConnector(), MaxPending: 10, Logger: zerolog.Nop()})
-	defer pool.Close()
+	control := NewControl(ControlConfig{Connector: testConnector(), MaxPending: 10, Logger: zerolog.Nop()})
+	defer control.Close()
 	refusing := ln.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := pool.Ping(ctx, refusing, Client{}); err != nil {
+	if err := control.Ping(ctx, refusing, Client{}); err != nil {
 		t.Fatalf("a broker answering CONNECT with an error: %v, want up", err)
 	}
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadBroker := dead.Addr().String()
 	dead.Close()
-	if err := pool.Ping(ctx, deadBroker, Client{}); err == nil {
+	if err := control.Ping(ctx, deadBroker, Client{}); err == nil {
 		t.Fatal("a closed port counted as up")
 	}
 }
