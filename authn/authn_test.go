@@ -17,7 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/goleak"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -161,7 +161,7 @@ func TestAuthenticator(t *testing.T) {
 }
 
 func TestMetricsBoundMethodLabel(t *testing.T) {
-	reg := testmetrics.New()
+	reg := promtest.New()
 	m := NewMetrics(reg)
 	m.AuthFailure("made-up-by-client", ReasonUnknownMethod)
 	if got := reg.Value(t, "pulsar_proxy_authentication_failures_total", "method", "other", "reason", string(ReasonUnknownMethod)); got != 1 {

@@ -10,8 +10,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -91,9 +91,9 @@ func (c *fakeClock) advance(d time.Duration) {
 }
 
 // newTestJWKS is a key set fetched from url, and the registry of its metrics.
-func newTestJWKS(t *testing.T, url string, minRefetch time.Duration) (*JWKS, *testmetrics.Registry) {
+func newTestJWKS(t *testing.T, url string, minRefetch time.Duration) (*JWKS, *promtest.Registry) {
 	t.Helper()
-	reg := testmetrics.New()
+	reg := promtest.New()
 	s, err := NewJWKS(JWKSConfig{URL: url, RefreshInterval: time.Hour, MinRefetchInterval: minRefetch, Timeout: 5 * time.Second}, NewJWKSMetrics(reg), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@ package authz
 
 import (
 	"context"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -76,7 +76,7 @@ func TestParsePolicyRefusesMistakes(t *testing.T) {
 func TestPolicyStoreReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	os.WriteFile(path, []byte(testPolicy), 0o600)
-	reg := testmetrics.New()
+	reg := promtest.New()
 	s, err := NewPolicyStore(path, NewMetrics(reg), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

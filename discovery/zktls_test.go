@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 )
 
 // TestZooKeeperTLSDialer: the dialer verifies a server's certificate for the name dialled,
 // presents the client certificate, and with skipHostname still refuses another CA.
 func TestZooKeeperTLSDialer(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "zk-ca")
-	other := testcerts.NewCA(t, t.TempDir(), "other")
+	ca := certs.NewCA(t, dir, "zk-ca")
+	other := certs.NewCA(t, t.TempDir(), "other")
 	server := ca.ServerFor(t, "zk", time.Now().Add(time.Hour), "zk-0.zk")
 	client := ca.Client(t, "pulsar-proxy")
 	cert, err := tls.LoadX509KeyPair(server.CertFile, server.KeyFile)

@@ -16,7 +16,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/frames"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 )
 
 // The tests an attacker with a valid token for one topic would write against direct mode.
@@ -110,7 +110,7 @@ func encodeCommand(t *testing.T, cmd *pb.BaseCommand) []byte {
 }
 
 // attackSession opens a direct session as alice through a proxy with the attack policy.
-func attackSession(t *testing.T, answer func([]byte) *pb.BaseCommand) (*peer, <-chan []byte, *testmetrics.Registry, *Metrics) {
+func attackSession(t *testing.T, answer func([]byte) *pb.BaseCommand) (*peer, <-chan []byte, *promtest.Registry, *Metrics) {
 	t.Helper()
 	b, got := recordingBroker(t, answer)
 	sec, am := testSecurity(t, "", attackPolicy)

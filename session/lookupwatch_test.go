@@ -14,7 +14,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/fakebroker"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -24,7 +24,7 @@ import (
 // answers WATCH_TOPIC_LIST with its list and at once an update (so the update races the
 // answer through the proxy), and records what it is asked.
 type watchBroker struct {
-	*testbroker.Broker
+	*fakebroker.Broker
 	topics []string
 	silent bool // WATCH_TOPIC_LIST goes unanswered
 
@@ -35,7 +35,7 @@ type watchBroker struct {
 
 func newWatchBroker(t *testing.T, topics ...string) *watchBroker {
 	b := &watchBroker{topics: topics, watches: map[uint64]*pb.CommandWatchTopicList{}}
-	b.Broker = testbroker.Start(t, b.handle)
+	b.Broker = fakebroker.Start(t, b.handle)
 	return b
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
@@ -35,13 +35,13 @@ type staticPolicy struct{ p *authz.Policy }
 
 func (s staticPolicy) Policy() *authz.Policy { return s.p }
 
-func testSecurity(t testing.TB, anonymous string, policy string) (Security, *testmetrics.Registry) {
+func testSecurity(t testing.TB, anonymous string, policy string) (Security, *promtest.Registry) {
 	t.Helper()
 	tp, err := authn.NewTokenProvider(authn.TokenConfig{SecretKey: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := testmetrics.New()
+	reg := promtest.New()
 	sec := Security{
 		Authenticator:            authn.NewAuthenticator(anonymous, tp),
 		Metrics:                  authn.NewMetrics(reg),

@@ -20,9 +20,9 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 )
 
 // logBuffer collects log lines from several goroutines.
@@ -155,7 +155,7 @@ func TestProxyHeaderAddressIsTheSessionsRemote(t *testing.T) {
 
 func TestMutualTLSRole(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "ca")
+	ca := certs.NewCA(t, dir, "ca")
 	server := ca.Server(t, "proxy", time.Now().Add(time.Hour))
 	alice := ca.Client(t, "alice")
 	lm := listener.NewMetrics(prometheus.NewRegistry())
@@ -168,7 +168,7 @@ func TestMutualTLSRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	am := testmetrics.New()
+	am := promtest.New()
 	sec := &Security{Authenticator: authn.NewAuthenticator("", tp, authn.TLSProvider{}), Metrics: authn.NewMetrics(am)}
 	addr, _, logs := startWrappedProxy(t, sec, listener.Options{TLS: tc, Metrics: lm})
 

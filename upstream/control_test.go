@@ -12,14 +12,14 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/fakebroker"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 // recordingBroker records every CONNECT and AUTH_RESPONSE it receives, challenges each
 // connection once right after CONNECTED, and answers LOOKUPs with Connect.
 type recordingBroker struct {
-	*testbroker.Broker
+	*fakebroker.Broker
 	addr string
 	mu   sync.Mutex
 	conn []*pb.CommandConnect
@@ -28,7 +28,7 @@ type recordingBroker struct {
 
 func newRecordingBroker(t *testing.T) *recordingBroker {
 	b := &recordingBroker{}
-	b.Broker = testbroker.Start(t, b.handle)
+	b.Broker = fakebroker.Start(t, b.handle)
 	b.addr = b.Addr
 	return b
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/fakebroker"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
@@ -24,7 +24,7 @@ func (nopWatcher) Lost(error)                         {}
 
 // watchingBroker answers CONNECT, WATCH_TOPIC_LIST and WATCH_TOPIC_LIST_CLOSE.
 func watchingBroker(t *testing.T) (addr string, open func() int) {
-	b := testbroker.Start(t, func(c net.Conn, cmd *pb.BaseCommand) {
+	b := fakebroker.Start(t, func(c net.Conn, cmd *pb.BaseCommand) {
 		switch cmd.GetType() {
 		case pb.BaseCommand_CONNECT:
 			frame.WriteCommand(c, frame.Connected("fake", 21, 5<<20))

@@ -21,8 +21,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -88,7 +88,7 @@ func redirectTo(target string) func(w http.ResponseWriter, r *http.Request, body
 type testProxy struct {
 	*httptest.Server
 	p   *Proxy
-	reg *testmetrics.Registry
+	reg *promtest.Registry
 	log *bytes.Buffer
 }
 
@@ -103,7 +103,7 @@ func static(t *testing.T, urls ...string) *StaticUpstreams {
 
 func newProxy(t *testing.T, cfg Config) *testProxy {
 	t.Helper()
-	tp := &testProxy{reg: testmetrics.New(), log: &bytes.Buffer{}}
+	tp := &testProxy{reg: promtest.New(), log: &bytes.Buffer{}}
 	var mu sync.Mutex
 	cfg.Logger = zerolog.New(syncWriter{&mu, tp.log})
 	cfg.Metrics = NewMetrics(tp.reg)
@@ -176,7 +176,7 @@ func reasonOf(t *testing.T, body string) string {
 	return r.Reason
 }
 
-func counter(t *testing.T, reg *testmetrics.Registry, name string, labels ...string) float64 {
+func counter(t *testing.T, reg *promtest.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	return reg.Value(t, name, labels...)
 }

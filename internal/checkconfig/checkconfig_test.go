@@ -22,7 +22,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -40,10 +40,10 @@ type files struct {
 func makeFiles(t *testing.T) files {
 	t.Helper()
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "test")
+	ca := certs.NewCA(t, dir, "test")
 	server := ca.Server(t, "proxy", time.Now().Add(20*time.Hour))
 	client := ca.Client(t, "proxy-client")
-	other := testcerts.NewCA(t, filepath.Join(mkdir(t, dir, "other")), "other").Server(t, "other", time.Now().Add(20*time.Hour))
+	other := certs.NewCA(t, filepath.Join(mkdir(t, dir, "other")), "other").Server(t, "other", time.Now().Add(20*time.Hour))
 	f := files{
 		dir: dir, cert: server.CertFile, key: server.KeyFile, clientCA: ca.CertFile, brokerCA: ca.CertFile,
 		brokerCert: client.CertFile, brokerKey: client.KeyFile,

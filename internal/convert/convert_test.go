@@ -13,7 +13,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/checkconfig"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 )
 
 // convertFile expands ${name} in the proxy.conf at path with values, converts it, and loads
@@ -131,9 +131,9 @@ func TestBenchmarksJavaProxyConf(t *testing.T) {
 // proxy; the result validates and passes check-config with its files in place.
 func TestEveryKeyOf408(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, mkdir(t, dir, "client"), "client")
+	ca := certs.NewCA(t, mkdir(t, dir, "client"), "client")
 	server := ca.Server(t, "proxy", time.Now().Add(20*time.Hour))
-	brokerCA := testcerts.NewCA(t, mkdir(t, dir, "broker"), "broker")
+	brokerCA := certs.NewCA(t, mkdir(t, dir, "broker"), "broker")
 	client := brokerCA.Client(t, "pulsar-proxy")
 	link := func(from, to string) {
 		if err := os.Link(from, filepath.Join(dir, to)); err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/fakebroker"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
@@ -30,9 +30,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // startBroker is a stand-in broker that answers the proxy's CONNECT, its health pings and
 // lookups, each lookup with itself as the owner.
-func startBroker(t *testing.T) *testbroker.Broker {
-	var b *testbroker.Broker
-	b = testbroker.Start(t, func(c net.Conn, cmd *pb.BaseCommand) {
+func startBroker(t *testing.T) *fakebroker.Broker {
+	var b *fakebroker.Broker
+	b = fakebroker.Start(t, func(c net.Conn, cmd *pb.BaseCommand) {
 		switch cmd.GetType() {
 		case pb.BaseCommand_CONNECT:
 			frame.WriteCommand(c, frame.Connected("fake-broker", 21, 5<<20))

@@ -1,8 +1,8 @@
-// Package testmetrics reads a Prometheus registry in tests the way a scrape does, by metric
+// Package promtest reads a Prometheus registry in tests the way a scrape does, by metric
 // name and labels, and fails a test that asks for a metric or a label the code does not
 // register: after a rename, a check that a counter is zero must fail, not pass. It is for
 // tests only and is never linked into the proxy.
-package testmetrics
+package promtest
 
 import (
 	"regexp"

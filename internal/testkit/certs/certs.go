@@ -1,10 +1,10 @@
-// Package testcerts makes certificates for tests: a CA, server certificates for loopback
+// Package certs makes certificates for tests: a CA, server certificates for loopback
 // (or for given hosts) and client certificates, written as PEM files.
 //
 // The Make functions return their errors. The others take a test (a TB: *testing.T and
 // *testing.B are ones) and fail it instead; the package does not import testing, so the
 // product never links it.
-package testcerts
+package certs
 
 import (
 	"crypto/ecdsa"

@@ -1,8 +1,8 @@
-// Package testbroker is a stand-in Pulsar broker for unit tests: it accepts connections on
+// Package fakebroker is a stand-in Pulsar broker for unit tests: it accepts connections on
 // loopback, reads their frames and hands each decoded command to the test's handler, which
 // answers on the connection. It speaks only what a handler writes; it proves nothing about
 // Pulsar (the real brokers of test/ do).
-package testbroker
+package fakebroker
 
 import (
 	"net"

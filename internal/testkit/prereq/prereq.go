@@ -1,7 +1,7 @@
-// Package testenv holds the rule the product's tests follow for a prerequisite the machine
+// Package prereq holds the rule the product's tests follow for a prerequisite the machine
 // lacks: on CI (CI set, and not "false" or "0") the test fails; elsewhere it says why it
 // skips. The test module has the same rule for the rig (test/rig: OnCI, Need).
-package testenv
+package prereq
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package testmetrics
+package promtest
 
 import (
 	"fmt"
