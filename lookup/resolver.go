@@ -79,11 +79,11 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // Resolve sends a LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE or GET_SCHEMA to a
-// broker, as client, and returns the broker's answer (its request id is the Control's; the caller restores
-// its own). LOOKUP redirects are followed up to the configured number of hops, each only to a
-// broker the target rule allows (brokers.Set.Allow, after Learn), and a LOOKUP
-// answer's two broker URLs both name the endpoint the proxy dials (see pinEndpoint). cmd is
-// modified. A broker's refusal comes back as the broker's own answer, not as an error.
+// broker, as client, and returns the broker's answer (its request id is the Control's; the
+// caller restores its own). LOOKUP redirects are followed up to the configured number of
+// hops, each only to a broker the target rule allows (brokers.Set.Allow, after Learn), and a
+// LOOKUP answer's two broker URLs both name the endpoint the proxy dials (see pinEndpoint).
+// cmd is modified. A broker's refusal comes back as the broker's own answer, not as an error.
 //
 // Identical concurrent LOOKUP and PARTITIONED_METADATA requests (see coalesceKey) share one
 // broker request; each caller gets its own copy of the answer.

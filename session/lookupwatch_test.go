@@ -96,7 +96,8 @@ func (b *watchBroker) waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // watchResolver is the resolver and control connections of a proxy in front of b. The
-// Control has no connection yet: the first CONNECTED makes one to learn whether the broker offers watchers.
+// Control has no connection yet: the first CONNECTED makes one to learn whether the broker
+// offers watchers.
 func watchResolver(t *testing.T, b *watchBroker) *lookup.Resolver {
 	t.Helper()
 	static, err := discovery.NewStatic([]string{"pulsar://" + b.Addr})

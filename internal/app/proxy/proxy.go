@@ -1,8 +1,9 @@
 // Package proxy puts the proxy together from a validated configuration: it builds the parts
 // (logger, metrics registry, discovery, the live broker set, the broker control connections
 // and the multiplexed pool, security, the sessions server, the admin API proxy) with Build,
-// and Run opens the listeners, serves and drains. cmd/pulsar-proxy keeps only what belongs to the process
-// (flags, signals, exit codes), so that the wiring can be tested without starting one.
+// and Run opens the listeners, serves and drains. cmd/pulsar-proxy keeps only what belongs to
+// the process (flags, signals, exit codes), so that the wiring can be tested without starting
+// one.
 package proxy
 
 import (
@@ -16,11 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/adminproxy"
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/discovery"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/adminproxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
@@ -94,7 +95,8 @@ func Build(cfg *config.Config, o Options) (*Proxy, error) {
 }
 
 // Close releases what Build made and Run left open: the broker connections (the control
-// connections and the multiplexed pool) and the admin API's idle ones. Call it after Run has returned.
+// connections and the multiplexed pool) and the admin API's idle ones. Call it after Run has
+// returned.
 func (p *Proxy) Close() {
 	if p.control != nil {
 		p.control.Close()

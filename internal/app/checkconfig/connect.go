@@ -10,7 +10,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/discovery"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/proxy"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/proxy"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 

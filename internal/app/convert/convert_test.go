@@ -11,7 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/checkconfig"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/checkconfig"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 )
@@ -91,7 +91,7 @@ func checkConfigPasses(t *testing.T, path string) {
 // TestBenchmarksJavaProxyConf converts the configuration the benchmark really runs Apache's
 // proxy with (bench/java-proxy.conf; test/e2e then runs the result against the rig).
 func TestBenchmarksJavaProxyConf(t *testing.T) {
-	res, cfg, path := convertFile(t, filepath.Join("..", "..", "bench", "java-proxy.conf"), map[string]string{
+	res, cfg, path := convertFile(t, filepath.Join("..", "..", "..", "bench", "java-proxy.conf"), map[string]string{
 		"clusterName": "standalone", "brokerServiceURL": "pulsar://127.0.0.1:16650",
 		"brokerWebServiceURL": "http://127.0.0.1:18080", "servicePort": "16700", "webServicePort": "16701",
 	})

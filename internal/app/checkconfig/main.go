@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/proxy"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/proxy"
 )
 
 // Usage is check-config's help text, with its exit codes.

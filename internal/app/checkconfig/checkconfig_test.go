@@ -290,8 +290,8 @@ auth:
 
 // TestConnect: with --connect, a broker that answers CONNECT passes; a stopped one (nothing
 // listening) is exit 3 with the reason. Discovery and the CONNECT are the proxy's own
-// (internal/proxy). (The end-to-end test does the same against the rig's brokers; the broker
-// here is a few lines that answer CONNECTED.)
+// (internal/app/proxy). (The end-to-end test does the same against the rig's brokers; the
+// broker here is a few lines that answer CONNECTED.)
 func TestConnect(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
