@@ -81,9 +81,9 @@ check-funclen:
 # written to the package's testdata/fuzz and becomes a seed once committed.
 FUZZ_TARGETS = ./frame:FuzzReadFrame:30000 ./session:FuzzClientRules:3000 \
 	./session:FuzzDirectPipe:2000 ./session:FuzzHandshake:3000 ./authz:FuzzParseTopic:15000 \
-	./lookup:FuzzAllowTarget:8000 ./authz:FuzzTokenAuthenticate:25000 ./lookup:FuzzLookupAnswer:5000 \
+	./brokers:FuzzAllowTarget:8000 ./authn:FuzzTokenAuthenticate:25000 ./lookup:FuzzLookupAnswer:5000 \
 	./internal/config:FuzzLoad:2500 ./internal/listener:FuzzProxyHeader:3000 \
-	./internal/adminproxy:FuzzClassify:30000 ./lookup:FuzzZKBroker:15000 ./mux:FuzzMappingRoundTrip:600 \
+	./adminproxy:FuzzClassify:30000 ./discovery:FuzzZKBroker:15000 ./mux:FuzzMappingRoundTrip:600 \
 	./session:FuzzMultiplexedNeighbours:4000
 FUZZTIME ?=
 FUZZ_LONG ?= 10m

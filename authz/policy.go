@@ -1,3 +1,6 @@
+// Package authz decides what an authenticated role may do: the reloadable policy (grants on
+// topics, namespaces and tenants, per-role limits) and Pulsar's topic and namespace name rules
+// it is applied with. Who the client is is package authn's.
 package authz
 
 import (

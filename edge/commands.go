@@ -169,8 +169,8 @@ func canonical(cmd *pb.BaseCommand) *pb.BaseCommand {
 }
 
 // forLookupService is a lookup connection's request as the proxy sends it from its own
-// pooled connections: the canonical command without unknown fields in its sub-message and
-// without the fields only a proxy sets (original_principal, original_auth_*: the pooled
+// control connections: the canonical command without unknown fields in its sub-message and
+// without the fields only a proxy sets (original_principal, original_auth_*: the control
 // connection already names the client's role), so a client can neither speak as another
 // principal nor hide fields the proxy does not read.
 func forLookupService(cmd *pb.BaseCommand) {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -42,7 +43,7 @@ func newTestEdge(t testing.TB, policy string) *Edge {
 	return New(Config{Policy: staticPolicy{p}})
 }
 
-var alice = authz.Identity{Role: "alice", Method: "token"}
+var alice = authn.Identity{Role: "alice", Method: "token"}
 
 // binaryPlanes are the planes a Pulsar frame arrives on, in the order of the table's columns.
 var binaryPlanes = [3]Plane{Lookup, Direct, Multiplexed}
@@ -198,7 +199,7 @@ func nameResources(sub protoreflect.Message, allowed bool) {
 	}
 }
 
-func decided(t *testing.T, e *Edge, id authz.Identity, p Plane, cmd *pb.BaseCommand) Decision {
+func decided(t *testing.T, e *Edge, id authn.Identity, p Plane, cmd *pb.BaseCommand) Decision {
 	t.Helper()
 	b, err := proto.Marshal(cmd)
 	if err != nil {
@@ -259,7 +260,7 @@ func TestMultiplexedForwardsTheCanonicalForm(t *testing.T) {
 }
 
 // Only a proxy sets original_principal; on the framed planes a client that does is cut off,
-// on a lookup connection the fields are dropped (the pooled connection names the role).
+// on a lookup connection the fields are dropped (the control connection names the role).
 func TestForgedOriginalPrincipal(t *testing.T) {
 	e := newTestEdge(t, testPolicy)
 	forged := func() *pb.BaseCommand {
@@ -319,7 +320,7 @@ limits:
 		t.Fatal(err)
 	}
 	e := New(Config{Policy: staticPolicy{p}, Now: func() time.Time { return now }})
-	limited := authz.Identity{Role: "limited"}
+	limited := authn.Identity{Role: "limited"}
 	lookup := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{Topic: proto.String(allowedTopic), RequestId: proto.Uint64(1)}}
 	// The burst of 2: one on a lookup connection, one in a direct session; then nothing, on
 	// any plane, HTTP included, until the bucket refills.

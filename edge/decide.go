@@ -3,6 +3,7 @@ package edge
 import (
 	"strings"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -11,7 +12,7 @@ import (
 // Command decides on one client command of type t (peeked from its bytes). A direct
 // session's hot path (SEND, ACK, FLOW, PING...) is decided without decoding; everything else
 // is read strictly (required fields included) before anything is decided.
-func (e *Edge) Command(id authz.Identity, p Plane, t pb.BaseCommand_Type, command []byte) Decision {
+func (e *Edge) Command(id authn.Identity, p Plane, t pb.BaseCommand_Type, command []byte) Decision {
 	r := ruleFor(t)
 	if p == Direct && (r == pass || r == keepAlive) {
 		return Decision{Outcome: Forward}
@@ -28,7 +29,7 @@ func (e *Edge) Command(id authz.Identity, p Plane, t pb.BaseCommand_Type, comman
 // Frame decides on a whole frame: the command, and on a multiplexed session a SEND's payload
 // section, which a broker may have to read (an encrypted namespace's, a chunk's) and closes the
 // shared connection on when it cannot.
-func (e *Edge) Frame(id authz.Identity, p Plane, t pb.BaseCommand_Type, command, payload []byte) Decision {
+func (e *Edge) Frame(id authn.Identity, p Plane, t pb.BaseCommand_Type, command, payload []byte) Decision {
 	d := e.Command(id, p, t, command)
 	if p != Multiplexed || t != pb.BaseCommand_SEND || d.Outcome != Forward {
 		return d
@@ -41,11 +42,11 @@ func (e *Edge) Frame(id authz.Identity, p Plane, t pb.BaseCommand_Type, command,
 
 // Decoded decides on a command the session has read decoded already (a lookup connection
 // reads its commands so).
-func (e *Edge) Decoded(id authz.Identity, p Plane, cmd *pb.BaseCommand) Decision {
+func (e *Edge) Decoded(id authn.Identity, p Plane, cmd *pb.BaseCommand) Decision {
 	return e.decide(id, p, ruleFor(cmd.GetType()), cmd)
 }
 
-func (e *Edge) decide(id authz.Identity, p Plane, r rule, cmd *pb.BaseCommand) Decision {
+func (e *Edge) decide(id authn.Identity, p Plane, r rule, cmd *pb.BaseCommand) Decision {
 	t := cmd.GetType()
 	if p == Lookup && !servedOnLookup[t] {
 		return refusal(ReasonType, frame.Error(requestID(cmd), pb.ServerError_NotAllowedError,
@@ -97,7 +98,7 @@ func keepingAlive(p Plane, t pb.BaseCommand_Type) Decision {
 
 // topics decides on a command that names topics: each must be allowed, and a discovery
 // request must be within the role's lookup rate.
-func (e *Edge) topics(id authz.Identity, p Plane, cmd *pb.BaseCommand) Decision {
+func (e *Edge) topics(id authn.Identity, p Plane, cmd *pb.BaseCommand) Decision {
 	if p == Lookup {
 		forLookupService(cmd) // a lookup connection's own requests: the fields are dropped
 	} else if hasOriginalFields(cmd) {
@@ -126,7 +127,7 @@ func (e *Edge) topics(id authz.Identity, p Plane, cmd *pb.BaseCommand) Decision 
 // reaches a broker: the broker answers "unchanged" when the hash matches the full list, so
 // a client could test guesses of the names the filter hides. The broker then sends the
 // whole list, which is filtered and hashed anew (TopicLists).
-func (e *Edge) topicList(id authz.Identity, p Plane, cmd *pb.BaseCommand) Decision {
+func (e *Edge) topicList(id authn.Identity, p Plane, cmd *pb.BaseCommand) Decision {
 	if p == Lookup {
 		forLookupService(cmd)
 	}
@@ -159,24 +160,24 @@ func (e *Edge) topicList(id authz.Identity, p Plane, cmd *pb.BaseCommand) Decisi
 }
 
 // mayTopic asks the policy in force; without a policy everything is allowed.
-func (e *Edge) mayTopic(id authz.Identity, a authz.Action, topic string) bool {
+func (e *Edge) mayTopic(id authn.Identity, a authz.Action, topic string) bool {
 	p := e.currentPolicy()
 	return p == nil || p.Allowed(id.Role, a, topic)
 }
 
 // Visible reports whether the role may see topic in a topic list.
-func (e *Edge) Visible(id authz.Identity, topic string) bool {
+func (e *Edge) Visible(id authn.Identity, topic string) bool {
 	return e.mayTopic(id, authz.ActionLookup, topic)
 }
 
-func (e *Edge) denied(cmd *pb.BaseCommand, id authz.Identity, a authz.Action, topic string) Decision {
+func (e *Edge) denied(cmd *pb.BaseCommand, id authn.Identity, a authz.Action, topic string) Decision {
 	e.metrics.Denied(a)
 	return Decision{Outcome: Refuse, Reason: ReasonDenied, Action: a, Resource: topic, Command: cmd,
 		Reply: FailureFor(cmd, pb.ServerError_AuthorizationError, denyMessage(id.Role, a, topic))}
 }
 
 // overRate takes a token of the role's lookup rate for a discovery request.
-func (e *Edge) overRate(id authz.Identity, cmd *pb.BaseCommand) (Decision, bool) {
+func (e *Edge) overRate(id authn.Identity, cmd *pb.BaseCommand) (Decision, bool) {
 	if !rateLimited[cmd.GetType()] || e.rates.allow(id.Role, e.currentPolicy()) {
 		return Decision{}, false
 	}

@@ -19,7 +19,7 @@ type Plane uint8
 
 const (
 	// Lookup: a connection without proxy_to_broker_url; the proxy answers discovery
-	// requests itself from its pooled broker connections.
+	// requests itself from its broker control connections.
 	Lookup Plane = iota
 	// Direct: a framed direct session, the client's own connection to its broker.
 	Direct

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 )
 
@@ -57,7 +58,7 @@ func TestReviewSchemaTopicDecodedTwiceByTheBroker(t *testing.T) {
 			ns = "acme/b"
 		}
 		path := "/admin/v2/schemas/" + ns + "/" + tc.seg + "/schema"
-		d := e.Route(authz.Identity{Role: tc.role}, "GET", mustURL(t, path))
+		d := e.Route(authn.Identity{Role: tc.role}, "GET", mustURL(t, path))
 		if d.Outcome != Forward {
 			continue
 		}
@@ -81,7 +82,7 @@ func TestReviewSchemaTopicDecodedTwiceByTheBroker(t *testing.T) {
 // list (its answer filtered, here a map keyed by topic) or for admin on the namespace.
 func TestReviewBundleTopicHashPositionsListsHiddenTopics(t *testing.T) {
 	e := newTestEdge(t, `rules: [{roles: [carol], resources: ["acme/a/public-*"], actions: [lookup, consume]}]`)
-	carol := authz.Identity{Role: "carol"}
+	carol := authn.Identity{Role: "carol"}
 	path := "/admin/v2/namespaces/acme/a/0x00000000_0xffffffff/topicHashPositions"
 	if d := e.Route(carol, "GET", mustURL(t, path)); d.Outcome == Forward && !d.FilterTopics {
 		t.Fatalf("GET %s as carol (lookup on acme/a/public-* only): forwarded unfiltered (%s on %s); the answer names every topic of the bundle", path, d.Action, d.Resource)
@@ -109,7 +110,7 @@ limits:
 	}
 	now := time.Unix(1000, 0)
 	e := New(Config{Policy: staticPolicy{p}, Now: func() time.Time { return now }})
-	limited := authz.Identity{Role: "limited"}
+	limited := authn.Identity{Role: "limited"}
 	if d := e.Route(limited, "GET", mustURL(t, "/lookup/v2/topic/persistent/acme/a/t")); d.Outcome != Forward {
 		t.Fatalf("the first lookup: %v", d.Outcome)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 )
 
@@ -43,7 +44,7 @@ type route struct {
 // Route decides on a request of the HTTP plane, given its method and URL as received (the
 // path is matched segment by segment on its escaped form, each segment then decoded, so a
 // %2F stays inside the name it was written in, as the broker reads it).
-func (e *Edge) Route(id authz.Identity, method string, u *url.URL) Decision {
+func (e *Edge) Route(id authn.Identity, method string, u *url.URL) Decision {
 	p := e.currentPolicy()
 	if p == nil || p.IsSuperUser(id.Role) {
 		return Decision{Outcome: Forward}
@@ -83,7 +84,7 @@ func KnownRoute(method string, u *url.URL) bool {
 }
 
 // routeGrant names the route's resource and asks the policy for it.
-func (e *Edge) routeGrant(p *authz.Policy, id authz.Identity, rt *route, params map[string]segment) (string, bool) {
+func (e *Edge) routeGrant(p *authz.Policy, id authn.Identity, rt *route, params map[string]segment) (string, bool) {
 	ns := params["tenant"].decoded + "/" + params["namespace"].decoded
 	switch rt.scope {
 	case onTopic:
@@ -102,7 +103,7 @@ func (e *Edge) routeGrant(p *authz.Policy, id authz.Identity, rt *route, params 
 	return params["tenant"].decoded, p.AllowedOnTenant(id.Role, rt.action, params["tenant"].decoded)
 }
 
-func (e *Edge) refuseRoute(id authz.Identity, status int, a authz.Action, resource, msg string) Decision {
+func (e *Edge) refuseRoute(id authn.Identity, status int, a authz.Action, resource, msg string) Decision {
 	return Decision{Outcome: Refuse, Reason: reasonOfStatus(status), Status: status, Action: a, Resource: resource, Message: msg}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 )
 
@@ -108,7 +109,7 @@ func TestEveryRouteGroup(t *testing.T) {
 	for _, tc := range routeCases {
 		u := mustURL(t, tc.path)
 		for role, want := range map[string]int{"alice": tc.alice, "ops": tc.ops, "owner": tc.owner, "root": ok} {
-			d := e.Route(authz.Identity{Role: role}, tc.method, u)
+			d := e.Route(authn.Identity{Role: role}, tc.method, u)
 			got := d.Status
 			if d.Outcome == Forward {
 				got = ok
@@ -161,7 +162,7 @@ func TestRoutesWithoutPolicy(t *testing.T) {
 // Admin on some topics of a namespace is not admin (or consume) on the namespace.
 func TestPartialGrantIsNotTheNamespace(t *testing.T) {
 	e := newTestEdge(t, routePolicy)
-	partial := authz.Identity{Role: "partial"}
+	partial := authn.Identity{Role: "partial"}
 	for _, tc := range []struct {
 		method, path string
 		want         Outcome
@@ -183,7 +184,7 @@ func TestPartialGrantIsNotTheNamespace(t *testing.T) {
 // superusers, whatever a role may do with every namespace.
 func TestClusterRoutesShapedLikeNamespaces(t *testing.T) {
 	e := newTestEdge(t, "rules: [{roles: [wide], resources: [\"*/*/*\"], actions: [lookup, produce, consume, admin]}]")
-	wide := authz.Identity{Role: "wide"}
+	wide := authn.Identity{Role: "wide"}
 	for _, tc := range []struct{ method, path string }{
 		{"GET", "/admin/v2/namespaces/standalone/antiAffinity/g"},
 		{"POST", "/admin/v3/functions/builtins/reload"},

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
@@ -42,7 +42,7 @@ type TopicLists struct {
 
 // TopicLists makes a client's lists; id is who the client is now (credentials may be renewed).
 // Without a policy nothing is hidden.
-func (e *Edge) TopicLists(id func() authz.Identity) *TopicLists {
+func (e *Edge) TopicLists(id func() authn.Identity) *TopicLists {
 	return &TopicLists{visible: func(t string) bool { return e.Visible(id(), t) }, watchers: map[uint64]map[string]struct{}{}}
 }
 

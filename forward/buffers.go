@@ -13,23 +13,23 @@ const (
 	largeBufferSize = 64 << 10
 )
 
-// Pools are what pipes borrow and give back: read buffers, and (on Linux) the kernel pipes
+// Buffers are what pipes borrow and give back: read buffers, and (on Linux) the kernel pipes
 // that splice bytes socket to socket. A server owns one set for all its sessions.
-type Pools struct {
-	buffers bufferPools
-	pipes   splicePipes
+type Buffers struct {
+	reads bufferPools
+	pipes splicePipes
 }
 
-// NewPools makes empty pools.
-func NewPools() *Pools {
-	p := &Pools{}
-	p.buffers.small.New = func() any { return new([smallBufferSize]byte) }
-	p.buffers.large.New = func() any { return new([largeBufferSize]byte) }
-	return p
+// NewBuffers makes an empty set; buffers and pipes are made as pipes first ask for them.
+func NewBuffers() *Buffers {
+	b := &Buffers{}
+	b.reads.small.New = func() any { return new([smallBufferSize]byte) }
+	b.reads.large.New = func() any { return new([largeBufferSize]byte) }
+	return b
 }
 
 // BufferBytes is how many bytes of read buffers pipes hold now.
-func (p *Pools) BufferBytes() int64 { return p.buffers.held.Load() }
+func (b *Buffers) BufferBytes() int64 { return b.reads.held.Load() }
 
 // bufferPools recycles read buffers between pipes; pointers to arrays keep Put from
 // allocating.

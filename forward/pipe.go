@@ -61,7 +61,7 @@ type Config struct {
 	Partial   *Mark                          // while a frame from Src is incomplete; nil: not watched
 	Frames    prometheus.Counter
 	Bytes     prometheus.Counter
-	Pools     *Pools
+	Buffers   *Buffers
 	// SpliceAbove: a frame whose unread rest is longer goes socket to socket; 0: the default.
 	SpliceAbove int
 	// Unframed: nothing needs this direction's frames (no filter, nothing injected into Dst),
@@ -131,7 +131,7 @@ type Pipe struct {
 // New makes the pipe of one direction; nothing is read until Run.
 func New(c Config) *Pipe {
 	p := &Pipe{src: c.Src, readAhead: c.ReadAhead, dst: c.Dst, limits: c.Limits, filter: c.Filter, watch: c.Watch,
-		pace: c.Pace, partial: c.Partial, frames: c.Frames, bytes: c.Bytes, buffers: &c.Pools.buffers, pipes: &c.Pools.pipes,
+		pace: c.Pace, partial: c.Partial, frames: c.Frames, bytes: c.Bytes, buffers: &c.Buffers.reads, pipes: &c.Buffers.pipes,
 		spliceAbove: c.SpliceAbove, unframed: c.Unframed, idle: c.Idle}
 	if p.spliceAbove <= 0 {
 		p.spliceAbove = defaultSpliceAbove

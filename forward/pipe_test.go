@@ -22,11 +22,11 @@ import (
 
 // runPipe forwards from one TCP pair to another through a pipe: the test writes into in and
 // reads from out. The returned channel yields the pipe's result.
-func runPipe(t *testing.T, pools *Pools, filter func(p *Pipe) Filter) (in, out net.Conn, p *Pipe, done <-chan error) {
+func runPipe(t *testing.T, buffers *Buffers, filter func(p *Pipe) Filter) (in, out net.Conn, p *Pipe, done <-chan error) {
 	t.Helper()
 	in, srcConn := loopback.Pair(t)
 	dstConn, out := loopback.Pair(t)
-	p = New(Config{Src: srcConn, Dst: NewSink(dstConn, nil), Limits: frame.ClientLimits(frame.DefaultMaxFrameSize), Pools: pools,
+	p = New(Config{Src: srcConn, Dst: NewSink(dstConn, nil), Limits: frame.ClientLimits(frame.DefaultMaxFrameSize), Buffers: buffers,
 		Frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), Bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"})})
 	if filter != nil {
 		p.filter = filter(p)
@@ -88,7 +88,7 @@ func producerFrame(t *testing.T, n int) []byte {
 }
 
 func TestPipeForwardsEveryByteAcrossSplitsAndSizes(t *testing.T) {
-	in, out, p, done := runPipe(t, NewPools(), nil)
+	in, out, p, done := runPipe(t, NewBuffers(), nil)
 	var stream []byte
 	for i, size := range []int{0, 1, 100, 3000, 4 << 10, 15 << 10, 40 << 10, 64 << 10, 200 << 10, 10, 1 << 20, 7} {
 		stream = append(stream, frames.Send(t, size, uint64(i))...)
@@ -130,7 +130,7 @@ func TestPipeFilterDropsFramesAndInjectsInOrder(t *testing.T) {
 func testPipeFilter(t *testing.T, watch func(pb.BaseCommand_Type) bool, wantSeen []pb.BaseCommand_Type) {
 	ping := commandFrame(t, frame.Ping())
 	var seen []pb.BaseCommand_Type
-	in, out, p, done := runPipe(t, NewPools(), func(p *Pipe) Filter {
+	in, out, p, done := runPipe(t, NewBuffers(), func(p *Pipe) Filter {
 		p.watch = watch
 		return refusingProducers(p, &seen)
 	})
@@ -179,7 +179,7 @@ func testPipeFilter(t *testing.T, watch func(pb.BaseCommand_Type) bool, wantSeen
 // between them are batched as before, and most bytes never enter user space.
 func TestPipeSplicesTheRestOfBigFrames(t *testing.T) {
 	var seen []pb.BaseCommand_Type
-	in, out, p, done := runPipe(t, NewPools(), func(p *Pipe) Filter { return refusingProducers(p, &seen) })
+	in, out, p, done := runPipe(t, NewBuffers(), func(p *Pipe) Filter { return refusingProducers(p, &seen) })
 	refused := producerFrame(t, 20<<10)
 
 	var stream, want []byte
@@ -264,7 +264,7 @@ func TestPipeFiltersBigCommandsAfterBigFrames(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var seen []pb.BaseCommand_Type
-			in, out, _, done := runPipe(t, NewPools(), func(p *Pipe) Filter {
+			in, out, _, done := runPipe(t, NewBuffers(), func(p *Pipe) Filter {
 				p.limits = c.limits
 				return func(typ pb.BaseCommand_Type, cmd []byte) Verdict {
 					seen = append(seen, typ)
@@ -303,7 +303,7 @@ func TestPipeFiltersBigCommandsAfterBigFrames(t *testing.T) {
 // while the pipe waits for it).
 func TestPipeStallDuringSplicedRestBlamesTheReader(t *testing.T) {
 	var sender, reader Mark
-	in, _, p, _ := runPipe(t, NewPools(), func(p *Pipe) Filter {
+	in, _, p, _ := runPipe(t, NewBuffers(), func(p *Pipe) Filter {
 		p.partial, p.dst.notRead = &sender, &reader
 		return refusingProducers(p, new([]pb.BaseCommand_Type))
 	})
@@ -324,12 +324,12 @@ func TestPipeStallDuringSplicedRestBlamesTheReader(t *testing.T) {
 }
 
 func TestPipeHoldsNoBufferWhileIdle(t *testing.T) {
-	pools := NewPools()
-	in, out, _, done := runPipe(t, pools, nil)
+	buffers := NewBuffers()
+	in, out, _, done := runPipe(t, buffers, nil)
 	waitHeld := func(what string, ok func(int64) bool) {
 		t.Helper()
-		if !wait.Within(5*time.Second, func() bool { return ok(pools.buffers.held.Load()) }) {
-			t.Fatalf("%s: pipe holds %d buffer bytes", what, pools.buffers.held.Load())
+		if !wait.Within(5*time.Second, func() bool { return ok(buffers.reads.held.Load()) }) {
+			t.Fatalf("%s: pipe holds %d buffer bytes", what, buffers.reads.held.Load())
 		}
 	}
 	f := frames.Send(t, 2000, 1)
@@ -365,8 +365,8 @@ func TestPipeHoldsNoBufferWhileIdle(t *testing.T) {
 // A receiver that stops reading stops the sender: the pipe blocks in its write and stops
 // reading, so what it holds stays one buffer however much the sender tries to push.
 func TestPipeBackpressureBoundsMemory(t *testing.T) {
-	pools := NewPools()
-	in, out, _, done := runPipe(t, pools, nil)
+	buffers := NewBuffers()
+	in, out, _, done := runPipe(t, buffers, nil)
 	f := frames.Send(t, 1000, 1)
 	const total = 64 << 20 // far more than the kernel buffers of the two connections
 	var stream []byte
@@ -375,7 +375,7 @@ func TestPipeBackpressureBoundsMemory(t *testing.T) {
 	}
 	// Nobody reads out: the sender must end up blocked, with the pipe holding one buffer.
 	sent := writeUntilBlocked(t, in, stream)
-	if held := pools.buffers.held.Load(); held > largeBufferSize {
+	if held := buffers.reads.held.Load(); held > largeBufferSize {
 		t.Fatalf("pipe holds %d buffer bytes while its receiver is stalled, want at most one buffer", held)
 	}
 	got, err := readWhileWriting(t, in, out, stream[sent:])

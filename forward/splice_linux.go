@@ -244,7 +244,7 @@ type splicePipe struct {
 
 // splicePipes keeps a few empty pipes for reuse: making one costs two system calls and two
 // descriptors, and most sessions need one only for a moment at a time. Beyond the bound,
-// pipes are closed rather than kept. One per Pools.
+// pipes are closed rather than kept. One per Buffers.
 type splicePipes struct {
 	sync.Mutex
 	free    []*splicePipe

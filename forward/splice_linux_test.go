@@ -30,7 +30,7 @@ func runPassthrough(t *testing.T, readAhead []byte) (in, out net.Conn, p *Pipe, 
 	t.Helper()
 	in, srcConn := loopback.Pair(t)
 	dstConn, out := loopback.Pair(t)
-	p = New(Config{Src: srcConn, ReadAhead: readAhead, Dst: NewSink(dstConn, nil), Pools: NewPools(), Unframed: true,
+	p = New(Config{Src: srcConn, ReadAhead: readAhead, Dst: NewSink(dstConn, nil), Buffers: NewBuffers(), Unframed: true,
 		Frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), Bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"})})
 	errc := make(chan error, 1)
 	go func() {
@@ -121,7 +121,7 @@ func takeSplicePipes(t *testing.T, ps *splicePipes, n int) (grown, plain []*spli
 // kernel that lets the user grow pipes (pipe-max-size, pipe-user-pages-soft): with none, the
 // proxy works at the default size, and the test says so by failing.
 func TestGrownSplicePipesAreBounded(t *testing.T) {
-	ps := &NewPools().pipes
+	ps := &NewBuffers().pipes
 	grown, plain := takeSplicePipes(t, ps, maxGrownPipes+4)
 	if len(grown) != maxGrownPipes || len(plain) != 4 {
 		t.Fatalf("%d pipes grown and %d not, want %d and 4 (kernel refused growing: %v)",
@@ -147,7 +147,7 @@ func TestGrownSplicePipesAreBounded(t *testing.T) {
 // A pipe that could not grow when made grows when it is reused and a grown pipe has closed
 // meanwhile, so the pool does not fill up with small pipes for good.
 func TestSplicePipeGrowsWhenReused(t *testing.T) {
-	ps := &NewPools().pipes
+	ps := &NewBuffers().pipes
 	grown, plain := takeSplicePipes(t, ps, maxGrownPipes+4)
 	if len(plain) != 4 {
 		t.Fatalf("%d pipes not grown, want 4", len(plain))

@@ -9,7 +9,8 @@ import (
 
 // The protocol names the field request_id in every command that has one, whatever its
 // number, so one reflective accessor serves requests and answers alike. Only decoded
-// commands (lookup mode, pooled connections) go through here, never the forwarding path.
+// commands (lookup mode, control and multiplexed connections) go through here, never the
+// forwarding path.
 
 // RequestID returns the request_id of the command's own sub-message, if it has one.
 func RequestID(cmd *pb.BaseCommand) (uint64, bool) {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testenv"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/prereq"
 )
 
 const (
@@ -70,7 +70,7 @@ func helmBinary(t *testing.T) string {
 		bin = filepath.Join(cache, "helm-"+version)
 	}
 	_, err := os.Stat(bin)
-	testenv.Need(t, "helm (`make helm` builds it: test/rig/build-helm.sh)", err)
+	prereq.Need(t, "helm (`make helm` builds it: test/rig/build-helm.sh)", err)
 	return bin
 }
 

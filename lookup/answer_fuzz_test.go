@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
@@ -34,7 +35,7 @@ func FuzzLookupAnswer(f *testing.F) {
 		}
 		pinEndpoint(lr, b)
 		for _, u := range []string{lr.GetBrokerServiceUrl(), lr.GetBrokerServiceUrlTls()} {
-			got, err := parseBrokerURL(u)
+			got, err := brokers.ParseURL(u)
 			if err != nil || got.Addr() != b.Addr() {
 				t.Fatalf("pinned %q for endpoint %s: %v, %v", u, b.Addr(), got, err)
 			}

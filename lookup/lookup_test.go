@@ -5,121 +5,29 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
+	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestParseBrokerURL(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		addr    string
-		tls     bool
-		wantErr string
-	}{
-		{in: "pulsar://127.0.0.1:6650", addr: "127.0.0.1:6650"},
-		{in: "pulsar+ssl://Broker-0.Pulsar.svc:6651", addr: "broker-0.pulsar.svc:6651", tls: true},
-		{in: "pulsar://[::1]:6650", addr: "[::1]:6650"},
-		{in: "http://127.0.0.1:8080", wantErr: "scheme"},
-		{in: "pulsar://127.0.0.1", wantErr: "host and port"},
-		{in: "pulsar://127.0.0.1:6650/admin", wantErr: "only scheme://host:port"},
-		{in: "pulsar://u:p@127.0.0.1:6650", wantErr: "only scheme://host:port"},
-	} {
-		b, err := parseBrokerURL(tc.in)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%s: err = %v, want %q", tc.in, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || b.Addr() != tc.addr || b.TLS != tc.tls {
-			t.Errorf("%s: got %+v %v", tc.in, b, err)
-		}
-	}
-}
-
-func TestAllowOnlyKnownBrokers(t *testing.T) {
-	static, err := NewStatic([]string{"pulsar://127.0.0.1:6650", "pulsar://broker-1.pulsar:6651"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := NewBrokerSet(static, SetOptions{})
-	for target, ok := range map[string]bool{
-		"127.0.0.1:6650":               true,
-		"pulsar://127.0.0.1:6650":      true,
-		"BROKER-1.pulsar:6651":         true,
-		"127.0.0.1:6651":               false, // known host, other port
-		"127.0.0.1:22":                 false,
-		"127.0.0.1:8080":               false,
-		"localhost:6650":               false, // same machine, but not as discovery names it
-		"broker-1.pulsar:6651/x":       false,
-		"evil.example:6650":            false,
-		"":                             false,
-		"pulsar://127.0.0.1:6650/path": false,
-		// Other spellings of a known host:port are not it.
-		"127.0.0.1:06650":           false,
-		"127.0.0.1:+6650":           false,
-		"[127.0.0.1]:6650":          false,
-		"broker-1.pulsar.:6651":     false,
-		"pulsar://[127.0.0.1]:6650": false,
-	} {
-		_, err := set.Allow(target)
-		if ok != (err == nil) {
-			t.Errorf("Allow(%q) err = %v, want allowed=%v", target, err, ok)
-		}
-		if err != nil && !errors.Is(err, ErrTargetNotAllowed) {
-			t.Errorf("Allow(%q) err = %v, want ErrTargetNotAllowed", target, err)
-		}
-	}
-}
-
-// ParseTarget takes only a DNS name or an IP literal on a plain decimal port, whatever
-// discovery or the patterns would say of it.
-func TestParseTargetSyntax(t *testing.T) {
-	for target, want := range map[string]string{
-		"broker-0.pulsar.svc:6650":           "broker-0.pulsar.svc:6650",
-		"[fd00::1]:6651":                     "[fd00::1]:6651",
-		"pulsar+ssl://B0:6651":               "b0:6651",
-		"b0:06650":                           "",
-		"b0:65536":                           "",
-		"b0:0":                               "",
-		"b0.:6650":                           "",
-		"b..0:6650":                          "",
-		"b_0:6650":                           "",
-		"-b0:6650":                           "",
-		"b0 :6650":                           "",
-		"b0%2e:6650":                         "",
-		"fd00::1:6650":                       "",
-		"[b0]:6650":                          "",
-		"[fe80::1%25eth0]:6650":              "",
-		"127.1:6650":                         "",
-		strings.Repeat("a", 64) + ":6650":    "",
-		strings.Repeat("a.", 127) + "a:6650": "",
-	} {
-		host, port, err := ParseTarget(target)
-		got := ""
-		if err == nil {
-			got = Broker{Host: host, Port: port}.Addr()
-		}
-		if got != want {
-			t.Errorf("ParseTarget(%q) = %q (%v), want %q", target, got, err, want)
-		}
-	}
-}
-
 // fakeBroker answers CONNECT, PING and LOOKUP over real sockets. answer decides each
 // lookup's response. Unit-test stand-in; the real proof is the end-to-end suite.
-func fakeBroker(t *testing.T, answer func(*pb.CommandLookupTopic, string) *pb.CommandLookupTopicResponse) (Broker, *atomic.Int32) {
+func fakeBroker(t *testing.T, answer func(*pb.CommandLookupTopic, string) *pb.CommandLookupTopicResponse) (brokers.Broker, *atomic.Int32) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -168,12 +76,12 @@ func fakeBroker(t *testing.T, answer func(*pb.CommandLookupTopic, string) *pb.Co
 			}()
 		}
 	}()
-	b, _ := parseBrokerURL(self)
+	b, _ := brokers.ParseURL(self)
 	return b, &lookups
 }
 
-func testPool() *upstream.Pool {
-	return upstream.NewPool(upstream.PoolConfig{Connector: &upstream.Connector{Dialer: &upstream.Dialer{Timeout: time.Second},
+func testControl() *upstream.Control {
+	return upstream.NewControl(upstream.ControlConfig{Connector: &upstream.Connector{Dialer: &upstream.Dialer{Timeout: time.Second},
 		Version: "test", ProtocolVersion: 21, Timeout: time.Second, MaxFrameSize: frame.DefaultMaxFrameSize},
 		MaxPending: 10, Logger: zerolog.Nop()})
 }
@@ -190,10 +98,10 @@ func TestResolverFollowsRedirects(t *testing.T) {
 		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Redirect.Enum(),
 			BrokerServiceUrl: proto.String(owner.URL), Authoritative: proto.Bool(true)}
 	})
-	static, _ := NewStatic([]string{other.URL})
-	pool := testPool()
-	defer pool.Close()
-	r := NewResolver(NewBrokerSet(static, SetOptions{LearnedTTL: time.Minute}), pool, 5*time.Second, 3, false, nil)
+	static, _ := discovery.NewStatic([]string{other.URL})
+	control := testControl()
+	defer control.Close()
+	r := NewResolver(brokers.NewSet(static, brokers.Options{LearnedTTL: time.Minute}), control, 5*time.Second, 3, false, nil)
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(7)}}
 	resp, err := r.Resolve(context.Background(), upstream.Client{}, cmd)
@@ -210,10 +118,10 @@ func TestResolverBoundsRedirects(t *testing.T) {
 	loop, lookups := fakeBroker(t, func(_ *pb.CommandLookupTopic, self string) *pb.CommandLookupTopicResponse {
 		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Redirect.Enum(), BrokerServiceUrl: proto.String(self)}
 	})
-	static, _ := NewStatic([]string{loop.URL})
-	pool := testPool()
-	defer pool.Close()
-	r := NewResolver(NewBrokerSet(static, SetOptions{}), pool, 5*time.Second, 3, false, nil)
+	static, _ := discovery.NewStatic([]string{loop.URL})
+	control := testControl()
+	defer control.Close()
+	r := NewResolver(brokers.NewSet(static, brokers.Options{}), control, 5*time.Second, 3, false, nil)
 	_, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 		Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(1)}})
 	var le *Error
@@ -232,11 +140,11 @@ func TestResolverSkipsDeadBroker(t *testing.T) {
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadURL := "pulsar://" + dead.Addr().String()
 	dead.Close()
-	static, _ := NewStatic([]string{deadURL, live.URL})
-	set := NewBrokerSet(static, SetOptions{})
-	pool := testPool()
-	defer pool.Close()
-	r := NewResolver(set, pool, 5*time.Second, 3, false, nil)
+	static, _ := discovery.NewStatic([]string{deadURL, live.URL})
+	set := brokers.NewSet(static, brokers.Options{})
+	control := testControl()
+	defer control.Close()
+	r := NewResolver(set, control, 5*time.Second, 3, false, nil)
 	for i := range 4 { // round robin starts on each broker at least once
 		resp, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(uint64(i))}})
@@ -244,13 +152,13 @@ func TestResolverSkipsDeadBroker(t *testing.T) {
 			t.Fatalf("lookup %d: %v %v", i, resp, err)
 		}
 	}
-	set.probeAll(context.Background(), ownPing(pool), time.Second)
+	set.ProbeAll(context.Background(), ownPing(control), time.Second)
 	if ok, reason := set.Ready(); !ok {
 		t.Fatalf("set not ready with one live broker: %s", reason)
 	}
-	only, _ := NewStatic([]string{deadURL})
-	deadSet := NewBrokerSet(only, SetOptions{})
-	deadSet.probeAll(context.Background(), ownPing(pool), time.Second)
+	only, _ := discovery.NewStatic([]string{deadURL})
+	deadSet := brokers.NewSet(only, brokers.Options{})
+	deadSet.ProbeAll(context.Background(), ownPing(control), time.Second)
 	if ok, reason := deadSet.Ready(); ok || !strings.Contains(reason, deadURL) {
 		t.Fatalf("dead-only set ready=%v reason=%q", ok, reason)
 	}
@@ -266,25 +174,25 @@ func TestResolverChecksRedirectTargets(t *testing.T) {
 	entry, _ := fakeBroker(t, func(*pb.CommandLookupTopic, string) *pb.CommandLookupTopicResponse {
 		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Redirect.Enum(), BrokerServiceUrl: proto.String(owner.URL)}
 	})
-	pool := testPool()
-	defer pool.Close()
+	control := testControl()
+	defer control.Close()
 	for _, tc := range []struct {
 		name string
-		set  func() *BrokerSet
+		set  func() *brokers.Set
 		want string
 	}{{
 		name: "port not allowed",
-		set: func() *BrokerSet {
-			static, _ := NewStatic([]string{entry.URL})
-			return NewBrokerSet(static, SetOptions{AllowedPorts: []string{entry.Port}, LearnedTTL: time.Minute})
+		set: func() *brokers.Set {
+			static, _ := discovery.NewStatic([]string{entry.URL})
+			return brokers.NewSet(static, brokers.Options{AllowedPorts: []string{entry.Port}, LearnedTTL: time.Minute})
 		},
 		want: "is not an allowed broker port",
 	}, {
 		name: "dropped by discovery",
-		set: func() *BrokerSet {
+		set: func() *brokers.Set {
 			d := &listDiscovery{}
 			d.set(t, entry.URL, owner.URL)
-			set := NewBrokerSet(d, SetOptions{LearnedTTL: time.Minute, Logger: zerolog.Nop()})
+			set := brokers.NewSet(d, brokers.Options{LearnedTTL: time.Minute, Logger: zerolog.Nop()})
 			set.Brokers()
 			d.set(t, entry.URL)
 			return set
@@ -292,7 +200,7 @@ func TestResolverChecksRedirectTargets(t *testing.T) {
 		want: "is not a known broker",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := NewResolver(tc.set(), pool, 5*time.Second, 3, false, nil)
+			r := NewResolver(tc.set(), control, 5*time.Second, 3, false, nil)
 			resp, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 				Topic: proto.String("persistent://public/default/t"), RequestId: proto.Uint64(1)}})
 			var le *Error
@@ -324,16 +232,16 @@ func TestResolverPinsTheDialledEndpoint(t *testing.T) {
 		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Redirect.Enum(),
 			BrokerServiceUrl: proto.String("pulsar://127.0.0.1:1"), BrokerServiceUrlTls: proto.String("pulsar+ssl://" + owner.Addr())}
 	})
-	pool := testPool() // plaintext underneath: what is tested is which URL is followed
-	defer pool.Close()
+	control := testControl() // plaintext underneath: what is tested is which URL is followed
+	defer control.Close()
 	lookupTopic := func(r *Resolver, topic string) (*pb.CommandLookupTopicResponse, error) {
 		resp, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
 			Topic: proto.String(topic), RequestId: proto.Uint64(1)}})
 		return resp.GetLookupTopicResponse(), err
 	}
 
-	static, _ := NewStatic([]string{entry.URL})
-	overTLS := NewResolver(NewBrokerSet(static, SetOptions{LearnedTTL: time.Minute}), pool, 5*time.Second, 3, true, nil)
+	static, _ := discovery.NewStatic([]string{entry.URL})
+	overTLS := NewResolver(brokers.NewSet(static, brokers.Options{LearnedTTL: time.Minute}), control, 5*time.Second, 3, true, nil)
 	lr, err := lookupTopic(overTLS, "persistent://public/default/t")
 	if err != nil {
 		t.Fatal(err)
@@ -341,14 +249,14 @@ func TestResolverPinsTheDialledEndpoint(t *testing.T) {
 	if lr.GetBrokerServiceUrl() != "pulsar://"+owner.Addr() || lr.GetBrokerServiceUrlTls() != "pulsar+ssl://"+owner.Addr() {
 		t.Fatalf("over TLS: answer names %q and %q, want the owner's TLS endpoint %s twice", lr.GetBrokerServiceUrl(), lr.GetBrokerServiceUrlTls(), owner.Addr())
 	}
-	ownerOnly, _ := NewStatic([]string{owner.URL})
-	_, err = lookupTopic(NewResolver(NewBrokerSet(ownerOnly, SetOptions{}), pool, 5*time.Second, 3, true, nil), "persistent://public/default/plain-only")
+	ownerOnly, _ := discovery.NewStatic([]string{owner.URL})
+	_, err = lookupTopic(NewResolver(brokers.NewSet(ownerOnly, brokers.Options{}), control, 5*time.Second, 3, true, nil), "persistent://public/default/plain-only")
 	var le *Error
 	if !errors.As(err, &le) || le.Code != pb.ServerError_ServiceNotReady || !strings.Contains(le.Message, "no brokerServiceUrlTls") {
 		t.Fatalf("broker without a TLS URL: err = %v", err)
 	}
 
-	plain := NewResolver(NewBrokerSet(ownerOnly, SetOptions{}), pool, 5*time.Second, 3, false, nil)
+	plain := NewResolver(brokers.NewSet(ownerOnly, brokers.Options{}), control, 5*time.Second, 3, false, nil)
 	lr, err = lookupTopic(plain, "persistent://public/default/plain-only")
 	if err != nil {
 		t.Fatal(err)
@@ -358,7 +266,200 @@ func TestResolverPinsTheDialledEndpoint(t *testing.T) {
 	}
 }
 
-// ownPing is the pool's Ping of its own connections, the health checks' prober.
-func ownPing(p *upstream.Pool) Prober {
+// ownPing is the Control's Ping of its own connections, the health checks' prober.
+func ownPing(p *upstream.Control) brokers.Prober {
 	return func(ctx context.Context, addr string) error { return p.Ping(ctx, addr, upstream.Client{}) }
+}
+
+func TestResolverCoalescesIdenticalLookups(t *testing.T) {
+	release := make(chan struct{})
+	b, lookups := fakeBroker(t, func(l *pb.CommandLookupTopic, self string) *pb.CommandLookupTopicResponse {
+		if strings.HasSuffix(l.GetTopic(), "/held") {
+			<-release
+		}
+		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Connect.Enum(),
+			BrokerServiceUrl: proto.String(self), Authoritative: proto.Bool(true),
+			Message: proto.String(l.GetTopic())} // tells whose answer a caller got
+	})
+	static, _ := discovery.NewStatic([]string{b.URL})
+	control := testControl()
+	defer control.Close()
+	m := NewMetrics(nil)
+	r := NewResolver(brokers.NewSet(static, brokers.Options{}), control, 5*time.Second, 3, false, m)
+	lookup := func(ctx context.Context, topic string, id uint64, authoritative bool) (*pb.BaseCommand, error) {
+		return r.Resolve(ctx, upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+			Topic: proto.String(topic), RequestId: proto.Uint64(id), Authoritative: proto.Bool(authoritative)}})
+	}
+
+	const n = 200
+	const topic = "persistent://public/default/held"
+	var started, done sync.WaitGroup
+	errs := make(chan error, n+1)
+	// The first caller gives up at once; the flight must go on for the others.
+	cancelled, cancel := context.WithCancel(context.Background())
+	started.Add(1)
+	done.Add(1)
+	go func() {
+		defer done.Done()
+		started.Done()
+		if _, err := lookup(cancelled, topic, 0, false); !errors.Is(err, context.Canceled) {
+			errs <- errors.New("cancelled caller did not see its cancellation")
+		}
+	}()
+	started.Wait()
+	wait.Until(t, 10*time.Second, "the cancelled caller's lookup to reach the broker", func() bool { return lookups.Load() != 0 })
+	cancel()
+	for i := range n {
+		started.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			started.Done()
+			resp, err := lookup(context.Background(), topic, uint64(i+1), false)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if got := resp.GetLookupTopicResponse().GetMessage(); got != topic {
+				errs <- errors.New("wrong answer " + got)
+			}
+		}()
+	}
+	started.Wait()
+	close(release)
+	done.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := lookups.Load(); got > 3 {
+		t.Errorf("%d identical lookups reached the broker %d times, want at most a handful", n+1, got)
+	}
+	if c := testutil.ToFloat64(m.coalesced.WithLabelValues("LOOKUP")); c < n-2 {
+		t.Errorf("coalesced = %v, want about %d", c, n)
+	}
+	if sent := testutil.ToFloat64(m.brokerRequests.WithLabelValues("LOOKUP", b.Addr())); sent != float64(lookups.Load()) {
+		t.Errorf("broker request metric %v, broker saw %d", sent, lookups.Load())
+	}
+
+	// Different authoritative flags and different topics are never merged.
+	before := lookups.Load()
+	for i, tc := range []struct {
+		topic string
+		auth  bool
+	}{{"persistent://public/default/a", false}, {"persistent://public/default/a", true}, {"persistent://public/default/b", false}} {
+		resp, err := lookup(context.Background(), tc.topic, uint64(1000+i), tc.auth)
+		if err != nil || resp.GetLookupTopicResponse().GetMessage() != tc.topic {
+			t.Fatalf("%v: %v %v", tc, resp, err)
+		}
+	}
+	if got := lookups.Load() - before; got != 3 {
+		t.Fatalf("3 distinct lookups reached the broker %d times", got)
+	}
+}
+
+func TestCoalesceKeySeparatesPrincipals(t *testing.T) {
+	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{Topic: proto.String("t"), RequestId: proto.Uint64(1)}}
+	a, _ := coalesceKey(upstream.Client{Principal: "alice"}, cmd)
+	b, _ := coalesceKey(upstream.Client{Principal: "bob"}, cmd)
+	if a == b {
+		t.Fatal("two principals share a coalescing key")
+	}
+	if _, ok := coalesceKey(upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_GET_SCHEMA.Enum()}); ok {
+		t.Fatal("GET_SCHEMA must not be coalesced")
+	}
+}
+
+func TestResolverLearnsOwnersFromLookupAnswers(t *testing.T) {
+	const advertised = "pulsar://broker-0.broker.pulsar.svc:6650"
+	b, _ := fakeBroker(t, func(l *pb.CommandLookupTopic, self string) *pb.CommandLookupTopicResponse {
+		if strings.HasSuffix(l.GetTopic(), "/failed") {
+			return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Failed.Enum(),
+				BrokerServiceUrl: proto.String("pulsar://evil.example:6650"), Error: pb.ServerError_ServiceNotReady.Enum()}
+		}
+		return &pb.CommandLookupTopicResponse{Response: pb.CommandLookupTopicResponse_Connect.Enum(),
+			BrokerServiceUrl: proto.String(advertised), Authoritative: proto.Bool(true)}
+	})
+	static, _ := discovery.NewStatic([]string{b.URL})
+	set := brokers.NewSet(static, brokers.Options{LearnedTTL: time.Minute, Logger: zerolog.Nop()})
+	control := testControl()
+	defer control.Close()
+	r := NewResolver(set, control, 5*time.Second, 3, false, nil)
+	if allowed(set, "broker-0.broker.pulsar.svc:6650") {
+		t.Fatal("allowed before any lookup named it")
+	}
+	for i, topic := range []string{"persistent://public/default/failed", "persistent://public/default/t"} {
+		if _, err := r.Resolve(context.Background(), upstream.Client{}, &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+			Topic: proto.String(topic), RequestId: proto.Uint64(uint64(i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !allowed(set, "broker-0.broker.pulsar.svc:6650") {
+		t.Fatal("owner named in a lookup answer not allowed")
+	}
+	if allowed(set, "evil.example:6650") {
+		t.Fatal("a URL in a Failed answer was learned")
+	}
+}
+
+// Finding 6: a waiting caller must never get an answer computed for another caller's flags
+// (a reader's do-not-create request must not share a creating one's answer).
+func TestCoalesceKeyCoversEveryRequestField(t *testing.T) {
+	alice := upstream.Client{Principal: "alice"}
+	pm := func(create bool) *pb.BaseCommand {
+		return &pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA.Enum(), PartitionMetadata: &pb.CommandPartitionedTopicMetadata{
+			Topic: proto.String("t"), RequestId: proto.Uint64(1), MetadataAutoCreationEnabled: proto.Bool(create)}}
+	}
+	lk := func(props ...string) *pb.BaseCommand {
+		l := &pb.CommandLookupTopic{Topic: proto.String("t"), RequestId: proto.Uint64(2)}
+		for _, p := range props {
+			l.Properties = append(l.Properties, &pb.KeyValue{Key: proto.String(p), Value: proto.String("v")})
+		}
+		return &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: l}
+	}
+	for _, pair := range [][2]*pb.BaseCommand{{pm(true), pm(false)}, {lk(), lk("a")}, {lk("a"), lk("b")}} {
+		a, _ := coalesceKey(alice, pair[0])
+		b, _ := coalesceKey(alice, pair[1])
+		if a == b {
+			t.Fatalf("%v and %v share a coalescing key", pair[0], pair[1])
+		}
+	}
+	// The request id alone does not separate requests.
+	x, y := pm(true), pm(true)
+	y.PartitionMetadata.RequestId = proto.Uint64(77)
+	if a, _ := coalesceKey(alice, x); a != func() string { b, _ := coalesceKey(alice, y); return b }() {
+		t.Fatal("request ids separate otherwise equal requests")
+	}
+}
+
+// listDiscovery is a discovery whose list the test changes.
+type listDiscovery struct {
+	mu sync.Mutex
+	bs []brokers.Broker
+}
+
+func (d *listDiscovery) set(t *testing.T, urls ...string) {
+	t.Helper()
+	var bs []brokers.Broker
+	for _, u := range urls {
+		b, err := brokers.ParseURL(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs = append(bs, b)
+	}
+	d.mu.Lock()
+	d.bs = bs
+	d.mu.Unlock()
+}
+
+func (d *listDiscovery) Brokers() []brokers.Broker {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]brokers.Broker(nil), d.bs...)
+}
+
+func allowed(set *brokers.Set, target string) bool {
+	_, err := set.Allow(target)
+	return err == nil
 }

@@ -1,89 +1,34 @@
 package lookup
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
-// Metrics are the lookup layer's Prometheus series: discovery health and lookup coalescing.
-// Labels are provider names, command types and broker addresses (a handful) only.
+// Metrics are the resolver's Prometheus series: the requests it sent to brokers and the
+// lookups it coalesced. Labels are command types and broker addresses (a handful) only.
 type Metrics struct {
-	discoveryBrokers *prometheus.GaugeVec   // provider
-	discoveryErrors  *prometheus.CounterVec // provider
-	discoveryStale   *prometheus.GaugeVec   // provider
-	brokerRequests   *prometheus.CounterVec // type, broker
-	coalesced        *prometheus.CounterVec // type
-
-	stalenessDesc   *prometheus.Desc
-	lastSuccessDesc *prometheus.Desc
-	mu              sync.Mutex
-	sources         []*source
+	brokerRequests *prometheus.CounterVec // type, broker
+	coalesced      *prometheus.CounterVec // type
 }
 
 // NewMetrics creates the series and registers them with reg (nil: not registered, for tests).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		discoveryBrokers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "pulsar_proxy_discovery_brokers", Help: "Brokers in a discovery provider's last good answer.",
-		}, []string{"provider"}),
-		discoveryErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pulsar_proxy_discovery_errors_total", Help: "Failed discovery refreshes (an empty answer counts as one), by provider.",
-		}, []string{"provider"}),
-		discoveryStale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "pulsar_proxy_discovery_stale", Help: "1 while a provider's last refresh failed and its last good list is in use.",
-		}, []string{"provider"}),
 		brokerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_broker_lookup_requests_total", Help: "Requests the proxy sent to brokers to answer lookup-mode clients, by command type and broker (redirect hops and retries on another broker included).",
 		}, []string{"type", "broker"}),
 		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_lookups_coalesced_total", Help: "Lookup-mode requests answered from an identical request already in flight, by command type.",
 		}, []string{"type"}),
-		stalenessDesc: prometheus.NewDesc("pulsar_proxy_discovery_staleness_seconds",
-			"Seconds a provider's broker list has not been known to be current: 0 while its last refresh succeeded, else the time since the last success (since start before the first).", []string{"provider"}, nil),
-		lastSuccessDesc: prometheus.NewDesc("pulsar_proxy_discovery_last_success_timestamp_seconds",
-			"Unix time of a provider's last successful refresh (a Consul watch counts until it breaks); 0 before the first.", []string{"provider"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.discoveryBrokers, m.discoveryErrors, m.discoveryStale, m.brokerRequests, m.coalesced, stalenessCollector{m})
+		reg.MustRegister(m.brokerRequests, m.coalesced)
 	}
 	// The commands that are coalesced (see Resolver) have their series from the start, at 0.
 	for _, t := range []pb.BaseCommand_Type{pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA} {
 		m.coalesced.WithLabelValues(t.String())
 	}
 	return m
-}
-
-func (m *Metrics) addSource(s *source) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sources = append(m.sources, s)
-	m.discoveryBrokers.WithLabelValues(s.name).Set(0)
-	m.discoveryErrors.WithLabelValues(s.name).Add(0)
-	m.discoveryStale.WithLabelValues(s.name).Set(1)
-}
-
-// stalenessCollector computes staleness at scrape time, so it grows while a registry is down
-// without anything ticking.
-type stalenessCollector struct{ m *Metrics }
-
-func (c stalenessCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.m.stalenessDesc
-	ch <- c.m.lastSuccessDesc
-}
-
-func (c stalenessCollector) Collect(ch chan<- prometheus.Metric) {
-	c.m.mu.Lock()
-	sources := append([]*source(nil), c.m.sources...)
-	c.m.mu.Unlock()
-	for _, s := range sources {
-		ch <- prometheus.MustNewConstMetric(c.m.stalenessDesc, prometheus.GaugeValue, s.staleness().Seconds(), s.name)
-		var last float64
-		if t := s.lastSuccess(); !t.IsZero() {
-			last = float64(t.UnixNano()) / 1e9
-		}
-		ch <- prometheus.MustNewConstMetric(c.m.lastSuccessDesc, prometheus.GaugeValue, last, s.name)
-	}
 }

@@ -1,3 +1,7 @@
+// Package lookup answers lookup-mode clients: the Resolver asks a broker from the live set
+// (package brokers) over the proxy's own broker connections, follows LOOKUP redirects only to
+// brokers the target rule allows, pins answers to the endpoint the proxy dials, and coalesces
+// identical requests.
 package lookup
 
 import (
@@ -11,15 +15,17 @@ import (
 	"golang.org/x/sync/singleflight"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
-// Resolver answers a lookup-mode client's requests by asking brokers through the pool.
+// Resolver answers a lookup-mode client's requests by asking brokers over the control
+// connections.
 type Resolver struct {
-	set          *BrokerSet
-	pool         RoundTripper
+	set          *brokers.Set
+	control      RoundTripper
 	timeout      time.Duration
 	maxRedirects int
 	brokerTLS    bool // brokers are dialled over TLS: answers name their TLS endpoints
@@ -27,17 +33,17 @@ type Resolver struct {
 	flight       singleflight.Group
 }
 
-// NewResolver ties the live set to the pool; brokerTLS says the pool and the sessions dial
-// brokers over TLS. m may be nil (unregistered metrics).
-func NewResolver(set *BrokerSet, pool RoundTripper, timeout time.Duration, maxRedirects int, brokerTLS bool, m *Metrics) *Resolver {
+// NewResolver ties the live set to the control connections; brokerTLS says they and the
+// sessions dial brokers over TLS. m may be nil (unregistered metrics).
+func NewResolver(set *brokers.Set, control RoundTripper, timeout time.Duration, maxRedirects int, brokerTLS bool, m *Metrics) *Resolver {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Resolver{set: set, pool: pool, timeout: timeout, maxRedirects: maxRedirects, brokerTLS: brokerTLS, metrics: m}
+	return &Resolver{set: set, control: control, timeout: timeout, maxRedirects: maxRedirects, brokerTLS: brokerTLS, metrics: m}
 }
 
-// RoundTripper sends one request to the broker at addr and returns its answer: the
-// proxy's pooled broker connections (upstream.Pool), which make it as client.
+// RoundTripper sends one request to the broker at addr and returns its answer: the proxy's
+// control connections (upstream.Control), which make it as client.
 type RoundTripper interface {
 	RoundTrip(ctx context.Context, addr string, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error)
 }
@@ -73,11 +79,11 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // Resolve sends a LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE or GET_SCHEMA to a
-// broker, as client, and returns the broker's answer (its request id is the pool's; the caller restores
-// its own). LOOKUP redirects are followed up to the configured number of hops, each only to a
-// broker the target rule allows (BrokerSet.Allow, after Learn), and a LOOKUP
-// answer's two broker URLs both name the endpoint the proxy dials (see pinEndpoint). cmd is
-// modified. A broker's refusal comes back as the broker's own answer, not as an error.
+// broker, as client, and returns the broker's answer (its request id is the Control's; the
+// caller restores its own). LOOKUP redirects are followed up to the configured number of
+// hops, each only to a broker the target rule allows (brokers.Set.Allow, after Learn), and a
+// LOOKUP answer's two broker URLs both name the endpoint the proxy dials (see pinEndpoint).
+// cmd is modified. A broker's refusal comes back as the broker's own answer, not as an error.
 //
 // Identical concurrent LOOKUP and PARTITIONED_METADATA requests (see coalesceKey) share one
 // broker request; each caller gets its own copy of the answer.
@@ -121,18 +127,18 @@ func (r *Resolver) resolve(ctx context.Context, client upstream.Client, cmd *pb.
 // anyBroker asks the first broker that answers; a broker that cannot be reached is skipped
 // so one dead broker never fails a client's request while another is up.
 func (r *Resolver) anyBroker(ctx context.Context, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	brokers, err := r.set.pick()
+	candidates, err := r.set.Pick()
 	if err != nil {
 		return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: err.Error()}
 	}
 	var errs []error
-	for _, b := range brokers {
+	for _, b := range candidates {
 		resp, err := r.roundTrip(ctx, b.Addr(), client, cmd)
 		if err == nil {
 			return resp, nil
 		}
 		errs = append(errs, err)
-		if ctx.Err() != nil || errors.Is(err, upstream.ErrPoolClosed) {
+		if ctx.Err() != nil || errors.Is(err, upstream.ErrControlClosed) {
 			break
 		}
 	}
@@ -154,8 +160,8 @@ func (r *Resolver) lookup(ctx context.Context, client upstream.Client, cmd *pb.B
 		if perr != nil {
 			return nil, &Error{Code: pb.ServerError_ServiceNotReady, Message: fmt.Sprintf("lookup of %s: %v", topic, perr)}
 		}
-		// A broker named it; a client may be sent there (see BrokerSet.learn).
-		r.set.learn(next.URL)
+		// A broker named it; a client may be sent there (see brokers.Set.Learn).
+		r.set.Learn(next.URL)
 		if lr.GetResponse() != pb.CommandLookupTopicResponse_Redirect {
 			pinEndpoint(lr, next)
 			return resp, nil
@@ -178,27 +184,27 @@ func (r *Resolver) lookup(ctx context.Context, client upstream.Client, cmd *pb.B
 
 // endpoint is the broker a LOOKUP answer names, as the proxy reaches it: its TLS URL when
 // brokers are dialled over TLS, its plaintext URL otherwise.
-func (r *Resolver) endpoint(lr *pb.CommandLookupTopicResponse) (Broker, error) {
+func (r *Resolver) endpoint(lr *pb.CommandLookupTopicResponse) (brokers.Broker, error) {
 	raw, which := lr.GetBrokerServiceUrl(), "brokerServiceUrl"
 	if r.brokerTLS {
 		raw, which = lr.GetBrokerServiceUrlTls(), "brokerServiceUrlTls"
 	}
 	if raw == "" {
-		return Broker{}, fmt.Errorf("the broker's answer has no %s (with broker.tls.enabled the brokers need brokerServicePortTls)", which)
+		return brokers.Broker{}, fmt.Errorf("the broker's answer has no %s (with broker.tls.enabled the brokers need brokerServicePortTls)", which)
 	}
-	return parseBrokerURL(raw)
+	return brokers.ParseURL(raw)
 }
 
 // pinEndpoint makes both URLs of an answer name the endpoint the proxy dials. A client
 // behind the proxy connects to the proxy either way and only hands the URL it picked (by
 // its own TLS setting) back as proxy_to_broker_url; pinning makes that the endpoint the
 // proxy knows how to reach, whichever the client picks.
-func pinEndpoint(lr *pb.CommandLookupTopicResponse, b Broker) {
+func pinEndpoint(lr *pb.CommandLookupTopicResponse, b brokers.Broker) {
 	lr.BrokerServiceUrl = proto.String("pulsar://" + b.Addr())
 	lr.BrokerServiceUrlTls = proto.String("pulsar+ssl://" + b.Addr())
 }
 
 func (r *Resolver) roundTrip(ctx context.Context, addr string, client upstream.Client, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
 	r.metrics.brokerRequests.WithLabelValues(cmd.GetType().String(), addr).Inc()
-	return r.pool.RoundTrip(ctx, addr, client, cmd)
+	return r.control.RoundTrip(ctx, addr, client, cmd)
 }

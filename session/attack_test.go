@@ -11,12 +11,12 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/frames"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 )
 
 // The tests an attacker with a valid token for one topic would write against direct mode.
@@ -36,7 +36,7 @@ const (
 
 // recordingBroker answers CONNECT, then records the command bytes of every frame it gets;
 // answer, when it returns a command, is sent back for a recorded command.
-func recordingBroker(t *testing.T, answer func(cmd []byte) *pb.BaseCommand) (lookup.Broker, <-chan []byte) {
+func recordingBroker(t *testing.T, answer func(cmd []byte) *pb.BaseCommand) (brokers.Broker, <-chan []byte) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -72,7 +72,7 @@ func recordingBroker(t *testing.T, answer func(cmd []byte) *pb.BaseCommand) (loo
 		}
 	}()
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	return lookup.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}, got
+	return brokers.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}, got
 }
 
 // readRawFrame reads one frame by its header alone and returns the command's bytes, however
@@ -110,7 +110,7 @@ func encodeCommand(t *testing.T, cmd *pb.BaseCommand) []byte {
 }
 
 // attackSession opens a direct session as alice through a proxy with the attack policy.
-func attackSession(t *testing.T, answer func([]byte) *pb.BaseCommand) (*peer, <-chan []byte, *testmetrics.Registry, *Metrics) {
+func attackSession(t *testing.T, answer func([]byte) *pb.BaseCommand) (*peer, <-chan []byte, *promtest.Registry, *Metrics) {
 	t.Helper()
 	b, got := recordingBroker(t, answer)
 	sec, am := testSecurity(t, "", attackPolicy)
@@ -278,7 +278,7 @@ func TestAttackTopicListOnDirectConnection(t *testing.T) {
 
 // floodingBroker answers CONNECT, then sends frames as fast as the proxy takes them, so a
 // client that does not read soon blocks the proxy's writes to it.
-func floodingBroker(t *testing.T) lookup.Broker {
+func floodingBroker(t *testing.T) brokers.Broker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -305,7 +305,7 @@ func floodingBroker(t *testing.T) lookup.Broker {
 		}
 	}()
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	return lookup.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
+	return brokers.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
 }
 
 // keepSending writes PONGs (which need no answer) until the connection fails or stop closes.
@@ -351,7 +351,7 @@ func TestAttackExpiredClientThatStopsReading(t *testing.T) {
 		defer close(stop)
 		go keepSending(p.c, stop) // and never reads
 		waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
+		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authn.ReasonRefreshTimeout))
 	})
 	t.Run("lookup", func(t *testing.T) {
 		huge := make([]string, 0, 40_000)
@@ -375,7 +375,7 @@ func TestAttackExpiredClientThatStopsReading(t *testing.T) {
 		defer close(stop)
 		go keepSending(p.c, stop)
 		waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
+		am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authn.ReasonRefreshTimeout))
 	})
 }
 

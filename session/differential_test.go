@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/forward"
@@ -128,9 +129,9 @@ func newFilterHarness(t testing.TB) *filterHarness {
 		t.Fatal(err)
 	}
 	srv := NewServer(testConfig(), nil, noTargets{}, NewMetrics(prometheus.NewRegistry()), zerolog.Nop())
-	m := authz.NewMetrics(prometheus.NewRegistry())
-	srv.SetSecurity(Security{Edge: edge.New(edge.Config{Policy: staticPolicy{p}, Metrics: m}), Metrics: m})
-	s := &session{srv: srv, identity: authz.Identity{Role: "alice"}}
+	reg := prometheus.NewRegistry()
+	srv.SetSecurity(Security{Edge: edge.New(edge.Config{Policy: staticPolicy{p}, Metrics: authz.NewMetrics(reg)}), Metrics: authn.NewMetrics(reg)})
+	s := &session{srv: srv, identity: authn.Identity{Role: "alice"}}
 	h := &filterHarness{s: s, toBroker: &recordConn{}, toClient: &recordConn{}}
 	lists := s.topicLists()
 	h.filter = s.upstreamFilter(forward.NewSink(h.toBroker, nil), forward.NewSink(h.toClient, nil), nil, lists)
@@ -380,7 +381,7 @@ func FuzzDirectPipe(f *testing.F) {
 		h := newFilterHarness(t)
 		toBroker := forward.NewSink(dstConn, nil)
 		lists := h.s.topicLists()
-		p := forward.New(forward.Config{Src: srcConn, Dst: toBroker, Limits: frame.ClientLimits(frame.DefaultMaxFrameSize), Pools: forward.NewPools(),
+		p := forward.New(forward.Config{Src: srcConn, Dst: toBroker, Limits: frame.ClientLimits(frame.DefaultMaxFrameSize), Buffers: forward.NewBuffers(),
 			Frames: prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), Bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "b"}),
 			Filter: h.s.upstreamFilter(toBroker, forward.NewSink(h.toClient, nil), nil, lists), Watch: edge.Inspected})
 		done := make(chan struct{})
@@ -546,7 +547,7 @@ func TestClientRulesTransactionCoordinator(t *testing.T) {
 				RequestId: proto.Uint64(21), TcId: proto.Uint64(c.tcID)}},
 		} {
 			h := newFilterHarness(t)
-			h.s.identity = authz.Identity{Role: c.role}
+			h.s.identity = authn.Identity{Role: c.role}
 			reached, goesOn := h.run(t, mustMarshal(cmd))
 			if !goesOn || (len(reached) == 1) != c.allowed || len(reached) > 1 {
 				t.Fatalf("%s as %s, coordinator %d: %d frames reached the broker (session goes on: %v); allowed: %v",

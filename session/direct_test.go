@@ -10,26 +10,26 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/frames"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
 // oneTarget allows exactly one broker.
-type oneTarget struct{ b lookup.Broker }
+type oneTarget struct{ b brokers.Broker }
 
-func (o oneTarget) Allow(target string) (lookup.Broker, error) {
-	host, port, err := lookup.ParseTarget(target)
+func (o oneTarget) Allow(target string) (brokers.Broker, error) {
+	host, port, err := brokers.ParseTarget(target)
 	if err != nil || host != o.b.Host || port != o.b.Port {
-		return lookup.Broker{}, lookup.ErrTargetNotAllowed
+		return brokers.Broker{}, brokers.ErrTargetNotAllowed
 	}
 	return o.b, nil
 }
 
 // fakeBroker accepts one connection, answers CONNECT, then echoes every frame back.
 // It records the CONNECT it got. A unit-test stand-in only: the real proof runs on Pulsar.
-func fakeBroker(t *testing.T) (lookup.Broker, <-chan *pb.CommandConnect, <-chan int) {
+func fakeBroker(t *testing.T) (brokers.Broker, <-chan *pb.CommandConnect, <-chan int) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -72,7 +72,7 @@ func fakeBroker(t *testing.T) (lookup.Broker, <-chan *pb.CommandConnect, <-chan 
 		}
 	}()
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	return lookup.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}, connects, accepted
+	return brokers.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}, connects, accepted
 }
 
 func TestDirectModeForwardsBothWays(t *testing.T) {
@@ -200,7 +200,7 @@ func TestSlowClientSlowsBroker(t *testing.T) {
 		written <- total
 	}()
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	b := lookup.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
+	b := brokers.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
 	addr, _ := startProxy(t, testConfig(), nil, oneTarget{b})
 	p := dialPeer(t, addr)
 	p.c.(*net.TCPConn).SetReadBuffer(64 << 10)

@@ -107,10 +107,10 @@ func (s *session) forward(broker *wire, supportsRefresh bool) (sessionMode, Clos
 	d := &directSession{s: s, broker: broker, downDone: make(chan struct{})}
 	up := forward.Config{Src: s.client.conn, ReadAhead: s.client.takeReadAhead(), Dst: toBrokerSink,
 		Limits: frame.ClientLimits(maxFrame), Frames: m.frames.WithLabelValues(toBroker), Bytes: m.bytes.WithLabelValues(toBroker),
-		Pools: s.srv.pools, SpliceAbove: s.srv.spliceAbove, Idle: s.idleFor(s.client, true, d.resumeUp)}
+		Buffers: s.srv.buffers, SpliceAbove: s.srv.spliceAbove, Idle: s.idleFor(s.client, true, d.resumeUp)}
 	down := forward.Config{Src: broker.conn, ReadAhead: broker.takeReadAhead(), Dst: toClientSink,
 		Limits: frame.Limits{MaxFrame: maxFrame}, Frames: m.frames.WithLabelValues(toClient), Bytes: m.bytes.WithLabelValues(toClient),
-		Pools: s.srv.pools, SpliceAbove: s.srv.spliceAbove, Idle: s.idleFor(broker, false, d.resumeDown)}
+		Buffers: s.srv.buffers, SpliceAbove: s.srv.spliceAbove, Idle: s.idleFor(broker, false, d.resumeDown)}
 	if s.srv.cfg.StallTimeout > 0 {
 		st := &stalls{sess: s, broker: broker}
 		up.Partial, down.Partial = &st.clientPartial, &st.brokerPartial

@@ -12,10 +12,10 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
 // serveForDrain runs a server the test shuts down itself.
@@ -78,7 +78,7 @@ func TestDrainAnswersLookupsInFlightThenCloses(t *testing.T) {
 
 // slowEchoBroker answers CONNECT, then echoes each frame after delay; it reports every frame
 // it received.
-func slowEchoBroker(t *testing.T, delay time.Duration) (lookup.Broker, <-chan *pb.BaseCommand) {
+func slowEchoBroker(t *testing.T, delay time.Duration) (brokers.Broker, <-chan *pb.BaseCommand) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -114,7 +114,7 @@ func slowEchoBroker(t *testing.T, delay time.Duration) (lookup.Broker, <-chan *p
 		}
 	}()
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	return lookup.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}, got
+	return brokers.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}, got
 }
 
 // On drain a direct session forwards nothing more from the client, delivers the broker's

@@ -13,9 +13,9 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
 // The forwarding benchmarks run a real direct session over loopback TCP: a client socket,
@@ -200,7 +200,7 @@ func directSessionPairWith(b *testing.B, cfg Config, spliceAbove int, opaqueClie
 		brokerConn <- c
 	}()
 	host, port, _ := net.SplitHostPort(bl.Addr().String())
-	target := lookup.Broker{URL: "pulsar://" + bl.Addr().String(), Host: host, Port: port}
+	target := brokers.Broker{URL: "pulsar://" + bl.Addr().String(), Host: host, Port: port}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

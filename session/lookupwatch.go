@@ -44,8 +44,8 @@ const maxEarlyUpdates = 64
 const maxQueuedToClient = 1024
 
 // lookupWatchers are the topic-list watchers a lookup-mode client opened through the proxy.
-// Each is open on a broker over the pooled connection of the client's principal, shared with
-// other clients' watchers, so its id there is the pool's: the client's ids are put back on
+// Each is open on a broker over the control connection of the client's principal, shared with
+// other clients' watchers, so its id there is the Control's: the client's ids are put back on
 // everything the broker sends. Topic names are filtered by the policy as in a direct session
 // (topicLists), and what goes to the client keeps the broker's order through one queue.
 type lookupWatchers struct {
@@ -92,7 +92,7 @@ func (ws *lookupWatchers) start(cmd *pb.BaseCommand, done func()) {
 	resolver := s.srv.resolver.(topicWatchResolver)
 	resp, watch, err := resolver.WatchTopics(s.ctx, s.brokerClient(), cmd, cw)
 	done()
-	frame.SetRequestID(cmd, reqID) // the pool gave it its own
+	frame.SetRequestID(cmd, reqID) // the Control gave it its own
 	if err != nil {
 		ws.unregister(cw)
 		code, msg := pb.ServerError_ServiceNotReady, "pulsar-proxy: "+err.Error()

@@ -9,10 +9,12 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
+	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/fakebroker"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -22,7 +24,7 @@ import (
 // answers WATCH_TOPIC_LIST with its list and at once an update (so the update races the
 // answer through the proxy), and records what it is asked.
 type watchBroker struct {
-	*testbroker.Broker
+	*fakebroker.Broker
 	topics []string
 	silent bool // WATCH_TOPIC_LIST goes unanswered
 
@@ -33,7 +35,7 @@ type watchBroker struct {
 
 func newWatchBroker(t *testing.T, topics ...string) *watchBroker {
 	b := &watchBroker{topics: topics, watches: map[uint64]*pb.CommandWatchTopicList{}}
-	b.Broker = testbroker.Start(t, b.handle)
+	b.Broker = fakebroker.Start(t, b.handle)
 	return b
 }
 
@@ -93,17 +95,18 @@ func (b *watchBroker) waitFor(t *testing.T, what string, cond func() bool) {
 	})
 }
 
-// watchResolver is the resolver and pool of a proxy in front of b. The pool has no
-// connection yet: the first CONNECTED makes one to learn whether the broker offers watchers.
+// watchResolver is the resolver and control connections of a proxy in front of b. The
+// Control has no connection yet: the first CONNECTED makes one to learn whether the broker
+// offers watchers.
 func watchResolver(t *testing.T, b *watchBroker) *lookup.Resolver {
 	t.Helper()
-	static, err := lookup.NewStatic([]string{"pulsar://" + b.Addr})
+	static, err := discovery.NewStatic([]string{"pulsar://" + b.Addr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := upstream.NewPool(upstream.PoolConfig{Connector: testConfig().Upstream, MaxPending: 10, ConnsPerBroker: 1, Logger: zerolog.Nop()})
-	t.Cleanup(pool.Close)
-	return lookup.NewResolver(lookup.NewBrokerSet(static, lookup.SetOptions{}), pool, 5*time.Second, 3, false, nil)
+	control := upstream.NewControl(upstream.ControlConfig{Connector: testConfig().Upstream, MaxPending: 10, ConnsPerBroker: 1, Logger: zerolog.Nop()})
+	t.Cleanup(control.Close)
+	return lookup.NewResolver(brokers.NewSet(static, brokers.Options{}), control, 5*time.Second, 3, false, nil)
 }
 
 func watchCmd(requestID, watcherID uint64) *pb.BaseCommand {

@@ -53,7 +53,7 @@ func TestEveryCloseReasonIsMadeAtStart(t *testing.T) {
 }
 
 // TestKnownSeriesExistAtStart: a fresh registry already exports the series of known label
-// values, at 0 (testmetrics.Value would read 0 for a missing series too, so this gathers).
+// values, at 0 (promtest.Value would read 0 for a missing series too, so this gathers).
 func TestKnownSeriesExistAtStart(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	NewMetrics(reg)

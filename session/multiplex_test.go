@@ -18,11 +18,11 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 )
 
@@ -50,7 +50,7 @@ type muxBroker struct {
 	kills     []string // why the broker closed a connection, as Pulsar would have
 }
 
-func newMuxBroker(t testing.TB, msgSize int) (*muxBroker, lookup.Broker) {
+func newMuxBroker(t testing.TB, msgSize int) (*muxBroker, brokers.Broker) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func newMuxBroker(t testing.TB, msgSize int) (*muxBroker, lookup.Broker) {
 		}
 	}()
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	return b, lookup.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
+	return b, brokers.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
 }
 
 // brokerConn is one connection's state on the muxBroker: its producers and consumers by
@@ -325,7 +325,7 @@ func muxConfig(t testing.TB, queue int) (Config, *mux.Metrics) {
 	return cfg, m
 }
 
-func muxClient(t *testing.T, addr string, b lookup.Broker) *peer {
+func muxClient(t *testing.T, addr string, b brokers.Broker) *peer {
 	p := dialPeer(t, addr)
 	p.send(connectCmd(func(c *pb.CommandConnect) { c.ProxyToBrokerUrl = proto.String(b.URL) }))
 	if got := p.recv(); got.GetConnected().GetServerVersion() != "fake-broker" {
@@ -559,7 +559,7 @@ func TestMultiplexFrameOverTheBrokersLimit(t *testing.T) {
 // its own, which must keep working whatever another client on the connection does.
 type neighbour struct{ *peer }
 
-func newNeighbour(t *testing.T, addr string, target lookup.Broker) neighbour {
+func newNeighbour(t *testing.T, addr string, target brokers.Broker) neighbour {
 	n := neighbour{muxClient(t, addr, target)}
 	n.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
 		Topic: proto.String("t"), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)}})

@@ -11,12 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testenv"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/fakebroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/prereq"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
 // inNetns marks the copy of the test binary that runs inside its own network namespace.
@@ -35,13 +35,13 @@ func TestBrokerPortsExhausted(t *testing.T) {
 		runInOwnNetns(t, "TestBrokerPortsExhausted", "40000 40009")
 		return
 	}
-	b := testbroker.Start(t, func(c net.Conn, cmd *pb.BaseCommand) {
+	b := fakebroker.Start(t, func(c net.Conn, cmd *pb.BaseCommand) {
 		if cmd.GetType() == pb.BaseCommand_CONNECT {
 			frame.WriteCommand(c, frame.Connected("fake-broker", 21, 5<<20))
 		}
 	})
 	host, port, _ := net.SplitHostPort(b.Addr)
-	addr, m := startProxy(t, testConfig(), nil, oneTarget{lookup.Broker{URL: "pulsar://" + b.Addr, Host: host, Port: port}})
+	addr, m := startProxy(t, testConfig(), nil, oneTarget{brokers.Broker{URL: "pulsar://" + b.Addr, Host: host, Port: port}})
 	// Clients dial from ports of their own choosing, outside the range: only the proxy's
 	// dials to the broker draw on it.
 	clientPort := 50000
@@ -103,7 +103,7 @@ func runInOwnNetns(t *testing.T, name, ports string) {
 	if err == nil && os.Geteuid() != 0 {
 		err = os.ErrPermission
 	}
-	testenv.Need(t, "a network namespace of the test's own (root, unshare and ip)", err)
+	prereq.Need(t, "a network namespace of the test's own (root, unshare and ip)", err)
 	script := `ip link set lo up && echo "$0" > /proc/sys/net/ipv4/ip_local_port_range && exec "$@"`
 	cmd := exec.Command(unshare, "-n", "sh", "-c", script, ports, os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), inNetns+"=1")

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -124,7 +124,7 @@ func (r *refresher) round(ctx context.Context, supportsRefresh bool) error {
 	id := s.identity
 	s.mu.Unlock()
 	if !supportsRefresh || s.srv.sec.Authenticator == nil {
-		return r.fail(id.Method, &authz.Error{Method: id.Method, Reason: authz.ReasonExpired, Detail: "credentials expired and this client cannot refresh them"})
+		return r.fail(id.Method, &authn.Error{Method: id.Method, Reason: authn.ReasonExpired, Detail: "credentials expired and this client cannot refresh them"})
 	}
 	resp, err := r.challenge(ctx, id)
 	if err != nil || resp == nil {
@@ -135,11 +135,11 @@ func (r *refresher) round(ctx context.Context, supportsRefresh bool) error {
 
 // challenge asks for fresh credentials and waits for the answer until the expiry plus the
 // refresh timeout. nil, nil: the session ended meanwhile.
-func (r *refresher) challenge(ctx context.Context, id authz.Identity) (*pb.CommandAuthResponse, error) {
+func (r *refresher) challenge(ctx context.Context, id authn.Identity) (*pb.CommandAuthResponse, error) {
 	s := r.s
 	deadline := id.Expires.Add(s.srv.sec.RefreshTimeout)
 	timedOut := func() error {
-		return r.fail(id.Method, &authz.Error{Method: id.Method, Reason: authz.ReasonRefreshTimeout, Detail: "no answer to the credential refresh challenge"})
+		return r.fail(id.Method, &authn.Error{Method: id.Method, Reason: authn.ReasonRefreshTimeout, Detail: "no answer to the credential refresh challenge"})
 	}
 	r.setPending(true)
 	challenge := &pb.BaseCommand{Type: pb.BaseCommand_AUTH_CHALLENGE.Enum(), AuthChallenge: &pb.CommandAuthChallenge{
@@ -167,18 +167,18 @@ func (r *refresher) challenge(ctx context.Context, id authz.Identity) (*pb.Comma
 }
 
 // renew authenticates the answer: the same role, not yet expired.
-func (r *refresher) renew(id authz.Identity, resp *pb.CommandAuthResponse) error {
+func (r *refresher) renew(id authn.Identity, resp *pb.CommandAuthResponse) error {
 	s := r.s
-	creds := authz.Credentials{Method: resp.GetResponse().GetAuthMethodName(), Data: resp.GetResponse().GetAuthData()}
+	creds := authn.Credentials{Method: resp.GetResponse().GetAuthMethodName(), Data: resp.GetResponse().GetAuthData()}
 	if creds.Method == "tls" {
 		creds.PeerCertificates = s.peerCertificates()
 	}
 	fresh, err := s.srv.sec.Authenticator.Authenticate(creds)
 	if err == nil && fresh.Role != id.Role {
-		err = &authz.Error{Method: creds.Method, Reason: authz.ReasonNoRole, Detail: "refreshed credentials name role " + edge.QuoteRole(fresh.Role) + ", not " + edge.QuoteRole(id.Role)}
+		err = &authn.Error{Method: creds.Method, Reason: authn.ReasonNoRole, Detail: "refreshed credentials name role " + edge.QuoteRole(fresh.Role) + ", not " + edge.QuoteRole(id.Role)}
 	}
 	if err == nil && fresh.Expired(time.Now()) {
-		err = &authz.Error{Method: creds.Method, Reason: authz.ReasonExpired, Detail: "refreshed credentials are already expired"}
+		err = &authn.Error{Method: creds.Method, Reason: authn.ReasonExpired, Detail: "refreshed credentials are already expired"}
 	}
 	if err != nil {
 		return r.fail(creds.Method, err)
@@ -200,7 +200,7 @@ func (r *refresher) fail(method string, err error) error {
 	if method == "" {
 		method = "none"
 	}
-	s.srv.sec.Metrics.AuthFailure(method, authz.ReasonOf(err))
+	s.srv.sec.Metrics.AuthFailure(method, authn.ReasonOf(err))
 	s.srv.sec.Metrics.Refreshed(false)
 	s.with(s.srv.log.Debug()).Err(err).Msg("closing session: credentials not renewed")
 	stuck := time.AfterFunc(s.srv.cfg.HandshakeTimeout, r.abort)

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
 // Hostile review (attack-review branch): tests that fail on the code as reviewed.
@@ -84,7 +84,7 @@ type frameLimitRelay struct {
 	closes []int // the sizes of the frames that closed a connection
 }
 
-func newFrameLimitRelay(t *testing.T, to lookup.Broker, limit int) (*frameLimitRelay, lookup.Broker) {
+func newFrameLimitRelay(t *testing.T, to brokers.Broker, limit int) (*frameLimitRelay, brokers.Broker) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -112,7 +112,7 @@ func newFrameLimitRelay(t *testing.T, to lookup.Broker, limit int) (*frameLimitR
 		}
 	}()
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	return r, lookup.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
+	return r, brokers.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
 }
 
 func (r *frameLimitRelay) upstream(c, b net.Conn) {

@@ -3,6 +3,7 @@ package session
 import (
 	"time"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -11,7 +12,7 @@ import (
 
 // Authenticator decides who a client is from the credentials it presents.
 type Authenticator interface {
-	Authenticate(authz.Credentials) (authz.Identity, error)
+	Authenticate(authn.Credentials) (authn.Identity, error)
 }
 
 // Security is what sessions need to authenticate clients, authorize their commands and
@@ -19,10 +20,11 @@ type Authenticator interface {
 // proxy credentials.
 type Security struct {
 	Authenticator Authenticator // nil: clients are not authenticated and have no role
-	// Edge decides what clients may do, on every plane (nil: an edge without a policy,
-	// which still reads commands strictly where it must).
-	Edge    *edge.Edge
-	Metrics *authz.Metrics
+	// Edge decides what clients may do, on every plane (nil: an edge without a policy or
+	// metrics, which still reads commands strictly where it must).
+	Edge *edge.Edge
+	// Metrics counts refused authentications and credential renewals (nil: not counted).
+	Metrics *authn.Metrics
 
 	// ForwardClientCredentials also sends original_auth_method/original_auth_data, for
 	// brokers that authenticate them (authenticateOriginalAuthData=true).
@@ -42,7 +44,7 @@ func (s *Server) SetSecurity(sec Security) {
 		sec.RefreshTimeout = 10 * time.Second
 	}
 	if sec.Edge == nil {
-		sec.Edge = edge.New(edge.Config{Metrics: sec.Metrics})
+		sec.Edge = edge.New(edge.Config{})
 	}
 	s.sec = sec
 }
@@ -57,7 +59,7 @@ func (s *session) authenticate(c *pb.CommandConnect) bool {
 	if auth == nil {
 		return true
 	}
-	creds := authz.Credentials{Method: c.GetAuthMethodName(), Data: c.GetAuthData()}
+	creds := authn.Credentials{Method: c.GetAuthMethodName(), Data: c.GetAuthData()}
 	if creds.Method == "" && c.AuthMethod != nil && len(creds.Data) > 0 {
 		creds.Method = "unknown" // only the deprecated enum field: not a method we serve
 	}
@@ -80,9 +82,9 @@ func (s *session) authFailed(method string, err error) {
 	if method == "" {
 		method = "none"
 	}
-	reason := authz.ReasonOf(err)
+	reason := authn.ReasonOf(err)
 	if reason == "" {
-		reason = authz.ReasonMalformed
+		reason = authn.ReasonMalformed
 	}
 	s.srv.sec.Metrics.AuthFailure(method, reason)
 	s.sendError(0, pb.ServerError_AuthenticationError, "pulsar-proxy: "+err.Error())
@@ -101,7 +103,7 @@ func (s *session) brokerClient() upstream.Client {
 }
 
 // identity is who the client is now (renewed on refresh).
-func (s *session) identityNow() authz.Identity {
+func (s *session) identityNow() authn.Identity {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.identity

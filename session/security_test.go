@@ -9,10 +9,11 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
@@ -34,27 +35,28 @@ type staticPolicy struct{ p *authz.Policy }
 
 func (s staticPolicy) Policy() *authz.Policy { return s.p }
 
-func testSecurity(t testing.TB, anonymous string, policy string) (Security, *testmetrics.Registry) {
+func testSecurity(t testing.TB, anonymous string, policy string) (Security, *promtest.Registry) {
 	t.Helper()
-	tp, err := authz.NewTokenProvider(authz.TokenConfig{SecretKey: testSecret})
+	tp, err := authn.NewTokenProvider(authn.TokenConfig{SecretKey: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := testmetrics.New()
-	m := authz.NewMetrics(reg)
+	reg := promtest.New()
 	sec := Security{
-		Authenticator:            authz.NewAuthenticator(anonymous, tp),
-		Metrics:                  m,
+		Authenticator:            authn.NewAuthenticator(anonymous, tp),
+		Metrics:                  authn.NewMetrics(reg),
 		ForwardClientCredentials: true,
 		RefreshTimeout:           2 * time.Second,
 	}
+	ec := edge.Config{Metrics: authz.NewMetrics(reg)}
 	if policy != "" {
 		p, err := authz.ParsePolicy([]byte(policy))
 		if err != nil {
 			t.Fatal(err)
 		}
-		sec.Edge = edge.New(edge.Config{Policy: staticPolicy{p}, Metrics: m})
+		ec.Policy = staticPolicy{p}
 	}
+	sec.Edge = edge.New(ec)
 	return sec, reg
 }
 
@@ -84,14 +86,14 @@ func TestConnectIsAuthenticated(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		mut    func(*pb.CommandConnect)
-		reason authz.Reason
+		reason authn.Reason
 		method string
 	}{
-		{"expired", withToken(token(t, testSecret, "alice", -time.Minute)), authz.ReasonExpired, "token"},
-		{"other key", withToken(token(t, other, "alice", time.Hour)), authz.ReasonBadSignature, "token"},
-		{"malformed", withToken("not-a-jwt"), authz.ReasonMalformed, "token"},
-		{"no credentials", nil, authz.ReasonNoCredentials, "none"},
-		{"unknown method", func(c *pb.CommandConnect) { c.AuthMethodName = proto.String("kerberos"); c.AuthData = []byte("x") }, authz.ReasonUnknownMethod, "other"},
+		{"expired", withToken(token(t, testSecret, "alice", -time.Minute)), authn.ReasonExpired, "token"},
+		{"other key", withToken(token(t, other, "alice", time.Hour)), authn.ReasonBadSignature, "token"},
+		{"malformed", withToken("not-a-jwt"), authn.ReasonMalformed, "token"},
+		{"no credentials", nil, authn.ReasonNoCredentials, "none"},
+		{"unknown method", func(c *pb.CommandConnect) { c.AuthMethodName = proto.String("kerberos"); c.AuthData = []byte("x") }, authn.ReasonUnknownMethod, "other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := dialPeer(t, addr)
@@ -276,7 +278,7 @@ func TestExpiringCredentialsAreRefreshed(t *testing.T) {
 			}
 			p.expectClosed()
 			waitCounter(t, m.closes.WithLabelValues(string(ReasonAuthExpired)), 1)
-			am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonNoRole))
+			am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authn.ReasonNoRole))
 		})
 	}
 }
@@ -295,7 +297,7 @@ func TestClientThatCannotRefreshIsClosedAtExpiry(t *testing.T) {
 		t.Fatalf("want AuthenticationError, got %v", got)
 	}
 	p.expectClosed()
-	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonExpired))
+	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authn.ReasonExpired))
 
 	// A client that stays silent when challenged is closed after RefreshTimeout.
 	p2 := dialPeer(t, addr)
@@ -306,7 +308,7 @@ func TestClientThatCannotRefreshIsClosedAtExpiry(t *testing.T) {
 		t.Fatalf("silent client: %v", got)
 	}
 	p2.expectClosed()
-	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authz.ReasonRefreshTimeout))
+	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "token", "reason", string(authn.ReasonRefreshTimeout))
 }
 
 // recvSkipPings reads the next command that is not a keep-alive probe.

@@ -12,13 +12,13 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/forward"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -80,7 +80,7 @@ type Resolver interface {
 
 // Targets decides which direct-mode targets may be dialled.
 type Targets interface {
-	Allow(target string) (lookup.Broker, error)
+	Allow(target string) (brokers.Broker, error)
 }
 
 // Server accepts client connections and runs one session per connection.
@@ -93,7 +93,7 @@ type Server struct {
 	log      zerolog.Logger
 	nextID   atomic.Uint64
 
-	pools       *forward.Pools   // read buffers and splice pipes of direct-mode pipes, shared by all sessions
+	buffers     *forward.Buffers // read buffers and splice pipes of direct-mode pipes, shared by all sessions
 	spliceAbove int              // forward.Config.SpliceAbove; 0: the default; benchmarks vary it
 	clientIPs   *connlimit.PerIP // live connections per client IP, for MaxConnectionsPerIP
 	connectRate *connlimit.Rate  // new connections per client IP; nil = unlimited
@@ -124,7 +124,7 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 	}
 	srv := &Server{
 		cfg: cfg, resolver: resolver, targets: targets, metrics: m, log: log,
-		pools:       forward.NewPools(),
+		buffers:     forward.NewBuffers(),
 		clientIPs:   connlimit.NewPerIP(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
 		connectRate: connlimit.NewRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
 		roles:       newRoleLimits(),

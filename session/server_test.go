@@ -23,7 +23,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 )
 
 // readCounter counts the bytes a client receives.
@@ -52,7 +52,7 @@ func closedAtOnce(t *testing.T, c net.Conn) {
 // Over session.maxConnections a connection is refused in Accept, before its TLS handshake or
 // PROXY header: no ServerHello, no goroutine, just a close (a plain client is told why).
 func TestMaxConnectionsRefusedBeforeHandshake(t *testing.T) {
-	ca := testcerts.NewCA(t, t.TempDir(), "ca")
+	ca := certs.NewCA(t, t.TempDir(), "ca")
 	server := ca.Server(t, "proxy", time.Now().Add(time.Hour))
 	tc, err := listener.NewTLSConfig(listener.TLSOptions{CertFile: server.CertFile, KeyFile: server.KeyFile, MinVersion: tls.VersionTLS12},
 		nil, zerolog.Nop())

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -36,8 +36,8 @@ type session struct {
 	mode   mode        // where the session is: a metric label, and the summary's mode
 	closed CloseReason // why it was closed from outside its own goroutine (see close); "" until then
 
-	identity    authz.Identity    // who the client is (Role "" without authentication), renewed on refresh
-	clientCreds authz.Credentials // what it presented, for forwardClientCredentials
+	identity    authn.Identity    // who the client is (Role "" without authentication), renewed on refresh
+	clientCreds authn.Credentials // what it presented, for forwardClientCredentials
 	drained     atomic.Bool       // set when the server starts draining
 
 	served   sessionMode // the mode the handshake chose; nil until then

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
@@ -149,8 +150,8 @@ func lookupCmd(topic string, id uint64) *pb.BaseCommand {
 
 type noTargets struct{}
 
-func (noTargets) Allow(target string) (lookup.Broker, error) {
-	return lookup.Broker{}, lookup.ErrTargetNotAllowed
+func (noTargets) Allow(target string) (brokers.Broker, error) {
+	return brokers.Broker{}, brokers.ErrTargetNotAllowed
 }
 
 func TestForgedProxyFieldsAreRefused(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/frames"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 )
 
 func stallConfig() Config {
@@ -64,15 +64,15 @@ func TestClientNotReadingIsClosed(t *testing.T) {
 }
 
 // targets allows the brokers listed.
-type targets []lookup.Broker
+type targets []brokers.Broker
 
-func (ts targets) Allow(target string) (lookup.Broker, error) {
+func (ts targets) Allow(target string) (brokers.Broker, error) {
 	for _, b := range ts {
 		if _, err := (oneTarget{b}).Allow(target); err == nil {
 			return b, nil
 		}
 	}
-	return lookup.Broker{}, lookup.ErrTargetNotAllowed
+	return brokers.Broker{}, brokers.ErrTargetNotAllowed
 }
 
 // A lookup-mode client that keeps asking but never reads (not even its CONNECTED) is closed

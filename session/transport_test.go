@@ -16,13 +16,13 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
 )
 
 // logBuffer collects log lines from several goroutines.
@@ -155,7 +155,7 @@ func TestProxyHeaderAddressIsTheSessionsRemote(t *testing.T) {
 
 func TestMutualTLSRole(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "ca")
+	ca := certs.NewCA(t, dir, "ca")
 	server := ca.Server(t, "proxy", time.Now().Add(time.Hour))
 	alice := ca.Client(t, "alice")
 	lm := listener.NewMetrics(prometheus.NewRegistry())
@@ -164,12 +164,12 @@ func TestMutualTLSRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := authz.NewTokenProvider(authz.TokenConfig{SecretKey: testSecret})
+	tp, err := authn.NewTokenProvider(authn.TokenConfig{SecretKey: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	am := testmetrics.New()
-	sec := &Security{Authenticator: authz.NewAuthenticator("", tp, authz.TLSProvider{}), Metrics: authz.NewMetrics(am)}
+	am := promtest.New()
+	sec := &Security{Authenticator: authn.NewAuthenticator("", tp, authn.TLSProvider{}), Metrics: authn.NewMetrics(am)}
 	addr, _, logs := startWrappedProxy(t, sec, listener.Options{TLS: tc, Metrics: lm})
 
 	pool := x509.NewCertPool()
@@ -215,7 +215,7 @@ func TestMutualTLSRole(t *testing.T) {
 	if got := p2.recv(); got.GetError().GetError() != pb.ServerError_AuthenticationError {
 		t.Fatalf("no certificate: got %v, want AuthenticationError", got)
 	}
-	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "tls", "reason", string(authz.ReasonNoCertificate))
+	am.Wait(t, "pulsar_proxy_authentication_failures_total", 1, "method", "tls", "reason", string(authn.ReasonNoCertificate))
 }
 
 // A session on a PROXY-protocol conn forwards on the bare socket (splice), since nothing

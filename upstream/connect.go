@@ -1,7 +1,7 @@
 // Package upstream is the proxy's way out to brokers: dialling (TCP, TLS, PROXY header), the
 // broker CONNECT in which the proxy introduces itself and names the client it speaks for,
-// and the pooled connections the proxy keeps for its own requests (lookups, health pings).
-// Client sessions and the lookup pool reach brokers the same way, through a Connector.
+// and the control connections the proxy keeps for its own requests (lookups, health pings).
+// Client sessions and control connections reach brokers the same way, through a Connector.
 package upstream
 
 import (
@@ -147,7 +147,7 @@ func (c *Connector) connectCommand(hello *Hello, client Client) (*pb.BaseCommand
 }
 
 // AuthResponse is the proxy's answer to a broker's AUTH_CHALLENGE on one of its own
-// connections (a pooled lookup connection, a shared multiplexed one): its credentials again,
+// connections (a control connection, a shared multiplexed one): its credentials again,
 // fresh from their source, under its version.
 func (c *Connector) AuthResponse(addr string) (*pb.BaseCommand, error) {
 	if c.Credentials == nil {

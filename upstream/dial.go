@@ -12,7 +12,7 @@ import (
 	"github.com/pires/go-proxyproto"
 )
 
-// Dialer opens the proxy's connections to brokers, for the lookup pool and for client
+// Dialer opens the proxy's connections to brokers, for the control connections and for client
 // sessions alike, so both reach a broker the same way: TCP, then TLS when configured, then a
 // PROXY protocol header when configured. The header goes after the TLS handshake because a
 // Pulsar broker decodes it from the decrypted stream (its proxy-protocol decoder sits behind
@@ -78,7 +78,7 @@ func CertificateRefused(err error) bool {
 }
 
 // Dial connects to the broker at addr (host:port). A nil from sends no PROXY header even
-// when one is configured: the pool's own connections carry no client, and a broker's
+// when one is configured: the proxy's own control connections carry no client, and a broker's
 // decoder takes connections without one.
 func (d *Dialer) Dial(ctx context.Context, addr string, from *Origin) (net.Conn, error) {
 	if d.Timeout > 0 {

@@ -14,18 +14,18 @@ import (
 	"github.com/pires/go-proxyproto"
 	"github.com/rs/zerolog"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 )
 
 // tlsBroker is a TLS listener presenting cert; for each connection it hands seen the PROXY
 // header the decrypted stream starts with (nil when it starts with anything else).
-func tlsBroker(t *testing.T, cert testcerts.Pair, seen chan<- *proxyproto.Header) string {
+func tlsBroker(t *testing.T, cert certs.Pair, seen chan<- *proxyproto.Header) string {
 	t.Helper()
 	return tlsBrokerSNI(t, cert, seen, nil)
 }
 
 // tlsBrokerSNI is tlsBroker that also hands sni the server name of each ClientHello.
-func tlsBrokerSNI(t *testing.T, cert testcerts.Pair, seen chan<- *proxyproto.Header, sni chan<- string) string {
+func tlsBrokerSNI(t *testing.T, cert certs.Pair, seen chan<- *proxyproto.Header, sni chan<- string) string {
 	t.Helper()
 	kp, err := tls.LoadX509KeyPair(cert.CertFile, cert.KeyFile)
 	if err != nil {
@@ -76,7 +76,7 @@ func brokerTLS(t *testing.T, o TLSOptions) *tls.Config {
 // turned off; a certificate from a CA the proxy does not trust is refused either way.
 func TestDialerVerifiesBrokerCertificate(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "ca")
+	ca := certs.NewCA(t, dir, "ca")
 	sni := make(chan string, 4)
 	addr := tlsBrokerSNI(t, ca.ServerFor(t, "broker", time.Now().Add(time.Hour), "127.0.0.1"), nil, sni)
 	_, port, _ := net.SplitHostPort(addr)
@@ -106,7 +106,7 @@ func TestDialerVerifiesBrokerCertificate(t *testing.T) {
 	}
 	c.Close()
 
-	other := testcerts.NewCA(t, t.TempDir(), "other")
+	other := certs.NewCA(t, t.TempDir(), "other")
 	strangerAddr := tlsBroker(t, other.Server(t, "stranger", time.Now().Add(time.Hour)), nil)
 	for _, d := range []*Dialer{verifying, lax} {
 		_, err := d.Dial(context.Background(), strangerAddr, nil)
@@ -120,7 +120,7 @@ func TestDialerVerifiesBrokerCertificate(t *testing.T) {
 // carries the client's address, and is sent only for connections made for a client.
 func TestDialerSendsProxyHeaderInsideTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "ca")
+	ca := certs.NewCA(t, dir, "ca")
 	seen := make(chan *proxyproto.Header, 2)
 	addr := tlsBroker(t, ca.Server(t, "broker", time.Now().Add(time.Hour)), seen)
 	d := &Dialer{Timeout: 5 * time.Second, ProxyHeader: 2, TLS: brokerTLS(t, TLSOptions{TrustCertsFile: ca.CertFile})}
@@ -152,7 +152,7 @@ func TestDialerSendsProxyHeaderInsideTLS(t *testing.T) {
 // the proxy's broker.tls.certFile.
 func TestDialerPresentsClientCertificate(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "ca")
+	ca := certs.NewCA(t, dir, "ca")
 	server := ca.Server(t, "broker", time.Now().Add(time.Hour))
 	kp, err := tls.LoadX509KeyPair(server.CertFile, server.KeyFile)
 	if err != nil {

@@ -11,30 +11,30 @@ import (
 )
 
 // TopicWatcher receives what a broker sends about one topic-list watcher opened through the
-// pool. Update is called on the pooled connection's reader, so it must not block; Lost is
+// Control. Update is called on the control connection's reader, so it must not block; Lost is
 // called once if the connection goes away while the watcher is open (the broker forgot it).
 type TopicWatcher interface {
 	Update(*pb.CommandWatchTopicUpdate)
 	Lost(error)
 }
 
-// TopicWatch is a watcher open on a pooled connection.
+// TopicWatch is a watcher open on a control connection.
 type TopicWatch struct {
 	c  *brokerConn
 	id uint64 // the watcher id on that connection
 }
 
-// WatchTopics opens a topic-list watcher (cmd is a WATCH_TOPIC_LIST) on the pooled
+// WatchTopics opens a topic-list watcher (cmd is a WATCH_TOPIC_LIST) on the control
 // connection to addr made for client. Several clients' watchers share that connection,
 // so the watcher id becomes one unique on it; w gets the broker's updates for it. The answer
-// is the broker's (a WATCH_TOPIC_LIST_SUCCESS or an ERROR), its ids the pool's; on anything
+// is the broker's (a WATCH_TOPIC_LIST_SUCCESS or an ERROR), its ids the Control's; on anything
 // but success the watcher is not open. cmd is modified.
-func (p *Pool) WatchTopics(ctx context.Context, addr string, client Client, cmd *pb.BaseCommand, w TopicWatcher) (*pb.BaseCommand, *TopicWatch, error) {
+func (ctl *Control) WatchTopics(ctx context.Context, addr string, client Client, cmd *pb.BaseCommand, w TopicWatcher) (*pb.BaseCommand, *TopicWatch, error) {
 	wl := cmd.GetWatchTopicList()
 	if wl == nil {
 		return nil, nil, fmt.Errorf("%v is not a WATCH_TOPIC_LIST", cmd.GetType())
 	}
-	c, err := p.conn(ctx, addr, client)
+	c, err := ctl.conn(ctx, addr, client)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -56,7 +56,7 @@ func (p *Pool) WatchTopics(ctx context.Context, addr string, client Client, cmd 
 }
 
 // Close closes the watcher on the broker and returns the broker's answer (SUCCESS or ERROR,
-// its request id the pool's); the watcher hears nothing more.
+// its request id the Control's); the watcher hears nothing more.
 func (w *TopicWatch) Close(ctx context.Context) (*pb.BaseCommand, error) {
 	if !w.c.dropWatcher(w.id) {
 		return nil, errWatcherLost
@@ -142,14 +142,14 @@ func (c *brokerConn) loseWatchers() {
 }
 
 // topicWatchersOffered records whether a broker's CONNECTED offers topic-list watchers.
-func (p *Pool) topicWatchersOffered(connected *pb.CommandConnected) {
+func (ctl *Control) topicWatchersOffered(connected *pb.CommandConnected) {
 	offered := connected.GetFeatureFlags().GetSupportsTopicWatchers()
-	p.watchersOffered.Store(&offered)
+	ctl.watchersOffered.Store(&offered)
 }
 
 // TopicWatchers says whether the brokers offer topic-list watchers, as the last broker
-// CONNECTED the pool saw said; known is false before the pool has seen one.
-func (p *Pool) TopicWatchers() (offered, known bool) {
-	o := p.watchersOffered.Load()
+// CONNECTED the Control saw said; known is false before it has seen one.
+func (ctl *Control) TopicWatchers() (offered, known bool) {
+	o := ctl.watchersOffered.Load()
 	return o != nil && *o, o != nil
 }

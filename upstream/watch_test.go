@@ -13,7 +13,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testbroker"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/fakebroker"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
@@ -24,7 +24,7 @@ func (nopWatcher) Lost(error)                         {}
 
 // watchingBroker answers CONNECT, WATCH_TOPIC_LIST and WATCH_TOPIC_LIST_CLOSE.
 func watchingBroker(t *testing.T) (addr string, open func() int) {
-	b := testbroker.Start(t, func(c net.Conn, cmd *pb.BaseCommand) {
+	b := fakebroker.Start(t, func(c net.Conn, cmd *pb.BaseCommand) {
 		switch cmd.GetType() {
 		case pb.BaseCommand_CONNECT:
 			frame.WriteCommand(c, frame.Connected("fake", 21, 5<<20))
@@ -42,16 +42,16 @@ func watchingBroker(t *testing.T) (addr string, open func() int) {
 
 // Connections carrying topic-list watchers are not evicted, but they count towards
 // MaxPrincipals: once that many roles hold watchers, a new role is refused rather than the
-// pool growing, and the broker never sees more connections than the bound. When a role
+// connections growing, and the broker never sees more connections than the bound. When a role
 // closes its watcher, its connection may be evicted again and the new role gets one.
 func TestWatchersCountTowardsMaxPrincipals(t *testing.T) {
 	addr, open := watchingBroker(t)
-	pool := NewPool(PoolConfig{Connector: testConnector(), MaxPending: 10, ConnsPerBroker: 1, Logger: zerolog.Nop(), MaxPrincipals: 2})
-	defer pool.Close()
+	control := NewControl(ControlConfig{Connector: testConnector(), MaxPending: 10, ConnsPerBroker: 1, Logger: zerolog.Nop(), MaxPrincipals: 2})
+	defer control.Close()
 	watch := func(role string) (*TopicWatch, error) {
 		cmd := &pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST.Enum(), WatchTopicList: &pb.CommandWatchTopicList{
 			RequestId: proto.Uint64(1), WatcherId: proto.Uint64(1), Namespace: proto.String("public/default"), TopicsPattern: proto.String("persistent://public/default/.*")}}
-		_, w, err := pool.WatchTopics(context.Background(), addr, Client{Principal: role}, cmd, nopWatcher{})
+		_, w, err := control.WatchTopics(context.Background(), addr, Client{Principal: role}, cmd, nopWatcher{})
 		return w, err
 	}
 	var held []*TopicWatch
@@ -77,10 +77,10 @@ func TestWatchersCountTowardsMaxPrincipals(t *testing.T) {
 	}
 	// the evicted connection's close reaching the broker
 	wait.Within(5*time.Second, func() bool { return open() <= 2 })
-	pool.mu.Lock()
-	pooled := len(pool.conns)
-	pool.mu.Unlock()
-	if pooled > 2 || open() > 2 {
-		t.Fatalf("MaxPrincipals=2, but the pool holds %d per-principal connections and the broker sees %d open", pooled, open())
+	control.mu.Lock()
+	conns := len(control.conns)
+	control.mu.Unlock()
+	if conns > 2 || open() > 2 {
+		t.Fatalf("MaxPrincipals=2, but the Control holds %d per-principal connections and the broker sees %d open", conns, open())
 	}
 }

@@ -1,6 +1,6 @@
 // Command pulsar-proxy is a gateway in front of Apache Pulsar brokers. This package is the
 // process's shell: flags, subcommands, the configuration, signals and exit codes; the proxy
-// is built and run by internal/proxy.
+// is built and run by internal/app/proxy.
 package main
 
 import (
@@ -11,8 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/proxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/proxy"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

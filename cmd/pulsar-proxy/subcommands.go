@@ -3,13 +3,14 @@ package main
 import (
 	"os"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/checkconfig"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/convert"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/checkconfig"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/convert"
 )
 
-// subcommand runs `pulsar-proxy check-config …` (internal/checkconfig) or `pulsar-proxy
-// convert-config …` (internal/convert) when args (the command line after the program name)
-// start with one, and returns its exit code; ok is false for the proxy itself (flags only).
+// subcommand runs `pulsar-proxy check-config …` (internal/app/checkconfig) or `pulsar-proxy
+// convert-config …` (internal/app/convert) when args (the command line after the program
+// name) start with one, and returns its exit code; ok is false for the proxy itself (flags
+// only).
 func subcommand(args []string) (code int, ok bool) {
 	if len(args) == 0 {
 		return 0, false

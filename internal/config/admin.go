@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
 )
 
 // Admin is the HTTP plane's reverse proxy: Pulsar's admin REST API, topic lookups over HTTP

@@ -190,7 +190,7 @@ type Broker struct {
 	LookupTimeout              time.Duration `yaml:"lookupTimeout" env:"LOOKUP_TIMEOUT"`
 	MaxLookupRedirects         int           `yaml:"maxLookupRedirects" env:"MAX_LOOKUP_REDIRECTS"`
 	LookupConnectionsPerBroker int           `yaml:"lookupConnectionsPerBroker" env:"LOOKUP_CONNECTIONS_PER_BROKER"`
-	// The direct-mode target rule (see lookup.BrokerSet): only these ports,
+	// The direct-mode target rule (see brokers.Set): only these ports,
 	// discovery's brokers, URLs a broker named in a lookup answer for
 	// LearnedTargetLifetime, and hosts matching AllowedHosts label by label
 	// (a '*' never crosses a dot; see brokerhost.Match).
@@ -199,7 +199,7 @@ type Broker struct {
 	LearnedTargetLifetime time.Duration `yaml:"learnedTargetLifetime" env:"LEARNED_TARGET_LIFETIME"`
 	// AllowedWebPorts are the only ports a broker's web service may be on: admin requests
 	// carry the proxy's credentials, and a discovery entry names where they go (see the web
-	// rule of lookup.BrokerSet). Empty allows none, never any: no broker web service is
+	// rule of brokers.Set). Empty allows none, never any: no broker web service is
 	// used, and the admin API reaches only admin.functionWorkers.
 	AllowedWebPorts []int `yaml:"allowedWebPorts" env:"ALLOWED_WEB_PORTS"`
 

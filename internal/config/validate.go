@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/brokerhost"
-	"github.com/pulsar-proxy/pulsar-proxy/lookup/zkaddr"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/zkaddr"
 )
 
 // validate reports every problem in c, one per line, each starting with the

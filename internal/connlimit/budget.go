@@ -12,8 +12,9 @@ import (
 // taken: a client connection's own, and the one it makes the proxy open for it (a direct
 // session's broker connection, taken as it dials; an admin request's connection to a broker's
 // web service or its spooled body, counted with the HTTP connection). It is the open-files
-// limit less a reserve kept for what belongs to no client (the listeners, the lookup pool's, discovery's
-// and multiplexed broker connections, configuration, certificate and policy reloads, the log).
+// limit less a reserve kept for what belongs to no client (the listeners, the control,
+// discovery's and multiplexed broker connections, configuration, certificate and policy
+// reloads, the log).
 // A process that runs out of descriptors stops accepting on every listener at once and fails
 // its reloads; with the budget a client over it is refused as it is accepted instead, and the
 // rest keeps working. Each listener takes its part through a Share, so that a flood on one

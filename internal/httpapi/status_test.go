@@ -4,11 +4,11 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testmetrics"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 )
 
 func TestStatusMetricsFollowReadinessAndDrain(t *testing.T) {
-	reg := testmetrics.New()
+	reg := promtest.New()
 	ready, draining := false, false
 	RegisterStatus(reg, "1.2.3", func() (bool, string) { return ready, "no broker" }, func() bool { return draining })
 

@@ -20,7 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
@@ -94,8 +94,8 @@ func echo(t *testing.T, c net.Conn, msg string) {
 }
 
 type tlsFixture struct {
-	ca, other *testcerts.CA
-	server    testcerts.Pair
+	ca, other *certs.CA
+	server    certs.Pair
 	metrics   *Metrics
 	cfg       *tls.Config
 	pool      *x509.CertPool
@@ -103,7 +103,7 @@ type tlsFixture struct {
 
 func newTLSFixture(t *testing.T, clientAuth string) *tlsFixture {
 	dir := t.TempDir()
-	f := &tlsFixture{ca: testcerts.NewCA(t, dir, "ca"), other: testcerts.NewCA(t, dir, "other")}
+	f := &tlsFixture{ca: certs.NewCA(t, dir, "ca"), other: certs.NewCA(t, dir, "other")}
 	f.server = f.ca.Server(t, "server", time.Now().Add(24*time.Hour))
 	f.metrics = NewMetrics(prometheus.NewRegistry())
 	var err error

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 )
 
 // brokerTLSURLs are the rig brokers' TLS endpoints (pulsar+ssl://127.0.0.1:port).
@@ -50,7 +50,7 @@ func lookupAnswer(t *testing.T, addr, topic string) *pb.CommandLookupTopicRespon
 // the brokers' TLS endpoints.
 func TestBrokerTLSProduceConsume(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "proxy")
+	ca := certs.NewCA(t, dir, "proxy")
 	server := ca.Server(t, "proxy", time.Now().Add(time.Hour))
 	proxy := startProxy(t, brokerTLSURLs(t), brokerTLSYAML("")+
 		fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n", server.CertFile, server.KeyFile))

@@ -16,7 +16,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
@@ -111,7 +111,7 @@ func newSecretKey(path string) error {
 
 // signHS256 signs a token for role with the key in secretFile, expiring after ttl.
 func signHS256(secretFile, role string, ttl time.Duration) (string, error) {
-	key, err := authz.ReadSecretKey(secretFile)
+	key, err := authn.ReadSecretKey(secretFile)
 	if err != nil {
 		return "", err
 	}

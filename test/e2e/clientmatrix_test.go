@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
@@ -164,7 +164,7 @@ type matrixProxies struct {
 
 func startMatrixProxies(t *testing.T) *matrixProxies {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "ca")
+	ca := certs.NewCA(t, dir, "ca")
 	server := ca.Server(t, "proxy", time.Now().Add(24*time.Hour))
 	alice := ca.Client(t, "alice")
 	plain := startProxy(t, brokerURLs(), fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n", server.CertFile, server.KeyFile))

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 )
 
@@ -44,7 +44,7 @@ var (
 // PULSAR_PROXY_DASHBOARD_PNG set (make dashboard-screenshot) the picture is written there.
 func TestDashboardAndAlertsMatchTheProxy(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "dashboard")
+	ca := certs.NewCA(t, dir, "dashboard")
 	server := ca.Server(t, "proxy", time.Now().Add(20*time.Hour))
 	idp := newKeySet(t)
 	policy := filepath.Join(dir, "policy.yaml")

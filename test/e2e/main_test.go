@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
@@ -158,7 +158,7 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	ca, err := testcerts.MakeCA(dir, "rig")
+	ca, err := certs.MakeCA(dir, "rig")
 	if err != nil {
 		return nil, err
 	}

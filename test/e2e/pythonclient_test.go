@@ -11,7 +11,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
@@ -163,7 +163,7 @@ func produceWith(t *testing.T, c pulsar.Client, topic string, n int, payload fun
 
 // tlsProxyYAML is the proxy's TLS listener with server (and, with clientCA, required client
 // certificates).
-func tlsProxyYAML(server testcerts.Pair, clientCA string) string {
+func tlsProxyYAML(server certs.Pair, clientCA string) string {
 	y := fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n", server.CertFile, server.KeyFile)
 	if clientCA != "" {
 		y += fmt.Sprintf("  clientCAFile: %q\n  clientAuth: require\n", clientCA)
@@ -176,7 +176,7 @@ func tlsProxyYAML(server testcerts.Pair, clientCA string) string {
 // certificate for another host is refused, so the check is real.
 func TestPythonClientTLSThroughProxy(t *testing.T) {
 	py := needPython(t)
-	ca := testcerts.NewCA(t, t.TempDir(), "ca")
+	ca := certs.NewCA(t, t.TempDir(), "ca")
 	proxy := startProxy(t, brokerURLs(), tlsProxyYAML(ca.Server(t, "proxy", time.Now().Add(time.Hour)), ""))
 	if proxy.PulsarTLSURL == "" {
 		t.Fatal("no TLS listener started")
@@ -208,7 +208,7 @@ func TestPythonClientTLSThroughProxy(t *testing.T) {
 // client presents one (tls_certificate_file_path) and its messages get through.
 func TestPythonClientMutualTLSThroughProxy(t *testing.T) {
 	py := needPython(t)
-	ca := testcerts.NewCA(t, t.TempDir(), "ca")
+	ca := certs.NewCA(t, t.TempDir(), "ca")
 	client := ca.Client(t, "python")
 	proxy := startProxy(t, brokerURLs(), tlsProxyYAML(ca.Server(t, "proxy", time.Now().Add(time.Hour)), ca.CertFile))
 	const n = 100

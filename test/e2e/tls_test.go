@@ -14,7 +14,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
@@ -22,7 +22,7 @@ import (
 // (certificate checked against the test CA, hostname verified), plaintext brokers behind.
 func TestTLSProduceConsumeThroughProxy(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "ca")
+	ca := certs.NewCA(t, dir, "ca")
 	server := ca.Server(t, "proxy", time.Now().Add(24*time.Hour))
 	proxy := startProxy(t, brokerURLs(), fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n", server.CertFile, server.KeyFile))
 	if proxy.PulsarTLSURL == "" {
@@ -63,7 +63,7 @@ func TestTLSProduceConsumeThroughProxy(t *testing.T) {
 // new handshakes present the new one, the session opened before keeps flowing.
 func TestTLSCertificateRenewedOnDisk(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "ca")
+	ca := certs.NewCA(t, dir, "ca")
 	first := ca.Server(t, "proxy", time.Now().Add(24*time.Hour))
 	proxy := startProxy(t, brokerURLs(), fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n", first.CertFile, first.KeyFile))
 	c := newTLSClient(t, proxy.PulsarTLSURL, ca.CertFile, nil)
@@ -114,10 +114,10 @@ func TestTLSCertificateRenewedOnDisk(t *testing.T) {
 // counted; a client with a trusted certificate produces and consumes before and after.
 func TestTLSRefusalsWithMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "ca")
+	ca := certs.NewCA(t, dir, "ca")
 	server := ca.Server(t, "proxy", time.Now().Add(time.Hour))
 	good := ca.Client(t, "alice")
-	stranger := testcerts.NewCA(t, t.TempDir(), "stranger").Client(t, "mallory")
+	stranger := certs.NewCA(t, t.TempDir(), "stranger").Client(t, "mallory")
 	proxy := startProxy(t, brokerURLs(), fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n  clientCAFile: %q\n  clientAuth: require\n",
 		server.CertFile, server.KeyFile, ca.CertFile))
 

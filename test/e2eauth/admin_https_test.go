@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
@@ -21,7 +21,7 @@ import (
 // names the client's role (auth method tls), which the broker then decides by, as for a token.
 func TestAdminHTTPSClientCertificates(t *testing.T) {
 	setupAdminTenant(t)
-	ca := testcerts.NewCA(t, t.TempDir(), "clients")
+	ca := certs.NewCA(t, t.TempDir(), "clients")
 	server := ca.Server(t, "proxy", time.Now().Add(24*time.Hour))
 	p := startAdminProxy(t, false, fmt.Sprintf("admin:\n  listenHTTPS: \"127.0.0.1:0\"\n"+
 		"tls:\n  certFile: %q\n  keyFile: %q\n  clientCAFile: %q\n  clientAuth: request\n", server.CertFile, server.KeyFile, ca.CertFile))
@@ -30,7 +30,7 @@ func TestAdminHTTPSClientCertificates(t *testing.T) {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Cert)
-	client := func(cert *testcerts.Pair) *http.Client {
+	client := func(cert *certs.Pair) *http.Client {
 		tc := &tls.Config{RootCAs: roots}
 		if cert != nil {
 			kp, err := tls.LoadX509KeyPair(cert.CertFile, cert.KeyFile)

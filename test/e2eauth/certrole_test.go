@@ -14,7 +14,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
@@ -23,7 +23,7 @@ const spiffePrefix = "spiffe://cluster.local/ns/app/sa/"
 // mtls is a proxy whose TLS listener requires a client certificate of its CA.
 type mtls struct {
 	*proxy
-	ca *testcerts.CA
+	ca *certs.CA
 }
 
 // startMTLSProxy runs the proxy in front of r with the tls auth method naming roles as
@@ -31,7 +31,7 @@ type mtls struct {
 // the brokers' decision alone.
 func startMTLSProxy(t *testing.T, r *rig.Rig, roleFrom, uriPrefix string) mtls {
 	t.Helper()
-	ca := testcerts.NewCA(t, t.TempDir(), "clients")
+	ca := certs.NewCA(t, t.TempDir(), "clients")
 	server := ca.Server(t, "proxy", time.Now().Add(24*time.Hour))
 	yaml := fmt.Sprintf("  tls:\n    roleFrom: %s\n    uriPrefix: %q\n", roleFrom, uriPrefix) +
 		fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n  clientCAFile: %q\n  clientAuth: require\n",
@@ -44,7 +44,7 @@ func startMTLSProxy(t *testing.T, r *rig.Rig, roleFrom, uriPrefix string) mtls {
 }
 
 // certClient is a pulsar+ssl:// client of the proxy that authenticates with cert (method tls).
-func (m mtls) certClient(t *testing.T, cert testcerts.Pair, opTimeout time.Duration) pulsar.Client {
+func (m mtls) certClient(t *testing.T, cert certs.Pair, opTimeout time.Duration) pulsar.Client {
 	t.Helper()
 	return clientWith(t, pulsar.ClientOptions{URL: m.PulsarTLSURL, TLSTrustCertsFilePath: m.ca.CertFile, TLSValidateHostname: true,
 		Authentication: pulsar.NewAuthenticationTLS(cert.CertFile, cert.KeyFile)}, opTimeout)
@@ -54,7 +54,7 @@ func (m mtls) certClient(t *testing.T, cert testcerts.Pair, opTimeout time.Durat
 // taken from client certificates: alice's certificate produces and consumes on nsAliceOnly,
 // bob's is refused there by the broker (the proxy allows everyone and denies nothing), so
 // the broker authorized the certificate's role, sent as original_principal.
-func assertBrokerAuthorizesCertRoles(t *testing.T, m mtls, alice, bob testcerts.Pair) {
+func assertBrokerAuthorizesCertRoles(t *testing.T, m mtls, alice, bob certs.Pair) {
 	t.Helper()
 	topic := uniqueTopic(nsAliceOnly, "cert")
 	produceConsume(t, m.certClient(t, alice, 20*time.Second), topic, 10)
@@ -80,7 +80,7 @@ func TestBrokerAuthorizesCertificateCN(t *testing.T) {
 	// A client certificate of another CA fails the handshake (clientAuth require), which is
 	// counted.
 	t.Run("untrusted certificate", func(t *testing.T) {
-		other := testcerts.NewCA(t, t.TempDir(), "other")
+		other := certs.NewCA(t, t.TempDir(), "other")
 		before := m.count(t, "pulsar_proxy_tls_handshakes_total", `result="error"`)
 		mallory := m.certClient(t, other.Client(t, "alice"), 3*time.Second)
 		if _, err := mallory.CreateProducer(pulsar.ProducerOptions{Topic: uniqueTopic(nsShared, "x")}); err == nil {
@@ -96,13 +96,13 @@ func TestBrokerAuthorizesCertificateCN(t *testing.T) {
 // certificate's CN names the other role, so a role taken from the CN would fail both ways.
 func TestBrokerAuthorizesCertificateSANURI(t *testing.T) {
 	m := startMTLSProxy(t, trustingRig(t), "san-uri", spiffePrefix)
-	alice := m.ca.ClientWith(t, testcerts.ClientSpec{Name: "alice", CommonName: "bob", URIs: []string{spiffePrefix + "alice"}})
-	bob := m.ca.ClientWith(t, testcerts.ClientSpec{Name: "bob", CommonName: "alice", URIs: []string{spiffePrefix + "bob"}})
+	alice := m.ca.ClientWith(t, certs.ClientSpec{Name: "alice", CommonName: "bob", URIs: []string{spiffePrefix + "alice"}})
+	bob := m.ca.ClientWith(t, certs.ClientSpec{Name: "bob", CommonName: "alice", URIs: []string{spiffePrefix + "bob"}})
 	assertBrokerAuthorizesCertRoles(t, m, alice, bob)
 
 	// A certificate without a URI SAN under the prefix is refused at CONNECT, saying why.
 	t.Run("no URI SAN", func(t *testing.T) {
-		cnOnly := m.ca.ClientWith(t, testcerts.ClientSpec{Name: "cn-only", CommonName: "alice",
+		cnOnly := m.ca.ClientWith(t, certs.ClientSpec{Name: "cn-only", CommonName: "alice",
 			URIs: []string{"spiffe://other.domain/ns/app/sa/alice"}})
 		_, err := m.certClient(t, cnOnly, 3*time.Second).CreateProducer(pulsar.ProducerOptions{Topic: uniqueTopic(nsShared, "x")})
 		if err == nil {

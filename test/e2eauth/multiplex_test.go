@@ -7,7 +7,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
@@ -91,7 +91,7 @@ func TestMultiplexedConnectionsArePerPrincipal(t *testing.T) {
 	alice, bob := m.ca.Client(t, "alice"), m.ca.Client(t, "bob")
 
 	topic := uniqueTopic(nsShared, "mux")
-	for name, pair := range map[string]testcerts.Pair{"alice-1": alice, "alice-2": alice, "bob-1": bob} {
+	for name, pair := range map[string]certs.Pair{"alice-1": alice, "alice-2": alice, "bob-1": bob} {
 		p, err := m.certClient(t, pair, 20*time.Second).CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: name})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

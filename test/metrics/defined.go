@@ -7,8 +7,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pulsar-proxy/pulsar-proxy/adminproxy"
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/adminproxy"
+	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
@@ -16,7 +18,7 @@ import (
 
 // Defined reports whether the proxy's packages define a metric called name, and its label
 // names. It reads the descriptors of the collectors that the packages' metric constructors
-// register (the constructors internal/proxy calls), from the source tree the tested binary
+// register (the constructors internal/app/proxy calls), from the source tree the tested binary
 // is built from. A labelled counter with no series yet exports nothing, not even its # TYPE
 // line; this is how Count still tells such a counter from a misspelt or renamed one.
 func Defined(name string) (labelNames []string, ok bool) {
@@ -33,9 +35,11 @@ var (
 func readDefinitions() map[string][]string {
 	r := &recorder{names: map[string][]string{}}
 	session.NewMetrics(r)
+	discovery.NewMetrics(r)
 	lookup.NewMetrics(r)
+	authn.NewMetrics(r)
 	authz.NewMetrics(r)
-	authz.NewJWKSMetrics(r)
+	authn.NewJWKSMetrics(r)
 	listener.NewMetrics(r)
 	adminproxy.NewMetrics(r)
 	return r.names

@@ -194,7 +194,7 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 	return p, nil
 }
 
-// startedMessage is the message of the line the proxy (internal/proxy) logs once its
+// startedMessage is the message of the line the proxy (internal/app/proxy) logs once its
 // listeners are bound, with their addresses in the fields pulsar, pulsar_tls and http.
 const startedMessage = "pulsar-proxy started"
 

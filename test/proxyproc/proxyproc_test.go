@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 )
 
 func TestStartedLine(t *testing.T) {
@@ -48,7 +48,7 @@ func TestStartLearnsBoundPorts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca := testcerts.NewCA(t, dir, "ca")
+	ca := certs.NewCA(t, dir, "ca")
 	server := ca.Server(t, "proxy", time.Now().Add(time.Hour))
 	tlsYAML := fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n", server.CertFile, server.KeyFile)
 

@@ -10,20 +10,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/convert"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/convert"
 )
 
 // TestConvertKnowsEverySettingOfApachesProxy holds convert-config's table of Apache's proxy
-// settings (internal/convert) to the ProxyConfiguration class of the pinned Pulsar jar: every
-// field is a setting the converter maps or reports, with the same default, and the test file
-// with every key (internal/convert/testdata/proxy-4.x-all-keys.conf) sets each of them.
+// settings (internal/app/convert) to the ProxyConfiguration class of the pinned Pulsar jar:
+// every field is a setting the converter maps or reports, with the same default, and the test
+// file with every key (internal/app/convert/testdata/proxy-4.x-all-keys.conf) sets each of
+// them.
 func TestConvertKnowsEverySettingOfApachesProxy(t *testing.T) {
 	fields := proxyConfigFields(t)
 	if len(fields) < 100 {
 		t.Fatalf("the probe listed %d fields of ProxyConfiguration; want over 100", len(fields))
 	}
 	known := convert.ApacheDefaults()
-	allKeys := readKeys(t, filepath.Join(repoDir(t), "internal", "convert", "testdata", "proxy-4.x-all-keys.conf"))
+	allKeys := readKeys(t, filepath.Join(repoDir(t), "internal", "app", "convert", "testdata", "proxy-4.x-all-keys.conf"))
 	for name, def := range fields {
 		k, ok := known[name]
 		switch {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testcerts"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 	"github.com/pulsar-proxy/pulsar-proxy/test/metrics"
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
@@ -111,7 +111,7 @@ func TestSoak(t *testing.T) {
 // listener beside the plaintext one, and info logging (no per-session lines).
 func startProxy(t *testing.T) (endpoint, *proxyproc.Proc) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, dir, "ca")
+	ca := certs.NewCA(t, dir, "ca")
 	server := ca.Server(t, "proxy", time.Now().Add(24*time.Hour))
 	secret := make([]byte, 32)
 	rand.Read(secret)

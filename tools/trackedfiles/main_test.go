@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testenv"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/prereq"
 )
 
 // gitRepo makes a git repository in a temp dir with files (path → content) added to its
@@ -18,7 +18,7 @@ import (
 func gitRepo(t *testing.T, files map[string][]byte, allow string) string {
 	t.Helper()
 	_, err := exec.LookPath("git")
-	testenv.Need(t, "git on PATH", err)
+	prereq.Need(t, "git on PATH", err)
 	dir := t.TempDir()
 	if allow != "" {
 		files[".ci/large-files.allow"] = []byte(allow)

@@ -1,0 +1,128 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/adminproxy"
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
+	"github.com/pulsar-proxy/pulsar-proxy/session"
+)
+
+// buildAdmin makes the admin API proxy (nil without admin.enabled): the brokers' web services
+// from the live set, the Functions workers from admin.functionWorkers or else the brokers,
+// client authentication as on the binary listener, TLS to https:// web services with the
+// trust settings of broker.tls.
+func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, creds func() (string, []byte, error),
+	reg prometheus.Registerer, log zerolog.Logger) (*adminproxy.Proxy, error) {
+	a := cfg.Admin
+	if !a.AdminEnabled {
+		return nil, nil
+	}
+	c := adminproxy.Config{
+		Brokers:                   set,
+		Auth:                      sec.Authenticator,
+		AuthFailures:              sec.Metrics,
+		Policy:                    sec.Edge,
+		ProxyCredentials:          creds,
+		ForwardClientCredentials:  cfg.Auth.ForwardClientCredentials,
+		DialTimeout:               cfg.Broker.DialTimeout,
+		ResponseTimeout:           a.AdminResponseTimeout,
+		RequestTimeout:            a.AdminRequestTimeout,
+		ReadTimeout:               a.AdminReadTimeout,
+		MaxConcurrent:             a.AdminMaxConcurrent,
+		MaxConcurrentPerPrincipal: a.PerPrincipal(),
+		MinBodyRate:               float64(a.AdminMinBodyRate),
+		MinBodyRateGrace:          a.AdminMinBodyRateGrace,
+		IPv6PrefixLength:          cfg.Session.IPv6PrefixLength,
+		MaxBodySize:               a.AdminMaxBodySize,
+		SpoolBudget:               a.AdminMaxSpooledBytes,
+		MaxRedirects:              a.AdminMaxRedirects,
+		AccessLog:                 zerolog.Disabled,
+		Logger:                    log,
+		Metrics:                   adminproxy.NewMetrics(reg),
+	}
+	if a.AdminAccessLog != "off" {
+		level, err := zerolog.ParseLevel(a.AdminAccessLog)
+		if err != nil {
+			return nil, fmt.Errorf("admin.accessLog: %w", err)
+		}
+		c.AccessLog = level
+	}
+	if d := cfg.Discovery; len(d.Static.Brokers) > 0 && len(d.Static.WebBrokers) == 0 && d.Consul.ConsulService == "" && d.DNS.DNSName == "" && d.MetadataStore.MetadataStoreURL == "" {
+		log.Warn().Msg("admin API: discovery.static.webBrokers is empty, so no broker web service is known and admin requests are answered 502; list the brokers' web service URLs there, or set admin.enabled: false")
+	}
+	if len(cfg.Broker.AllowedWebPorts) == 0 {
+		log.Warn().Msg("admin API: broker.allowedWebPorts is empty, so no broker web service is used; admin requests reach admin.functionWorkers only, others are answered 502")
+	}
+	if len(a.AdminFunctionWorkers) > 0 {
+		workers, err := adminproxy.NewStaticUpstreams(a.AdminFunctionWorkers)
+		if err != nil {
+			return nil, fmt.Errorf("admin.functionWorkers: %w", err)
+		}
+		c.Workers = workers
+	}
+	var err error
+	if c.TLS, err = brokerTLSConfig(cfg, log); err != nil {
+		return nil, err
+	}
+	return adminproxy.New(c)
+}
+
+// httpHandler is the HTTP plane: /healthz, /readyz, /metrics, and the admin API when on.
+func (p *Proxy) httpHandler() http.Handler {
+	h := httpapi.Handler(p.reg, p.ready)
+	if p.admin != nil {
+		h = p.admin.Handler(h)
+	}
+	return h
+}
+
+// newHTTPServer is the server of listen.http and admin.listenHTTPS: headers within
+// admin.readTimeout (10 s without the admin API), idle keep-alive connections closed after
+// two minutes.
+func (p *Proxy) newHTTPServer() *http.Server {
+	headers := 10 * time.Second
+	if p.admin != nil {
+		headers = p.cfg.Admin.AdminReadTimeout
+	}
+	return &http.Server{Handler: p.httpHandler(), ReadHeaderTimeout: headers, IdleTimeout: 2 * time.Minute,
+		ErrorLog: nil, MaxHeaderBytes: 64 << 10}
+}
+
+// httpsListener opens admin.listenHTTPS with the certificate of tls.certFile/keyFile,
+// reloaded as for the Pulsar TLS listener, and the client-certificate settings of tls.*; the
+// connection limits apply under TLS, so a refused client costs no handshake (and is closed
+// without a word: an answer would need one).
+func (p *Proxy) httpsListener() (net.Listener, error) {
+	cfg, log := p.cfg, p.log
+	if cfg.Admin.AdminListenHTTPS == "" {
+		return nil, nil
+	}
+	tc, err := listener.NewTLSConfig(listener.TLSOptions{
+		CertFile:     cfg.TLS.CertFile,
+		KeyFile:      cfg.TLS.KeyFile,
+		MinVersion:   uint16(cfg.TLS.MinVersion),
+		CipherSuites: cfg.TLS.CipherSuites,
+		ClientCAFile: cfg.TLS.ClientCAFile,
+		ClientAuth:   cfg.TLS.ClientAuth,
+	}, nil, log)
+	if err != nil {
+		return nil, fmt.Errorf("admin.listenHTTPS: %w", err)
+	}
+	tc.NextProtos = []string{"http/1.1"}
+	ln, err := net.Listen("tcp", cfg.Admin.AdminListenHTTPS)
+	if err != nil {
+		return nil, fmt.Errorf("admin.listenHTTPS: %w", err)
+	}
+	return tls.NewListener(p.limitHTTP(ln, "https", p.fdHTTPS, nil), tc), nil
+}
