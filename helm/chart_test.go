@@ -92,17 +92,17 @@ func TestDefaults(t *testing.T) {
 	objs := helmTemplate(t, helmBinary(t))
 	cfg, pod := checkCommon(t, objs)
 
-	if cfg.Discovery.DNS.DNSName != defaultDiscovery || cfg.Discovery.DNS.DNSRecord != "SRV" {
+	if cfg.Discovery.DNS.Name != defaultDiscovery || cfg.Discovery.DNS.Record != "SRV" {
 		t.Errorf("default discovery: %+v, want the SRV records of %s (the Apache chart's headless Service)", cfg.Discovery.DNS, defaultDiscovery)
 	}
 	if cfg.Listen.PulsarTLS != "" || pod.proxy().port("pulsar-ssl") != 0 || objs.get(t, "Service").servicePort("pulsar-ssl") != nil {
 		t.Error("TLS is off by default, yet a TLS listener or port is rendered")
 	}
-	if cfg.Admin.AdminListenHTTPS != "" || pod.proxy().port("https") != 0 || objs.get(t, "Service").servicePort("https") != nil {
+	if cfg.Admin.ListenHTTPS != "" || pod.proxy().port("https") != 0 || objs.get(t, "Service").servicePort("https") != nil {
 		t.Error("TLS is off by default, yet an HTTPS listener or port is rendered")
 	}
-	if !cfg.Admin.AdminEnabled || cfg.Discovery.DNS.DNSWebPort != 8080 {
-		t.Errorf("admin API %v, brokers' web port %d: want on, 8080 (the Apache chart's brokers)", cfg.Admin.AdminEnabled, cfg.Discovery.DNS.DNSWebPort)
+	if !cfg.Admin.Enabled || cfg.Discovery.DNS.WebPort != 8080 {
+		t.Errorf("admin API %v, brokers' web port %d: want on, 8080 (the Apache chart's brokers)", cfg.Admin.Enabled, cfg.Discovery.DNS.WebPort)
 	}
 	if d := objs.get(t, "Deployment"); d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("replicas %v, want 2", d.Spec.Replicas)
@@ -160,8 +160,8 @@ func TestTLSAndAuth(t *testing.T) {
 		t.Errorf("service port pulsar-ssl: %+v", sp)
 	}
 	// The admin API over HTTPS, as the Apache chart's proxy: 443 to the container's 8443.
-	if p := port(t, cfg.Admin.AdminListenHTTPS); c.port("https") != p || p != 8443 {
-		t.Errorf("container port https %d, admin.listenHTTPS %q", c.port("https"), cfg.Admin.AdminListenHTTPS)
+	if p := port(t, cfg.Admin.ListenHTTPS); c.port("https") != p || p != 8443 {
+		t.Errorf("container port https %d, admin.listenHTTPS %q", c.port("https"), cfg.Admin.ListenHTTPS)
 	}
 	if sp := svc.servicePort("https"); sp == nil || sp.Port != 443 || sp.TargetPort != "https" {
 		t.Errorf("service port https: %+v", sp)
@@ -169,8 +169,8 @@ func TestTLSAndAuth(t *testing.T) {
 	if svc.Spec.Type != "LoadBalancer" || svc.Spec.ExternalTrafficPolicy != "Local" {
 		t.Errorf("service type %q externalTrafficPolicy %q", svc.Spec.Type, svc.Spec.ExternalTrafficPolicy)
 	}
-	if !cfg.Auth.Enabled || !cfg.Authz.PolicyEnabled || !cfg.Broker.TLS.BrokerTLSEnabled {
-		t.Errorf("auth %v authz %v broker TLS %v, want all on", cfg.Auth.Enabled, cfg.Authz.PolicyEnabled, cfg.Broker.TLS.BrokerTLSEnabled)
+	if !cfg.Auth.Enabled || !cfg.Authz.Enabled || !cfg.Broker.TLS.Enabled {
+		t.Errorf("auth %v authz %v broker TLS %v, want all on", cfg.Auth.Enabled, cfg.Authz.Enabled, cfg.Broker.TLS.Enabled)
 	}
 
 	// Every file the config names comes from the Secret or ConfigMap (and key) it should.
@@ -178,9 +178,9 @@ func TestTLSAndAuth(t *testing.T) {
 		{"tls.certFile", cfg.TLS.CertFile, "pulsar-proxy-tls", "tls.crt"},
 		{"tls.keyFile", cfg.TLS.KeyFile, "pulsar-proxy-tls", "tls.key"},
 		{"tls.clientCAFile", cfg.TLS.ClientCAFile, "pulsar-proxy-tls", "ca.crt"},
-		{"broker.tls.trustCertsFile", cfg.Broker.TLS.BrokerTrustCertsFile, "pulsar-broker-ca", "ca.crt"},
-		{"broker.tls.certFile", cfg.Broker.TLS.BrokerCertFile, "pulsar-broker-ca", "tls.crt"},
-		{"broker.tls.keyFile", cfg.Broker.TLS.BrokerKeyFile, "pulsar-broker-ca", "tls.key"},
+		{"broker.tls.trustCertsFile", cfg.Broker.TLS.TrustCertsFile, "pulsar-broker-ca", "ca.crt"},
+		{"broker.tls.certFile", cfg.Broker.TLS.CertFile, "pulsar-broker-ca", "tls.crt"},
+		{"broker.tls.keyFile", cfg.Broker.TLS.KeyFile, "pulsar-broker-ca", "tls.key"},
 		{"auth.token.secretKeyFile", cfg.Auth.Token.SecretKeyFile, "pulsar-token-key", "secret.key"},
 		{"auth.brokerClient.tokenFile", cfg.Auth.BrokerClient.TokenFile, "pulsar-proxy-token", "token"},
 		{"authz.policyFile", cfg.Authz.PolicyFile, "pulsar-proxy-policy", "policy.yaml"},
@@ -304,8 +304,8 @@ func checkCommon(t *testing.T, objs rendered) (*config.Config, podSpec) {
 	// than what the proxy keeps there at most.
 	if m := mountPath(pod, "/tmp"); m == nil || m.EmptyDir == nil || m.EmptyDir.SizeLimit == "" {
 		t.Errorf("no sized emptyDir on /tmp: %+v", m)
-	} else if size := quantity(t, m.EmptyDir.SizeLimit); cfg.Admin.AdminMaxSpooledBytes >= size {
-		t.Errorf("admin.maxSpooledBytes %d does not fit the /tmp emptyDir of %s", cfg.Admin.AdminMaxSpooledBytes, m.EmptyDir.SizeLimit)
+	} else if size := quantity(t, m.EmptyDir.SizeLimit); cfg.Admin.MaxSpooledBytes >= size {
+		t.Errorf("admin.maxSpooledBytes %d does not fit the /tmp emptyDir of %s", cfg.Admin.MaxSpooledBytes, m.EmptyDir.SizeLimit)
 	}
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		t.Error("the service account token is mounted; the proxy never uses it")

@@ -15,80 +15,80 @@ import (
 // /readyz and /metrics. Field names carry the section's name: env errors are mapped back by
 // Go field name, which must be unique in Config.
 type Admin struct {
-	AdminEnabled bool `yaml:"enabled" env:"ENABLED"`
-	// AdminListenHTTPS serves the whole HTTP plane over TLS too, with the certificate of
+	Enabled bool `yaml:"enabled" env:"ENABLED"`
+	// ListenHTTPS serves the whole HTTP plane over TLS too, with the certificate of
 	// tls.certFile/keyFile (reloaded as for listen.pulsarTLS) and tls.clientCAFile/clientAuth
 	// for client certificates; "" = off.
-	AdminListenHTTPS string `yaml:"listenHTTPS" env:"LISTEN_HTTPS"`
-	// AdminFunctionWorkers are the Functions workers' web service URLs; empty sends the worker
+	ListenHTTPS string `yaml:"listenHTTPS" env:"LISTEN_HTTPS"`
+	// FunctionWorkers are the Functions workers' web service URLs; empty sends the worker
 	// API to the brokers (functionsWorkerEnabled).
-	AdminFunctionWorkers []string `yaml:"functionWorkers" env:"FUNCTION_WORKERS"`
-	AdminMaxConcurrent   int      `yaml:"maxConcurrentRequests" env:"MAX_CONCURRENT_REQUESTS"`
-	// AdminMaxConcurrentPerPrincipal bounds one principal's requests at once (an
+	FunctionWorkers []string `yaml:"functionWorkers" env:"FUNCTION_WORKERS"`
+	MaxConcurrent   int      `yaml:"maxConcurrentRequests" env:"MAX_CONCURRENT_REQUESTS"`
+	// MaxConcurrentPerPrincipal bounds one principal's requests at once (an
 	// authenticated role's; a client address's without one), so that one cannot keep the
 	// others at 429. 0 (the default): a quarter of maxConcurrentRequests, at least 1, at most 16,
 	// so that lowering maxConcurrentRequests alone keeps the two consistent.
-	AdminMaxConcurrentPerPrincipal int   `yaml:"maxConcurrentRequestsPerPrincipal" env:"MAX_CONCURRENT_REQUESTS_PER_PRINCIPAL"`
-	AdminMaxBodySize               int64 `yaml:"maxRequestBodySize" env:"MAX_REQUEST_BODY_SIZE"`
-	// AdminMaxSpooledBytes bounds the request bodies kept on disk for redirects, all requests
+	MaxConcurrentPerPrincipal int   `yaml:"maxConcurrentRequestsPerPrincipal" env:"MAX_CONCURRENT_REQUESTS_PER_PRINCIPAL"`
+	MaxBodySize               int64 `yaml:"maxRequestBodySize" env:"MAX_REQUEST_BODY_SIZE"`
+	// MaxSpooledBytes bounds the request bodies kept on disk for redirects, all requests
 	// together (the temporary directory is a bounded volume: the chart's /tmp emptyDir).
-	AdminMaxSpooledBytes int64         `yaml:"maxSpooledBytes" env:"MAX_SPOOLED_BYTES"`
-	AdminMaxRedirects    int           `yaml:"maxRedirects" env:"MAX_REDIRECTS"`
-	AdminReadTimeout     time.Duration `yaml:"readTimeout" env:"READ_TIMEOUT"`
-	// AdminMinBodyRate is the slowest a request body may arrive on average (bytes a second)
-	// once AdminMinBodyRateGrace of waiting for it has passed; 0 = no floor.
-	AdminMinBodyRate      int           `yaml:"minBodyRate" env:"MIN_BODY_RATE"`
-	AdminMinBodyRateGrace time.Duration `yaml:"minBodyRateGrace" env:"MIN_BODY_RATE_GRACE"`
-	AdminResponseTimeout  time.Duration `yaml:"responseTimeout" env:"RESPONSE_TIMEOUT"`
-	AdminRequestTimeout   time.Duration `yaml:"requestTimeout" env:"REQUEST_TIMEOUT"`
-	AdminAccessLog        string        `yaml:"accessLog" env:"ACCESS_LOG"` // info, debug or off
+	MaxSpooledBytes int64         `yaml:"maxSpooledBytes" env:"MAX_SPOOLED_BYTES"`
+	MaxRedirects    int           `yaml:"maxRedirects" env:"MAX_REDIRECTS"`
+	ReadTimeout     time.Duration `yaml:"readTimeout" env:"READ_TIMEOUT"`
+	// MinBodyRate is the slowest a request body may arrive on average (bytes a second)
+	// once MinBodyRateGrace of waiting for it has passed; 0 = no floor.
+	MinBodyRate      int           `yaml:"minBodyRate" env:"MIN_BODY_RATE"`
+	MinBodyRateGrace time.Duration `yaml:"minBodyRateGrace" env:"MIN_BODY_RATE_GRACE"`
+	ResponseTimeout  time.Duration `yaml:"responseTimeout" env:"RESPONSE_TIMEOUT"`
+	RequestTimeout   time.Duration `yaml:"requestTimeout" env:"REQUEST_TIMEOUT"`
+	AccessLog        string        `yaml:"accessLog" env:"ACCESS_LOG"` // info, debug or off
 }
 
 func adminDefaults() Admin {
 	return Admin{
-		AdminEnabled:                   true,
-		AdminMaxConcurrent:             64,
-		AdminMaxConcurrentPerPrincipal: 0,
-		AdminMaxBodySize:               256 << 20,
-		AdminMaxSpooledBytes:           1 << 30,
-		AdminMaxRedirects:              8,
-		AdminReadTimeout:               30 * time.Second,
-		AdminMinBodyRate:               1024,
-		AdminMinBodyRateGrace:          10 * time.Second,
-		AdminResponseTimeout:           2 * time.Minute,
-		AdminRequestTimeout:            10 * time.Minute,
-		AdminAccessLog:                 "info",
+		Enabled:                   true,
+		MaxConcurrent:             64,
+		MaxConcurrentPerPrincipal: 0,
+		MaxBodySize:               256 << 20,
+		MaxSpooledBytes:           1 << 30,
+		MaxRedirects:              8,
+		ReadTimeout:               30 * time.Second,
+		MinBodyRate:               1024,
+		MinBodyRateGrace:          10 * time.Second,
+		ResponseTimeout:           2 * time.Minute,
+		RequestTimeout:            10 * time.Minute,
+		AccessLog:                 "info",
 	}
 }
 
 func (c *Config) validateAdmin(p *problems) {
 	a := c.Admin
-	if a.AdminMaxConcurrent < 1 {
-		p.bad("admin.maxConcurrentRequests", "must be at least 1, got %d", a.AdminMaxConcurrent)
+	if a.MaxConcurrent < 1 {
+		p.bad("admin.maxConcurrentRequests", "must be at least 1, got %d", a.MaxConcurrent)
 	}
-	if a.AdminMaxConcurrentPerPrincipal < 0 || a.AdminMaxConcurrentPerPrincipal > max(a.AdminMaxConcurrent, 1) {
-		p.bad("admin.maxConcurrentRequestsPerPrincipal", "must be between 0 (a quarter of admin.maxConcurrentRequests, at most 16) and admin.maxConcurrentRequests (%d), got %d", a.AdminMaxConcurrent, a.AdminMaxConcurrentPerPrincipal)
+	if a.MaxConcurrentPerPrincipal < 0 || a.MaxConcurrentPerPrincipal > max(a.MaxConcurrent, 1) {
+		p.bad("admin.maxConcurrentRequestsPerPrincipal", "must be between 0 (a quarter of admin.maxConcurrentRequests, at most 16) and admin.maxConcurrentRequests (%d), got %d", a.MaxConcurrent, a.MaxConcurrentPerPrincipal)
 	}
-	p.atLeastZero("admin.minBodyRate", a.AdminMinBodyRate, "no floor")
-	p.positive("admin.minBodyRateGrace", a.AdminMinBodyRateGrace)
-	if a.AdminMaxBodySize < 1<<10 {
-		p.bad("admin.maxRequestBodySize", "must be at least 1024 bytes, got %d", a.AdminMaxBodySize)
+	p.atLeastZero("admin.minBodyRate", a.MinBodyRate, "no floor")
+	p.positive("admin.minBodyRateGrace", a.MinBodyRateGrace)
+	if a.MaxBodySize < 1<<10 {
+		p.bad("admin.maxRequestBodySize", "must be at least 1024 bytes, got %d", a.MaxBodySize)
 	}
-	if a.AdminMaxSpooledBytes < a.AdminMaxBodySize {
-		p.bad("admin.maxSpooledBytes", "must be at least admin.maxRequestBodySize (%d), so that the largest body allowed can be kept, got %d", a.AdminMaxBodySize, a.AdminMaxSpooledBytes)
+	if a.MaxSpooledBytes < a.MaxBodySize {
+		p.bad("admin.maxSpooledBytes", "must be at least admin.maxRequestBodySize (%d), so that the largest body allowed can be kept, got %d", a.MaxBodySize, a.MaxSpooledBytes)
 	}
-	p.between("admin.maxRedirects", a.AdminMaxRedirects, 1, 32)
-	p.positive("admin.readTimeout", a.AdminReadTimeout)
-	p.positive("admin.responseTimeout", a.AdminResponseTimeout)
-	p.positive("admin.requestTimeout", a.AdminRequestTimeout)
-	p.oneOf("admin.accessLog", a.AdminAccessLog, "info", "debug", "off")
-	c.checkWebURLs(p, "admin.functionWorkers", a.AdminFunctionWorkers)
-	if a.AdminListenHTTPS != "" {
-		p.listenAddr("admin.listenHTTPS", a.AdminListenHTTPS)
+	p.between("admin.maxRedirects", a.MaxRedirects, 1, 32)
+	p.positive("admin.readTimeout", a.ReadTimeout)
+	p.positive("admin.responseTimeout", a.ResponseTimeout)
+	p.positive("admin.requestTimeout", a.RequestTimeout)
+	p.oneOf("admin.accessLog", a.AccessLog, "info", "debug", "off")
+	c.checkWebURLs(p, "admin.functionWorkers", a.FunctionWorkers)
+	if a.ListenHTTPS != "" {
+		p.listenAddr("admin.listenHTTPS", a.ListenHTTPS)
 		l := c.Listen
-		anyPort := strings.HasSuffix(a.AdminListenHTTPS, ":0")
-		if !anyPort && slices.Contains([]string{l.HTTP, l.Pulsar, l.PulsarTLS}, a.AdminListenHTTPS) {
-			p.bad("admin.listenHTTPS", "%q is already the address of another listener", a.AdminListenHTTPS)
+		anyPort := strings.HasSuffix(a.ListenHTTPS, ":0")
+		if !anyPort && slices.Contains([]string{l.HTTP, l.Pulsar, l.PulsarTLS}, a.ListenHTTPS) {
+			p.bad("admin.listenHTTPS", "%q is already the address of another listener", a.ListenHTTPS)
 		}
 		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
 			p.bad("admin.listenHTTPS", "needs tls.certFile and tls.keyFile (the certificate it serves)")
@@ -100,7 +100,7 @@ func (c *Config) validateAdmin(p *problems) {
 	}
 	c.checkWebURLs(p, "discovery.static.webBrokers", ws)
 	c.checkWebPorts(p, ws)
-	p.between("discovery.dns.webPort", c.Discovery.DNS.DNSWebPort, 0, 65535)
+	p.between("discovery.dns.webPort", c.Discovery.DNS.WebPort, 0, 65535)
 }
 
 // checkWebPorts holds the brokers' web services that configuration names to
@@ -115,8 +115,8 @@ func (c *Config) checkWebPorts(p *problems, webBrokers []string) {
 			}
 		}
 	}
-	if dns := c.Discovery.DNS; dns.DNSName != "" && dns.DNSWebPort != 0 && !slices.Contains(allowed, dns.DNSWebPort) {
-		p.bad("discovery.dns.webPort", "%d is not in broker.allowedWebPorts %v (0: the brokers' web services are not used)", dns.DNSWebPort, allowed)
+	if dns := c.Discovery.DNS; dns.Name != "" && dns.WebPort != 0 && !slices.Contains(allowed, dns.WebPort) {
+		p.bad("discovery.dns.webPort", "%d is not in broker.allowedWebPorts %v (0: the brokers' web services are not used)", dns.WebPort, allowed)
 	}
 }
 
@@ -135,7 +135,7 @@ func (c *Config) checkWebURLs(p *problems, key string, urls []string) {
 			p.bad(k, "%q is listed twice (also [%d])", u, j)
 		}
 		seen[host+":"+port] = i
-		if tls != c.Broker.TLS.BrokerTLSEnabled {
+		if tls != c.Broker.TLS.Enabled {
 			p.bad(k, "%q: https:// URLs go with broker.tls.enabled: true, http:// with false", u)
 		}
 	}
@@ -144,8 +144,8 @@ func (c *Config) checkWebURLs(p *problems, key string, urls []string) {
 // PerPrincipal is admin.maxConcurrentRequestsPerPrincipal in force: the setting, or for 0 a
 // quarter of maxConcurrentRequests, at least 1, at most 16.
 func (a Admin) PerPrincipal() int {
-	if a.AdminMaxConcurrentPerPrincipal > 0 {
-		return a.AdminMaxConcurrentPerPrincipal
+	if a.MaxConcurrentPerPrincipal > 0 {
+		return a.MaxConcurrentPerPrincipal
 	}
-	return min(max(a.AdminMaxConcurrent/4, 1), 16)
+	return min(max(a.MaxConcurrent/4, 1), 16)
 }

@@ -53,7 +53,7 @@ admin: {functionWorkers: [https://w0:6751], maxRequestBodySize: 1048576}
 		t.Fatal(err)
 	}
 	if !slices.Equal(cfg.Discovery.Static.WebBrokers, []string{"https://b0:8443", "https://b1:8443"}) ||
-		!slices.Equal(cfg.Admin.AdminFunctionWorkers, []string{"https://w0:6751"}) || cfg.Admin.AdminMaxBodySize != 1<<20 {
+		!slices.Equal(cfg.Admin.FunctionWorkers, []string{"https://w0:6751"}) || cfg.Admin.MaxBodySize != 1<<20 {
 		t.Errorf("yaml: %+v %+v", cfg.Discovery.Static, cfg.Admin)
 	}
 }
@@ -107,7 +107,7 @@ func TestAllowedWebPorts(t *testing.T) {
 // Lowering maxConcurrentRequests alone keeps the per-principal bound within it.
 func TestPerPrincipalFollowsMaxConcurrent(t *testing.T) {
 	for _, tc := range []struct{ max, set, want int }{{64, 0, 16}, {2, 0, 1}, {20, 0, 5}, {200, 0, 16}, {8, 3, 3}} {
-		if got := (Admin{AdminMaxConcurrent: tc.max, AdminMaxConcurrentPerPrincipal: tc.set}).PerPrincipal(); got != tc.want {
+		if got := (Admin{MaxConcurrent: tc.max, MaxConcurrentPerPrincipal: tc.set}).PerPrincipal(); got != tc.want {
 			t.Errorf("maxConcurrentRequests %d, per principal %d: %d in force, want %d", tc.max, tc.set, got, tc.want)
 		}
 	}

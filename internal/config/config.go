@@ -56,10 +56,10 @@ type TLS struct {
 
 // ProxyProtocol is the PROXY protocol (v1/v2) on the client listeners.
 type ProxyProtocol struct {
-	ProxyProtocolEnabled bool          `yaml:"enabled" env:"ENABLED"`
-	TrustedCIDRs         Prefixes      `yaml:"trustedCIDRs" env:"TRUSTED_CIDRS"`
-	RequireHeader        bool          `yaml:"requireHeader" env:"REQUIRE_HEADER"`
-	HeaderTimeout        time.Duration `yaml:"headerTimeout" env:"HEADER_TIMEOUT"`
+	Enabled       bool          `yaml:"enabled" env:"ENABLED"`
+	TrustedCIDRs  Prefixes      `yaml:"trustedCIDRs" env:"TRUSTED_CIDRS"`
+	RequireHeader bool          `yaml:"requireHeader" env:"REQUIRE_HEADER"`
+	HeaderTimeout time.Duration `yaml:"headerTimeout" env:"HEADER_TIMEOUT"`
 }
 
 // Auth is who clients are (authentication at the proxy) and who the proxy is to brokers.
@@ -105,7 +105,7 @@ type BrokerClient struct {
 
 // Authz is the proxy's own topic-level authorization policy.
 type Authz struct {
-	PolicyEnabled  bool          `yaml:"enabled" env:"ENABLED"`
+	Enabled        bool          `yaml:"enabled" env:"ENABLED"`
 	PolicyFile     string        `yaml:"policyFile" env:"POLICY_FILE"`
 	ReloadInterval time.Duration `yaml:"reloadInterval" env:"RELOAD_INTERVAL"`
 }
@@ -140,46 +140,45 @@ type StaticDiscovery struct {
 }
 
 // ConsulDiscovery lists the passing instances of a Consul service; it is on
-// when Service is set. Field names carry the section's name because env
-// error messages are mapped back by Go field name, which must be unique.
+// when Service is set.
 type ConsulDiscovery struct {
-	ConsulService    string        `yaml:"service" env:"SERVICE"`
-	ConsulTag        string        `yaml:"tag" env:"TAG"`
-	ConsulDatacenter string        `yaml:"datacenter" env:"DATACENTER"`
-	ConsulAddress    string        `yaml:"address" env:"ADDRESS"`
-	ConsulToken      string        `yaml:"token" env:"TOKEN"`
-	ConsulWaitTime   time.Duration `yaml:"waitTime" env:"WAIT_TIME"`
+	Service    string        `yaml:"service" env:"SERVICE"`
+	Tag        string        `yaml:"tag" env:"TAG"`
+	Datacenter string        `yaml:"datacenter" env:"DATACENTER"`
+	Address    string        `yaml:"address" env:"ADDRESS"`
+	Token      string        `yaml:"token" env:"TOKEN"`
+	WaitTime   time.Duration `yaml:"waitTime" env:"WAIT_TIME"`
 }
 
 // DNSDiscovery lists brokers from a DNS name's A/AAAA or SRV records; it is
 // on when Name is set.
 type DNSDiscovery struct {
-	DNSName            string        `yaml:"name" env:"NAME"`
-	DNSRecord          string        `yaml:"record" env:"RECORD"` // A (A and AAAA) or SRV
-	DNSPort            int           `yaml:"port" env:"PORT"`
-	DNSServer          string        `yaml:"server" env:"SERVER"`
-	DNSRefreshInterval time.Duration `yaml:"refreshInterval" env:"REFRESH_INTERVAL"`
-	DNSWebPort         int           `yaml:"webPort" env:"WEB_PORT"` // the brokers' web service port; 0 = none
+	Name            string        `yaml:"name" env:"NAME"`
+	Record          string        `yaml:"record" env:"RECORD"` // A (A and AAAA) or SRV
+	Port            int           `yaml:"port" env:"PORT"`
+	Server          string        `yaml:"server" env:"SERVER"`
+	RefreshInterval time.Duration `yaml:"refreshInterval" env:"REFRESH_INTERVAL"`
+	WebPort         int           `yaml:"webPort" env:"WEB_PORT"` // the brokers' web service port; 0 = none
 }
 
 // MetadataStore lists the brokers registered in Pulsar's own metadata store (ZooKeeper,
 // /loadbalance/brokers); it is on when URL is set.
 type MetadataStore struct {
-	MetadataStoreURL string        `yaml:"url" env:"URL"` // [zk:]host:port[,host:port...][/chroot], as Pulsar's metadataStoreUrl
-	SessionTimeout   time.Duration `yaml:"sessionTimeout" env:"SESSION_TIMEOUT"`
-	ListenerName     string        `yaml:"listenerName" env:"LISTENER_NAME"` // an advertised listener's URLs instead of the default ones
-	Digest           string        `yaml:"digest" env:"DIGEST"`              // user:password, ZooKeeper's digest scheme
-	DigestFile       string        `yaml:"digestFile" env:"DIGEST_FILE"`     // a file holding user:password
-	TLS              StoreTLS      `yaml:"tls" envPrefix:"TLS_"`
+	URL            string        `yaml:"url" env:"URL"` // [zk:]host:port[,host:port...][/chroot], as Pulsar's metadataStoreUrl
+	SessionTimeout time.Duration `yaml:"sessionTimeout" env:"SESSION_TIMEOUT"`
+	ListenerName   string        `yaml:"listenerName" env:"LISTENER_NAME"` // an advertised listener's URLs instead of the default ones
+	Digest         string        `yaml:"digest" env:"DIGEST"`              // user:password, ZooKeeper's digest scheme
+	DigestFile     string        `yaml:"digestFile" env:"DIGEST_FILE"`     // a file holding user:password
+	TLS            StoreTLS      `yaml:"tls" envPrefix:"TLS_"`
 }
 
 // StoreTLS is how the proxy reaches ZooKeeper's secureClientPort.
 type StoreTLS struct {
-	StoreTLSEnabled        bool   `yaml:"enabled" env:"ENABLED"`
-	StoreTrustCertsFile    string `yaml:"trustCertsFile" env:"TRUST_CERTS_FILE"` // PEM bundle; empty = the system's roots
-	StoreCertFile          string `yaml:"certFile" env:"CERT_FILE"`              // client certificate for servers that require one
-	StoreKeyFile           string `yaml:"keyFile" env:"KEY_FILE"`
-	StoreSkipHostnameCheck bool   `yaml:"skipHostnameVerification" env:"SKIP_HOSTNAME_VERIFICATION"`
+	Enabled                  bool   `yaml:"enabled" env:"ENABLED"`
+	TrustCertsFile           string `yaml:"trustCertsFile" env:"TRUST_CERTS_FILE"` // PEM bundle; empty = the system's roots
+	CertFile                 string `yaml:"certFile" env:"CERT_FILE"`              // client certificate for servers that require one
+	KeyFile                  string `yaml:"keyFile" env:"KEY_FILE"`
+	SkipHostnameVerification bool   `yaml:"skipHostnameVerification" env:"SKIP_HOSTNAME_VERIFICATION"`
 }
 
 // Broker bounds the proxy's own conversations with brokers, so a stuck
@@ -204,9 +203,9 @@ type Broker struct {
 	AllowedWebPorts []int `yaml:"allowedWebPorts" env:"ALLOWED_WEB_PORTS"`
 
 	TLS BrokerTLS `yaml:"tls" envPrefix:"TLS_"`
-	// BrokerProxyProtocol sends a PROXY header (off, v1, v2) with each client's real address
+	// ProxyProtocol sends a PROXY header (off, v1, v2) with each client's real address
 	// on its broker connection, for brokers with haProxyProtocolEnabled.
-	BrokerProxyProtocol string `yaml:"proxyProtocol" env:"PROXY_PROTOCOL"`
+	ProxyProtocol string `yaml:"proxyProtocol" env:"PROXY_PROTOCOL"`
 
 	// Multiplex carries direct sessions of the same broker and principal over a few shared
 	// broker connections (ids mapped, payloads untouched); at most MultiplexConnections per
@@ -219,12 +218,12 @@ type Broker struct {
 // BrokerTLS is how the proxy reaches brokers over TLS. When enabled, every broker is dialled
 // over TLS (discovery names the brokers' TLS ports), whatever the client used.
 type BrokerTLS struct {
-	BrokerTLSEnabled               bool       `yaml:"enabled" env:"ENABLED"`
-	BrokerTrustCertsFile           string     `yaml:"trustCertsFile" env:"TRUST_CERTS_FILE"` // PEM bundle; empty = the system's roots
-	BrokerCertFile                 string     `yaml:"certFile" env:"CERT_FILE"`              // the proxy's client certificate, PEM; re-read when it changes
-	BrokerKeyFile                  string     `yaml:"keyFile" env:"KEY_FILE"`
-	BrokerMinVersion               TLSVersion `yaml:"minVersion" env:"MIN_VERSION"` // 1.2 or 1.3
-	BrokerSkipHostnameVerification bool       `yaml:"skipHostnameVerification" env:"SKIP_HOSTNAME_VERIFICATION"`
+	Enabled                  bool       `yaml:"enabled" env:"ENABLED"`
+	TrustCertsFile           string     `yaml:"trustCertsFile" env:"TRUST_CERTS_FILE"` // PEM bundle; empty = the system's roots
+	CertFile                 string     `yaml:"certFile" env:"CERT_FILE"`              // the proxy's client certificate, PEM; re-read when it changes
+	KeyFile                  string     `yaml:"keyFile" env:"KEY_FILE"`
+	MinVersion               TLSVersion `yaml:"minVersion" env:"MIN_VERSION"` // 1.2 or 1.3
+	SkipHostnameVerification bool       `yaml:"skipHostnameVerification" env:"SKIP_HOSTNAME_VERIFICATION"`
 }
 
 // Session bounds what a single client connection may cost the proxy. MaxConnections,
@@ -303,13 +302,13 @@ func defaults() *Config {
 		ProxyProtocol: ProxyProtocol{HeaderTimeout: 5 * time.Second, TrustedCIDRs: Prefixes{}},
 		Discovery: Discovery{
 			Consul: ConsulDiscovery{
-				ConsulWaitTime: 5 * time.Minute,
+				WaitTime: 5 * time.Minute,
 			},
 			DNS: DNSDiscovery{
-				DNSRecord:          "A",
-				DNSPort:            6650,
-				DNSRefreshInterval: 10 * time.Second,
-				DNSWebPort:         8080,
+				Record:          "A",
+				Port:            6650,
+				RefreshInterval: 10 * time.Second,
+				WebPort:         8080,
 			},
 			MetadataStore:       MetadataStore{SessionTimeout: 30 * time.Second},
 			HealthCheckInterval: 5 * time.Second,
@@ -323,8 +322,8 @@ func defaults() *Config {
 			AllowedPorts:               []int{6650, 6651},
 			AllowedWebPorts:            []int{8080, 8443}, // Pulsar's webServicePort and webServicePortTls
 			LearnedTargetLifetime:      10 * time.Minute,
-			TLS:                        BrokerTLS{BrokerMinVersion: tls.VersionTLS12},
-			BrokerProxyProtocol:        "off",
+			TLS:                        BrokerTLS{MinVersion: tls.VersionTLS12},
+			ProxyProtocol:              "off",
 			MultiplexConnections:       4,
 			MultiplexClientQueueBytes:  32 << 20,
 		},

@@ -20,7 +20,7 @@ func (s Session) MaxMessageSize() int32 {
 // ProxyHeaderVersion is broker.proxyProtocol as the PROXY protocol version to send to
 // brokers: 1, 2, or 0 for off.
 func (b Broker) ProxyHeaderVersion() byte {
-	switch b.BrokerProxyProtocol {
+	switch b.ProxyProtocol {
 	case "v1":
 		return 1
 	case "v2":

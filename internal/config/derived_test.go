@@ -17,7 +17,7 @@ func TestMaxMessageSize(t *testing.T) {
 
 func TestProxyHeaderVersion(t *testing.T) {
 	for setting, want := range map[string]byte{"off": 0, "v1": 1, "v2": 2} {
-		if got := (Broker{BrokerProxyProtocol: setting}).ProxyHeaderVersion(); got != want {
+		if got := (Broker{ProxyProtocol: setting}).ProxyHeaderVersion(); got != want {
 			t.Errorf("%s: %d, want %d", setting, got, want)
 		}
 	}

@@ -118,7 +118,7 @@ func (c *Config) validateProxyProtocol(p *problems) {
 			p.bad(fmt.Sprintf("proxyProtocol.trustedCIDRs[%d]", i), "not a CIDR")
 		}
 	}
-	if pp.ProxyProtocolEnabled && len(pp.TrustedCIDRs) == 0 {
+	if pp.Enabled && len(pp.TrustedCIDRs) == 0 {
 		p.bad("proxyProtocol.trustedCIDRs", "proxyProtocol.enabled needs at least one trusted CIDR (headers from anywhere else are refused)")
 	}
 	if pp.HeaderTimeout <= 0 {
@@ -128,24 +128,24 @@ func (c *Config) validateProxyProtocol(p *problems) {
 
 func (c *Config) validateDiscovery(p *problems) {
 	d := c.Discovery
-	if len(d.Static.Brokers) == 0 && d.Consul.ConsulService == "" && d.DNS.DNSName == "" && d.MetadataStore.MetadataStoreURL == "" {
+	if len(d.Static.Brokers) == 0 && d.Consul.Service == "" && d.DNS.Name == "" && d.MetadataStore.URL == "" {
 		p.bad("discovery", "no broker discovery configured: set discovery.static.brokers, discovery.consul.service, discovery.dns.name or discovery.metadataStore.url")
 	}
 	c.validateStaticBrokers(p)
-	if d.Consul.ConsulService != "" {
-		if d.Consul.ConsulWaitTime <= 0 || d.Consul.ConsulWaitTime > 10*time.Minute {
-			p.bad("discovery.consul.waitTime", "must be greater than 0 and at most 10m (Consul's cap), got %s", d.Consul.ConsulWaitTime)
+	if d.Consul.Service != "" {
+		if d.Consul.WaitTime <= 0 || d.Consul.WaitTime > 10*time.Minute {
+			p.bad("discovery.consul.waitTime", "must be greater than 0 and at most 10m (Consul's cap), got %s", d.Consul.WaitTime)
 		}
-		if a := d.Consul.ConsulAddress; a != "" {
+		if a := d.Consul.Address; a != "" {
 			if err := checkConsulAddress(a); err != nil {
 				p.bad("discovery.consul.address", "%q: %v", a, err)
 			}
 		}
 	}
-	if d.DNS.DNSName != "" {
+	if d.DNS.Name != "" {
 		c.validateDNS(p)
 	}
-	if d.MetadataStore.MetadataStoreURL != "" {
+	if d.MetadataStore.URL != "" {
 		validateMetadataStore(p, d.MetadataStore)
 	}
 	p.positive("discovery.healthCheckInterval", d.HealthCheckInterval)
@@ -165,7 +165,7 @@ func (c *Config) validateStaticBrokers(p *problems) {
 		} else if port, _ := strconv.Atoi(brokerPort(b)); !slices.Contains(c.Broker.AllowedPorts, port) {
 			p.bad(key, "%q: port %d is not in broker.allowedPorts %v", b, port, c.Broker.AllowedPorts)
 		}
-		if ssl := strings.HasPrefix(b, "pulsar+ssl://"); ssl != c.Broker.TLS.BrokerTLSEnabled {
+		if ssl := strings.HasPrefix(b, "pulsar+ssl://"); ssl != c.Broker.TLS.Enabled {
 			p.bad(key, "%q: pulsar+ssl:// URLs go with broker.tls.enabled: true, pulsar:// with false", b)
 		}
 	}
@@ -173,27 +173,27 @@ func (c *Config) validateStaticBrokers(p *problems) {
 
 func (c *Config) validateDNS(p *problems) {
 	dns := c.Discovery.DNS
-	if !isDNSName(dns.DNSName) {
-		p.bad("discovery.dns.name", "%q is not a DNS name (want e.g. pulsar-broker.pulsar.svc.cluster.local)", dns.DNSName)
+	if !isDNSName(dns.Name) {
+		p.bad("discovery.dns.name", "%q is not a DNS name (want e.g. pulsar-broker.pulsar.svc.cluster.local)", dns.Name)
 	}
-	p.oneOf("discovery.dns.record", dns.DNSRecord, "A", "SRV")
-	if dns.DNSRecord == "A" && !slices.Contains(c.Broker.AllowedPorts, dns.DNSPort) {
-		p.bad("discovery.dns.port", "%d is not in broker.allowedPorts %v", dns.DNSPort, c.Broker.AllowedPorts)
+	p.oneOf("discovery.dns.record", dns.Record, "A", "SRV")
+	if dns.Record == "A" && !slices.Contains(c.Broker.AllowedPorts, dns.Port) {
+		p.bad("discovery.dns.port", "%d is not in broker.allowedPorts %v", dns.Port, c.Broker.AllowedPorts)
 	}
-	if srv := dns.DNSServer; srv != "" {
+	if srv := dns.Server; srv != "" {
 		if err := checkListenAddr(srv); err != nil {
 			p.bad("discovery.dns.server", "%q: %v", srv, err)
 		}
 	}
-	p.positive("discovery.dns.refreshInterval", dns.DNSRefreshInterval)
+	p.positive("discovery.dns.refreshInterval", dns.RefreshInterval)
 }
 
 // validateMetadataStore checks the connect string and the credentials' shape; ZooKeeper
 // itself is only asked when the proxy runs (check-config --connect).
 func validateMetadataStore(p *problems, m MetadataStore) {
-	if strings.HasPrefix(m.MetadataStoreURL, "etcd:") {
-		p.bad("discovery.metadataStore.url", "%q: only ZooKeeper is supported (zk:host:port[,host:port...][/chroot])", m.MetadataStoreURL)
-	} else if _, err := zkaddr.Parse(m.MetadataStoreURL); err != nil {
+	if strings.HasPrefix(m.URL, "etcd:") {
+		p.bad("discovery.metadataStore.url", "%q: only ZooKeeper is supported (zk:host:port[,host:port...][/chroot])", m.URL)
+	} else if _, err := zkaddr.Parse(m.URL); err != nil {
 		p.bad("discovery.metadataStore.url", "%v", err)
 	}
 	// ZooKeeper grants 2 to 20 ticks (2 s by default): 4 s to 40 s.
@@ -207,10 +207,10 @@ func validateMetadataStore(p *problems, m MetadataStore) {
 		p.bad("discovery.metadataStore.digest", "want user:password")
 	}
 	t := m.TLS
-	if (t.StoreCertFile == "") != (t.StoreKeyFile == "") {
+	if (t.CertFile == "") != (t.KeyFile == "") {
 		p.bad("discovery.metadataStore.tls.certFile", "certFile and keyFile go together")
 	}
-	if !t.StoreTLSEnabled && (t.StoreTrustCertsFile != "" || t.StoreCertFile != "" || t.StoreSkipHostnameCheck) {
+	if !t.Enabled && (t.TrustCertsFile != "" || t.CertFile != "" || t.SkipHostnameVerification) {
 		p.bad("discovery.metadataStore.tls.enabled", "TLS files or options are set but tls.enabled is false")
 	}
 }
@@ -239,11 +239,11 @@ func (c *Config) validateBroker(p *problems) {
 	if b.LearnedTargetLifetime < 0 {
 		p.bad("broker.learnedTargetLifetime", "must be 0 (off) or greater, got %s", b.LearnedTargetLifetime)
 	}
-	p.oneOf("broker.proxyProtocol", b.BrokerProxyProtocol, "off", "v1", "v2")
-	if v := b.TLS.BrokerMinVersion; v != tls.VersionTLS12 && v != tls.VersionTLS13 {
+	p.oneOf("broker.proxyProtocol", b.ProxyProtocol, "off", "v1", "v2")
+	if v := b.TLS.MinVersion; v != tls.VersionTLS12 && v != tls.VersionTLS13 {
 		p.bad("broker.tls.minVersion", "%q is not one of 1.2|1.3", v.String())
 	}
-	if (b.TLS.BrokerCertFile == "") != (b.TLS.BrokerKeyFile == "") {
+	if (b.TLS.CertFile == "") != (b.TLS.KeyFile == "") {
 		p.bad("broker.tls.certFile", "certFile and keyFile go together (the proxy's client certificate and its key)")
 	}
 	c.validateMultiplex(p)
@@ -267,7 +267,7 @@ func (c *Config) validateMultiplex(p *problems) {
 	if c.Session.Passthrough {
 		p.bad("broker.multiplex", "cannot be on with session.passthrough (its default is true): a shared connection's frames are always read to map their ids; set session.passthrough: false")
 	}
-	if b.BrokerProxyProtocol != "off" {
+	if b.ProxyProtocol != "off" {
 		p.bad("broker.multiplex", "cannot be on with broker.proxyProtocol: a shared connection carries many clients, and a PROXY header names one")
 	}
 }
@@ -319,10 +319,10 @@ func (c *Config) validateAuth(p *problems) {
 }
 
 func (c *Config) validateAuthz(p *problems) {
-	if c.Authz.PolicyEnabled && c.Authz.PolicyFile == "" {
+	if c.Authz.Enabled && c.Authz.PolicyFile == "" {
 		p.bad("authz.policyFile", "authz.enabled needs a policy file")
 	}
-	if c.Authz.PolicyEnabled && !c.Auth.Enabled {
+	if c.Authz.Enabled && !c.Auth.Enabled {
 		p.bad("authz.enabled", "needs auth.enabled: the policy is written for authenticated roles")
 	}
 	p.positive("authz.reloadInterval", c.Authz.ReloadInterval)

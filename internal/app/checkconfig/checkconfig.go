@@ -151,29 +151,29 @@ func (c checker) clientTLS(cfg *config.Config) {
 // brokerTLS loads the TLS client config towards brokers as the proxy does.
 func (c checker) brokerTLS(cfg *config.Config) {
 	b := cfg.Broker.TLS
-	if !b.BrokerTLSEnabled {
-		if b.BrokerTrustCertsFile != "" || b.BrokerCertFile != "" {
+	if !b.Enabled {
+		if b.TrustCertsFile != "" || b.CertFile != "" {
 			c.r.add(Warning, "broker.tls", "files are set but broker.tls.enabled is false: brokers are dialled in plaintext")
 		}
 		return
 	}
 	_, err := upstream.NewTLSConfig(upstream.TLSOptions{
-		TrustCertsFile: b.BrokerTrustCertsFile, CertFile: b.BrokerCertFile, KeyFile: b.BrokerKeyFile,
-		MinVersion: uint16(b.BrokerMinVersion), SkipHostnameVerification: b.BrokerSkipHostnameVerification,
+		TrustCertsFile: b.TrustCertsFile, CertFile: b.CertFile, KeyFile: b.KeyFile,
+		MinVersion: uint16(b.MinVersion), SkipHostnameVerification: b.SkipHostnameVerification,
 	}, zerolog.Nop())
 	if err != nil {
 		c.r.add(Error, "broker.tls", "%v", err)
 		return
 	}
-	if b.BrokerTrustCertsFile != "" {
-		c.caBundle("broker.tls.trustCertsFile", b.BrokerTrustCertsFile)
+	if b.TrustCertsFile != "" {
+		c.caBundle("broker.tls.trustCertsFile", b.TrustCertsFile)
 	} else {
 		c.r.add(Info, "broker.tls.trustCertsFile", "empty: broker certificates are verified against the system's roots (the container image has none)")
 	}
-	if b.BrokerCertFile != "" {
-		c.certificate("broker.tls.certFile", b.BrokerCertFile, b.BrokerKeyFile)
+	if b.CertFile != "" {
+		c.certificate("broker.tls.certFile", b.CertFile, b.KeyFile)
 	}
-	if b.BrokerSkipHostnameVerification {
+	if b.SkipHostnameVerification {
 		c.r.add(Warning, "broker.tls.skipHostnameVerification", "on: any certificate from a trusted CA is accepted for any broker")
 	}
 }
@@ -181,7 +181,7 @@ func (c checker) brokerTLS(cfg *config.Config) {
 // storeFiles looks at the files of discovery.metadataStore (ZooKeeper's TLS and digest).
 func (c checker) storeFiles(cfg *config.Config) {
 	m := cfg.Discovery.MetadataStore
-	if m.MetadataStoreURL == "" {
+	if m.URL == "" {
 		return
 	}
 	if m.DigestFile != "" {
@@ -192,11 +192,11 @@ func (c checker) storeFiles(cfg *config.Config) {
 		}
 	}
 	t := m.TLS
-	if t.StoreTrustCertsFile != "" {
-		c.caBundle("discovery.metadataStore.tls.trustCertsFile", t.StoreTrustCertsFile)
+	if t.TrustCertsFile != "" {
+		c.caBundle("discovery.metadataStore.tls.trustCertsFile", t.TrustCertsFile)
 	}
-	if t.StoreCertFile != "" {
-		c.certificate("discovery.metadataStore.tls.certFile", t.StoreCertFile, t.StoreKeyFile)
+	if t.CertFile != "" {
+		c.certificate("discovery.metadataStore.tls.certFile", t.CertFile, t.KeyFile)
 	}
 }
 
@@ -273,7 +273,7 @@ func (c checker) policy(cfg *config.Config) {
 	if f == "" {
 		return
 	}
-	if !cfg.Authz.PolicyEnabled {
+	if !cfg.Authz.Enabled {
 		c.r.add(Warning, "authz.policyFile", "set but authz.enabled is false: the policy is not applied")
 	}
 	b, err := os.ReadFile(f)

@@ -160,7 +160,7 @@ func TestGoodConfigPasses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the printed configuration does not load: %v\n%s", err, stdout)
 	}
-	if cfg.TLS.CertFile != f.cert || !cfg.Authz.PolicyEnabled || cfg.Session.DrainTimeout != 30*time.Second {
+	if cfg.TLS.CertFile != f.cert || !cfg.Authz.Enabled || cfg.Session.DrainTimeout != 30*time.Second {
 		t.Errorf("the printed configuration differs: %+v", cfg)
 	}
 }

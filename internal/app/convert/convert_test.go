@@ -111,8 +111,8 @@ func TestBenchmarksJavaProxyConf(t *testing.T) {
 	if n := note(t, res, "brokerWebServiceURL"); n.Review || n.To != "discovery.static.webBrokers" {
 		t.Errorf("brokerWebServiceURL: %+v", n)
 	}
-	if !slices.Equal(cfg.Discovery.Static.WebBrokers, []string{"http://127.0.0.1:18080"}) || !cfg.Admin.AdminEnabled {
-		t.Errorf("webBrokers %v, admin enabled %v: the admin API should reach the broker's web service", cfg.Discovery.Static.WebBrokers, cfg.Admin.AdminEnabled)
+	if !slices.Equal(cfg.Discovery.Static.WebBrokers, []string{"http://127.0.0.1:18080"}) || !cfg.Admin.Enabled {
+		t.Errorf("webBrokers %v, admin enabled %v: the admin API should reach the broker's web service", cfg.Discovery.Static.WebBrokers, cfg.Admin.Enabled)
 	}
 	// Apache's proxy has no web port list: the web URL's port joins Pulsar's two.
 	if !slices.Equal(cfg.Broker.AllowedWebPorts, []int{8080, 8443, 18080}) ||
@@ -180,11 +180,11 @@ func TestEveryKeyOf4x(t *testing.T) {
 		{"tls.clientAuth", cfg.TLS.ClientAuth, "request"},
 		{"tls.minVersion", cfg.TLS.MinVersion.String(), "1.2"},
 		{"tls.cipherSuites", strings.Join(cfg.TLS.CipherSuites, ","), "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"},
-		{"broker.tls.enabled", cfg.Broker.TLS.BrokerTLSEnabled, true},
-		{"broker.tls.trustCertsFile", cfg.Broker.TLS.BrokerTrustCertsFile, filepath.Join(dir, "broker-ca.pem")},
-		{"broker.tls.certFile", cfg.Broker.TLS.BrokerCertFile, filepath.Join(dir, "proxy-client.pem")},
-		{"broker.tls.skipHostnameVerification", cfg.Broker.TLS.BrokerSkipHostnameVerification, false},
-		{"broker.tls.minVersion", cfg.Broker.TLS.BrokerMinVersion.String(), "1.2"},
+		{"broker.tls.enabled", cfg.Broker.TLS.Enabled, true},
+		{"broker.tls.trustCertsFile", cfg.Broker.TLS.TrustCertsFile, filepath.Join(dir, "broker-ca.pem")},
+		{"broker.tls.certFile", cfg.Broker.TLS.CertFile, filepath.Join(dir, "proxy-client.pem")},
+		{"broker.tls.skipHostnameVerification", cfg.Broker.TLS.SkipHostnameVerification, false},
+		{"broker.tls.minVersion", cfg.Broker.TLS.MinVersion.String(), "1.2"},
 		{"discovery.static.brokers", strings.Join(cfg.Discovery.Static.Brokers, " "),
 			"pulsar+ssl://pulsar-broker-0.pulsar-broker.pulsar.svc.cluster.local:6651 pulsar+ssl://pulsar-broker-1.pulsar-broker.pulsar.svc.cluster.local:6651"},
 		{"broker.allowedPorts", cfg.Broker.AllowedPorts, []int{6651}},
@@ -198,7 +198,7 @@ func TestEveryKeyOf4x(t *testing.T) {
 		{"session.maxLookupsInFlight", cfg.Session.MaxLookupsInFlight, 20000},
 		{"auth.token.leeway", cfg.Auth.Token.Leeway, 30 * time.Second},
 		{"log.sessionSummary", cfg.Log.SessionSummary, "info"},
-		{"proxyProtocol.enabled", cfg.ProxyProtocol.ProxyProtocolEnabled, true},
+		{"proxyProtocol.enabled", cfg.ProxyProtocol.Enabled, true},
 		{"proxyProtocol.trustedCIDRs", len(cfg.ProxyProtocol.TrustedCIDRs), 2},
 		{"auth.enabled", cfg.Auth.Enabled, true},
 		{"auth.anonymousRole", cfg.Auth.AnonymousRole, "anonymous"},
@@ -206,12 +206,12 @@ func TestEveryKeyOf4x(t *testing.T) {
 		{"auth.token.secretKeyFile", cfg.Auth.Token.SecretKeyFile, filepath.Join(dir, "secret.key")},
 		{"auth.token.audience", cfg.Auth.Token.Audience, "pulsar"},
 		{"auth.brokerClient.tokenFile", cfg.Auth.BrokerClient.TokenFile, filepath.Join(dir, "proxy.token")},
-		{"authz.enabled", cfg.Authz.PolicyEnabled, false},
-		{"admin.listenHTTPS", cfg.Admin.AdminListenHTTPS, "127.0.0.1:8443"},
-		{"admin.functionWorkers", strings.Join(cfg.Admin.AdminFunctionWorkers, " "), "https://pulsar-function.pulsar.svc.cluster.local:6751"},
+		{"authz.enabled", cfg.Authz.Enabled, false},
+		{"admin.listenHTTPS", cfg.Admin.ListenHTTPS, "127.0.0.1:8443"},
+		{"admin.functionWorkers", strings.Join(cfg.Admin.FunctionWorkers, " "), "https://pulsar-function.pulsar.svc.cluster.local:6751"},
 		{"discovery.static.webBrokers", len(cfg.Discovery.Static.WebBrokers), 0},
 		{"broker.allowedWebPorts", cfg.Broker.AllowedWebPorts, []int{8080, 8443}},
-		{"discovery.metadataStore.url", cfg.Discovery.MetadataStore.MetadataStoreURL, "zk:zk-0.zk:2181,zk-1.zk:2181/pulsar"},
+		{"discovery.metadataStore.url", cfg.Discovery.MetadataStore.URL, "zk:zk-0.zk:2181,zk-1.zk:2181/pulsar"},
 		{"discovery.metadataStore.sessionTimeout", cfg.Discovery.MetadataStore.SessionTimeout, 30 * time.Second},
 	}
 	for _, w := range want {
@@ -437,7 +437,7 @@ func TestMetadataStore(t *testing.T) {
 		return res, cfg
 	}
 	res, cfg := conv("metadataStoreUrl=zk:zk-0:2181,zk-1:2181/pulsar\nmetadataStoreSessionTimeoutMillis=12000\nconfigurationMetadataStoreUrl=zk:zk-0:2181/global\n")
-	if m := cfg.Discovery.MetadataStore; m.MetadataStoreURL != "zk:zk-0:2181,zk-1:2181/pulsar" || m.SessionTimeout != 12*time.Second {
+	if m := cfg.Discovery.MetadataStore; m.URL != "zk:zk-0:2181,zk-1:2181/pulsar" || m.SessionTimeout != 12*time.Second {
 		t.Errorf("%+v", m)
 	}
 	if n := note(t, res, "metadataStoreUrl"); n.To != "discovery.metadataStore.url" || n.Review {
@@ -448,7 +448,7 @@ func TestMetadataStore(t *testing.T) {
 	}
 	// The older keys, when the newer are not set.
 	_, cfg = conv("zookeeperServers=zk-0:2181\nzookeeperSessionTimeoutMs=8000\n")
-	if m := cfg.Discovery.MetadataStore; m.MetadataStoreURL != "zk-0:2181" || m.SessionTimeout != 8*time.Second {
+	if m := cfg.Discovery.MetadataStore; m.URL != "zk-0:2181" || m.SessionTimeout != 8*time.Second {
 		t.Errorf("%+v", m)
 	}
 	res, _ = conv("metadataStoreUrl=zk:a:2181\nzookeeperServers=b:2181\n")
@@ -526,7 +526,7 @@ func TestMetadataStoreDiscovery(t *testing.T) {
 			if code != ExitOK || r.Failed() {
 				t.Fatalf("exit %d, check-config:\n%s\n%s", code, stderr.String(), findings)
 			}
-			if got := r.Config.Discovery.MetadataStore.MetadataStoreURL; got != c.url {
+			if got := r.Config.Discovery.MetadataStore.URL; got != c.url {
 				t.Errorf("discovery.metadataStore.url %q, want %q", got, c.url)
 			}
 		})

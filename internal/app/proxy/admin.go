@@ -25,7 +25,7 @@ import (
 func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, creds func() (string, []byte, error),
 	reg prometheus.Registerer, log zerolog.Logger) (*adminproxy.Proxy, error) {
 	a := cfg.Admin
-	if !a.AdminEnabled {
+	if !a.Enabled {
 		return nil, nil
 	}
 	c := adminproxy.Config{
@@ -36,36 +36,36 @@ func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, cred
 		ProxyCredentials:          creds,
 		ForwardClientCredentials:  cfg.Auth.ForwardClientCredentials,
 		DialTimeout:               cfg.Broker.DialTimeout,
-		ResponseTimeout:           a.AdminResponseTimeout,
-		RequestTimeout:            a.AdminRequestTimeout,
-		ReadTimeout:               a.AdminReadTimeout,
-		MaxConcurrent:             a.AdminMaxConcurrent,
+		ResponseTimeout:           a.ResponseTimeout,
+		RequestTimeout:            a.RequestTimeout,
+		ReadTimeout:               a.ReadTimeout,
+		MaxConcurrent:             a.MaxConcurrent,
 		MaxConcurrentPerPrincipal: a.PerPrincipal(),
-		MinBodyRate:               float64(a.AdminMinBodyRate),
-		MinBodyRateGrace:          a.AdminMinBodyRateGrace,
+		MinBodyRate:               float64(a.MinBodyRate),
+		MinBodyRateGrace:          a.MinBodyRateGrace,
 		IPv6PrefixLength:          cfg.Session.IPv6PrefixLength,
-		MaxBodySize:               a.AdminMaxBodySize,
-		SpoolBudget:               a.AdminMaxSpooledBytes,
-		MaxRedirects:              a.AdminMaxRedirects,
+		MaxBodySize:               a.MaxBodySize,
+		SpoolBudget:               a.MaxSpooledBytes,
+		MaxRedirects:              a.MaxRedirects,
 		AccessLog:                 zerolog.Disabled,
 		Logger:                    log,
 		Metrics:                   adminproxy.NewMetrics(reg),
 	}
-	if a.AdminAccessLog != "off" {
-		level, err := zerolog.ParseLevel(a.AdminAccessLog)
+	if a.AccessLog != "off" {
+		level, err := zerolog.ParseLevel(a.AccessLog)
 		if err != nil {
 			return nil, fmt.Errorf("admin.accessLog: %w", err)
 		}
 		c.AccessLog = level
 	}
-	if d := cfg.Discovery; len(d.Static.Brokers) > 0 && len(d.Static.WebBrokers) == 0 && d.Consul.ConsulService == "" && d.DNS.DNSName == "" && d.MetadataStore.MetadataStoreURL == "" {
+	if d := cfg.Discovery; len(d.Static.Brokers) > 0 && len(d.Static.WebBrokers) == 0 && d.Consul.Service == "" && d.DNS.Name == "" && d.MetadataStore.URL == "" {
 		log.Warn().Msg("admin API: discovery.static.webBrokers is empty, so no broker web service is known and admin requests are answered 502; list the brokers' web service URLs there, or set admin.enabled: false")
 	}
 	if len(cfg.Broker.AllowedWebPorts) == 0 {
 		log.Warn().Msg("admin API: broker.allowedWebPorts is empty, so no broker web service is used; admin requests reach admin.functionWorkers only, others are answered 502")
 	}
-	if len(a.AdminFunctionWorkers) > 0 {
-		workers, err := adminproxy.NewStaticUpstreams(a.AdminFunctionWorkers)
+	if len(a.FunctionWorkers) > 0 {
+		workers, err := adminproxy.NewStaticUpstreams(a.FunctionWorkers)
 		if err != nil {
 			return nil, fmt.Errorf("admin.functionWorkers: %w", err)
 		}
@@ -93,7 +93,7 @@ func (p *Proxy) httpHandler() http.Handler {
 func (p *Proxy) newHTTPServer() *http.Server {
 	headers := 10 * time.Second
 	if p.admin != nil {
-		headers = p.cfg.Admin.AdminReadTimeout
+		headers = p.cfg.Admin.ReadTimeout
 	}
 	return &http.Server{Handler: p.httpHandler(), ReadHeaderTimeout: headers, IdleTimeout: 2 * time.Minute,
 		ErrorLog: nil, MaxHeaderBytes: 64 << 10}
@@ -105,7 +105,7 @@ func (p *Proxy) newHTTPServer() *http.Server {
 // without a word: an answer would need one).
 func (p *Proxy) httpsListener() (net.Listener, error) {
 	cfg, log := p.cfg, p.log
-	if cfg.Admin.AdminListenHTTPS == "" {
+	if cfg.Admin.ListenHTTPS == "" {
 		return nil, nil
 	}
 	tc, err := listener.NewTLSConfig(listener.TLSOptions{
@@ -120,7 +120,7 @@ func (p *Proxy) httpsListener() (net.Listener, error) {
 		return nil, fmt.Errorf("admin.listenHTTPS: %w", err)
 	}
 	tc.NextProtos = []string{"http/1.1"}
-	ln, err := net.Listen("tcp", cfg.Admin.AdminListenHTTPS)
+	ln, err := net.Listen("tcp", cfg.Admin.ListenHTTPS)
 	if err != nil {
 		return nil, fmt.Errorf("admin.listenHTTPS: %w", err)
 	}

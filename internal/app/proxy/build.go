@@ -51,7 +51,7 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	discoveryMetrics, lookupMetrics := discovery.NewMetrics(p.reg), lookup.NewMetrics(p.reg)
 	var err error
-	if p.providers, err = discoveryProviders(cfg.Discovery, cfg.Broker.TLS.BrokerTLSEnabled, log, discoveryMetrics); err != nil {
+	if p.providers, err = discoveryProviders(cfg.Discovery, cfg.Broker.TLS.Enabled, log, discoveryMetrics); err != nil {
 		return err
 	}
 	p.brokers = newLiveSet(cfg.Broker, p.providers, log)
@@ -105,7 +105,7 @@ func (p *Proxy) budgetShares() {
 	httpCeiling := p.budget.Descriptors() / httpBudgetDivisor
 	p.fdPulsar = p.budget.Share("pulsar", 0, 0)
 	p.fdHTTP = p.budget.Share("http", httpBudgetFloor*connlimit.HTTPDescriptors, httpCeiling)
-	if p.cfg.Admin.AdminListenHTTPS != "" {
+	if p.cfg.Admin.ListenHTTPS != "" {
 		p.fdHTTPS = p.budget.Share("https", httpBudgetFloor*connlimit.HTTPDescriptors, httpCeiling)
 	}
 	p.httpConns = connlimit.NewListenerMetrics(p.reg)
@@ -166,7 +166,7 @@ func newLiveSet(b config.Broker, providers []discovery.Provider, log zerolog.Log
 	return brokers.NewSet(union, brokers.Options{
 		AllowedPorts:    portStrings(b.AllowedPorts),
 		AllowedWebPorts: portStrings(b.AllowedWebPorts),
-		WebTLS:          b.TLS.BrokerTLSEnabled,
+		WebTLS:          b.TLS.Enabled,
 		AllowedHosts:    b.AllowedHosts,
 		LearnedTTL:      b.LearnedTargetLifetime,
 		Logger:          log,
@@ -193,14 +193,14 @@ func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *
 		}
 		ps = append(ps, s)
 	}
-	if c.Consul.ConsulService != "" {
+	if c.Consul.Service != "" {
 		cp, err := discovery.NewConsul(discovery.ConsulConfig{
-			Service:    c.Consul.ConsulService,
-			Tag:        c.Consul.ConsulTag,
-			Datacenter: c.Consul.ConsulDatacenter,
-			Address:    c.Consul.ConsulAddress,
-			Token:      c.Consul.ConsulToken,
-			WaitTime:   c.Consul.ConsulWaitTime,
+			Service:    c.Consul.Service,
+			Tag:        c.Consul.Tag,
+			Datacenter: c.Consul.Datacenter,
+			Address:    c.Consul.Address,
+			Token:      c.Consul.Token,
+			WaitTime:   c.Consul.WaitTime,
 			WebTLS:     webTLS,
 		}, log, m)
 		if err != nil {
@@ -208,14 +208,14 @@ func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *
 		}
 		ps = append(ps, cp)
 	}
-	if c.DNS.DNSName != "" {
+	if c.DNS.Name != "" {
 		dp, err := discovery.NewDNS(discovery.DNSConfig{
-			Name:     c.DNS.DNSName,
-			SRV:      c.DNS.DNSRecord == "SRV",
-			Port:     c.DNS.DNSPort,
-			Server:   c.DNS.DNSServer,
-			Interval: c.DNS.DNSRefreshInterval,
-			WebPort:  c.DNS.DNSWebPort,
+			Name:     c.DNS.Name,
+			SRV:      c.DNS.Record == "SRV",
+			Port:     c.DNS.Port,
+			Server:   c.DNS.Server,
+			Interval: c.DNS.RefreshInterval,
+			WebPort:  c.DNS.WebPort,
 			WebTLS:   webTLS,
 		}, log, m)
 		if err != nil {
@@ -223,7 +223,7 @@ func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *
 		}
 		ps = append(ps, dp)
 	}
-	if c.MetadataStore.MetadataStoreURL != "" {
+	if c.MetadataStore.URL != "" {
 		zp, err := metadataStoreProvider(c.MetadataStore, webTLS, log, m)
 		if err != nil {
 			return nil, fmt.Errorf("discovery.metadataStore: %w", err)
@@ -235,7 +235,7 @@ func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *
 
 // metadataStoreProvider builds the ZooKeeper provider of discovery.metadataStore.
 func metadataStoreProvider(c config.MetadataStore, brokerTLS bool, log zerolog.Logger, m *discovery.Metrics) (*discovery.ZooKeeper, error) {
-	addr, err := zkaddr.Parse(c.MetadataStoreURL)
+	addr, err := zkaddr.Parse(c.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -251,9 +251,9 @@ func metadataStoreProvider(c config.MetadataStore, brokerTLS bool, log zerolog.L
 		Servers: addr.Servers, Chroot: addr.Chroot, SessionTimeout: c.SessionTimeout,
 		Digest: digest, BrokerTLS: brokerTLS, Listener: c.ListenerName,
 	}
-	if c.TLS.StoreTLSEnabled {
+	if c.TLS.Enabled {
 		t := c.TLS
-		if zc.TLS, err = discovery.ZooKeeperTLS(t.StoreTrustCertsFile, t.StoreCertFile, t.StoreKeyFile, t.StoreSkipHostnameCheck); err != nil {
+		if zc.TLS, err = discovery.ZooKeeperTLS(t.TrustCertsFile, t.CertFile, t.KeyFile, t.SkipHostnameVerification); err != nil {
 			return nil, err
 		}
 	}

@@ -104,7 +104,7 @@ func (p *Proxy) limitHTTP(ln net.Listener, name string, share *connlimit.Share, 
 // tlsLn without a TLS listener.
 func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (plain, tlsLn net.Listener, err error) {
 	pp := listener.ProxyOptions{
-		Enabled:       cfg.ProxyProtocol.ProxyProtocolEnabled,
+		Enabled:       cfg.ProxyProtocol.Enabled,
 		TrustedCIDRs:  cfg.ProxyProtocol.TrustedCIDRs,
 		RequireHeader: cfg.ProxyProtocol.RequireHeader,
 		HeaderTimeout: cfg.ProxyProtocol.HeaderTimeout,
@@ -156,14 +156,14 @@ func brokerDialer(cfg *config.Config, log zerolog.Logger) (*upstream.Dialer, err
 // ports alike; nil without broker.tls.enabled.
 func brokerTLSConfig(cfg *config.Config, log zerolog.Logger) (*tls.Config, error) {
 	bt := cfg.Broker.TLS
-	if !bt.BrokerTLSEnabled {
+	if !bt.Enabled {
 		return nil, nil
 	}
 	return upstream.NewTLSConfig(upstream.TLSOptions{
-		TrustCertsFile:           bt.BrokerTrustCertsFile,
-		CertFile:                 bt.BrokerCertFile,
-		KeyFile:                  bt.BrokerKeyFile,
-		MinVersion:               uint16(bt.BrokerMinVersion),
-		SkipHostnameVerification: bt.BrokerSkipHostnameVerification,
+		TrustCertsFile:           bt.TrustCertsFile,
+		CertFile:                 bt.CertFile,
+		KeyFile:                  bt.KeyFile,
+		MinVersion:               uint16(bt.MinVersion),
+		SkipHostnameVerification: bt.SkipHostnameVerification,
 	}, log)
 }

@@ -24,7 +24,7 @@ type Probe struct {
 
 // NewProbe builds the Probe of cfg; version is the proxy's, as in Options.
 func NewProbe(cfg *config.Config, version string, log zerolog.Logger) (*Probe, error) {
-	providers, err := discoveryProviders(cfg.Discovery, cfg.Broker.TLS.BrokerTLSEnabled, log, discovery.NewMetrics(nil))
+	providers, err := discoveryProviders(cfg.Discovery, cfg.Broker.TLS.Enabled, log, discovery.NewMetrics(nil))
 	if err != nil {
 		return nil, err
 	}

@@ -234,13 +234,13 @@ func TestBuildErrorsNameTheKey(t *testing.T) {
 		{"log.sessionSummary", func(c *config.Config) { c.Log.SessionSummary = "loud" }},
 		{"discovery.static.brokers", func(c *config.Config) { c.Discovery.Static.Brokers = []string{"http://broker:8080"} }},
 		{"discovery.metadataStore", func(c *config.Config) {
-			c.Discovery.MetadataStore.MetadataStoreURL, c.Discovery.MetadataStore.DigestFile = "zk:127.0.0.1:2181", missing
+			c.Discovery.MetadataStore.URL, c.Discovery.MetadataStore.DigestFile = "zk:127.0.0.1:2181", missing
 		}},
 		{"auth.token.secretKeyFile", func(c *config.Config) { c.Auth.Enabled, c.Auth.Token.SecretKeyFile = true, missing }},
-		{"authz.policyFile", func(c *config.Config) { c.Authz.PolicyEnabled, c.Authz.PolicyFile = true, missing }},
+		{"authz.policyFile", func(c *config.Config) { c.Authz.Enabled, c.Authz.PolicyFile = true, missing }},
 		{"auth.brokerClient.tokenFile", func(c *config.Config) { c.Auth.BrokerClient.TokenFile = missing }},
-		{"admin.accessLog", func(c *config.Config) { c.Admin.AdminEnabled, c.Admin.AdminAccessLog = true, "loud" }},
-		{"admin.functionWorkers", func(c *config.Config) { c.Admin.AdminEnabled, c.Admin.AdminFunctionWorkers = true, []string{"ftp://w"} }},
+		{"admin.accessLog", func(c *config.Config) { c.Admin.Enabled, c.Admin.AccessLog = true, "loud" }},
+		{"admin.functionWorkers", func(c *config.Config) { c.Admin.Enabled, c.Admin.FunctionWorkers = true, []string{"ftp://w"} }},
 	} {
 		t.Run(c.key, func(t *testing.T) {
 			cfg := loadConfig(t, "127.0.0.1:6650")

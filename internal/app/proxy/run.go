@@ -173,7 +173,7 @@ func (p *Proxy) logStarted(lns listeners) {
 	started.Str("http", lns.http.Addr().String()).Bool("admin_api", p.admin != nil).
 		Strs("discovery", providerNames).Str("version", p.version).
 		Str("forwarding", p.forwarding()).Bool("broker_tls", p.brokerTLS).
-		Str("broker_proxy_protocol", p.cfg.Broker.BrokerProxyProtocol).
+		Str("broker_proxy_protocol", p.cfg.Broker.ProxyProtocol).
 		Bool("authentication", p.sec.Authenticator != nil).Bool("authorization", p.sec.Edge.Policed()).
 		Msg("pulsar-proxy started")
 }

@@ -19,7 +19,7 @@ import (
 func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, *authz.PolicyStore, *authn.JWKS, error) {
 	sec, jwks, err := newAuthentication(cfg, reg, log)
 	policyMetrics := authz.NewMetrics(reg)
-	if err != nil || !cfg.Authz.PolicyEnabled {
+	if err != nil || !cfg.Authz.Enabled {
 		sec.Edge = edge.New(edge.Config{Metrics: policyMetrics})
 		return sec, nil, jwks, err
 	}
@@ -51,7 +51,7 @@ func newAuthentication(cfg *config.Config, reg prometheus.Registerer, log zerolo
 		return sec, nil, fmt.Errorf("auth.token: %w", err)
 	}
 	providers := []authn.Provider{tp}
-	if (cfg.Listen.PulsarTLS != "" || cfg.Admin.AdminListenHTTPS != "") && cfg.TLS.ClientCAFile != "" {
+	if (cfg.Listen.PulsarTLS != "" || cfg.Admin.ListenHTTPS != "") && cfg.TLS.ClientCAFile != "" {
 		// Verified client certificates can name a role: the "tls" method.
 		roleOf, err := authn.CertificateRole(cfg.Auth.ClientCert.RoleFrom, cfg.Auth.ClientCert.URIPrefix)
 		if err != nil {
