@@ -7,6 +7,7 @@ tlsUrl, caFile, mtlsUrl, certFile, keyFile, authUrl, tokenFile, prefix (topic na
 partitioned, terminated (topics the harness prepared), features (comma list).
 """
 
+import re
 import sys
 import time
 
@@ -208,11 +209,16 @@ def schema(client, kind, tag):
     c.close()
 
 
+def subscribe_pattern(client, pattern, period):
+    """A pattern consumer (subscription "s", from the earliest message) that polls for the
+    namespace's topics every period seconds."""
+    return client.subscribe(re.compile(pattern), "s", initial_position=pulsar.InitialPosition.Earliest,
+                            pattern_auto_discovery_period=period)
+
+
 def regex(client, tag, period):
-    import re
     base = topic(tag)
-    c = client.subscribe(re.compile(base + "-.*"), "s", initial_position=pulsar.InitialPosition.Earliest,
-                         pattern_auto_discovery_period=period)
+    c = subscribe_pattern(client, base + "-.*", period)
     p = client.create_producer(base + "-late")
     p.send(payload(1))
     m = receive(c, "the topic created after subscribing", 60000)
