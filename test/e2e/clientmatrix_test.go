@@ -83,7 +83,10 @@ var noDirect = map[string]string{
 // passNotes say how a client does a feature, where that matters to what its pass means.
 var passNotes = map[string]map[string]string{
 	"regex-polling": {"Java": "the Java client also opens a topic-list watcher when the CONNECTED it gets offers one, " +
-		"so the topic may have been found either way; `regex-watcher` isolates the watcher"},
+		"so the topic may have been found either way; `regex-watcher` isolates the watcher",
+		"Python": "pulsar-client's subscribe takes `pattern_auto_discovery_period` and never applies it " +
+			"(apache/pulsar-client-python#171), so a pattern consumer polls every 60 s, the C++ client's default; " +
+			"matrixclient.py sets the period on the consumer configuration itself"},
 	"schema-json": {"Python": "pulsar-client sends the schema with its PRODUCER command; it never sends GET_OR_CREATE_SCHEMA"},
 	"schema-avro": {"Python": "pulsar-client sends the schema with its PRODUCER command; it never sends GET_OR_CREATE_SCHEMA"},
 }
