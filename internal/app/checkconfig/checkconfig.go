@@ -27,7 +27,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
-// Exit codes of check-config (documented in the README and in the command's usage).
+// Exit codes of check-config (documented in docs/operations.md and in the command's usage).
 const (
 	ExitOK         = 0 // valid; every referenced file present and readable as the proxy reads it
 	ExitInvalid    = 1 // the configuration is refused, or a file it names is missing, unreadable or expired
