@@ -11,10 +11,10 @@
 #   make test-fault the fault, storm and stuck-client tests alone (test/e2efault; test-fault-long:
 #                   the kills at 2,000 msg/s with a minute of load after recovery)
 #   make soak       30 minutes of mixed load through one proxy, its resources sampled (test/soak)
-#   make rig-up     start the test rig in .cache/rig and print its addresses (rig-down stops it)
+#   make rig-up     start the test rig in .rigs/rig and print its addresses (rig-down stops it)
 #
 # The end-to-end tests start their own rig; to run them against one started by `make rig-up`,
-# export PULSAR_PROXY_RIG=$(pwd)/.cache/rig/rig.env (the tests then leave it running).
+# export PULSAR_PROXY_RIG=$(pwd)/.rigs/rig/rig.env (the tests then leave it running).
 
 SHELL := /bin/bash
 GO ?= go
@@ -129,8 +129,8 @@ e2e-python:
 # tests again on the same rig with broker.multiplex on, then the tests that stop ZooKeeper or
 # kill brokers last of all), and the other packages one at a time (test/e2eauth and
 # test/e2efault each with a rig of its own port block). At most two rigs share the cores.
-AUTH_RIG_DIR = $${RIG_CACHE:-$(CURDIR)/.cache}/rig-auth
-FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_CACHE:-$(CURDIR)/.cache}/rig-fault}
+AUTH_RIG_DIR = $${RIG_AUTH_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-auth}
+FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-fault}
 e2e-run:
 	@rc=0; test/run-e2e.sh "$(GO)" $(E2E_TIMEOUT) || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
@@ -161,7 +161,7 @@ test-fault-long:
 	  -run 'TestBrokerKilledUnderLoad|TestBrokerFrozenUnderLoad|TestProxyKilledUnderLoad' ./e2efault
 
 # The soak (test/soak; not part of make test): SOAK_DURATION of mixed load through one proxy
-# against a rig of its own (ports 21xxx, .cache/rig-soak), the proxy's RSS, heap, goroutines
+# against a rig of its own (ports 21xxx, .rigs/rig-soak), the proxy's RSS, heap, goroutines
 # and descriptors sampled every 5 s; results in test/soak/results (soak.csv, summary.md,
 # soak.png), and the summary in docs/reliability.md (between its soak markers).
 SOAK_DURATION ?= 30m
@@ -172,7 +172,7 @@ soak:
 
 rig-up:
 	$(RIG) up
-	@echo "for the e2e tests: export PULSAR_PROXY_RIG=$${RIG_DIR:-$(CURDIR)/.cache/rig}/rig.env"
+	@echo "for the e2e tests: export PULSAR_PROXY_RIG=$${RIG_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig}/rig.env"
 
 rig-down:
 	$(RIG) down
