@@ -50,7 +50,7 @@ type Proc struct {
 	// SNIAddr is 127.0.0.1:port of the SNI listener when the configuration sets
 	// listen.pulsarSNI (StartConfig).
 	SNIAddr string
-	HTTPURL      string // http://127.0.0.1:port
+	HTTPURL string // http://127.0.0.1:port
 	// HTTPSURL is https://127.0.0.1:port when extraYAML sets admin.listenHTTPS.
 	HTTPSURL string
 	LogPath  string
