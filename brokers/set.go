@@ -68,6 +68,10 @@ type Options struct {
 	// WebTLS says the brokers' web services are https (broker.tls.enabled); a web URL of the
 	// other scheme is refused, so an entry cannot turn the credentials into clear text.
 	WebTLS bool
+	// SNIServiceNames are the names a TLS client may send as its server name to reach any
+	// live broker (the cluster's service URL host, e.g. pulsar.example.com), lower-cased; see
+	// AllowSNI.
+	SNIServiceNames []string
 	// LearnedTTL is how long a broker URL named in a lookup answer stays a valid target.
 	// Zero disables learning.
 	LearnedTTL time.Duration

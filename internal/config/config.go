@@ -42,6 +42,21 @@ type Config struct {
 	ProxyProtocol ProxyProtocol `yaml:"proxyProtocol" envPrefix:"PROXY_PROTOCOL_"`
 
 	Admin Admin `yaml:"admin" envPrefix:"ADMIN_"`
+	SNI   SNI   `yaml:"sni" envPrefix:"SNI_"`
+}
+
+// SNI is the SNI plane (listen.pulsarSNI): TLS relayed unread to the broker its ClientHello
+// names, for clients with proxyServiceUrl and ProxyProtocol.SNI (docs/sni.md).
+type SNI struct {
+	// ServiceNames are server names that go to any live broker (the host of the cluster's
+	// service URL, which clients send for their first lookup), besides the brokers' own.
+	ServiceNames []string `yaml:"serviceNames" env:"SERVICE_NAMES"`
+	// MaxClientHelloBytes is the largest ClientHello read; a larger one is refused.
+	MaxClientHelloBytes int `yaml:"maxClientHelloBytes" env:"MAX_CLIENT_HELLO_BYTES"`
+	// ProxyProtocol sends a PROXY header (off, v1, v2) ahead of the client's TLS, for
+	// something on the brokers' TLS ports that reads it before TLS (Pulsar's brokers read
+	// theirs inside TLS, so off for them).
+	ProxyProtocol string `yaml:"proxyProtocol" env:"PROXY_PROTOCOL"`
 }
 
 // TLS is the certificate and policy of the client-facing TLS listener (listen.pulsarTLS).
@@ -119,6 +134,8 @@ type Listen struct {
 	Pprof  string `yaml:"pprof" env:"PPROF"` // Go's /debug/pprof profiles; empty = off
 	// PulsarTLS serves the same protocol over TLS (see TLS); empty = off.
 	PulsarTLS string `yaml:"pulsarTLS" env:"PULSAR_TLS"`
+	// PulsarSNI relays TLS unread to the broker its server name names (see SNI); empty = off.
+	PulsarSNI string `yaml:"pulsarSNI" env:"PULSAR_SNI"`
 }
 
 // Discovery says how the proxy finds brokers and how it keeps track of
@@ -342,6 +359,7 @@ func defaults() *Config {
 		},
 		Authz: Authz{ReloadInterval: 2 * time.Second},
 		Admin: adminDefaults(),
+		SNI:   SNI{ServiceNames: []string{}, MaxClientHelloBytes: 16 << 10, ProxyProtocol: "off"},
 	}
 }
 

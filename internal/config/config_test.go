@@ -379,7 +379,7 @@ func TestTLSOnly(t *testing.T) {
 		"neither, TLS files given": "listen: {pulsar: \"\", pulsarTLS: \"\"}\ntls: {certFile: c.pem, keyFile: k.pem}\n",
 	} {
 		_, err := Load(writeFile(t, yaml), brokersEnv)
-		if err == nil || !strings.Contains(err.Error(), "listen.pulsar: empty, and so is listen.pulsarTLS") {
+		if err == nil || !strings.Contains(err.Error(), "listen.pulsar: empty, and so are listen.pulsarTLS and listen.pulsarSNI") {
 			t.Errorf("%s: %v, want listen.pulsar refused for want of listen.pulsarTLS", name, err)
 		}
 	}

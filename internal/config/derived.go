@@ -19,8 +19,13 @@ func (s Session) MaxMessageSize() int32 {
 
 // ProxyHeaderVersion is broker.proxyProtocol as the PROXY protocol version to send to
 // brokers: 1, 2, or 0 for off.
-func (b Broker) ProxyHeaderVersion() byte {
-	switch b.ProxyProtocol {
+func (b Broker) ProxyHeaderVersion() byte { return headerVersion(b.ProxyProtocol) }
+
+// ProxyHeaderVersion is sni.proxyProtocol as a PROXY protocol version: 1, 2, or 0 for off.
+func (s SNI) ProxyHeaderVersion() byte { return headerVersion(s.ProxyProtocol) }
+
+func headerVersion(setting string) byte {
+	switch setting {
 	case "v1":
 		return 1
 	case "v2":

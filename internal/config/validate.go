@@ -29,6 +29,7 @@ func (c *Config) validate() error {
 	c.validateAuth(&p)
 	c.validateAuthz(&p)
 	c.validateAdmin(&p)
+	c.validateSNI(&p)
 	p.oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
 	p.oneOf("log.format", c.Log.Format, "json", "console")
 	p.oneOf("log.sessionSummary", c.Log.SessionSummary, "debug", "info", "off")
@@ -77,8 +78,8 @@ func (c *Config) validateListen(p *problems) {
 	// listen.pulsar may be empty beside listen.pulsarTLS: a TLS-only proxy (Apache's proxy with
 	// servicePort empty), with no plaintext Pulsar port at all.
 	switch {
-	case l.Pulsar == "" && l.PulsarTLS == "":
-		p.bad("listen.pulsar", "empty, and so is listen.pulsarTLS: the proxy would serve no Pulsar client (leave listen.pulsar empty only for a TLS-only proxy, with listen.pulsarTLS)")
+	case l.Pulsar == "" && l.PulsarTLS == "" && l.PulsarSNI == "":
+		p.bad("listen.pulsar", "empty, and so are listen.pulsarTLS and listen.pulsarSNI: the proxy would serve no Pulsar client (leave listen.pulsar empty only for a TLS-only or SNI-only proxy)")
 	case l.Pulsar != "":
 		p.listenAddr("listen.pulsar", l.Pulsar)
 	}

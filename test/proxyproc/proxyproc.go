@@ -47,7 +47,10 @@ type Proc struct {
 	// section; a TLS listener is then opened beside the plaintext one.
 	PulsarTLSURL string
 	TLSAddr      string
-	HTTPURL      string // http://127.0.0.1:port
+	// SNIAddr is 127.0.0.1:port of the SNI listener when the configuration sets
+	// listen.pulsarSNI (StartConfig).
+	SNIAddr string
+	HTTPURL string // http://127.0.0.1:port
 	// HTTPSURL is https://127.0.0.1:port when extraYAML sets admin.listenHTTPS.
 	HTTPSURL string
 	LogPath  string
@@ -155,7 +158,10 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 					failed = fmt.Errorf("pulsar-proxy started without the TLS listener its config asks for:\n%s", p.LogTail(30))
 					return true
 				}
-				p.PulsarURL, p.Addr, p.HTTPURL = "pulsar://"+a.Pulsar, a.Pulsar, "http://"+a.HTTP
+				if a.Pulsar != "" {
+					p.PulsarURL, p.Addr = "pulsar://"+a.Pulsar, a.Pulsar
+				}
+				p.HTTPURL, p.SNIAddr = "http://"+a.HTTP, a.PulsarSNI
 				if a.PulsarTLS != "" {
 					p.PulsarTLSURL, p.TLSAddr = "pulsar+ssl://"+a.PulsarTLS, a.PulsarTLS
 				}
@@ -206,6 +212,7 @@ var Env []string
 type boundAddrs struct {
 	Pulsar    string `json:"pulsar"`
 	PulsarTLS string `json:"pulsar_tls"`
+	PulsarSNI string `json:"pulsar_sni"`
 	HTTP      string `json:"http"`
 	HTTPS     string `json:"https"`
 	Message   string `json:"message"`
@@ -229,8 +236,8 @@ func startedLine(path string) (a boundAddrs, ok bool, err error) {
 		if json.Unmarshal(line, &a) != nil || a.Message != startedMessage {
 			continue // a partly written line, or another line naming the message
 		}
-		if (a.Pulsar == "" && a.PulsarTLS == "") || a.HTTP == "" {
-			return a, false, fmt.Errorf("pulsar-proxy's startup line names no pulsar (nor pulsar_tls) or http address: %s", line)
+		if (a.Pulsar == "" && a.PulsarTLS == "" && a.PulsarSNI == "") || a.HTTP == "" {
+			return a, false, fmt.Errorf("pulsar-proxy's startup line names no pulsar (nor pulsar_tls, nor pulsar_sni) or http address: %s", line)
 		}
 		return a, true, nil
 	}

@@ -117,7 +117,28 @@ func Check(path string, environ []string, now time.Time) *Report {
 	c.storeFiles(cfg)
 	c.tokens(cfg)
 	c.policy(cfg)
+	c.sni(cfg)
 	return r
+}
+
+// sni says what the SNI plane cannot do, since it relays TLS it does not read (the
+// combinations that cannot work are refused by config.Load), and notes sni settings nothing
+// uses.
+func (c checker) sni(cfg *config.Config) {
+	s := cfg.SNI
+	if cfg.Listen.PulsarSNI == "" {
+		if len(s.ServiceNames) > 0 || s.ProxyProtocol != "off" {
+			c.r.add(Warning, "sni", "settings are set but listen.pulsarSNI is empty: no SNI listener uses them")
+		}
+		return
+	}
+	c.r.add(Warning, "listen.pulsarSNI", "TLS relayed unread: the brokers authenticate and authorize these clients themselves; the proxy applies no topic policy, no per-role limit and names no original_principal for them, and sees no topic (docs/sni.md)")
+	if len(s.ServiceNames) == 0 {
+		c.r.add(Warning, "sni.serviceNames", "empty: a client's first connection (its lookup, to the service URL's host) is refused unless that host is a broker's own name")
+	}
+	if s.ProxyProtocol != "off" {
+		c.r.add(Warning, "sni.proxyProtocol", "%s: the header goes ahead of the client's TLS; Pulsar's brokers read theirs inside TLS and fail such a handshake, so this is only for something on the brokers' TLS ports that reads a header before TLS", s.ProxyProtocol)
+	}
 }
 
 type checker struct {

@@ -373,3 +373,23 @@ func TestMetadataStoreFiles(t *testing.T) {
 		}
 	}
 }
+
+// check-config refuses the SNI listener beside authentication (config.Load's rule) and warns
+// what the SNI plane cannot do where it is on.
+func TestCheckSNI(t *testing.T) {
+	dir := t.TempDir()
+	base := "listen: {pulsarSNI: \"127.0.0.1:0\"}\ndiscovery: {static: {brokers: [\"pulsar+ssl://b-1.example:6651\"]}}\nbroker: {tls: {enabled: true}}\n"
+	r := Check(write(t, dir, "sni.yaml", base+"sni: {proxyProtocol: v2}\n"), nil, time.Now())
+	if r.Failed() {
+		t.Fatalf("an SNI listener is refused: %v", r.Findings)
+	}
+	for _, key := range []string{"listen.pulsarSNI", "sni.serviceNames", "sni.proxyProtocol"} {
+		if !slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.Key == key && f.Severity == Warning }) {
+			t.Errorf("no warning on %s: %v", key, r.Findings)
+		}
+	}
+	r = Check(write(t, dir, "auth.yaml", base+"auth: {enabled: true, token: {secretKeyFile: k}}\n"), nil, time.Now())
+	if !r.Failed() || !slices.ContainsFunc(r.Findings, func(f Finding) bool { return strings.Contains(f.Message, "cannot be on with auth.enabled") }) {
+		t.Fatalf("SNI with authentication: %v", r.Findings)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
+	"github.com/pulsar-proxy/pulsar-proxy/sni"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -54,7 +55,7 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	if p.providers, err = discoveryProviders(cfg.Discovery, cfg.Broker.TLS.Enabled, log, discoveryMetrics); err != nil {
 		return err
 	}
-	p.brokers = newLiveSet(cfg.Broker, p.providers, log)
+	p.brokers = newLiveSet(cfg.Broker, cfg.SNI.ServiceNames, p.providers, log)
 	p.brokers.RegisterMetrics(p.reg)
 	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log); err != nil {
 		return err
@@ -92,8 +93,40 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	p.sessions = session.NewServer(sc, resolver, p.brokers, session.NewMetrics(p.reg), log)
 	p.sessions.SetSecurity(p.sec)
 	httpapi.RegisterStatus(p.reg, p.version, p.ready, p.sessions.Draining)
+	if p.sni, err = p.buildSNI(summaryLevel); err != nil {
+		return err
+	}
 	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log)
 	return err
+}
+
+// buildSNI makes the SNI plane of listen.pulsarSNI (nil without it); its series are
+// registered either way, so the dashboard's queries hold whichever way a replica runs.
+func (p *Proxy) buildSNI(summaryLevel zerolog.Level) (*sni.Server, error) {
+	metrics := sni.NewMetrics(p.reg)
+	cfg := p.cfg
+	if cfg.Listen.PulsarSNI == "" {
+		return nil, nil
+	}
+	s := cfg.Session
+	srv, err := sni.NewServer(sni.Config{
+		Targets:          p.brokers,
+		Gate:             p.sec.Edge,
+		Dialer:           &upstream.Dialer{Timeout: cfg.Broker.DialTimeout, ProxyHeader: cfg.SNI.ProxyHeaderVersion()},
+		Proxy:            proxyOptions(cfg),
+		HandshakeTimeout: s.HandshakeTimeout,
+		MaxHelloBytes:    cfg.SNI.MaxClientHelloBytes,
+		Limits: connlimit.Limits{MaxConnections: s.MaxConnections, MaxPerIP: s.MaxConnectionsPerIP,
+			RatePerIP: s.ConnectionRatePerIP, BurstPerIP: s.ConnectionBurstPerIP, IPv6PrefixLength: s.IPv6PrefixLength},
+		Descriptors:  p.fdSNI,
+		SummaryLevel: summaryLevel,
+		Log:          p.log,
+		Metrics:      metrics,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listen.pulsarSNI: %w", err)
+	}
+	return srv, nil
 }
 
 func serverVersion(version string) string { return "pulsar-proxy/" + version }
@@ -107,6 +140,9 @@ func (p *Proxy) budgetShares() {
 	p.fdHTTP = p.budget.Share("http", httpBudgetFloor*connlimit.HTTPDescriptors, httpCeiling)
 	if p.cfg.Admin.ListenHTTPS != "" {
 		p.fdHTTPS = p.budget.Share("https", httpBudgetFloor*connlimit.HTTPDescriptors, httpCeiling)
+	}
+	if p.cfg.Listen.PulsarSNI != "" {
+		p.fdSNI = p.budget.Share("sni", 0, 0) // like the Pulsar listeners': two a connection
 	}
 	p.httpConns = connlimit.NewListenerMetrics(p.reg)
 }
@@ -158,7 +194,7 @@ func sessionConfig(cfg *config.Config, connector *upstream.Connector, version st
 
 // newLiveSet is the live broker set over the union of the providers, with the
 // direct-mode target rule and the web rule of broker.*.
-func newLiveSet(b config.Broker, providers []discovery.Provider, log zerolog.Logger) *brokers.Set {
+func newLiveSet(b config.Broker, sniNames []string, providers []discovery.Provider, log zerolog.Logger) *brokers.Set {
 	var union discovery.Union
 	for _, p := range providers {
 		union = append(union, p)
@@ -168,6 +204,7 @@ func newLiveSet(b config.Broker, providers []discovery.Provider, log zerolog.Log
 		AllowedWebPorts: portStrings(b.AllowedWebPorts),
 		WebTLS:          b.TLS.Enabled,
 		AllowedHosts:    b.AllowedHosts,
+		SNIServiceNames: sniNames,
 		LearnedTTL:      b.LearnedTargetLifetime,
 		Logger:          log,
 	})

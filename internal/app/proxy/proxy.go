@@ -26,6 +26,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
+	"github.com/pulsar-proxy/pulsar-proxy/sni"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -54,6 +55,7 @@ type Proxy struct {
 	control   *upstream.Control
 	muxPool   *mux.Pool // nil without broker.multiplex
 	sessions  *session.Server
+	sni       *sni.Server // nil without listen.pulsarSNI
 	sec       session.Security
 	policy    *authz.PolicyStore // nil without authz.enabled
 	jwks      *authn.JWKS        // nil without auth.token.jwksURL
@@ -64,6 +66,7 @@ type Proxy struct {
 	// admin.listenHTTPS), and the HTTP listeners' metrics.
 	budget                    *connlimit.Budget
 	fdPulsar, fdHTTP, fdHTTPS *connlimit.Share
+	fdSNI                     *connlimit.Share // nil without listen.pulsarSNI
 	httpConns                 *connlimit.ListenerMetrics
 
 	started chan struct{} // closed once Run serves on every listener
@@ -72,11 +75,11 @@ type Proxy struct {
 }
 
 // Addrs are the addresses the listeners are bound to, as Run opened them (a port 0 of the
-// configuration replaced by the one chosen). Pulsar, PulsarTLS, HTTPS and Pprof are empty
-// without listen.pulsar (a TLS-only proxy), listen.pulsarTLS, admin.listenHTTPS and
-// listen.pprof.
+// configuration replaced by the one chosen). Pulsar, PulsarTLS, PulsarSNI, HTTPS and Pprof
+// are empty without listen.pulsar (a TLS-only proxy), listen.pulsarTLS, listen.pulsarSNI,
+// admin.listenHTTPS and listen.pprof.
 type Addrs struct {
-	Pulsar, PulsarTLS, HTTP, HTTPS, Pprof string
+	Pulsar, PulsarTLS, PulsarSNI, HTTP, HTTPS, Pprof string
 }
 
 // Build makes every part of the proxy from cfg (which config.Load has validated): nothing

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -136,13 +137,16 @@ type serving struct {
 // serve starts the sessions on the Pulsar listeners, logs the start and publishes the
 // addresses (Started, Addrs).
 func (p *Proxy) serve(lns listeners) *serving {
-	s := &serving{errs: make(chan error, 2)}
+	s := &serving{errs: make(chan error, 3)}
 	p.listening.Store(true)
 	if lns.pulsar != nil {
 		s.wg.Go(func() { s.errs <- p.sessions.Serve(lns.pulsar) })
 	}
 	if lns.pulsarTLS != nil {
 		s.wg.Go(func() { s.errs <- p.sessions.Serve(lns.pulsarTLS) })
+	}
+	if lns.pulsarSNI != nil {
+		s.wg.Go(func() { s.errs <- p.sni.Serve(lns.pulsarSNI) })
 	}
 	p.logStarted(lns)
 	p.mu.Lock()
@@ -162,6 +166,9 @@ func (p *Proxy) logStarted(lns listeners) {
 	}
 	if lns.pulsarTLS != nil {
 		started = started.Str("pulsar_tls", lns.pulsarTLS.Addr().String())
+	}
+	if lns.pulsarSNI != nil {
+		started = started.Str("pulsar_sni", lns.pulsarSNI.Addr().String())
 	}
 	providerNames := make([]string, len(p.providers))
 	for i, provider := range p.providers {
@@ -198,7 +205,7 @@ func (p *Proxy) drain(httpSrvs *httpServers) {
 	drainCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	began := time.Now()
-	switch err := p.sessions.Shutdown(drainCtx); {
+	switch err := p.shutdownPlanes(drainCtx); {
 	case errors.Is(err, context.DeadlineExceeded):
 		p.log.Warn().Dur("drain_timeout", timeout).Msg("sessions still open at the drain deadline were closed")
 	case err != nil:
@@ -212,11 +219,23 @@ func (p *Proxy) drain(httpSrvs *httpServers) {
 	}
 }
 
+// shutdownPlanes drains the binary planes side by side (the sessions and, with
+// listen.pulsarSNI, the SNI relays) within ctx; its error is the first of theirs.
+func (p *Proxy) shutdownPlanes(ctx context.Context) error {
+	if p.sni == nil {
+		return p.sessions.Shutdown(ctx)
+	}
+	sniErr := make(chan error, 1)
+	go func() { sniErr <- p.sni.Shutdown(ctx) }()
+	err := p.sessions.Shutdown(ctx)
+	return cmp.Or(err, <-sniErr)
+}
+
 // halt stops at once, without a word, after a Pulsar listener failed: Run returns the error
 // and the process ends, so nothing is handed over.
 func (p *Proxy) halt(httpSrvs *httpServers) {
 	now, cancel := context.WithCancel(context.Background())
 	cancel()
-	p.sessions.Shutdown(now)
+	p.shutdownPlanes(now)
 	httpSrvs.stop(0)
 }
