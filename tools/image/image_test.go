@@ -91,7 +91,7 @@ func checkConfig(t *testing.T, img v1.Image, m meta) {
 	if !slices.Equal(c.Entrypoint, []string{"/pulsar-proxy"}) || !slices.Equal(c.Cmd, []string{"--config", "/etc/pulsar-proxy/config.yaml"}) {
 		t.Errorf("entrypoint %q cmd %q", c.Entrypoint, c.Cmd)
 	}
-	for _, p := range []string{"6650/tcp", "6651/tcp", "8080/tcp"} {
+	for _, p := range []string{"6650/tcp", "6651/tcp", "8080/tcp", "8443/tcp"} {
 		if _, ok := c.ExposedPorts[p]; !ok {
 			t.Errorf("port %s not exposed: %v", p, c.ExposedPorts)
 		}
