@@ -20,9 +20,10 @@ GO ?= go
 RIG := test/rig/rig.sh
 E2E_TIMEOUT ?= 40m
 
-# Six Go modules, so that the product's go.mod holds only what the binary and its unit tests
+# Seven Go modules, so that the product's go.mod holds only what the binary and its unit tests
 # import: the product (.); test/ (the rig, the end-to-end tests, the demo: pulsar-client-go);
 # bench/ (the benchmark: golang.org/x/image for its chart); tools/image (the image builder);
+# tools/release (make release: the SBOM generator, cyclonedx-gomod, as a pinned tool);
 # tools/observability (the dashboard and alert checks: Prometheus's parser and engine);
 # tools/chartcheck (the chart's objects decoded strictly: k8s.io/api, the Prometheus
 # operator's API types).
@@ -54,6 +55,7 @@ test-unit:
 	$(GO) test -C bench -race ./...
 	$(call timed,fuzz targets (a few seconds' worth of executions each),$(MAKE) --no-print-directory fuzz-short)
 	$(call timed,image test (tools/image),$(MAKE) --no-print-directory image-test)
+	$(call timed,release test (tools/release: binary, SBOM, checksums; go install @version),$(MAKE) --no-print-directory release-test)
 	$(call timed,chart objects decoded strictly (tools/chartcheck),$(MAKE) --no-print-directory chartcheck-test)
 	$(call timed,promtool (pinned; built once into .cache),$(MAKE) --no-print-directory promtool-prepare)
 	$(call timed,alert rules and dashboard checks (tools/observability),$(MAKE) --no-print-directory observability-test)
@@ -71,7 +73,7 @@ check-files:
 .PHONY: check-funclen
 check-funclen:
 	$(GO) run ./tools/funclen .
-	$(GO) run ./tools/funclen -tests bench tools/image tools/observability tools/trackedfiles tools/funclen
+	$(GO) run ./tools/funclen -tests bench tools/image tools/release tools/observability tools/trackedfiles tools/funclen
 
 # Every fuzz target, package:name:executions. make test runs each for its count of executions
 # (about four seconds' worth here): a count, not a duration, because Go 1.26's fuzzing can fail
@@ -186,7 +188,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 # The commit's time, so the same commit gives the same image.
 CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
-.PHONY: demo build proto image image-test helm helm-prepare chart-test chartcheck-test
+.PHONY: demo build proto image image-test release release-test helm helm-prepare chart-test chartcheck-test
 
 # The quick start: a real two-broker cluster, the proxy in front, produce and consume through
 # it, print what happened. Uses a rig named by PULSAR_PROXY_RIG if one is up, else starts one.
@@ -204,9 +206,28 @@ image:
 	$(GO) run -C tools/image . -repo $(CURDIR) -out $(CURDIR)/bin/image \
 	  -version $(VERSION) -revision "$(REVISION)" -created "$(CREATED)"
 
-# Builds the image into a temp dir, reads it back, runs its binary; checks the Dockerfile.
+# Builds the image into a temp dir, reads it back, runs its binary; checks the Dockerfile, the
+# multi-architecture index, and that the image exposes the chart's container ports.
 image-test:
 	cd tools/image && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+# The release (docs/install.md), in RELEASE_OUT (bin/release): a static binary for each of
+# RELEASE_PLATFORMS (-trimpath, the version of git describe stamped in), a CycloneDX SBOM of
+# each (cyclonedx-gomod, from the modules the binary records), the multi-architecture image
+# (an OCI index of linux/amd64 and linux/arm64 holding those binaries: bin/release/image/oci
+# and one tar), and SHA256SUMS over the files. RELEASE_IMAGE=false leaves the image out (the
+# first-day test builds the host's binary so). tools/release is its own module.
+RELEASE_OUT ?= $(CURDIR)/bin/release
+RELEASE_PLATFORMS ?= linux/amd64,linux/arm64,darwin/arm64
+RELEASE_IMAGE ?= true
+release:
+	$(GO) run -C tools/release . -repo $(CURDIR) -out $(RELEASE_OUT) -version $(VERSION) \
+	  -revision "$(REVISION)" -created "$(CREATED)" -platforms $(RELEASE_PLATFORMS) -image=$(RELEASE_IMAGE)
+
+# The release tool's tests: the host's release (static, stamped, SBOM, sha256sum -c) and
+# `go install .../cmd/pulsar-proxy@VERSION` from a module zip of HEAD, offline.
+release-test:
+	cd tools/release && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # The pinned helm in .cache (built once from the module proxy).
 helm:
