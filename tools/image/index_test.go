@@ -84,6 +84,9 @@ func checkIndexLayout(t *testing.T, dir, digest string, bins map[string]string) 
 	var platforms []string
 	for _, d := range iim.Manifests {
 		platforms = append(platforms, d.Platform.String())
+		if d.MediaType != types.OCIManifestSchema1 || d.ArtifactType != "" {
+			t.Errorf("%s: index entry %s, artifactType %q; want a plain OCI image manifest", d.Platform, d.MediaType, d.ArtifactType)
+		}
 		img, err := idx.Image(d.Digest)
 		if err != nil {
 			t.Fatal(err)
