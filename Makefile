@@ -127,10 +127,11 @@ e2e-python:
 # Runs the end-to-end tests, then checks that they left no rig process behind.
 # test/run-e2e.sh runs two lanes side by side: test/e2e (E2E_BOTH_MODES: its direct-session
 # tests again on the same rig with broker.multiplex on, then the tests that stop ZooKeeper or
-# kill brokers last of all), and the other packages one at a time (test/e2eauth and
-# test/e2efault each with a rig of its own port block). At most two rigs share the cores.
+# kill brokers last of all), and the other packages one at a time (test/e2eauth, test/e2efault
+# and test/firstday each with a rig of its own port block). At most two rigs share the cores.
 AUTH_RIG_DIR = $${RIG_CACHE:-$(CURDIR)/.cache}/rig-auth
 FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_CACHE:-$(CURDIR)/.cache}/rig-fault}
+FIRSTDAY_RIG_DIR = $${RIG_FIRSTDAY_DIR:-$${RIG_CACHE:-$(CURDIR)/.cache}/rig-firstday}
 e2e-run:
 	@rc=0; test/run-e2e.sh "$(GO)" $(E2E_TIMEOUT) || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
@@ -146,6 +147,10 @@ e2e-run:
 	if [[ -z "$$PULSAR_PROXY_FAULT_RIG" ]]; then \
 	  st=0; RIG_DIR=$(FAULT_RIG_DIR) $(RIG) status >/dev/null 2>&1 || st=$$?; \
 	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $(FAULT_RIG_DIR) running; stopping it"; RIG_DIR=$(FAULT_RIG_DIR) $(RIG) down; rc=1; fi; \
+	fi; \
+	if [[ -z "$$PULSAR_PROXY_FIRSTDAY_RIG" ]]; then \
+	  st=0; RIG_DIR=$(FIRSTDAY_RIG_DIR) $(RIG) status >/dev/null 2>&1 || st=$$?; \
+	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $(FIRSTDAY_RIG_DIR) running; stopping it"; RIG_DIR=$(FIRSTDAY_RIG_DIR) $(RIG) down; rc=1; fi; \
 	fi; \
 	exit $$rc
 
