@@ -123,8 +123,12 @@ func allowedPorts() []string {
 	return []string{"PULSAR_PROXY_BROKER_ALLOWED_PORTS=" + strings.Join(ports, ","), "PULSAR_PROXY_BROKER_ALLOWED_WEB_PORTS=" + strings.Join(web, ",")}
 }
 
-// findingLine is a check-config finding that is not "ok": a warning or an error.
-var findingLine = regexp.MustCompile(`(?m)^(warning|error)\s.*$`)
+// findingLine is a check-config finding that is not "ok": a warning or an error; reportLine
+// is any finding or the summary (what the test logs; the effective configuration is left out).
+var (
+	findingLine = regexp.MustCompile(`(?m)^(warning|error)\s.*$`)
+	reportLine  = regexp.MustCompile(`(?m)^(ok|warning|error|check-config:)\s.*$`)
+)
 
 // checkConfig runs the page's check-config block beside config.yaml, the installed binary
 // first on PATH: it must exit 0 with no warning and no error.
@@ -135,7 +139,7 @@ func checkConfig(t *testing.T, block, dir, binDir string, env []string) {
 	if bad := findingLine.FindAllString(out, -1); len(bad) > 0 {
 		t.Fatalf("check-config is not clean: %q\n%s", bad, out)
 	}
-	t.Logf("check-config:\n%s", lastLines(out, 8))
+	t.Logf("check-config:\n%s", strings.Join(reportLine.FindAllString(out, -1), "\n"))
 }
 
 // runShell runs a block of the page with sh in dir (env added to this environment) and
@@ -159,11 +163,6 @@ func docBlock(t *testing.T, doc, name string) string {
 		t.Fatalf("docs/install.md has no fenced block after <!-- first-day: %s -->", name)
 	}
 	return m[1]
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // produceConsume sends messages to a topic whose partitions live on both brokers, through the
