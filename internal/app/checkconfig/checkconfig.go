@@ -21,6 +21,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/proxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -134,10 +135,7 @@ func (c checker) clientTLS(cfg *config.Config) {
 		}
 		return
 	}
-	_, err := listener.NewTLSConfig(listener.TLSOptions{
-		CertFile: t.CertFile, KeyFile: t.KeyFile, MinVersion: uint16(t.MinVersion),
-		CipherSuites: t.CipherSuites, ClientCAFile: t.ClientCAFile, ClientAuth: t.ClientAuth,
-	}, nil, zerolog.Nop())
+	_, err := listener.NewTLSConfig(proxy.ClientTLS(t), nil, zerolog.Nop())
 	if err != nil {
 		c.r.add(Error, "tls", "%v", err)
 		return
