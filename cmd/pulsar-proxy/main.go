@@ -15,9 +15,6 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
-
 func main() {
 	if code, ok := subcommand(os.Args[1:]); ok {
 		os.Exit(code)
@@ -26,7 +23,7 @@ func main() {
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *showVersion {
-		fmt.Println("pulsar-proxy", version)
+		fmt.Println("pulsar-proxy", binaryVersion())
 		return
 	}
 	cfg, err := config.Load(*configPath, os.Environ())
@@ -44,7 +41,7 @@ func main() {
 // early when a part cannot start or a Pulsar listener fails.
 func run(cfg *config.Config) error {
 	hup := make(chan os.Signal, 1)
-	p, err := proxy.Build(cfg, proxy.Options{Version: version, Reload: hup})
+	p, err := proxy.Build(cfg, proxy.Options{Version: binaryVersion(), Reload: hup})
 	if err != nil {
 		return err
 	}

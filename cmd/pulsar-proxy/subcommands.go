@@ -17,7 +17,7 @@ func subcommand(args []string) (code int, ok bool) {
 	}
 	switch args[0] {
 	case "check-config":
-		return checkconfig.Main(args[1:], os.Environ(), os.Stdout, os.Stderr, version), true
+		return checkconfig.Main(args[1:], os.Environ(), os.Stdout, os.Stderr, binaryVersion()), true
 	case "convert-config":
 		return convert.Main(args[1:], os.Stdin, os.Stdout, os.Stderr), true
 	}

@@ -187,7 +187,7 @@ func (c checker) brokerTLS(cfg *config.Config) {
 	if b.TrustCertsFile != "" {
 		c.caBundle("broker.tls.trustCertsFile", b.TrustCertsFile)
 	} else {
-		c.r.add(Info, "broker.tls.trustCertsFile", "empty: broker certificates are verified against the system's roots (the container image has none)")
+		c.r.add(Info, "broker.tls.trustCertsFile", "empty: broker certificates are verified against the system's roots, or where it has none (the container image) the public roots built into the binary")
 	}
 	if b.CertFile != "" {
 		c.certificate("broker.tls.certFile", b.CertFile, b.KeyFile)
