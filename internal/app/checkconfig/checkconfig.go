@@ -21,6 +21,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/cmdline"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/app/proxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
@@ -29,10 +30,10 @@ import (
 
 // Exit codes of check-config (documented in the README and in the command's usage).
 const (
-	ExitOK         = 0 // valid; every referenced file present and readable as the proxy reads it
-	ExitInvalid    = 1 // the configuration is refused, or a file it names is missing, unreadable or expired
-	ExitUsage      = 2 // bad command line
-	ExitConnection = 3 // --connect: valid, but discovery named no broker or none completed a CONNECT
+	ExitOK         = 0                 // valid; every referenced file present and readable as the proxy reads it
+	ExitInvalid    = 1                 // the configuration is refused, or a file it names is missing, unreadable or expired
+	ExitUsage      = cmdline.ExitUsage // bad command line
+	ExitConnection = 3                 // --connect: valid, but discovery named no broker or none completed a CONNECT
 )
 
 // ExpiryWarning is how close to its end a certificate or token draws a warning.
