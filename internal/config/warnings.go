@@ -56,7 +56,7 @@ func (c *Config) exposureWarnings(w *warnings) {
 	certOnly := c.TLS.ClientAuth == "require"
 	open := func(key, addr, what string) {
 		if addr != "" && !loopbackAddr(addr) {
-			w.add(key, "%s listens on %s, not a loopback address, and auth.enabled is false: %s", what, addr, "anyone who reaches it is served without authentication (give auth.token a key, or listen on 127.0.0.1)")
+			w.add(key, "%s is on %s, not a loopback address, and auth.enabled is false: %s", what, addr, "anyone who reaches it is served without authentication (give auth.token a key, or listen on 127.0.0.1)")
 		}
 	}
 	open("listen.pulsar", c.Listen.Pulsar, "the Pulsar listener")

@@ -108,7 +108,9 @@ func Main(args []string, o Options) int {
 	}
 	cfg, err := config.Load(*path, o.Environ)
 	if err != nil {
-		fmt.Fprintln(o.Stderr, "pulsar-proxy:", err)
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(o.Stderr, "pulsar-proxy:", line)
+		}
 		if *path == "" {
 			fmt.Fprintln(o.Stderr, "pulsar-proxy: (no --config FILE: the settings came from the defaults and the PULSAR_PROXY_* variables alone)")
 		}
