@@ -28,7 +28,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
-// Exit codes of check-config (documented in the README and in the command's usage).
+// Exit codes of check-config (documented in docs/operations.md and in the command's usage).
 const (
 	ExitOK         = 0                 // valid; every referenced file present and readable as the proxy reads it
 	ExitInvalid    = 1                 // the configuration is refused, or a file it names is missing, unreadable or expired
@@ -141,10 +141,7 @@ func (c checker) clientTLS(cfg *config.Config) {
 	if cfg.Listen.PulsarTLS == "" && cfg.Admin.ListenHTTPS == "" {
 		return
 	}
-	_, err := listener.NewTLSConfig(listener.TLSOptions{
-		CertFile: t.CertFile, KeyFile: t.KeyFile, MinVersion: uint16(t.MinVersion),
-		CipherSuites: t.CipherSuites, ClientCAFile: t.ClientCAFile, ClientAuth: t.ClientAuth,
-	}, nil, zerolog.Nop())
+	_, err := listener.NewTLSConfig(proxy.ClientTLS(t), nil, zerolog.Nop())
 	if err != nil {
 		c.r.add(Error, "tls", "%v", err)
 		return

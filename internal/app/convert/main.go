@@ -10,7 +10,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/app/cmdline"
 )
 
-// Exit codes of convert-config (documented in the README and in the command's usage).
+// Exit codes of convert-config (documented in docs/migrating.md and in the command's usage).
 const (
 	ExitOK         = 0                 // written, and check-config passes it where the conversion ran
 	ExitFailed     = 1                 // proxy.conf could not be read, or the output not written
