@@ -54,3 +54,23 @@ func checkServiceName(name string) error {
 	}
 	return brokerhost.CheckHost(name)
 }
+
+// sniWarnings say what the SNI plane cannot do, since it relays TLS it does not read (the
+// combinations that cannot work are refused by validation), and note sni settings nothing
+// uses.
+func (c *Config) sniWarnings(w *warnings) {
+	s := c.SNI
+	if c.Listen.PulsarSNI == "" {
+		if len(s.ServiceNames) > 0 || s.ProxyProtocol != "off" {
+			w.add("sni", "settings are set but listen.pulsarSNI is empty: no SNI listener uses them")
+		}
+		return
+	}
+	w.add("listen.pulsarSNI", "TLS relayed unread: the brokers authenticate and authorize these clients themselves; the proxy applies no topic policy, no per-role limit and names no original_principal for them, and sees no topic (docs/sni.md)")
+	if len(s.ServiceNames) == 0 {
+		w.add("sni.serviceNames", "empty: a client's first connection (its lookup, to the service URL's host) is refused unless that host is a broker's own name")
+	}
+	if s.ProxyProtocol != "off" {
+		w.add("sni.proxyProtocol", "%s: the header goes ahead of the client's TLS; Pulsar's brokers read theirs inside TLS and fail such a handshake, so this is only for something on the brokers' TLS ports that reads a header before TLS", s.ProxyProtocol)
+	}
+}

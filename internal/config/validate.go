@@ -251,10 +251,9 @@ func (c *Config) validateBroker(p *problems) {
 }
 
 // validateMultiplex refuses broker.multiplex with what needs a broker connection per client:
-// forwarded client credentials (a broker authenticates one client per connection), unframed
-// passthrough (nothing could map ids), a PROXY header to brokers (it names one client), and
-// the topic policy (its topic-list filtering is
-// per connection and not built for shared ones yet).
+// forwarded client credentials (a broker authenticates one client per connection) and a
+// PROXY header to brokers (it names one client). Unframed passthrough is not refused: the
+// multiplex implies session.passthrough: false (derive).
 func (c *Config) validateMultiplex(p *problems) {
 	b := c.Broker
 	p.between("broker.multiplexConnections", b.MultiplexConnections, 1, 1024)
@@ -264,9 +263,6 @@ func (c *Config) validateMultiplex(p *problems) {
 	}
 	if c.Auth.ForwardClientCredentials {
 		p.bad("broker.multiplex", "cannot be on with auth.forwardClientCredentials: brokers authenticate the forwarded credentials of one client per connection")
-	}
-	if c.Session.Passthrough {
-		p.bad("broker.multiplex", "cannot be on with session.passthrough (its default is true): a shared connection's frames are always read to map their ids; set session.passthrough: false")
 	}
 	if b.ProxyProtocol != "off" {
 		p.bad("broker.multiplex", "cannot be on with broker.proxyProtocol: a shared connection carries many clients, and a PROXY header names one")

@@ -126,7 +126,7 @@ func TestListenerLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ListenerConfig{Name: "http", Limits: tc.limits, Refusal: refusal}
 			if tc.budget {
-				c.Share = NewBudget(2*2+4, 4, nil, zerolog.Nop()).Share("http", 0, 0) // 2 connections
+				c.Share = NewBudget(2*2+4, 4, nil).Share("http", 0, 0) // 2 connections
 			}
 			addr, m := serveLimited(t, c)
 			first := dialFrom(t, "", addr)

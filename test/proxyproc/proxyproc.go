@@ -137,7 +137,7 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 		return nil, err
 	}
 	p.cmd = exec.Command(binary, "--config", cfgPath)
-	p.cmd.Env = append(append(os.Environ(), Env...), env...)
+	p.cmd.Env = append(append(Environ(), Env...), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		logFile.Close()
@@ -207,6 +207,20 @@ const startedMessage = "pulsar-proxy started"
 // Env is added to the environment of every proxy started (PULSAR_PROXY_* overrides), e.g.
 // to run a whole suite with a setting on.
 var Env []string
+
+// Environ is this process's environment for a proxy it starts, without its PULSAR_PROXY_*
+// variables: the proxy refuses one that names no setting, and the test tooling has its own
+// (PULSAR_PROXY_RIG, PULSAR_PROXY_DASHBOARD_PNG, ...); a test gives the proxy its settings
+// itself.
+func Environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PULSAR_PROXY_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
 
 // boundAddrs are the addresses of a startup line.
 type boundAddrs struct {

@@ -58,12 +58,6 @@ func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, cred
 		}
 		c.AccessLog = level
 	}
-	if d := cfg.Discovery; len(d.Static.Brokers) > 0 && len(d.Static.WebBrokers) == 0 && d.Consul.Service == "" && d.DNS.Name == "" && d.MetadataStore.URL == "" {
-		log.Warn().Msg("admin API: discovery.static.webBrokers is empty, so no broker web service is known and admin requests are answered 502; list the brokers' web service URLs there, or set admin.enabled: false")
-	}
-	if len(cfg.Broker.AllowedWebPorts) == 0 {
-		log.Warn().Msg("admin API: broker.allowedWebPorts is empty, so no broker web service is used; admin requests reach admin.functionWorkers only, others are answered 502")
-	}
 	if len(a.FunctionWorkers) > 0 {
 		workers, err := adminproxy.NewStaticUpstreams(a.FunctionWorkers)
 		if err != nil {

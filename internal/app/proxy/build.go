@@ -134,7 +134,7 @@ func serverVersion(version string) string { return "pulsar-proxy/" + version }
 // budgetShares makes the descriptor budget of session.descriptorReserve and gives each
 // listener its part: the Pulsar listeners all of it but the HTTP listeners' floors.
 func (p *Proxy) budgetShares() {
-	p.budget = connlimit.NewBudget(connlimit.OpenFilesLimit(), uint64(p.cfg.Session.DescriptorReserve), connlimit.NewBudgetMetrics(p.reg), p.log)
+	p.budget = connlimit.NewBudget(connlimit.OpenFilesLimit(), uint64(p.cfg.Session.DescriptorReserve), connlimit.NewBudgetMetrics(p.reg))
 	httpCeiling := p.budget.Descriptors() / httpBudgetDivisor
 	p.fdPulsar = p.budget.Share("pulsar", 0, 0)
 	p.fdHTTP = p.budget.Share("http", httpBudgetFloor*connlimit.HTTPDescriptors, httpCeiling)

@@ -90,6 +90,7 @@ func Build(cfg *config.Config, o Options) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	logSettings(cfg, Warnings(cfg), log)
 	p := &Proxy{cfg: cfg, version: o.Version, reload: o.Reload, log: log, reg: prometheus.NewRegistry(), started: make(chan struct{})}
 	if err := p.build(summaryLevel); err != nil {
 		p.Close()

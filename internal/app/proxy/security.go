@@ -68,9 +68,6 @@ func tokenConfig(t config.AuthToken, reg prometheus.Registerer, log zerolog.Logg
 	tc := authn.TokenConfig{RoleClaim: t.RoleClaim, Leeway: t.Leeway, Audience: t.Audience, Issuers: t.Issuers}
 	var err error
 	if t.JWKSURL != "" {
-		if t.Audience == "" {
-			log.Warn().Msg("auth.token.audience is empty: tokens the identity provider issues for any of its applications are accepted")
-		}
 		tc.JWKS, err = authn.NewJWKS(authn.JWKSConfig{
 			URL: t.JWKSURL, RefreshInterval: t.JWKSRefreshInterval, MinRefetchInterval: t.JWKSMinRefetchInterval,
 			Timeout: t.JWKSTimeout, CAFile: t.JWKSCAFile,
