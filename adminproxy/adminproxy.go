@@ -33,6 +33,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 )
 
 // Upstreams are the web services one kind of request may go to.
@@ -500,8 +501,8 @@ func (p *Proxy) accessLog(r *http.Request, x *exchange, rec *recorder, label str
 		return
 	}
 	ev = ev.Str("method", r.Method).Str("route", label).Str("path", r.URL.Path).Int("status", rec.code()).
-		Int64("bytes_in", readBytes(x)).Int64("bytes_out", rec.bytes).Dur("took", took).
-		Str("remote", r.RemoteAddr)
+		Int64("bytes_in", readBytes(x)).Int64("bytes_out", rec.bytes).Str("remote", r.RemoteAddr)
+	ev = jsonlog.Seconds(ev, "took", took)
 	if x.authed {
 		ev = ev.Str("principal", x.identity.Role)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -206,7 +207,7 @@ func (s *Server) acceptRetry(err error, prev time.Duration) time.Duration {
 	if prev == 0 {
 		ev = s.log.Warn()
 	}
-	ev.Err(err).Dur("retry_in", next).Msg("accepting a client connection failed; retrying")
+	jsonlog.Seconds(ev.Err(err), "retry_in", next).Msg("accepting a client connection failed; retrying")
 	return next
 }
 

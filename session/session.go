@@ -17,6 +17,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 )
 
 // session is one client connection from accept to close: its transport, the handshake, then
@@ -367,7 +368,7 @@ func (s *session) readFailure(err error) CloseReason {
 
 // sendError tells the client why before a close; failures to send are moot.
 func (s *session) sendError(requestID uint64, code pb.ServerError, msg string) {
-	s.with(s.srv.log.Debug()).Stringer("code", code).Str("message", msg).Msg("refusing client")
+	s.with(s.srv.log.Debug()).Stringer("code", code).Str("refusal", msg).Msg("refusing client")
 	s.client.writeCommand(frame.Error(requestID, code, msg), s.srv.cfg.HandshakeTimeout)
 }
 
@@ -387,15 +388,14 @@ func (s *session) summary(reason CloseReason) {
 	if s.served != nil {
 		t = s.served.totals()
 	}
-	s.with(s.srv.log.WithLevel(lvl)).
+	ev := s.with(s.srv.log.WithLevel(lvl)).
 		Str("principal", s.identity.Role).
 		Stringer("mode", s.mode).
 		Bool("multiplexed", t.multiplexed).
 		Uint64("bytes_in", t.bytesIn).Uint64("bytes_out", t.bytesOut).
 		Uint64("frames_in", t.framesIn).Uint64("frames_out", t.framesOut).
-		Dur("duration", time.Since(s.start)).
-		Str("reason", string(reason)).
-		Msg("session ended")
+		Str("reason", string(reason))
+	jsonlog.Seconds(ev, "duration", time.Since(s.start)).Msg("session ended")
 }
 
 func (s *session) currentMode() mode {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -32,7 +33,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	pulsar := p.serve(lns)
 	select {
 	case <-ctx.Done():
-		p.log.Info().Dur("drain_timeout", p.cfg.Session.DrainTimeout).Msg("stopping: draining sessions")
+		jsonlog.Seconds(p.log.Info(), "drain_timeout", p.cfg.Session.DrainTimeout).Msg("stopping: draining sessions")
 		p.drain(httpSrvs)
 		pulsar.wg.Wait()
 	case err := <-pulsar.errs:
@@ -200,11 +201,11 @@ func (p *Proxy) drain(httpSrvs *httpServers) {
 	began := time.Now()
 	switch err := p.sessions.Shutdown(drainCtx); {
 	case errors.Is(err, context.DeadlineExceeded):
-		p.log.Warn().Dur("drain_timeout", timeout).Msg("sessions still open at the drain deadline were closed")
+		jsonlog.Seconds(p.log.Warn(), "drain_timeout", timeout).Msg("sessions still open at the drain deadline were closed")
 	case err != nil:
 		p.log.Warn().Err(err).Msg("drain")
 	default:
-		p.log.Info().Dur("took", time.Since(began)).Msg("every session handed over")
+		jsonlog.Seconds(p.log.Info(), "took", time.Since(began)).Msg("every session handed over")
 	}
 	httpSrvs.stop(httpShutdownTimeout)
 	if p.admin != nil {
