@@ -34,6 +34,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 )
 
 // Upstreams are the web services one kind of request may go to.
@@ -61,6 +62,11 @@ type FailureCounter interface {
 	AuthFailure(method string, reason authn.Reason)
 }
 
+// Refusals is where the admin proxy reports the clients it refuses (refusal.Summary).
+type Refusals interface {
+	Refused(k refusal.Kind, detail, remote, told string)
+}
+
 // Config configures a Proxy.
 type Config struct {
 	Brokers Upstreams // the admin API and lookups
@@ -69,6 +75,8 @@ type Config struct {
 	// client's own headers (brokers authenticate the client themselves).
 	Auth         Authenticator
 	AuthFailures FailureCounter // may be nil
+	// Refusals is told of every refused authentication, for the log's summaries; nil: not.
+	Refusals Refusals
 	// Policy decides what an authenticated role may do (nil: brokers decide everything).
 	Policy Policy
 	// ProxyCredentials are the proxy's own credentials for brokers (method, data); nil: none.
@@ -333,6 +341,9 @@ func (p *Proxy) authenticate(rec *recorder, r *http.Request, x *exchange) bool {
 		var ae *authn.Error
 		if errors.As(err, &ae) && p.cfg.AuthFailures != nil {
 			p.cfg.AuthFailures.AuthFailure(ae.Method, ae.Reason)
+		}
+		if p.cfg.Refusals != nil {
+			p.cfg.Refusals.Refused(refusal.AuthFailed, string(authn.ReasonOf(err)), r.RemoteAddr, err.Error())
 		}
 		x.reason = err.Error()
 		rec.Header().Set("WWW-Authenticate", `Bearer realm="pulsar-proxy"`)

@@ -56,7 +56,7 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	}
 	p.brokers = newLiveSet(cfg.Broker, p.providers, log)
 	p.brokers.RegisterMetrics(p.reg)
-	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log); err != nil {
+	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log, p.refusals); err != nil {
 		return err
 	}
 	connector, err := newConnector(cfg, p.version, log)
@@ -73,7 +73,7 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	resolver := lookup.NewResolver(p.brokers, p.control, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
 	p.budgetShares()
 	sc := sessionConfig(cfg, connector, p.version, summaryLevel)
-	sc.Descriptors = p.fdPulsar
+	sc.Descriptors, sc.Refusals = p.fdPulsar, p.refusals
 	// Registered with multiplexing off too (all zero), so that the dashboard's panels and
 	// queries hold whichever way a replica runs.
 	muxMetrics := mux.NewMetrics(p.reg)
@@ -92,7 +92,7 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	p.sessions = session.NewServer(sc, resolver, p.brokers, session.NewMetrics(p.reg), log)
 	p.sessions.SetSecurity(p.sec)
 	httpapi.RegisterStatus(p.reg, p.version, p.ready, p.sessions.Draining)
-	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log)
+	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log, p.refusals)
 	return err
 }
 

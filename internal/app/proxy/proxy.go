@@ -24,6 +24,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -48,6 +49,7 @@ type Proxy struct {
 	version   string
 	reload    <-chan os.Signal
 	log       zerolog.Logger
+	refusals  *refusal.Summary // the log's summaries of refused clients
 	reg       *prometheus.Registry
 	providers []discovery.Provider
 	brokers   *brokers.Set
@@ -87,7 +89,8 @@ func Build(cfg *config.Config, o Options) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, version: o.Version, reload: o.Reload, log: log, reg: prometheus.NewRegistry(), started: make(chan struct{})}
+	p := &Proxy{cfg: cfg, version: o.Version, reload: o.Reload, log: log, reg: prometheus.NewRegistry(), started: make(chan struct{}),
+		refusals: refusal.New(log, cfg.Log.RefusalInterval)}
 	if err := p.build(summaryLevel); err != nil {
 		p.Close()
 		return nil, err

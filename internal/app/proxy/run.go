@@ -42,6 +42,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		pulsar.wg.Wait()
 		return fmt.Errorf("pulsar listener: %w", err)
 	}
+	p.refusals.Close() // what was counted since the last summaries
 	p.log.Info().Msg("pulsar-proxy stopped")
 	return nil
 }
