@@ -25,6 +25,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -56,12 +57,15 @@ type Proxy struct {
 	control   *upstream.Control
 	muxPool   *mux.Pool // nil without broker.multiplex
 	sessions  *session.Server
-	sec       session.Security
-	policy    *authz.PolicyStore // nil without authz.enabled
-	jwks      *authn.JWKS        // nil without auth.token.jwksURL
-	brokerTLS bool
-	admin     *adminproxy.Proxy // nil without admin.enabled
-	listening atomic.Bool       // the Pulsar listeners are serving (for /readyz)
+	// The series with a broker label, made as brokers join the live set (brokerSeries).
+	sessionMetrics *session.Metrics
+	lookupMetrics  *lookup.Metrics
+	sec            session.Security
+	policy         *authz.PolicyStore // nil without authz.enabled
+	jwks           *authn.JWKS        // nil without auth.token.jwksURL
+	brokerTLS      bool
+	admin          *adminproxy.Proxy // nil without admin.enabled
+	listening      atomic.Bool       // the Pulsar listeners are serving (for /readyz)
 	// The descriptor budget of client connections and each listener's part (https nil without
 	// admin.listenHTTPS), and the HTTP listeners' metrics.
 	budget                    *connlimit.Budget

@@ -60,6 +60,7 @@ func (p *Proxy) startBackground(ctx context.Context) (stop func()) {
 	wg.Go(func() {
 		p.brokers.RunHealthChecks(ctx, ownPing, p.cfg.Discovery.HealthCheckInterval, p.cfg.Broker.ConnectTimeout)
 	})
+	wg.Go(func() { p.brokerSeries(ctx) })
 	if p.jwks != nil {
 		// In the background: a provider that is down must not keep the proxy from starting
 		// (clients of other methods, and the readiness probe, do not depend on it).
@@ -69,6 +70,23 @@ func (p *Proxy) startBackground(ctx context.Context) (stop func()) {
 		wg.Go(func() { p.policy.Watch(ctx, p.cfg.Authz.ReloadInterval, p.reload) })
 	}
 	return func() { cancel(); wg.Wait() }
+}
+
+// brokerSeries makes the series of every broker in the live set as it joins it, until ctx
+// ends; a broker that leaves keeps its series (their counts are history).
+func (p *Proxy) brokerSeries(ctx context.Context) {
+	for {
+		changed := p.brokers.Changed()
+		for _, b := range p.brokers.Brokers() {
+			p.sessionMetrics.Broker(b.Addr())
+			p.lookupMetrics.Broker(b.Addr())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }
 
 // ready is /readyz: not while draining or before the Pulsar listeners serve, then as the
