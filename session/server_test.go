@@ -280,7 +280,7 @@ func TestServeRetriesAcceptErrors(t *testing.T) {
 	default:
 	}
 	ln.accepts <- acceptResult{err: acceptErr(syscall.EMFILE)} // after a success: a warning again
-	logs.waitFor(t, `"level":"warn"`, `too many open files","retry_in":5`)
+	logs.waitFor(t, `"level":"warn"`, `too many open files","retry_in_seconds":0.005`)
 
 	lines := strings.Split(logs.String(), "\n")
 	var warn, debug int

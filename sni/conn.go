@@ -15,6 +15,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -314,10 +315,10 @@ func (c *conn) summary(reason Reason) {
 	if c.relay != nil {
 		in, out = c.relay.up.Bytes(), c.relay.down.Bytes()
 	}
-	c.log(c.srv.cfg.Log.WithLevel(lvl)).Str("mode", "sni").Str("match", c.matchLabel()).
+	ev := c.log(c.srv.cfg.Log.WithLevel(lvl)).Str("mode", "sni").Str("match", c.matchLabel()).
 		Bool("tls13", c.hello.TLS13).Bool("ech", c.hello.ECH).
-		Uint64("bytes_in", c.helloBytes+in).Uint64("bytes_out", out).
-		Dur("duration", time.Since(c.start)).Str("reason", string(reason)).Msg("sni connection ended")
+		Uint64("bytes_in", c.helloBytes+in).Uint64("bytes_out", out).Str("reason", string(reason))
+	jsonlog.Seconds(ev, "duration", time.Since(c.start)).Msg("sni connection ended")
 }
 
 func (c *conn) matchLabel() string {

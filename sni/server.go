@@ -15,6 +15,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/forward"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -133,7 +134,7 @@ func (s *Server) Serve(ln net.Listener) error {
 				return err
 			}
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.cfg.Log.Warn().Err(err).Dur("retry_in", backoff).Msg("accepting an SNI connection failed; retrying")
+			jsonlog.Seconds(s.cfg.Log.Warn().Err(err), "retry_in", backoff).Msg("accepting an SNI connection failed; retrying")
 			time.Sleep(backoff)
 			continue
 		}

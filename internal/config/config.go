@@ -279,6 +279,9 @@ type Log struct {
 	Level          string `yaml:"level" env:"LEVEL"`                    // trace|debug|info|warn|error
 	Format         string `yaml:"format" env:"FORMAT"`                  // json|console
 	SessionSummary string `yaml:"sessionSummary" env:"SESSION_SUMMARY"` // debug|info|off
+	// RefusalInterval is how often refused clients are summed up, per kind, in one line (the
+	// first after a quiet interval is logged at once): see docs/logs.md.
+	RefusalInterval time.Duration `yaml:"refusalInterval" env:"REFUSAL_INTERVAL"`
 }
 
 // defaults returns the configuration used for every setting that neither the
@@ -342,9 +345,10 @@ func defaults() *Config {
 		},
 		Session: defaultSession(),
 		Log: Log{
-			Level:          "info",
-			Format:         "json",
-			SessionSummary: "debug",
+			Level:           "info",
+			Format:          "json",
+			SessionSummary:  "debug",
+			RefusalInterval: 10 * time.Second,
 		},
 		Auth: Auth{
 			Token: AuthToken{RoleClaim: "sub", Leeway: 5 * time.Second, Issuers: []string{},

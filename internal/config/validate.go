@@ -33,6 +33,7 @@ func (c *Config) validate() error {
 	p.oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
 	p.oneOf("log.format", c.Log.Format, "json", "console")
 	p.oneOf("log.sessionSummary", c.Log.SessionSummary, "debug", "info", "off")
+	p.positive("log.refusalInterval", c.Log.RefusalInterval)
 	return errors.Join(p...)
 }
 

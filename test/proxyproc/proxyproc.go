@@ -59,6 +59,7 @@ type Proc struct {
 	env      []string
 	cmd      *exec.Cmd
 	exited   chan struct{}
+	logErrs  []error // the log's bad lines, checked once the process has exited
 }
 
 // Start runs binary with the given brokers plus extraYAML appended to the generated config
@@ -143,7 +144,7 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 		logFile.Close()
 		return nil, err
 	}
-	go func() { p.cmd.Wait(); logFile.Close(); close(p.exited) }()
+	go func() { p.cmd.Wait(); logFile.Close(); p.checkAtExit(); close(p.exited) }()
 
 	// Polled until it answers /healthz, or fails to start (failed and exited say how).
 	var failed error
@@ -397,6 +398,9 @@ func StartForTest(t testing.TB, bin, dir string, brokers []string, extraYAML str
 	t.Cleanup(func() {
 		if !p.Stop() {
 			t.Errorf("pulsar-proxy did not stop on SIGTERM")
+		}
+		if errs := p.LogErrors(); len(errs) > 0 {
+			t.Error(describe(p.LogPath, errs))
 		}
 		if t.Failed() {
 			t.Logf("proxy log digest (%s):\n%s", p.LogPath, p.LogDigest(15, 12))

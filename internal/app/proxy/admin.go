@@ -23,7 +23,7 @@ import (
 // client authentication as on the binary listener, TLS to https:// web services with the
 // trust settings of broker.tls.
 func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, creds func() (string, []byte, error),
-	reg prometheus.Registerer, log zerolog.Logger) (*adminproxy.Proxy, error) {
+	reg prometheus.Registerer, log zerolog.Logger, refusals adminproxy.Refusals) (*adminproxy.Proxy, error) {
 	a := cfg.Admin
 	if !a.Enabled {
 		return nil, nil
@@ -32,6 +32,7 @@ func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, cred
 		Brokers:                   set,
 		Auth:                      sec.Authenticator,
 		AuthFailures:              sec.Metrics,
+		Refusals:                  refusals,
 		Policy:                    sec.Edge,
 		ProxyCredentials:          creds,
 		ForwardClientCredentials:  cfg.Auth.ForwardClientCredentials,

@@ -50,14 +50,15 @@ const maxPendingPerBrokerConn = 10000
 func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	cfg, log := p.cfg, p.log
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	discoveryMetrics, lookupMetrics := discovery.NewMetrics(p.reg), lookup.NewMetrics(p.reg)
+	discoveryMetrics := discovery.NewMetrics(p.reg)
+	p.lookupMetrics = lookup.NewMetrics(p.reg)
 	var err error
 	if p.providers, err = discoveryProviders(cfg.Discovery, cfg.Broker.TLS.Enabled, log, discoveryMetrics); err != nil {
 		return err
 	}
 	p.brokers = newLiveSet(cfg.Broker, cfg.SNI.ServiceNames, p.providers, log)
 	p.brokers.RegisterMetrics(p.reg)
-	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log); err != nil {
+	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log, p.refusals); err != nil {
 		return err
 	}
 	connector, err := newConnector(cfg, p.version, log)
@@ -71,10 +72,10 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 		ConnsPerBroker: cfg.Broker.LookupConnectionsPerBroker,
 		Logger:         log,
 	})
-	resolver := lookup.NewResolver(p.brokers, p.control, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
+	resolver := lookup.NewResolver(p.brokers, p.control, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, p.lookupMetrics)
 	p.budgetShares()
 	sc := sessionConfig(cfg, connector, p.version, summaryLevel)
-	sc.Descriptors = p.fdPulsar
+	sc.Descriptors, sc.Refusals = p.fdPulsar, p.refusals
 	// Registered with multiplexing off too (all zero), so that the dashboard's panels and
 	// queries hold whichever way a replica runs.
 	muxMetrics := mux.NewMetrics(p.reg)
@@ -90,13 +91,14 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 		})
 		sc.Multiplex = p.muxPool
 	}
-	p.sessions = session.NewServer(sc, resolver, p.brokers, session.NewMetrics(p.reg), log)
+	p.sessionMetrics = session.NewMetrics(p.reg)
+	p.sessions = session.NewServer(sc, resolver, p.brokers, p.sessionMetrics, log)
 	p.sessions.SetSecurity(p.sec)
 	httpapi.RegisterStatus(p.reg, p.version, p.ready, p.sessions.Draining)
 	if p.sni, err = p.buildSNI(summaryLevel); err != nil {
 		return err
 	}
-	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log)
+	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log, p.refusals)
 	return err
 }
 
@@ -228,6 +230,7 @@ func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *
 		if err != nil {
 			return nil, fmt.Errorf("discovery.static.brokers: %w", err)
 		}
+		m.AddStatic(s)
 		ps = append(ps, s)
 	}
 	if c.Consul.Service != "" {

@@ -98,10 +98,11 @@ func (p *Proxy) limitHTTP(ln net.Listener, name string, share *connlimit.Share, 
 			BurstPerIP:       s.ConnectionBurstPerIP,
 			IPv6PrefixLength: s.IPv6PrefixLength,
 		},
-		Share:   share,
-		Refusal: refusal,
-		Metrics: p.httpConns,
-		Log:     p.log,
+		Share:    share,
+		Refusal:  refusal,
+		Metrics:  p.httpConns,
+		Log:      p.log,
+		Refusals: p.refusals,
 	})
 }
 

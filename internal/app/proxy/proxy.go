@@ -24,6 +24,8 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 	"github.com/pulsar-proxy/pulsar-proxy/sni"
@@ -49,19 +51,23 @@ type Proxy struct {
 	version   string
 	reload    <-chan os.Signal
 	log       zerolog.Logger
+	refusals  *refusal.Summary // the log's summaries of refused clients
 	reg       *prometheus.Registry
 	providers []discovery.Provider
 	brokers   *brokers.Set
 	control   *upstream.Control
 	muxPool   *mux.Pool // nil without broker.multiplex
 	sessions  *session.Server
-	sni       *sni.Server // nil without listen.pulsarSNI
-	sec       session.Security
-	policy    *authz.PolicyStore // nil without authz.enabled
-	jwks      *authn.JWKS        // nil without auth.token.jwksURL
-	brokerTLS bool
-	admin     *adminproxy.Proxy // nil without admin.enabled
-	listening atomic.Bool       // the Pulsar listeners are serving (for /readyz)
+	// The series with a broker label, made as brokers join the live set (brokerSeries).
+	sessionMetrics *session.Metrics
+	lookupMetrics  *lookup.Metrics
+	sni            *sni.Server // nil without listen.pulsarSNI
+	sec            session.Security
+	policy         *authz.PolicyStore // nil without authz.enabled
+	jwks           *authn.JWKS        // nil without auth.token.jwksURL
+	brokerTLS      bool
+	admin          *adminproxy.Proxy // nil without admin.enabled
+	listening      atomic.Bool       // the Pulsar listeners are serving (for /readyz)
 	// The descriptor budget of client connections and each listener's part (https nil without
 	// admin.listenHTTPS), and the HTTP listeners' metrics.
 	budget                    *connlimit.Budget
@@ -91,7 +97,8 @@ func Build(cfg *config.Config, o Options) (*Proxy, error) {
 		return nil, err
 	}
 	logSettings(cfg, Warnings(cfg), log)
-	p := &Proxy{cfg: cfg, version: o.Version, reload: o.Reload, log: log, reg: prometheus.NewRegistry(), started: make(chan struct{})}
+	p := &Proxy{cfg: cfg, version: o.Version, reload: o.Reload, log: log, reg: prometheus.NewRegistry(), started: make(chan struct{}),
+		refusals: refusal.New(log, cfg.Log.RefusalInterval)}
 	if err := p.build(summaryLevel); err != nil {
 		p.Close()
 		return nil, err

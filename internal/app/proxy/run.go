@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -33,7 +34,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	pulsar := p.serve(lns)
 	select {
 	case <-ctx.Done():
-		p.log.Info().Dur("drain_timeout", p.cfg.Session.DrainTimeout).Msg("stopping: draining sessions")
+		jsonlog.Seconds(p.log.Info(), "drain_timeout", p.cfg.Session.DrainTimeout).Msg("stopping: draining sessions")
 		p.drain(httpSrvs)
 		pulsar.wg.Wait()
 	case err := <-pulsar.errs:
@@ -42,6 +43,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		pulsar.wg.Wait()
 		return fmt.Errorf("pulsar listener: %w", err)
 	}
+	p.refusals.Close() // what was counted since the last summaries
 	p.log.Info().Msg("pulsar-proxy stopped")
 	return nil
 }
@@ -59,6 +61,7 @@ func (p *Proxy) startBackground(ctx context.Context) (stop func()) {
 	wg.Go(func() {
 		p.brokers.RunHealthChecks(ctx, ownPing, p.cfg.Discovery.HealthCheckInterval, p.cfg.Broker.ConnectTimeout)
 	})
+	wg.Go(func() { p.brokerSeries(ctx) })
 	if p.jwks != nil {
 		// In the background: a provider that is down must not keep the proxy from starting
 		// (clients of other methods, and the readiness probe, do not depend on it).
@@ -68,6 +71,23 @@ func (p *Proxy) startBackground(ctx context.Context) (stop func()) {
 		wg.Go(func() { p.policy.Watch(ctx, p.cfg.Authz.ReloadInterval, p.reload) })
 	}
 	return func() { cancel(); wg.Wait() }
+}
+
+// brokerSeries makes the series of every broker in the live set as it joins it, until ctx
+// ends; a broker that leaves keeps its series (their counts are history).
+func (p *Proxy) brokerSeries(ctx context.Context) {
+	for {
+		changed := p.brokers.Changed()
+		for _, b := range p.brokers.Brokers() {
+			p.sessionMetrics.Broker(b.Addr())
+			p.lookupMetrics.Broker(b.Addr())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }
 
 // ready is /readyz: not while draining or before the Pulsar listeners serve, then as the
@@ -207,11 +227,11 @@ func (p *Proxy) drain(httpSrvs *httpServers) {
 	began := time.Now()
 	switch err := p.shutdownPlanes(drainCtx); {
 	case errors.Is(err, context.DeadlineExceeded):
-		p.log.Warn().Dur("drain_timeout", timeout).Msg("sessions still open at the drain deadline were closed")
+		jsonlog.Seconds(p.log.Warn(), "drain_timeout", timeout).Msg("sessions still open at the drain deadline were closed")
 	case err != nil:
 		p.log.Warn().Err(err).Msg("drain")
 	default:
-		p.log.Info().Dur("took", time.Since(began)).Msg("every session handed over")
+		jsonlog.Seconds(p.log.Info(), "took", time.Since(began)).Msg("every session handed over")
 	}
 	httpSrvs.stop(httpShutdownTimeout)
 	if p.admin != nil {
