@@ -333,9 +333,10 @@ bench-proxy-quick: haproxy
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
 	$(call timed,bench-proxy-quick,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -proxy-bound -quick $(BENCH_FLAGS))
 
-# The forwarding and frame micro-benchmarks, benchstat-friendly.
+# The forwarding, frame and multiplexed data-path micro-benchmarks, benchstat-friendly (the
+# multiplexed ones add system calls per frame).
 bench-micro:
-	$(GO) test -run '^$$' -bench 'BenchmarkForward|BenchmarkPeekType|BenchmarkReadFrame' -benchtime 0.5s -count 6 ./session ./frame | tee bench/results/micro.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkForward|BenchmarkPeekType|BenchmarkReadFrame|BenchmarkMux' -benchtime 0.5s -count 6 ./session ./frame ./mux | tee bench/results/micro.txt
 
 # HAProxy from the Debian package, installed when missing.
 haproxy:

@@ -955,3 +955,38 @@ func TestReaderGoesOnAfterTimeouts(t *testing.T) {
 		t.Fatalf("read %v", got)
 	}
 }
+
+// TestReserveReadsLarge: a Reader with a reserved buffer takes many frames in one read, and
+// keeps what was buffered before.
+func TestReserveReadsLarge(t *testing.T) {
+	var stream bytes.Buffer
+	for range 1000 {
+		if err := WriteCommand(&stream, Ping()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cr := &countingReader{r: &stream}
+	r := NewReader(cr, 0)
+	if _, err := r.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	r.Reserve(64 << 10)
+	for i := 1; i < 1000; i++ {
+		if _, err := r.ReadFrame(); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+	}
+	if cr.reads > 3 {
+		t.Fatalf("%d reads for 1000 frames", cr.reads)
+	}
+}
+
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}

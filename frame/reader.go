@@ -281,6 +281,20 @@ func (r *Reader) grow(n int) {
 	r.buf = nb
 }
 
+// Reserve makes the buffer at least n bytes (at most what one frame may take), so that one
+// read takes in many frames: for a connection that carries many streams' frames, where the
+// buffer is worth keeping. What is buffered stays.
+func (r *Reader) Reserve(n int) {
+	n = min(n, HeaderSize+r.limit)
+	if len(r.buf) >= n {
+		return
+	}
+	nb := make([]byte, n)
+	r.w = copy(nb, r.buf[r.r:r.w])
+	r.r = 0
+	r.buf = nb
+}
+
 // Peek returns the next n bytes without consuming them, reading until they have arrived (or
 // what arrived, with the read's error). Its errors are not sticky: the next read meets the
 // stream as Peek left it.

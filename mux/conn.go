@@ -44,7 +44,6 @@ type Conn struct {
 
 	mu       sync.Mutex
 	writable *sync.Cond // the writer waits for frames
-	space    *sync.Cond // members wait for room in their queues
 	m        *Mapper
 	members  map[*Client]*Member
 	ready    []*Member // members with frames queued, in turn
@@ -60,12 +59,16 @@ type Member struct {
 	handler Handler
 	up      []Frame
 	upBytes int
-	queued  bool // in conn.ready
+	queued  bool       // in conn.ready
+	space   *sync.Cond // the member's Send waits here for room in its queue (on conn.mu)
 }
 
 // upQueueBytes bounds what one client may have queued towards the broker: beyond it the
 // client's reader waits, so a fast publisher slows down itself, not its neighbours.
 const upQueueBytes = 1 << 20
+
+// readBuffer is the shared connection's read buffer: one read takes in many clients' frames.
+const readBuffer = 256 << 10
 
 // quantum is how many bytes of one client the writer takes before the next client's turn.
 const quantum = 64 << 10
@@ -76,7 +79,7 @@ func newConn(p *Pool, key Key, uc *upstream.Conn) *Conn {
 		m:        NewMapper(), members: map[*Client]*Member{}, idleAt: time.Now(),
 		log: p.cfg.Logger.With().Str("broker", key.Addr).Logger()}
 	c.writable = sync.NewCond(&c.mu)
-	c.space = sync.NewCond(&c.mu)
+	c.rd.Reserve(readBuffer)
 	go c.readLoop()
 	go c.writeLoop()
 	return c
@@ -86,7 +89,7 @@ func newConn(p *Pool, key Key, uc *upstream.Conn) *Conn {
 func (c *Conn) Connected() *pb.CommandConnected { return c.connected }
 
 func (c *Conn) attach(h Handler) *Member {
-	mb := &Member{conn: c, client: NewClient(), handler: h}
+	mb := &Member{conn: c, client: NewClient(), handler: h, space: sync.NewCond(&c.mu)}
 	c.members[mb.client] = mb
 	c.idleAt = time.Time{}
 	c.pool.metrics.clients.Inc()
@@ -97,31 +100,36 @@ func (c *Conn) attach(h Handler) *Member {
 func (mb *Member) Connected() *pb.CommandConnected { return mb.conn.connected }
 
 // Send maps a client's command (its bytes as the client sent them) and queues it with its
-// payload, which is forwarded as it is; neither is kept (both are copied into the frame). It waits while the
-// client has upQueueBytes queued (the client's own backpressure). Errors: frame.ErrMalformed,
-// the mapping's (ErrNotAllowed, ErrUnknownID: nothing was sent), ErrLost (nothing was sent:
-// the command may go again on another connection).
+// payload, which is forwarded as it is; neither is kept (the payload is copied into a pooled
+// buffer, before the connection's lock is taken, and the command mapped behind it). It waits
+// while the client has upQueueBytes queued (the client's own backpressure). Errors:
+// frame.ErrMalformed, the mapping's (ErrNotAllowed, ErrUnknownID: nothing was sent), ErrLost
+// (nothing was sent: the command may go again on another connection).
 func (mb *Member) Send(command, payload []byte) error {
 	c := mb.conn
+	fb := c.pool.bufs.newFrame(command, payload)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for mb.upBytes > upQueueBytes && !c.dead && !mb.client.detached {
-		c.space.Wait()
+		mb.space.Wait()
 	}
 	if c.dead || mb.client.detached {
+		fb.buf.put()
 		return ErrLost
 	}
-	out, err := c.m.UpBytes(mb.client, command)
+	b, err := c.m.AppendUp(fb.cmd(), mb.client, command)
 	if err != nil {
+		fb.buf.put()
 		return err
 	}
-	f, err := EncodeBytes(out, payload)
+	f, err := fb.finish(b)
 	if err != nil {
 		return err
 	}
 	if f.Size() > c.maxFrame {
 		// Checked as the frame goes out, ids mapped: a mapped id may be wider than the
 		// client's. Mapped ids were taken for nothing; the client's session ends.
+		f.release()
 		return fmt.Errorf("%w: %d bytes, the broker reads at most %d", ErrOverBrokerLimit, f.Size(), c.maxFrame)
 	}
 	return mb.enqueueLocked(f)
@@ -210,7 +218,7 @@ func (c *Conn) detachLocked(mb *Member) Held {
 	if len(c.members) == 0 {
 		c.idleAt = time.Now()
 	}
-	c.space.Broadcast()
+	mb.space.Broadcast()
 	c.pool.metrics.clients.Dec()
 	return held
 }
@@ -230,6 +238,7 @@ func (c *Conn) sendOwn(cmd *pb.BaseCommand) {
 // writeLoop writes the proxy's own frames, then the members' in turn, each vectored write
 // carrying up to maxBatch bytes.
 func (c *Conn) writeLoop() {
+	var w batch
 	for {
 		c.mu.Lock()
 		for len(c.own) == 0 && len(c.ready) == 0 && !c.dead {
@@ -239,15 +248,14 @@ func (c *Conn) writeLoop() {
 			c.mu.Unlock()
 			return
 		}
-		bufs, n := take(nil, &c.own, maxBatch)
+		n := w.take(&c.own, maxBatch)
 		if len(c.own) > 0 {
 			n = maxBatch // the rest next time
 		}
 		for n < maxBatch && len(c.ready) > 0 {
 			mb := c.ready[0]
 			c.ready = c.ready[1:]
-			var k int
-			bufs, k = take(bufs, &mb.up, quantum)
+			k := w.take(&mb.up, quantum)
 			mb.upBytes -= k
 			n += k
 			if len(mb.up) > 0 {
@@ -255,10 +263,14 @@ func (c *Conn) writeLoop() {
 			} else {
 				mb.queued = false
 			}
+			if mb.upBytes <= upQueueBytes {
+				// Only this member can have waited for what was taken: waking every
+				// waiting member each write costs a wake-up per client per frame.
+				mb.space.Broadcast()
+			}
 		}
-		c.space.Broadcast()
 		c.mu.Unlock()
-		if _, err := bufs.WriteTo(c.nc); err != nil {
+		if err := w.write(c.nc); err != nil {
 			c.fail(fmt.Errorf("write: %w", err))
 			return
 		}
@@ -297,21 +309,23 @@ func (c *Conn) readLoop() {
 	}
 }
 
-// deliver maps a broker command back and hands it (with a copy of its payload: the
-// reader's buffer is reused) to its client; what belongs to no client is dropped.
+// deliver maps a broker command back and hands it (its payload copied into a pooled
+// buffer: the reader's is reused) to its client; what belongs to no client is dropped.
 func (c *Conn) deliver(command, payload []byte) {
+	fb := c.pool.bufs.newFrame(command, payload)
 	c.mu.Lock()
-	out, owner, err := c.m.DownBytes(command)
+	b, owner, err := c.m.AppendDown(fb.cmd(), command)
 	mb := c.members[owner]
 	c.mu.Unlock()
 	if err != nil || mb == nil {
+		fb.buf.put()
 		if err != nil && !errors.Is(err, ErrUnknownID) {
 			c.log.Debug().Err(err).Msg("dropping a broker frame no client can take")
 		}
 		c.pool.metrics.dropped.Inc()
 		return
 	}
-	f, err := EncodeBytes(out, payload) // copied: the reader's buffer is reused
+	f, err := fb.finish(b)
 	if err != nil {
 		return
 	}
@@ -349,7 +363,6 @@ func (c *Conn) fail(err error) {
 		all = append(all, lost{mb, c.detachLocked(mb)})
 	}
 	c.writable.Broadcast()
-	c.space.Broadcast()
 	c.mu.Unlock()
 	c.nc.Close()
 	c.pool.remove(c)

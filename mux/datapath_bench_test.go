@@ -84,13 +84,13 @@ func (s *sink) drain(c net.Conn, buf []byte) {
 	}
 }
 
-// waitBytes waits (a bounded number of polls, a millisecond apart) until s has n bytes.
+// waitBytes waits (a bounded number of polls, 100 µs apart) until s has n bytes.
 func (s *sink) waitBytes(tb testing.TB, n int64) {
 	for i := 0; s.bytes.Load() < n; i++ {
-		if i > 60_000 {
+		if i > 600_000 {
 			tb.Fatalf("sink has %d of %d bytes", s.bytes.Load(), n)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 
@@ -196,7 +196,9 @@ func benchDown(b *testing.B, clients, size int) {
 	b.ResetTimer()
 	rounds := (b.N + clients - 1) / clients
 	var writes int64
-	for range rounds {
+	for i := range rounds {
+		// As a broker within its consumers' permits: at most downWindow ahead of the clients.
+		s.waitBytes(b, start+int64(i)*per*int64(clients)-downWindow)
 		if _, err := broker.Write(batch); err != nil {
 			b.Fatal(err)
 		}
@@ -209,6 +211,10 @@ func benchDown(b *testing.B, clients, size int) {
 	b.ReportMetric(float64((r1-r0)-(s.reads.Load()-sr0))/frames, "reads/frame")
 	b.ReportMetric(float64((w1-w0)-writes)/frames, "writes/frame")
 }
+
+// downWindow is how far the broker's writes in BenchmarkMuxDown may run ahead of what the
+// clients got: less than the clients' queue bound, as consumers' permits keep a broker.
+const downWindow = 16 << 20
 
 // acceptedConsumer subscribes consumer own for c and has the broker accept it; the
 // connection's id is returned.

@@ -106,11 +106,18 @@ func subMessage(cmd *pb.BaseCommand) (protoreflect.Message, error) {
 	return m.Mutable(fd).Message(), nil
 }
 
-// ids is a command's id fields, in the order of its table entry.
-type ids interface {
-	get(i int) (uint64, bool) // false: the field is absent (an optional id)
-	set(i int, v uint64)
+// maxIDs bounds the id fields of one command (the tables' longest entry).
+const maxIDs = 4
+
+// idSet is a command's id fields, in the order of its table entry, as the mapping reads and
+// writes them (a plain value: nothing of it escapes to the heap on the data path).
+type idSet struct {
+	vals [maxIDs]uint64
+	has  [maxIDs]bool // false: the field is absent (an optional id)
 }
+
+func (x *idSet) get(i int) (uint64, bool) { return x.vals[i], x.has[i] }
+func (x *idSet) set(i int, v uint64)      { x.vals[i] = v }
 
 // Up rewrites a client's command for the broker connection, in place. Ids the command
 // creates are allocated (or, created before, reused: a client repeats a PRODUCER or
@@ -126,10 +133,14 @@ func (m *Mapper) Up(c *Client, cmd *pb.BaseCommand) error {
 	if err != nil {
 		return err
 	}
-	return m.up(c, cmd.GetType(), table, r)
+	if err := m.up(c, cmd.GetType(), table, &r.ids); err != nil {
+		return err
+	}
+	r.apply()
+	return nil
 }
 
-func (m *Mapper) up(c *Client, t pb.BaseCommand_Type, table []idField, x ids) error {
+func (m *Mapper) up(c *Client, t pb.BaseCommand_Type, table []idField, x *idSet) error {
 	for i, fl := range table { // check before anything changes
 		if v, ok := x.get(i); ok && (fl.role == use || fl.role == release) {
 			mapped, known := c.ids[fl.kind][v]
@@ -253,12 +264,16 @@ func (m *Mapper) Down(cmd *pb.BaseCommand) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.down(cmd.GetType(), table, r, moreAnswers(cmd), migratedKind(cmd.GetTopicMigrated()))
+	owner, err := m.down(cmd.GetType(), table, &r.ids, moreAnswers(cmd), migratedKind(cmd.GetTopicMigrated()))
+	if err == nil {
+		r.apply()
+	}
+	return owner, err
 }
 
 // down maps a broker command's ids back; more: the answer leaves its request open;
 // resource: the kind of TOPIC_MIGRATED's resource_id.
-func (m *Mapper) down(t pb.BaseCommand_Type, table []idField, x ids, more bool, resource kind) (*Client, error) {
+func (m *Mapper) down(t pb.BaseCommand_Type, table []idField, x *idSet, more bool, resource kind) (*Client, error) {
 	var owner *Client
 	resolved := false
 	kindOf := func(k kind) kind {

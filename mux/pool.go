@@ -47,6 +47,7 @@ type Pool struct {
 	conns   map[Key][]*Conn
 	closed  bool
 	stop    chan struct{}
+	bufs    bufPool // the frames' buffers, for all the pool's connections
 }
 
 // NewPool makes an empty pool; connections are dialled as clients arrive.

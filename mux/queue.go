@@ -15,7 +15,11 @@ import (
 type Frame struct {
 	Head    []byte
 	Payload []byte
+	buf     *pooledBuf // where the frame's bytes are, given back once it was written; nil: not pooled
 }
+
+// release gives the frame's buffer back to its pool: the frame was written.
+func (f Frame) release() { f.buf.put() }
 
 // Size is the frame's length on the wire.
 func (f Frame) Size() int { return len(f.Head) + len(f.Payload) }
@@ -122,8 +126,10 @@ func (q *OutQueue) closeLocked(err error) {
 const maxBatch = 1 << 20
 
 // Run writes the queued frames to c, several per vectored write, until the queue is closed
-// and empty (it returns the close error) or a write fails.
+// and empty (it returns the close error) or a write fails. Written frames' buffers go back
+// to their pool.
 func (q *OutQueue) Run(c net.Conn) error {
+	var w batch
 	for {
 		q.mu.Lock()
 		for len(q.frames) == 0 && !q.closed {
@@ -134,34 +140,39 @@ func (q *OutQueue) Run(c net.Conn) error {
 			q.mu.Unlock()
 			return err
 		}
-		bufs, taken := take(nil, &q.frames, maxBatch)
-		q.bytes -= taken
+		q.bytes -= w.take(&q.frames, maxBatch)
 		q.mu.Unlock()
-		if _, err := bufs.WriteTo(c); err != nil {
+		if err := w.write(c); err != nil {
 			q.Close(err)
 			return err
 		}
 	}
 }
 
-// take moves frames from the front of *frames to bufs, at least one and then as long as
-// they fit limit bytes, and returns their size.
-func take(bufs net.Buffers, frames *[]Frame, limit int) (net.Buffers, int) {
+// batch is what one vectored write takes: the frames and their pieces. Its slices are kept
+// from one write to the next (a writer's batch allocates only while it grows).
+type batch struct {
+	frames []Frame
+	vec    [][]byte
+	bufs   net.Buffers // vec, as the write consumes it
+}
+
+// take moves frames from the front of *frames into the batch, at least one and then as long
+// as they fit limit bytes, and returns their size.
+func (w *batch) take(frames *[]Frame, limit int) int {
 	n, i := 0, 0
 	fs := *frames
-	if bufs == nil {
-		bufs = make(net.Buffers, 0, 2*len(fs))
-	}
 	for ; i < len(fs) && (i == 0 || n+fs[i].Size() <= limit); i++ {
 		f := fs[i]
 		if len(f.Payload) > 0 && len(f.Head) < cap(f.Head) && &f.Head[:len(f.Head)+1][len(f.Head)] == &f.Payload[0] {
-			bufs = append(bufs, f.Head[:len(f.Head)+len(f.Payload)]) // one buffer (EncodeBytes)
+			w.vec = append(w.vec, f.Head[:len(f.Head)+len(f.Payload)]) // one piece of memory
 		} else {
-			bufs = append(bufs, f.Head)
+			w.vec = append(w.vec, f.Head)
 			if len(f.Payload) > 0 {
-				bufs = append(bufs, f.Payload)
+				w.vec = append(w.vec, f.Payload)
 			}
 		}
+		w.frames = append(w.frames, f)
 		n += f.Size()
 	}
 	clear(fs[:i])
@@ -169,5 +180,19 @@ func take(bufs net.Buffers, frames *[]Frame, limit int) (net.Buffers, int) {
 	if len(*frames) == 0 {
 		*frames = fs[:0]
 	}
-	return bufs, n
+	return n
+}
+
+// write writes the batch to c in one vectored write (several, if the kernel takes part),
+// gives the frames' buffers back and empties the batch.
+func (w *batch) write(c net.Conn) error {
+	w.bufs = w.vec
+	_, err := w.bufs.WriteTo(c)
+	for _, f := range w.frames {
+		f.release()
+	}
+	clear(w.frames)
+	clear(w.vec)
+	w.frames, w.vec = w.frames[:0], w.vec[:0]
+	return err
 }

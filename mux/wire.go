@@ -2,6 +2,7 @@ package mux
 
 import (
 	"errors"
+	"fmt"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -26,6 +27,9 @@ func numbersOf(table map[pb.BaseCommand_Type][]idField) map[pb.BaseCommand_Type]
 	base := (&pb.BaseCommand{}).ProtoReflect().Descriptor().Fields()
 	out := map[pb.BaseCommand_Type][]protowire.Number{}
 	for t, fields := range table {
+		if len(fields) > maxIDs {
+			panic(fmt.Sprintf("mux: %v has more than %d id fields", t, maxIDs))
+		}
 		sub := base.ByNumber(protoreflect.FieldNumber(t)).Message().Fields()
 		for _, fl := range fields {
 			out[t] = append(out[t], sub.ByName(fl.name).Number())
@@ -34,33 +38,33 @@ func numbersOf(table map[pb.BaseCommand_Type][]idField) map[pb.BaseCommand_Type]
 	return out
 }
 
-// wireIDs are the id fields of one command located in its bytes; it serves the mapping as
-// reflectIDs does.
+// wireIDs are the id fields of one command located in its bytes, their values in ids for
+// the mapping.
 type wireIDs struct {
 	raw             []byte
 	lenAt, sub, end int // the sub-message's length varint, its bytes raw[sub:end]
 	nums            []protowire.Number
-	at, stop        [4]int // each id's value bytes raw[at:stop]; at 0: absent
-	vals            [4]uint64
-	changed         bool
+	at, stop        [maxIDs]int // each id's value bytes raw[at:stop]; at 0: absent
+	orig            [maxIDs]uint64
+	ids             idSet
 }
 
 // locate finds the sub-message of type t and the id fields nums in it.
-func locate(raw []byte, t pb.BaseCommand_Type, nums []protowire.Number) (*wireIDs, error) {
-	w := &wireIDs{raw: raw, nums: nums}
+func locate(raw []byte, t pb.BaseCommand_Type, nums []protowire.Number) (wireIDs, error) {
+	w := wireIDs{raw: raw, nums: nums}
 	found := false
 	for b, off := raw, 0; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || typ == protowire.StartGroupType || typ == protowire.EndGroupType {
-			return nil, errNotPlain
+			return w, errNotPlain
 		}
 		if num == protowire.Number(t) {
 			if typ != protowire.BytesType || found {
-				return nil, errNotPlain
+				return w, errNotPlain
 			}
 			v, m := protowire.ConsumeBytes(b[n:])
 			if m < 0 {
-				return nil, errNotPlain
+				return w, errNotPlain
 			}
 			found = true
 			w.lenAt, w.end = off+n, off+n+m
@@ -68,12 +72,12 @@ func locate(raw []byte, t pb.BaseCommand_Type, nums []protowire.Number) (*wireID
 		}
 		m := protowire.ConsumeFieldValue(num, typ, b[n:])
 		if m < 0 {
-			return nil, errNotPlain
+			return w, errNotPlain
 		}
 		b, off = b[n+m:], off+n+m
 	}
 	if !found {
-		return nil, ErrNoSubMessage
+		return w, ErrNoSubMessage
 	}
 	return w, w.locateIDs()
 }
@@ -95,7 +99,8 @@ func (w *wireIDs) locateIDs() error {
 			if typ != protowire.VarintType || w.at[i] != 0 {
 				return errNotPlain
 			}
-			w.vals[i], _ = protowire.ConsumeVarint(b[n:])
+			v, _ := protowire.ConsumeVarint(b[n:])
+			w.orig[i], w.ids.vals[i], w.ids.has[i] = v, v, true
 			w.at[i], w.stop[i] = off+n, off+n+m
 		}
 		b, off = b[n+m:], off+n+m
@@ -103,50 +108,89 @@ func (w *wireIDs) locateIDs() error {
 	return nil
 }
 
-func (w *wireIDs) get(i int) (uint64, bool) { return w.vals[i], w.at[i] != 0 }
-
-func (w *wireIDs) set(i int, v uint64) {
-	if w.vals[i] != v {
-		w.vals[i], w.changed = v, true
-	}
-}
-
-// bytes is the command with the ids as set: raw itself when nothing changed.
-func (w *wireIDs) bytes() []byte {
-	if !w.changed {
-		return w.raw
-	}
-	// The ids appear in the sub-message in some order; write the pieces in that order.
-	order := make([]int, 0, len(w.nums))
+// appendTo appends the command with the ids as mapped to dst. Where every changed id's
+// value takes as many bytes as the client's encoding of it did, the command's bytes are
+// copied and the ids overwritten in place (no length changes); otherwise the sub-message is
+// put together anew around the ids, its length written anew. Every other byte is copied as
+// it came either way.
+func (w *wireIDs) appendTo(dst []byte) []byte {
+	grow, changed := 0, false
 	for i := range w.nums {
-		if w.at[i] != 0 {
-			order = append(order, i)
+		if w.at[i] == 0 || w.ids.vals[i] == w.orig[i] {
+			continue
 		}
+		changed = true
+		grow += protowire.SizeVarint(w.ids.vals[i]) - (w.stop[i] - w.at[i])
 	}
-	for i := 1; i < len(order); i++ {
-		for j := i; j > 0 && w.at[order[j]] < w.at[order[j-1]]; j-- {
-			order[j], order[j-1] = order[j-1], order[j]
+	base := len(dst)
+	if !changed || grow == 0 && w.sameWidths() {
+		dst = append(dst, w.raw...)
+		for i := range w.nums {
+			if w.at[i] != 0 && w.ids.vals[i] != w.orig[i] {
+				protowire.AppendVarint(dst[base+w.at[i]:base+w.at[i]], w.ids.vals[i])
+			}
 		}
+		return dst
 	}
-	sub := make([]byte, 0, w.end-w.sub+10*len(order))
+	order := w.order()
+	dst = append(dst, w.raw[:w.lenAt]...)
+	dst = protowire.AppendVarint(dst, uint64(w.end-w.sub+grow))
 	from := w.sub
 	for _, i := range order {
-		sub = append(sub, w.raw[from:w.at[i]]...)
-		sub = protowire.AppendVarint(sub, w.vals[i])
+		if i < 0 {
+			break
+		}
+		dst = append(dst, w.raw[from:w.at[i]]...)
+		dst = protowire.AppendVarint(dst, w.ids.vals[i])
 		from = w.stop[i]
 	}
-	sub = append(sub, w.raw[from:w.end]...)
-	out := make([]byte, 0, len(w.raw)+len(sub)-(w.end-w.sub)+10)
-	out = append(out, w.raw[:w.lenAt]...)
-	out = protowire.AppendVarint(out, uint64(len(sub)))
-	out = append(out, sub...)
-	return append(out, w.raw[w.end:]...)
+	dst = append(dst, w.raw[from:w.end]...)
+	return append(dst, w.raw[w.end:]...)
 }
 
-// reflectIDs serves the mapping from a decoded command.
+// sameWidths: every changed id's new value takes exactly the bytes of its old encoding.
+func (w *wireIDs) sameWidths() bool {
+	for i := range w.nums {
+		if w.at[i] != 0 && w.ids.vals[i] != w.orig[i] && protowire.SizeVarint(w.ids.vals[i]) != w.stop[i]-w.at[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// order is the present ids' indexes in the order they appear in the bytes, then -1s.
+func (w *wireIDs) order() [maxIDs]int {
+	order := [maxIDs]int{-1, -1, -1, -1}
+	n := 0
+	for i := range w.nums {
+		if w.at[i] == 0 {
+			continue
+		}
+		order[n] = i
+		for j := n; j > 0 && w.at[order[j]] < w.at[order[j-1]]; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+		n++
+	}
+	return order
+}
+
+// bytes is the command with the ids as mapped: raw itself when nothing changed.
+func (w *wireIDs) bytes() []byte {
+	for i := range w.nums {
+		if w.at[i] != 0 && w.ids.vals[i] != w.orig[i] {
+			return w.appendTo(nil)
+		}
+	}
+	return w.raw
+}
+
+// reflectIDs are the id fields of a decoded command, their values in ids for the mapping
+// (apply writes them back).
 type reflectIDs struct {
 	sub    protoreflect.Message
-	fields []protoreflect.FieldDescriptor
+	fields [maxIDs]protoreflect.FieldDescriptor
+	ids    idSet
 }
 
 func newReflectIDs(cmd *pb.BaseCommand, table []idField) (*reflectIDs, error) {
@@ -155,20 +199,24 @@ func newReflectIDs(cmd *pb.BaseCommand, table []idField) (*reflectIDs, error) {
 		return nil, err
 	}
 	r := &reflectIDs{sub: sub}
-	for _, fl := range table {
-		r.fields = append(r.fields, sub.Descriptor().Fields().ByName(fl.name))
+	for i, fl := range table {
+		fd := sub.Descriptor().Fields().ByName(fl.name)
+		r.fields[i] = fd
+		if sub.Has(fd) {
+			r.ids.vals[i], r.ids.has[i] = sub.Get(fd).Uint(), true
+		}
 	}
 	return r, nil
 }
 
-func (r *reflectIDs) get(i int) (uint64, bool) {
-	if !r.sub.Has(r.fields[i]) {
-		return 0, false
+// apply sets the command's id fields to the mapped values.
+func (r *reflectIDs) apply() {
+	for i, fd := range r.fields {
+		if fd != nil && r.ids.has[i] {
+			r.sub.Set(fd, protoreflect.ValueOfUint64(r.ids.vals[i]))
+		}
 	}
-	return r.sub.Get(r.fields[i]).Uint(), true
 }
-
-func (r *reflectIDs) set(i int, v uint64) { r.sub.Set(r.fields[i], protoreflect.ValueOfUint64(v)) }
 
 // UpBytes maps a client's command given as bytes and returns the bytes to send (a new slice
 // when ids changed, command itself otherwise). Errors as Up's, and frame.ErrMalformed.
@@ -182,7 +230,7 @@ func (m *Mapper) UpBytes(c *Client, command []byte) ([]byte, error) {
 		return nil, ErrNotAllowed
 	}
 	if w, err := locate(command, t, clientNumbers[t]); err == nil {
-		if err := m.up(c, t, table, w); err != nil {
+		if err := m.up(c, t, table, &w.ids); err != nil {
 			return nil, err
 		}
 		return w.bytes(), nil
@@ -197,35 +245,65 @@ func (m *Mapper) UpBytes(c *Client, command []byte) ([]byte, error) {
 	return marshalCommand(cmd)
 }
 
-// DownBytes maps a broker's command given as bytes back for its client, as Down.
-func (m *Mapper) DownBytes(command []byte) ([]byte, *Client, error) {
+// AppendUp maps a client's command as UpBytes does and appends the bytes to send to dst:
+// without allocating when the command is in plain form (see appendTo).
+func (m *Mapper) AppendUp(dst []byte, c *Client, command []byte) ([]byte, error) {
 	t, err := frame.PeekType(command)
 	if err != nil {
-		return nil, nil, err
+		return dst, err
+	}
+	table, ok := clientCommands[t]
+	if !ok {
+		return dst, ErrNotAllowed
+	}
+	if w, err := locate(command, t, clientNumbers[t]); err == nil {
+		if err := m.up(c, t, table, &w.ids); err != nil {
+			return dst, err
+		}
+		return w.appendTo(dst), nil
+	}
+	out, err := m.UpBytes(c, command) // the decoding path
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, out...), nil
+}
+
+// DownBytes maps a broker's command given as bytes back for its client, as Down.
+func (m *Mapper) DownBytes(command []byte) ([]byte, *Client, error) {
+	return m.AppendDown(nil, command)
+}
+
+// AppendDown maps a broker's command back for its client, as Down, and appends the client's
+// bytes to dst: without allocating when the command is in plain form.
+func (m *Mapper) AppendDown(dst, command []byte) ([]byte, *Client, error) {
+	t, err := frame.PeekType(command)
+	if err != nil {
+		return dst, nil, err
 	}
 	table, ok := brokerCommands[t]
 	if !ok {
-		return nil, nil, ErrNotAllowed
+		return dst, nil, ErrNotAllowed
 	}
 	// PRODUCER_SUCCESS (producer_ready) and TOPIC_MIGRATED (resource_type) need another field
 	// of the command: decoded.
 	if t != pb.BaseCommand_PRODUCER_SUCCESS && t != pb.BaseCommand_TOPIC_MIGRATED {
 		if w, err := locate(command, t, brokerNumbers[t]); err == nil {
-			owner, err := m.down(t, table, w, false, producerID)
+			owner, err := m.down(t, table, &w.ids, false, producerID)
 			if err != nil {
-				return nil, nil, err
+				return dst, nil, err
 			}
-			return w.bytes(), owner, nil
+			return w.appendTo(dst), owner, nil
 		}
 	}
 	cmd, err := frame.Decode(command)
 	if err != nil {
-		return nil, nil, err
+		return dst, nil, err
 	}
 	owner, err := m.Down(cmd)
 	if err != nil {
-		return nil, nil, err
+		return dst, nil, err
 	}
 	out, err := marshalCommand(cmd)
-	return out, owner, err
+	return append(dst, out...), owner, err
 }
