@@ -131,7 +131,8 @@ func benchUp(b *testing.B, clients, size int) {
 	}
 	send, payload := sendCmd(1, 7), make([]byte, size)
 	per := int64(frame.HeaderSize + len(send) + size) // mapped ids up to 100: as wide as the client's
-	for range warmFrames {                            // the buffers' pool filled, as in a proxy that runs
+	// The buffers' pool filled first, as in a proxy that runs.
+	for range warmFrames {
 		for _, mb := range members {
 			if err := mb.Send(send, payload); err != nil {
 				b.Fatal(err)
@@ -200,7 +201,8 @@ func benchDown(b *testing.B, clients, size int) {
 		batch = append(batch, messageFrame(b, id, size)...)
 	}
 	per := int64(len(messageFrame(b, 1, size))) // as the clients get it: their own id, 1
-	for i := range warmFrames {                 // the buffers' pool filled, as in a proxy that runs
+	// The buffers' pool filled first, as in a proxy that runs.
+	for i := range warmFrames {
 		s.waitBytes(b, int64(i)*per*int64(clients)-downWindow)
 		if _, err := broker.Write(batch); err != nil {
 			b.Fatal(err)
