@@ -12,13 +12,13 @@ import (
 // costs no allocation once the proxy runs warm: a frame's buffer goes back when the frame was
 // written (towards the broker by the connection's writer, towards a client by its queue).
 // Sizes come in classes a quarter of a power of two apart (a 1 MiB message's frame takes a
-// buffer of 1.25 MiB, not 2), from 512 bytes to 16 MiB; larger frames are not pooled.
+// buffer of 1.25 MiB, not 2), from 128 bytes to 16 MiB; larger frames are not pooled.
 type bufPool struct {
 	classes [numClasses]sync.Pool
 }
 
 const (
-	minClassShift = 9  // 512 bytes
+	minClassShift = 7  // 128 bytes: a small message's frame (a 100-byte SEND's takes 192)
 	maxClassShift = 24 // 16 MiB
 	numClasses    = 1 + (maxClassShift-minClassShift)*4
 )
