@@ -18,6 +18,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
 // startSNIProxy runs an SNI-only proxy that discovers the brokers from the rig's metadata
@@ -55,6 +56,11 @@ log: {level: debug, sessionSummary: info}
 	if p.SNIAddr == "" {
 		t.Fatal("the proxy names no SNI listener")
 	}
+	// Discovery and the first probes take a moment (longer on a loaded machine): the tests
+	// need both brokers' names known.
+	wait.Until(t, 2*time.Minute, "both brokers in the proxy's live set", func() bool {
+		return metric(t, p, "pulsar_proxy_brokers", `state="live"`) == 2
+	})
 	return p
 }
 
