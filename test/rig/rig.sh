@@ -739,7 +739,7 @@ cmd_up() {
   deadline=$(($(date +%s) + ZK_BOOKIE_TIMEOUT))
   start_zookeeper
   if [[ "$CONSUL" == 1 ]]; then start_consul; fi
-  log "started ZooKeeper :$ZK_PORT (pid $(read_pid zookeeper)), consul (pid $(read_pid consul))"
+  log "started ZooKeeper :$ZK_PORT (pid $(read_pid zookeeper))$(if [[ "$CONSUL" == 1 ]]; then echo ", consul (pid $(read_pid consul))"; fi)"
   wait_until "$deadline" "ZooKeeper (port $ZK_PORT) answering ruok" zookeeper zk_ok ||
     fail_up "ZooKeeper did not come up within ${ZK_BOOKIE_TIMEOUT}s" zookeeper
   start_bookie
@@ -764,7 +764,7 @@ cmd_up() {
       fail_up "broker 1 not ready within ${BROKER_TIMEOUT}s" broker1
   fi
   if [[ "$BROKERS" == 2 ]]; then start_broker 2; fi
-  log "started broker 1 (pid $(read_pid broker1)) and broker 2 (pid $(read_pid broker2))"
+  log "started broker 1 (pid $(read_pid broker1))$(if [[ "$BROKERS" == 2 ]]; then echo " and broker 2 (pid $(read_pid broker2))"; fi)"
 
   if [[ "$CONSUL" == 1 ]]; then
     wait_until "$(($(date +%s) + CONSUL_TIMEOUT))" "consul leader on :$C_HTTP_PORT" consul consul_leader ||
