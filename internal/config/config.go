@@ -41,7 +41,8 @@ type Config struct {
 	TLS           TLS           `yaml:"tls" envPrefix:"TLS_"`
 	ProxyProtocol ProxyProtocol `yaml:"proxyProtocol" envPrefix:"PROXY_PROTOCOL_"`
 
-	Admin Admin `yaml:"admin" envPrefix:"ADMIN_"`
+	Admin     Admin     `yaml:"admin" envPrefix:"ADMIN_"`
+	WebSocket WebSocket `yaml:"websocket" envPrefix:"WEBSOCKET_"`
 }
 
 // TLS is the certificate and policy of the client-facing TLS listener (listen.pulsarTLS).
@@ -340,8 +341,9 @@ func defaults() *Config {
 			RefreshTimeout: 30 * time.Second,
 			BrokerClient:   BrokerClient{OwnPrincipal: "pulsar-proxy"},
 		},
-		Authz: Authz{ReloadInterval: 2 * time.Second},
-		Admin: adminDefaults(),
+		Authz:     Authz{ReloadInterval: 2 * time.Second},
+		Admin:     adminDefaults(),
+		WebSocket: webSocketDefaults(),
 	}
 }
 

@@ -50,6 +50,9 @@ type Config struct {
 	// MaxMessageSize bounds a message after decompression (5 MiB when 0).
 	MaxMessageSize int
 	Logger         zerolog.Logger
+	// Buffered, when set, is told every change of the bytes consumers hold received ahead of
+	// their clients (a gauge's Add).
+	Buffered interface{ Add(float64) }
 }
 
 func (c *Config) defaults() {

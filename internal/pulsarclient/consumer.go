@@ -243,7 +243,7 @@ func (co *Consumer) dropQueuedLocked(pc *partConsumer) int {
 	dropped := 0
 	for _, m := range co.queue {
 		if co.partOf(m.ID.Partition) == pc {
-			co.bytes -= m.size
+			co.addBytes(-m.size)
 			dropped++
 			continue
 		}
@@ -313,7 +313,8 @@ func (co *Consumer) Close() {
 		return
 	}
 	co.closed = true
-	co.queue, co.bytes = nil, 0
+	co.addBytes(-co.bytes)
+	co.queue = nil
 	for _, pc := range co.parts {
 		if pc.cn != nil {
 			pc.cn.removeConsumer(pc.id)
@@ -335,5 +336,13 @@ func (co *Consumer) wake() {
 	select {
 	case co.notify <- struct{}{}:
 	default:
+	}
+}
+
+// addBytes changes what the queue holds, and tells Config.Buffered.
+func (co *Consumer) addBytes(d int) {
+	co.bytes += d
+	if b := co.c.cfg.Buffered; b != nil && d != 0 {
+		b.Add(float64(d))
 	}
 }

@@ -52,7 +52,7 @@ func (pc *partConsumer) message(m *pb.CommandMessage, payload []byte) {
 	}
 	for _, msg := range msgs {
 		co.queue = append(co.queue, msg)
-		co.bytes += msg.size
+		co.addBytes(msg.size)
 	}
 	if len(msgs) > 0 {
 		co.wake()
@@ -143,7 +143,7 @@ func (co *Consumer) takeLocked() *Message {
 	m := co.queue[0]
 	co.queue[0] = nil
 	co.queue = co.queue[1:]
-	co.bytes -= m.size
+	co.addBytes(-m.size)
 	pc := co.partOf(m.ID.Partition)
 	if pc == nil {
 		return m

@@ -20,7 +20,7 @@ type MessageID struct {
 }
 
 // Encode is the id as clients see it: a MessageIdData in standard base64, with the fields
-// a Java client writes (partition and batch only when set).
+// a Java client writes (partition and batch index only when set, the batch size always).
 func (m MessageID) Encode() string {
 	b, _ := proto.Marshal(m.Data())
 	return base64.StdEncoding.EncodeToString(b)
@@ -35,8 +35,8 @@ func (m MessageID) Data() *pb.MessageIdData {
 	if m.BatchIndex >= 0 {
 		d.BatchIndex = proto.Int32(m.BatchIndex)
 	}
-	if m.BatchSize > 0 {
-		d.BatchSize = proto.Int32(m.BatchSize)
+	if m.BatchSize >= 0 {
+		d.BatchSize = proto.Int32(m.BatchSize) // a Java client writes 0 for a message not in a batch
 	}
 	return d
 }
@@ -63,18 +63,22 @@ func FromData(d *pb.MessageIdData) MessageID {
 		BatchIndex: d.GetBatchIndex(), BatchSize: d.GetBatchSize()}
 }
 
-var errMessageID = errors.New("not a message id (a MessageIdData in base64)")
+// ErrNotMessageID: base64 that is not a MessageIdData.
+var ErrNotMessageID = errors.New("not a message id (a MessageIdData in base64)")
+
+// ErrBase64: not base64.
+var ErrBase64 = errors.New("not base64")
 
 // DecodeMessageID reads an id a client sends back: base64 (standard alphabet, padding
 // optional, as Java's decoder takes it) of a MessageIdData.
 func DecodeMessageID(s string) (MessageID, error) {
 	b, err := DecodeBase64(s)
 	if err != nil {
-		return MessageID{}, errMessageID
+		return MessageID{}, ErrBase64
 	}
 	var d pb.MessageIdData
 	if err := proto.Unmarshal(b, &d); err != nil {
-		return MessageID{}, errMessageID
+		return MessageID{}, ErrNotMessageID
 	}
 	return FromData(&d), nil
 }

@@ -3,6 +3,7 @@ package wsapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 )
 
@@ -24,12 +25,41 @@ type ProducerMessage struct {
 	UncompressedMessageSize *float64 `json:"uncompressedMessageSize"`
 }
 
-// DecodeProducerMessage reads one producer message. The service's reader ignores unknown
-// fields and anything after the first JSON value, and takes scalars where it wants strings.
+// DecodeProducerMessage reads one producer message as the service's JSON reader does: keys
+// match exactly (a later duplicate wins), unknown ones are ignored, so is anything after the
+// first JSON value, and scalars are taken where it wants strings.
 func DecodeProducerMessage(b []byte) (ProducerMessage, error) {
 	var m ProducerMessage
-	err := json.NewDecoder(bytes.NewReader(b)).Decode(&m)
-	return m, err
+	fields, err := decodeObject(b)
+	if err != nil {
+		return m, err
+	}
+	for _, f := range []struct {
+		key string
+		dst any
+	}{
+		{"payload", &m.Payload}, {"properties", &m.Properties}, {"context", &m.Context}, {"key", &m.Key},
+		{"replicationClusters", &m.ReplicationClusters}, {"eventTime", &m.EventTime}, {"deliverAt", &m.DeliverAt},
+		{"deliverAfterMs", &m.DeliverAfterMs}, {"encryptionParam", &m.EncryptionParam},
+		{"compressionType", &m.CompressionType}, {"uncompressedMessageSize", &m.UncompressedMessageSize},
+	} {
+		if raw, ok := fields[f.key]; ok {
+			if err := json.Unmarshal(raw, f.dst); err != nil {
+				return m, fmt.Errorf("field %q: %w", f.key, err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// decodeObject reads the first JSON value of b, which must be an object (or null), into its
+// fields by exact key.
+func decodeObject(b []byte) (map[string]json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&fields); err != nil {
+		return nil, err
+	}
+	return fields, nil
 }
 
 // ContextString is the request's context ("" and false when it has none).
@@ -92,18 +122,20 @@ func (n *lenientInt) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Properties is the message's properties, a null value dropped.
-func (m *ProducerMessage) PropertyMap() map[string]string {
+// PropertyMap is the message's properties; a null value is an error (a Pulsar property has
+// a value), named by its key.
+func (m *ProducerMessage) PropertyMap() (map[string]string, error) {
 	if len(m.Properties) == 0 {
-		return nil
+		return nil, nil
 	}
 	out := make(map[string]string, len(m.Properties))
 	for k, v := range m.Properties {
-		if !v.null {
-			out[k] = v.s
+		if v.null {
+			return nil, fmt.Errorf("the property %q has no value", k)
 		}
+		out[k] = v.s
 	}
-	return out
+	return out, nil
 }
 
 // ProducerAck answers a producer message: "ok" with the message's id, or "send-error:N".
@@ -159,11 +191,29 @@ type ConsumerCommand struct {
 	PermitMessages *int32  `json:"permitMessages"`
 }
 
-// DecodeConsumerCommand reads one consumer command.
+// DecodeConsumerCommand reads one consumer command (keys matched exactly, as for
+// DecodeProducerMessage).
 func DecodeConsumerCommand(b []byte) (ConsumerCommand, error) {
 	var c ConsumerCommand
-	err := json.NewDecoder(bytes.NewReader(b)).Decode(&c)
-	return c, err
+	fields, err := decodeObject(b)
+	if err != nil {
+		return c, err
+	}
+	var typ *lenient
+	for _, f := range []struct {
+		key string
+		dst any
+	}{{"type", &typ}, {"messageId", &c.MessageID}, {"permitMessages", &c.PermitMessages}} {
+		if raw, ok := fields[f.key]; ok {
+			if err := json.Unmarshal(raw, f.dst); err != nil {
+				return c, fmt.Errorf("field %q: %w", f.key, err)
+			}
+		}
+	}
+	if typ != nil {
+		c.Type = typ.s
+	}
+	return c, nil
 }
 
 // EndOfTopicJSON answers isEndOfTopic.

@@ -93,6 +93,7 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	p.sessions.SetSecurity(p.sec)
 	httpapi.RegisterStatus(p.reg, p.version, p.ready, p.sessions.Draining)
 	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log)
+	p.ws = buildWebSocket(cfg, connector, resolver, p.brokers, p.sec, p.reg, log)
 	return err
 }
 
