@@ -196,7 +196,11 @@ func (t *tracker) forgetPartition(p int32) {
 
 // The properties a dead-lettered message carries, as Pulsar's clients set
 // them: the topic it came from and its id there.
+// (Pulsar 4.0.8 writes the origin id under two names, one of them misspelt, and the
+// subscription.)
 const (
-	propertyRealTopic       = "REAL_TOPIC"
-	propertyOriginMessageID = "ORIGIN_MESSAGE_ID"
+	propertyRealTopic          = "REAL_TOPIC"
+	propertyRealSubscription   = "REAL_SUBSCRIPTION"
+	propertyOriginMessageID    = "ORIGIN_MESSAGE_ID"
+	propertyOriginMessageIDOld = "ORIGIN_MESSAGE_IDY_TIME"
 )

@@ -22,7 +22,7 @@ type deadLetters struct {
 func (co *Consumer) deadLetter(entry MessageID, msgs []*Message) {
 	p, err := co.deadLetterProducer()
 	if err == nil {
-		err = sendAll(p, msgs)
+		err = sendAll(p, co.opts.Subscription, msgs)
 	}
 	if err != nil {
 		co.c.log.Warn().Err(err).Str("topic", co.opts.Topic).Str("dead_letter_topic", co.opts.DeadLetterTopic).
@@ -65,18 +65,18 @@ func (co *Consumer) deadLetterProducer() (*Producer, error) {
 }
 
 // sendAll sends copies of msgs, each with where it came from, and waits for them.
-func sendAll(p *Producer, msgs []*Message) error {
+func sendAll(p *Producer, subscription string, msgs []*Message) error {
 	errs := make(chan error, len(msgs))
 	for _, m := range msgs {
 		props := maps.Clone(m.Properties)
 		if props == nil {
 			props = map[string]string{}
 		}
-		if _, ok := props[propertyRealTopic]; !ok {
-			props[propertyRealTopic] = m.Topic
-		}
-		if _, ok := props[propertyOriginMessageID]; !ok {
-			props[propertyOriginMessageID] = m.ID.String()
+		for k, v := range map[string]string{propertyRealTopic: m.Topic, propertyRealSubscription: subscription,
+			propertyOriginMessageID: m.ID.String(), propertyOriginMessageIDOld: m.ID.String()} {
+			if _, ok := props[k]; !ok {
+				props[k] = v
+			}
 		}
 		out := &OutMessage{Payload: m.Payload, Properties: props}
 		if m.HasKey {

@@ -176,7 +176,9 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 	}
 	conf := filepath.Join(dir, "broker-tls.conf")
 	err = os.WriteFile(conf, []byte("tlsCertificateFilePath="+cert.CertFile+"\ntlsKeyFilePath="+cert.KeyFile+
-		"\ntlsTrustCertsFilePath="+ca.CertFile+"\ntlsRequireTrustedClientCertOnConnect=true\nhaProxyProtocolEnabled=true\n"), 0o600)
+		"\ntlsTrustCertsFilePath="+ca.CertFile+"\ntlsRequireTrustedClientCertOnConnect=true\nhaProxyProtocolEnabled=true\n"+
+		// The brokers' own WebSocket service, the reference of the WebSocket differential.
+		"webSocketServiceEnabled=true\n"), 0o600)
 	if err != nil {
 		return nil, err
 	}
