@@ -84,7 +84,7 @@ FUZZ_TARGETS = ./frame:FuzzReadFrame:30000 ./session:FuzzClientRules:3000 \
 	./brokers:FuzzAllowTarget:8000 ./authn:FuzzTokenAuthenticate:25000 ./lookup:FuzzLookupAnswer:5000 \
 	./internal/config:FuzzLoad:2500 ./internal/listener:FuzzProxyHeader:3000 \
 	./adminproxy:FuzzClassify:30000 ./discovery:FuzzZKBroker:15000 ./mux:FuzzMappingRoundTrip:600 \
-	./session:FuzzMultiplexedNeighbours:4000
+	./session:FuzzMultiplexedNeighbours:4000 ./websocket/wsapi:FuzzParse:25000
 FUZZTIME ?=
 FUZZ_LONG ?= 10m
 

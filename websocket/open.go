@@ -182,6 +182,14 @@ func refusalOf(err error) (int, string) {
 func createError(k wsapi.Kind, err error) error {
 	code := pulsarclient.CodeOf(err)
 	status := http.StatusInternalServerError
+	// The service checks the role before it makes anything (401, 403); the proxy leaves that
+	// to the brokers when it has no policy of its own, and answers their refusal the same.
+	switch code {
+	case pb.ServerError_AuthenticationError:
+		return &wsapi.Refusal{Status: http.StatusUnauthorized, Message: "Failed to authenticate: " + err.Error()}
+	case pb.ServerError_AuthorizationError:
+		return &wsapi.Refusal{Status: http.StatusForbidden, Message: "Not authorized: " + err.Error()}
+	}
 	switch k {
 	case wsapi.Producer:
 		switch code {

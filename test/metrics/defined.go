@@ -14,6 +14,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
+	"github.com/pulsar-proxy/pulsar-proxy/websocket"
 )
 
 // Defined reports whether the proxy's packages define a metric called name, and its label
@@ -42,6 +43,7 @@ func readDefinitions() map[string][]string {
 	authn.NewJWKSMetrics(r)
 	listener.NewMetrics(r)
 	adminproxy.NewMetrics(r)
+	websocket.NewMetrics(r)
 	return r.names
 }
 
