@@ -5,6 +5,7 @@ package wsclient
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -39,7 +40,16 @@ func (r *Refused) Error() string { return fmt.Sprintf("HTTP %d: %s", r.Status, r
 
 // Dial opens a session at base (ws://host:port) + path (with its query); header may be nil.
 func Dial(ctx context.Context, base, path string, header http.Header) (*Conn, error) {
-	c, resp, err := websocket.Dial(ctx, base+path, &websocket.DialOptions{HTTPHeader: header})
+	return DialTLS(ctx, base, path, header, nil)
+}
+
+// DialTLS is Dial to a wss:// base with a TLS configuration of its own (nil: the defaults).
+func DialTLS(ctx context.Context, base, path string, header http.Header, tc *tls.Config) (*Conn, error) {
+	opts := &websocket.DialOptions{HTTPHeader: header}
+	if tc != nil {
+		opts.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	}
+	c, resp, err := websocket.Dial(ctx, base+path, opts)
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
