@@ -264,7 +264,7 @@ proto:
 
 # --- benchmarks (bench/README.md) ----------------------------------------------------------
 
-.PHONY: bench bench-quick bench-micro bench-proxy bench-proxy-quick haproxy
+.PHONY: bench bench-quick bench-micro bench-proxy bench-proxy-quick bench-websocket bench-websocket-quick haproxy
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -293,6 +293,19 @@ bench-proxy: haproxy
 bench-proxy-quick: haproxy
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
 	$(call timed,bench-proxy-quick,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -proxy-bound -quick $(BENCH_FLAGS))
+
+# WebSocket producers through pulsar-proxy's WebSocket API and through the broker's own
+# WebSocket service, side by side on broker 1 of a rig whose brokers run it (started with
+# webSocketServiceEnabled=true; with PULSAR_PROXY_RIG the attached rig must run it).
+# Results: bench/results/websocket.{json,md}. Full: three rounds (about 10 minutes).
+bench-websocket:
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,bench-websocket,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -websocket $(BENCH_FLAGS))
+
+# One round of the same (about 3 minutes once the rig is up).
+bench-websocket-quick:
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,bench-websocket-quick,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -websocket -quick $(BENCH_FLAGS))
 
 # The forwarding and frame micro-benchmarks, benchstat-friendly.
 bench-micro:

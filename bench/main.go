@@ -42,6 +42,10 @@ func main() {
 		return
 	}
 	o := parseFlags()
+	if o.webSocket {
+		exitIf(runWebSocketBench(o))
+		return
+	}
 	if o.proxyBound {
 		cfg, err := proxyBoundConfig(o)
 		if err != nil {
@@ -72,7 +76,7 @@ func exitIf(err error) {
 
 // options are the command line's flags.
 type options struct {
-	quick, readme, proxyBound, keep, rerender, profile bool
+	quick, readme, proxyBound, keep, rerender, profile, webSocket bool
 	out, note, only, conns, roles, latencyFractions    string
 	maxConns, proxyCPU, loadCPU                        int
 }
@@ -94,6 +98,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.rerender, "rerender", false, "proxy-bound: no run; the summary, Markdown, chart and README table written anew from the -out directory's proxy-bound.json (after a change of the report)")
 	flag.StringVar(&o.latencyFractions, "latency-fractions", "0.5,0.1", "proxy-bound: the latency runs' rates as fractions of the direct path's, comma-separated")
 	flag.BoolVar(&o.profile, "profile", false, "proxy-bound: CPU profiles of pulsar-proxy (passthrough and framed) over round 0 of the goal's cells, into the -out directory's profiles folder (development runs: the profiler's cost lands in those rounds' CPU figures)")
+	flag.BoolVar(&o.webSocket, "websocket", false, "the WebSocket benchmark (bench-websocket): producers through pulsar-proxy's WebSocket API and the broker's own service")
 	flag.Parse()
 	return o
 }
