@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -33,6 +34,11 @@ type request struct {
 // parameters, make the producer or consumer at the brokers, upgrade, run. Each step that
 // fails answers with the status Pulsar's service gives.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	// An admin request before this one on the same connection may have left deadlines on it
+	// (adminproxy bounds its writes); a session sets its own.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Time{})
+	rc.SetWriteDeadline(time.Time{})
 	q := &request{s: s, w: w, r: r, label: "none"}
 	ep, err := wsapi.ParsePath(r.URL.EscapedPath())
 	if err != nil {
