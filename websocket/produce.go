@@ -98,10 +98,10 @@ func (ss *session) message(buf []byte) (outgoing, *wsapi.ProducerAck) {
 	if o.msg.Properties, err = m.PropertyMap(); err != nil {
 		return bad(err.Error())
 	}
-	if m.Payload == nil {
+	if !m.HasPayload() {
 		return bad("the message has no payload")
 	}
-	if o.msg.Payload, err = wsapi.DecodeBase64(*m.Payload); err != nil {
+	if o.msg.Payload, err = m.DecodePayload(); err != nil {
 		return bad("Invalid Base64 message-payload error=" + err.Error())
 	}
 	if m.Key != nil && !m.Key.Null() {

@@ -30,6 +30,10 @@ func FuzzParse(f *testing.F) {
 		ParseProducer(q)
 		ParseReader(q)
 		if m, err := DecodeProducerMessage([]byte(body)); err == nil {
+			if !json.Valid([]byte(body)) && !strings.HasPrefix(strings.TrimSpace(body), "{") && !strings.HasPrefix(strings.TrimSpace(body), "null") {
+				t.Fatalf("%q read as a message", body)
+			}
+			m.DecodePayload()
 			props, _ := m.PropertyMap()
 			ctx, has := m.ContextString()
 			out := AckError(PayloadEncodingError, body, ctx, has).AppendJSON(nil)
@@ -40,6 +44,7 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 		}
+		checkMembers(t, body)
 		if c, err := DecodeConsumerCommand([]byte(body)); err == nil && c.MessageID != nil {
 			if id, err := DecodeMessageID(*c.MessageID); err == nil {
 				if back, err := DecodeMessageID(id.Encode()); err != nil || back.Ledger != id.Ledger || back.Entry != id.Entry ||
@@ -49,4 +54,29 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkMembers: for a valid JSON object, the scanner finds the members encoding/json finds,
+// with the same values (a later duplicate key winning).
+func checkMembers(t *testing.T, body string) {
+	var want map[string]json.RawMessage
+	if !strings.HasPrefix(strings.TrimLeft(body, " \t\r\n"), "{") || json.Unmarshal([]byte(body), &want) != nil {
+		return
+	}
+	ms, err := members([]byte(body))
+	if err != nil {
+		t.Fatalf("%q: %v", body, err)
+	}
+	got := map[string]string{}
+	for _, m := range ms {
+		got[m.key] = string(m.value)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%q: members %v, encoding/json %v", body, got, want)
+	}
+	for k, v := range want {
+		if got[k] != string(v) {
+			t.Fatalf("%q: %q is %q, encoding/json says %q", body, k, got[k], v)
+		}
+	}
 }

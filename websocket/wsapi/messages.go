@@ -1,8 +1,9 @@
 package wsapi
 
 import (
-	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -11,7 +12,9 @@ import (
 // Fields the service reads but ignores (sequenceId, disableReplication, the schema fields)
 // are not kept.
 type ProducerMessage struct {
-	Payload             *string            `json:"payload"` // base64; nil: missing
+	Payload *string `json:"payload"` // base64 with escapes; nil: missing, null or RawPayload
+	// RawPayload is the payload's base64 as the message wrote it, when it has no escapes.
+	RawPayload          []byte             `json:"-"`
 	Properties          map[string]lenient `json:"properties"`
 	Context             *lenient           `json:"context"`
 	Key                 *lenient           `json:"key"`
@@ -27,39 +30,82 @@ type ProducerMessage struct {
 
 // DecodeProducerMessage reads one producer message as the service's JSON reader does: keys
 // match exactly (a later duplicate wins), unknown ones are ignored, so is anything after the
-// first JSON value, and scalars are taken where it wants strings.
+// first JSON value, and scalars are taken where it wants strings. A payload without escapes
+// is kept as the message's bytes (RawPayload), not copied into a string.
 func DecodeProducerMessage(b []byte) (ProducerMessage, error) {
 	var m ProducerMessage
-	fields, err := decodeObject(b)
+	ms, err := members(b)
 	if err != nil {
 		return m, err
 	}
-	for _, f := range []struct {
-		key string
-		dst any
-	}{
-		{"payload", &m.Payload}, {"properties", &m.Properties}, {"context", &m.Context}, {"key", &m.Key},
-		{"replicationClusters", &m.ReplicationClusters}, {"eventTime", &m.EventTime}, {"deliverAt", &m.DeliverAt},
-		{"deliverAfterMs", &m.DeliverAfterMs}, {"encryptionParam", &m.EncryptionParam},
-		{"compressionType", &m.CompressionType}, {"uncompressedMessageSize", &m.UncompressedMessageSize},
-	} {
-		if raw, ok := fields[f.key]; ok {
-			if err := json.Unmarshal(raw, f.dst); err != nil {
-				return m, fmt.Errorf("field %q: %w", f.key, err)
+	for _, f := range ms {
+		if f.key == "payload" {
+			if raw, ok := plainString(f.value); ok {
+				m.RawPayload, m.Payload = raw, nil
+				continue
 			}
+			m.RawPayload = nil
+		}
+		dst := m.field(f.key)
+		if dst == nil {
+			continue
+		}
+		if err := json.Unmarshal(f.value, dst); err != nil {
+			return m, fmt.Errorf("field %q: %w", f.key, err)
 		}
 	}
 	return m, nil
 }
 
-// decodeObject reads the first JSON value of b, which must be an object (or null), into its
-// fields by exact key.
-func decodeObject(b []byte) (map[string]json.RawMessage, error) {
-	var fields map[string]json.RawMessage
-	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&fields); err != nil {
-		return nil, err
+// field is where a member of that key goes; nil for a key the service ignores.
+func (m *ProducerMessage) field(key string) any {
+	switch key {
+	case "payload":
+		return &m.Payload
+	case "properties":
+		return &m.Properties
+	case "context":
+		return &m.Context
+	case "key":
+		return &m.Key
+	case "replicationClusters":
+		return &m.ReplicationClusters
+	case "eventTime":
+		return &m.EventTime
+	case "deliverAt":
+		return &m.DeliverAt
+	case "deliverAfterMs":
+		return &m.DeliverAfterMs
+	case "encryptionParam":
+		return &m.EncryptionParam
+	case "compressionType":
+		return &m.CompressionType
+	case "uncompressedMessageSize":
+		return &m.UncompressedMessageSize
 	}
-	return fields, nil
+	return nil
+}
+
+var errNoPayload = errors.New("the message has no payload")
+
+// HasPayload reports whether the message has a payload (a JSON null or none: no).
+func (m *ProducerMessage) HasPayload() bool { return m.RawPayload != nil || m.Payload != nil }
+
+// DecodePayload decodes the payload's base64 (padding optional, as Java's decoder takes it).
+func (m *ProducerMessage) DecodePayload() ([]byte, error) {
+	if m.RawPayload == nil {
+		if m.Payload == nil {
+			return nil, errNoPayload
+		}
+		return DecodeBase64(*m.Payload)
+	}
+	enc := base64.StdEncoding
+	if len(m.RawPayload)%4 != 0 {
+		enc = base64.RawStdEncoding
+	}
+	out := make([]byte, enc.DecodedLen(len(m.RawPayload)))
+	n, err := enc.Decode(out, m.RawPayload)
+	return out[:n], err
 }
 
 // ContextString is the request's context ("" and false when it has none).
@@ -195,23 +241,25 @@ type ConsumerCommand struct {
 // DecodeProducerMessage).
 func DecodeConsumerCommand(b []byte) (ConsumerCommand, error) {
 	var c ConsumerCommand
-	fields, err := decodeObject(b)
+	ms, err := members(b)
 	if err != nil {
 		return c, err
 	}
-	var typ *lenient
-	for _, f := range []struct {
-		key string
-		dst any
-	}{{"type", &typ}, {"messageId", &c.MessageID}, {"permitMessages", &c.PermitMessages}} {
-		if raw, ok := fields[f.key]; ok {
-			if err := json.Unmarshal(raw, f.dst); err != nil {
-				return c, fmt.Errorf("field %q: %w", f.key, err)
-			}
+	for _, f := range ms {
+		var err error
+		switch f.key {
+		case "type":
+			var typ lenient
+			err = json.Unmarshal(f.value, &typ)
+			c.Type = typ.s
+		case "messageId":
+			err = json.Unmarshal(f.value, &c.MessageID)
+		case "permitMessages":
+			err = json.Unmarshal(f.value, &c.PermitMessages)
 		}
-	}
-	if typ != nil {
-		c.Type = typ.s
+		if err != nil {
+			return c, fmt.Errorf("field %q: %w", f.key, err)
+		}
 	}
 	return c, nil
 }

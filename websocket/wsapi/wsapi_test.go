@@ -105,16 +105,22 @@ func TestProducerMessage(t *testing.T) {
 	}
 	props, err := m.PropertyMap()
 	ctx, has := m.ContextString()
-	if *m.Payload != "aGk=" || err != nil || props["n"] != "2" || props["b"] != "false" || ctx != "7" || !has ||
+	if p, _ := m.DecodePayload(); string(p) != "hi" || err != nil || props["n"] != "2" || props["b"] != "false" || ctx != "7" || !has ||
 		m.Key.String() != "k" || m.DeliverAt != 12 || m.DeliverAfterMs != 3 {
 		t.Fatalf("%+v %v", m, props)
 	}
-	if m, _ := DecodeProducerMessage([]byte(`{"properties":{"z":null}}`)); m.Payload != nil {
+	if m, _ := DecodeProducerMessage([]byte(`{"properties":{"z":null}}`)); m.HasPayload() {
 		t.Fatal("a missing payload read as present")
 	} else if _, err := m.PropertyMap(); err == nil {
 		t.Fatal("a null property value accepted")
 	}
-	for _, bad := range []string{`not json`, `[1]`, `{"properties":[1]}`, `{"context":{}}`, `{"deliverAt":"x"}`} {
+	for _, esc := range []string{`{"payload":"a\u0047k="}`, `{"payload":"aGk="}`, `{"payload":"aGk"}`, ` {"x":[{"payload":"!"}],"payload":"aGk=" , "y":1}`} {
+		m, err := DecodeProducerMessage([]byte(esc))
+		if p, perr := m.DecodePayload(); err != nil || perr != nil || string(p) != "hi" {
+			t.Errorf("%s: %q %v %v", esc, p, err, perr)
+		}
+	}
+	for _, bad := range []string{`not json`, `[1]`, `{"properties":[1]}`, `{"context":{}}`, `{"deliverAt":"x"}`, `{"payload":"aGk="`, `{"a":1,}`, `{"a" 1}`} {
 		if _, err := DecodeProducerMessage([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
