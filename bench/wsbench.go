@@ -78,6 +78,9 @@ func runWebSocketBench(o options) error {
 		cfg = wsQuickConfig
 	}
 	cfg.Note = o.note
+	if err := os.MkdirAll(filepath.Join(o.out, "profiles"), 0o755); err != nil {
+		return err
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "pulsar-proxy-wsbench-")
@@ -101,7 +104,20 @@ func runWebSocketBench(o options) error {
 	for round := 0; round < cfg.Rounds; round++ {
 		for _, size := range cfg.Sizes {
 			for _, p := range paths {
+				var profile chan error
+				if o.profile && round == 0 && p.pprof != "" {
+					profile = make(chan error, 1)
+					go func() {
+						file := filepath.Join(o.out, "profiles", fmt.Sprintf("websocket-%s.cpu.pprof", sizeName(size)))
+						profile <- saveProfile(p.pprof, fmt.Sprintf("profile?seconds=%d", int(cfg.WarmupSec+cfg.MeasureSec)), file)
+					}()
+				}
 				run, err := wsMeasure(ctx, r, p, cfg, size, round)
+				if profile != nil {
+					if perr := <-profile; perr != nil {
+						log("profile: %v", perr)
+					}
+				}
 				if err != nil {
 					return fmt.Errorf("%s, %d bytes: %w", p.name, size, err)
 				}
@@ -127,10 +143,11 @@ func wsRig(ctx context.Context, dir string) (*rig.Rig, error) {
 	return rig.StartWith(ctx, rig.Options{Env: []string{"RIG_BROKER_EXTRA_CONF=" + conf}})
 }
 
-// wsPath is one way in: a ws:// base, and the proxy's pid (0: the broker's own service).
+// wsPath is one way in: a ws:// base, and the proxy's pid (0: the broker's own service) and
+// pprof address.
 type wsPath struct {
-	name, base string
-	pid        int
+	name, base, pprof string
+	pid               int
 }
 
 func wsPaths(ctx context.Context, r *rig.Rig, dir string) ([]wsPath, func(), error) {
@@ -151,7 +168,7 @@ func wsPaths(ctx context.Context, r *rig.Rig, dir string) ([]wsPath, func(), err
 	}
 	proxyBase := "ws" + strings.TrimSuffix(strings.TrimPrefix(p.metrics, "http"), "/metrics")
 	brokerBase := "ws" + strings.TrimPrefix(r.Brokers[0].HTTP, "http")
-	return []wsPath{{wsPathBroker, brokerBase, 0}, {wsPathProxy, proxyBase, p.pid}}, p.stop, nil
+	return []wsPath{{name: wsPathBroker, base: brokerBase}, {name: wsPathProxy, base: proxyBase, pprof: p.pprof, pid: p.pid}}, p.stop, nil
 }
 
 // wsMeasure runs cfg.Sessions producers of size-byte messages on path p, warms up, then
