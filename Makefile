@@ -4,28 +4,29 @@
 #   make test-unit  the tracked-files check, the function-length check, go vet of every module,
 #                   go test -race of the product's packages and the benchmark's (no Java
 #                   needed), including the chart tests (helm, and tools/chartcheck's strict
-#                   decoding) and the image tool's (tools/image)
+#                   decoding), the image tool's (tools/image) and the operator pages' checks
+#                   (tools/docscheck)
 #   make test-e2e   warm the rig cache (and the Python client's virtualenv), then go test of the
 #                   test module (test/...) against real brokers and Consul
 #   make test-fault the fault, storm and stuck-client tests alone (test/e2efault; test-fault-long:
 #                   the kills at 2,000 msg/s with a minute of load after recovery)
 #   make soak       30 minutes of mixed load through one proxy, its resources sampled (test/soak)
-#   make rig-up     start the test rig in .cache/rig and print its addresses (rig-down stops it)
+#   make rig-up     start the test rig in .rigs/rig and print its addresses (rig-down stops it)
 #
 # The end-to-end tests start their own rig; to run them against one started by `make rig-up`,
-# export PULSAR_PROXY_RIG=$(pwd)/.cache/rig/rig.env (the tests then leave it running).
+# export PULSAR_PROXY_RIG=$(pwd)/.rigs/rig/rig.env (the tests then leave it running).
 
 SHELL := /bin/bash
 GO ?= go
 RIG := test/rig/rig.sh
 E2E_TIMEOUT ?= 40m
 
-# Six Go modules, so that the product's go.mod holds only what the binary and its unit tests
+# Seven Go modules, so that the product's go.mod holds only what the binary and its unit tests
 # import: the product (.); test/ (the rig, the end-to-end tests, the demo: pulsar-client-go);
 # bench/ (the benchmark: golang.org/x/image for its chart); tools/image (the image builder);
 # tools/observability (the dashboard and alert checks: Prometheus's parser and engine);
 # tools/chartcheck (the chart's objects decoded strictly: k8s.io/api, the Prometheus
-# operator's API types).
+# operator's API types); tools/docscheck (the operator pages' checks: a Markdown parser).
 # test/ and bench/ take the product (and bench the rig) from this checkout by replace
 # directives; a module's packages are vetted and tested from its own directory (go -C DIR).
 
@@ -57,6 +58,7 @@ test-unit:
 	$(call timed,chart objects decoded strictly (tools/chartcheck),$(MAKE) --no-print-directory chartcheck-test)
 	$(call timed,promtool (pinned; built once into .cache),$(MAKE) --no-print-directory promtool-prepare)
 	$(call timed,alert rules and dashboard checks (tools/observability),$(MAKE) --no-print-directory observability-test)
+	$(call timed,operator pages held to the product (tools/docscheck),$(MAKE) --no-print-directory docs-test)
 
 # Fails when git tracks an executable (ELF, Mach-O, PE), or a file with NUL bytes or larger
 # than 1 MiB that .ci/large-files.allow does not name (tools/trackedfiles; its tests run with
@@ -71,13 +73,13 @@ check-files:
 .PHONY: check-funclen
 check-funclen:
 	$(GO) run ./tools/funclen .
-	$(GO) run ./tools/funclen -tests bench tools/image tools/observability tools/trackedfiles tools/funclen
+	$(GO) run ./tools/funclen -tests bench tools/image tools/observability tools/trackedfiles tools/funclen tools/docscheck
 
 # Every fuzz target, package:name:executions. make test runs each for its count of executions
 # (about four seconds' worth here): a count, not a duration, because Go 1.26's fuzzing can fail
 # a -fuzztime duration with a bare "context deadline exceeded" when the deadline races a
 # worker (golang/go#75804, fixed in Go 1.27). make fuzz runs each for FUZZ_LONG (a campaign:
-# run it on an idle machine and record executions and crashes in the README). A crasher is
+# run it on an idle machine and report executions and crashes with the change). A crasher is
 # written to the package's testdata/fuzz and becomes a seed once committed.
 FUZZ_TARGETS = ./frame:FuzzReadFrame:30000 ./session:FuzzClientRules:3000 \
 	./session:FuzzDirectPipe:2000 ./session:FuzzHandshake:3000 ./authz:FuzzParseTopic:15000 \
@@ -127,8 +129,8 @@ e2e-python:
 # tests again on the same rig with broker.multiplex on, then the tests that stop ZooKeeper or
 # kill brokers last of all), and the other packages one at a time (test/e2eauth and
 # test/e2efault each with a rig of its own port block). At most two rigs share the cores.
-AUTH_RIG_DIR = $${RIG_CACHE:-$(CURDIR)/.cache}/rig-auth
-FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_CACHE:-$(CURDIR)/.cache}/rig-fault}
+AUTH_RIG_DIR = $${RIG_AUTH_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-auth}
+FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-fault}
 e2e-run:
 	@rc=0; test/run-e2e.sh "$(GO)" $(E2E_TIMEOUT) || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
@@ -159,9 +161,9 @@ test-fault-long:
 	  -run 'TestBrokerKilledUnderLoad|TestBrokerFrozenUnderLoad|TestProxyKilledUnderLoad' ./e2efault
 
 # The soak (test/soak; not part of make test): SOAK_DURATION of mixed load through one proxy
-# against a rig of its own (ports 21xxx, .cache/rig-soak), the proxy's RSS, heap, goroutines
+# against a rig of its own (ports 21xxx, .rigs/rig-soak), the proxy's RSS, heap, goroutines
 # and descriptors sampled every 5 s; results in test/soak/results (soak.csv, summary.md,
-# soak.png) and, by hand, README.md's Reliability section.
+# soak.png), and the summary in docs/reliability.md (between its soak markers).
 SOAK_DURATION ?= 30m
 .PHONY: soak
 soak:
@@ -170,7 +172,7 @@ soak:
 
 rig-up:
 	$(RIG) up
-	@echo "for the e2e tests: export PULSAR_PROXY_RIG=$${RIG_DIR:-$(CURDIR)/.cache/rig}/rig.env"
+	@echo "for the e2e tests: export PULSAR_PROXY_RIG=$${RIG_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig}/rig.env"
 
 rig-down:
 	$(RIG) down
@@ -203,6 +205,14 @@ build:
 image:
 	$(GO) run -C tools/image . -repo $(CURDIR) -out $(CURDIR)/bin/image \
 	  -version $(VERSION) -revision "$(REVISION)" -created "$(CREATED)"
+
+# The operator's pages (README.md, CONTRIBUTING.md, docs/*.md) held to the product: links and
+# anchors resolve, the README's quick start is `make demo` and `make test` (make -n runs both),
+# its configuration passes check-config, the metrics, keys and alerts they name exist
+# (tools/docscheck: its own module, so its Markdown parser stays out of go.mod).
+.PHONY: docs-test
+docs-test:
+	cd tools/docscheck && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # Builds the image into a temp dir, reads it back, runs its binary; checks the Dockerfile.
 image-test:
@@ -270,7 +280,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Side by side on one rig broker: direct, pulsar-proxy, the Java proxy, HAProxy (TCP mode,
 # without and with splice).
-# Results: bench/results/latest.{json,md,png}. Attaches to PULSAR_PROXY_RIG if set.
+# Results: bench/results/latest.{json,md,png} and docs/performance.md's table. Attaches to
+# PULSAR_PROXY_RIG if set.
 bench: haproxy
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
 	$(call timed,bench,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench $(BENCH_FLAGS))
@@ -283,8 +294,10 @@ bench-quick: haproxy
 # Proxy-bound: the same paths in front of the benchmark's own Pulsar speaker (bench/speaker),
 # which answers at once, so the path is the bottleneck; the proxy under test pinned to CPU 0,
 # the load generator and the speaker to CPU 1; 1, 100 and up to 10,000 connections (what the
-# descriptor limit allows). Results: bench/results/proxy-bound.{json,md,png} and README.md's
-# table. Needs the rig's jars (the Java proxy), not a running rig. Full: about 45 minutes.
+# descriptor limit allows). Results: bench/results/proxy-bound.{json,md,png}, its summary in
+# docs/performance.md and the headline figures in README.md (-docs=false leaves the pages; -rerender
+# writes them anew from the committed JSON without a run). Needs the rig's jars (the Java
+# proxy), not a running rig. Full: about 45 minutes.
 bench-proxy: haproxy
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
 	$(call timed,bench-proxy,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -proxy-bound $(BENCH_FLAGS))

@@ -25,7 +25,7 @@
 #   rig.sh java-flags HEAP LOGDIR LOGFILE   the brokers' JVM options, one per line (for other tools)
 #   rig.sh classpath-file       the path of the file that holds the Pulsar classpath
 #
-# State goes to $RIG_DIR (default <repo>/.cache/rig): rig.env (KEY=VALUE), pids/, conf/, data/,
+# State goes to $RIG_DIR (default <repo>/.rigs/rig): rig.env (KEY=VALUE), pids/, conf/, data/,
 # logs/. Every setting comes from an env var; see the settings block below.
 set -euo pipefail
 
@@ -35,7 +35,7 @@ self="$here/$(basename "$0")"
 . "$here/common.sh"
 PULSAR_VERSION="${RIG_PULSAR_VERSION:-$PULSAR_VERSION}"
 export RIG_CACHE="$cache"
-RIG_DIR="${RIG_DIR:-$cache/rig}"
+RIG_DIR="${RIG_DIR:-$rigs/rig}"
 mkdir -p "$RIG_DIR"
 RIG_DIR="$(cd "$RIG_DIR" && pwd)"
 case "$RIG_DIR" in *[[:space:]]*) echo "rig: RIG_DIR must not contain spaces: $RIG_DIR" >&2; exit 2 ;; esac

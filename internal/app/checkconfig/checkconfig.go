@@ -21,12 +21,13 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/proxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
-// Exit codes of check-config (documented in the README and in the command's usage).
+// Exit codes of check-config (documented in docs/operations.md and in the command's usage).
 const (
 	ExitOK         = 0 // valid; every referenced file present and readable as the proxy reads it
 	ExitInvalid    = 1 // the configuration is refused, or a file it names is missing, unreadable or expired
@@ -134,10 +135,7 @@ func (c checker) clientTLS(cfg *config.Config) {
 		}
 		return
 	}
-	_, err := listener.NewTLSConfig(listener.TLSOptions{
-		CertFile: t.CertFile, KeyFile: t.KeyFile, MinVersion: uint16(t.MinVersion),
-		CipherSuites: t.CipherSuites, ClientCAFile: t.ClientCAFile, ClientAuth: t.ClientAuth,
-	}, nil, zerolog.Nop())
+	_, err := listener.NewTLSConfig(proxy.ClientTLS(t), nil, zerolog.Nop())
 	if err != nil {
 		c.r.add(Error, "tls", "%v", err)
 		return

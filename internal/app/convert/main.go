@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 )
 
-// Exit codes of convert-config (documented in the README and in the command's usage).
+// Exit codes of convert-config (documented in docs/migrating.md and in the command's usage).
 const (
 	ExitOK         = 0 // written, and check-config passes it where the conversion ran
 	ExitFailed     = 1 // proxy.conf could not be read, or the output not written

@@ -112,14 +112,7 @@ func (p *Proxy) httpsListener() (net.Listener, error) {
 	if cfg.Admin.ListenHTTPS == "" {
 		return nil, nil
 	}
-	tc, err := listener.NewTLSConfig(listener.TLSOptions{
-		CertFile:     cfg.TLS.CertFile,
-		KeyFile:      cfg.TLS.KeyFile,
-		MinVersion:   uint16(cfg.TLS.MinVersion),
-		CipherSuites: cfg.TLS.CipherSuites,
-		ClientCAFile: cfg.TLS.ClientCAFile,
-		ClientAuth:   cfg.TLS.ClientAuth,
-	}, nil, log)
+	tc, err := listener.NewTLSConfig(ClientTLS(cfg.TLS), nil, log)
 	if err != nil {
 		return nil, fmt.Errorf("admin.listenHTTPS: %w", err)
 	}

@@ -112,14 +112,7 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 	opts := listener.Options{Proxy: pp}
 	if cfg.Listen.PulsarTLS != "" {
 		m := listener.NewMetrics(reg)
-		tc, err := listener.NewTLSConfig(listener.TLSOptions{
-			CertFile:     cfg.TLS.CertFile,
-			KeyFile:      cfg.TLS.KeyFile,
-			MinVersion:   uint16(cfg.TLS.MinVersion),
-			CipherSuites: cfg.TLS.CipherSuites,
-			ClientCAFile: cfg.TLS.ClientCAFile,
-			ClientAuth:   cfg.TLS.ClientAuth,
-		}, m, log)
+		tc, err := listener.NewTLSConfig(ClientTLS(cfg.TLS), m, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -144,6 +137,12 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 
 // brokerDialer is how the control connections and the sessions reach brokers: broker.tls and
 // broker.proxyProtocol.
+// ClientTLS is the client-facing TLS of listen.pulsarTLS and admin.listenHTTPS.
+func ClientTLS(t config.TLS) listener.TLSOptions {
+	return listener.TLSOptions{CertFile: t.CertFile, KeyFile: t.KeyFile, MinVersion: uint16(t.MinVersion),
+		CipherSuites: t.CipherSuites, ClientCAFile: t.ClientCAFile, ClientAuth: t.ClientAuth}
+}
+
 func brokerDialer(cfg *config.Config, log zerolog.Logger) (*upstream.Dialer, error) {
 	tc, err := brokerTLSConfig(cfg, log)
 	if err != nil {

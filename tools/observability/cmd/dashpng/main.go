@@ -2,7 +2,7 @@
 // /metrics: the scrapes are loaded into Prometheus's own TSDB and every panel's queries are
 // evaluated by Prometheus's own PromQL engine over the recording, then drawn where the
 // dashboard places the panel (time series as lines, stat panels as their last value). It is
-// how README's screenshot is made from a real run (make dashboard-screenshot).
+// how docs/operations.md's screenshot is made from a real run (make dashboard-screenshot).
 package main
 
 import (
