@@ -21,9 +21,10 @@ GO ?= go
 RIG := test/rig/rig.sh
 E2E_TIMEOUT ?= 40m
 
-# Seven Go modules, so that the product's go.mod holds only what the binary and its unit tests
+# Eight Go modules, so that the product's go.mod holds only what the binary and its unit tests
 # import: the product (.); test/ (the rig, the end-to-end tests, the demo: pulsar-client-go);
 # bench/ (the benchmark: golang.org/x/image for its chart); tools/image (the image builder);
+# tools/release (make release: the SBOM generator, cyclonedx-gomod, as a pinned tool);
 # tools/observability (the dashboard and alert checks: Prometheus's parser and engine);
 # tools/chartcheck (the chart's objects decoded strictly: k8s.io/api, the Prometheus
 # operator's API types); tools/docscheck (the operator pages' checks: a Markdown parser).
@@ -55,6 +56,7 @@ test-unit:
 	$(GO) test -C bench -race ./...
 	$(call timed,fuzz targets (a few seconds' worth of executions each),$(MAKE) --no-print-directory fuzz-short)
 	$(call timed,image test (tools/image),$(MAKE) --no-print-directory image-test)
+	$(call timed,release test (tools/release: binary, SBOM, checksums; go install @version),$(MAKE) --no-print-directory release-test)
 	$(call timed,chart objects decoded strictly (tools/chartcheck),$(MAKE) --no-print-directory chartcheck-test)
 	$(call timed,promtool (pinned; built once into .cache),$(MAKE) --no-print-directory promtool-prepare)
 	$(call timed,alert rules and dashboard checks (tools/observability),$(MAKE) --no-print-directory observability-test)
@@ -73,7 +75,7 @@ check-files:
 .PHONY: check-funclen
 check-funclen:
 	$(GO) run ./tools/funclen .
-	$(GO) run ./tools/funclen -tests bench tools/image tools/observability tools/trackedfiles tools/funclen tools/docscheck
+	$(GO) run ./tools/funclen -tests bench tools/image tools/release tools/observability tools/trackedfiles tools/funclen tools/docscheck
 
 # Every fuzz target, package:name:executions. make test runs each for its count of executions
 # (about four seconds' worth here): a count, not a duration, because Go 1.26's fuzzing can fail
@@ -86,7 +88,8 @@ FUZZ_TARGETS = ./frame:FuzzReadFrame:30000 ./session:FuzzClientRules:3000 \
 	./brokers:FuzzAllowTarget:8000 ./authn:FuzzTokenAuthenticate:25000 ./lookup:FuzzLookupAnswer:5000 \
 	./internal/config:FuzzLoad:2500 ./internal/listener:FuzzProxyHeader:3000 \
 	./adminproxy:FuzzClassify:30000 ./discovery:FuzzZKBroker:15000 ./mux:FuzzMappingRoundTrip:600 \
-	./session:FuzzMultiplexedNeighbours:4000 ./websocket/wsapi:FuzzParse:25000
+	./session:FuzzMultiplexedNeighbours:4000 ./sni:FuzzReadHello:40000 \
+	./websocket/wsapi:FuzzParse:25000
 FUZZTIME ?=
 FUZZ_LONG ?= 10m
 
@@ -127,10 +130,11 @@ e2e-python:
 # Runs the end-to-end tests, then checks that they left no rig process behind.
 # test/run-e2e.sh runs two lanes side by side: test/e2e (E2E_BOTH_MODES: its direct-session
 # tests again on the same rig with broker.multiplex on, then the tests that stop ZooKeeper or
-# kill brokers last of all), and the other packages one at a time (test/e2eauth and
-# test/e2efault each with a rig of its own port block). At most two rigs share the cores.
+# kill brokers last of all), and the other packages one at a time (test/e2eauth, test/e2efault
+# and test/firstday each with a rig of its own port block). At most two rigs share the cores.
 AUTH_RIG_DIR = $${RIG_AUTH_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-auth}
 FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-fault}
+FIRSTDAY_RIG_DIR = $${RIG_FIRSTDAY_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-firstday}
 e2e-run:
 	@rc=0; test/run-e2e.sh "$(GO)" $(E2E_TIMEOUT) || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
@@ -146,6 +150,10 @@ e2e-run:
 	if [[ -z "$$PULSAR_PROXY_FAULT_RIG" ]]; then \
 	  st=0; RIG_DIR=$(FAULT_RIG_DIR) $(RIG) status >/dev/null 2>&1 || st=$$?; \
 	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $(FAULT_RIG_DIR) running; stopping it"; RIG_DIR=$(FAULT_RIG_DIR) $(RIG) down; rc=1; fi; \
+	fi; \
+	if [[ -z "$$PULSAR_PROXY_FIRSTDAY_RIG" ]]; then \
+	  st=0; RIG_DIR=$(FIRSTDAY_RIG_DIR) $(RIG) status >/dev/null 2>&1 || st=$$?; \
+	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $(FIRSTDAY_RIG_DIR) running; stopping it"; RIG_DIR=$(FIRSTDAY_RIG_DIR) $(RIG) down; rc=1; fi; \
 	fi; \
 	exit $$rc
 
@@ -188,7 +196,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 # The commit's time, so the same commit gives the same image.
 CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
-.PHONY: demo build proto image image-test helm helm-prepare chart-test chartcheck-test
+.PHONY: demo build proto image image-test release release-test helm helm-prepare chart-test chartcheck-test
 
 # The quick start: a real two-broker cluster, the proxy in front, produce and consume through
 # it, print what happened. Uses a rig named by PULSAR_PROXY_RIG if one is up, else starts one.
@@ -214,9 +222,28 @@ image:
 docs-test:
 	cd tools/docscheck && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
-# Builds the image into a temp dir, reads it back, runs its binary; checks the Dockerfile.
+# Builds the image into a temp dir, reads it back, runs its binary; checks the Dockerfile, the
+# multi-architecture index, and that the image exposes the chart's container ports.
 image-test:
 	cd tools/image && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+# The release (docs/install.md), in RELEASE_OUT (bin/release): a static binary for each of
+# RELEASE_PLATFORMS (-trimpath, the version of git describe stamped in), a CycloneDX SBOM of
+# each (cyclonedx-gomod, from the modules the binary records), the multi-architecture image
+# (an OCI index of linux/amd64 and linux/arm64 holding those binaries: bin/release/image/oci
+# and one tar), and SHA256SUMS over the files. RELEASE_IMAGE=false leaves the image out (the
+# first-day test builds the host's binary so). tools/release is its own module.
+RELEASE_OUT ?= $(CURDIR)/bin/release
+RELEASE_PLATFORMS ?= linux/amd64,linux/arm64,darwin/arm64
+RELEASE_IMAGE ?= true
+release:
+	$(GO) run -C tools/release . -repo $(CURDIR) -out $(RELEASE_OUT) -version $(VERSION) \
+	  -revision "$(REVISION)" -created "$(CREATED)" -platforms $(RELEASE_PLATFORMS) -image=$(RELEASE_IMAGE)
+
+# The release tool's tests: the host's release (static, stamped, SBOM, sha256sum -c) and
+# `go install .../cmd/pulsar-proxy@VERSION` from a module zip of HEAD, offline.
+release-test:
+	cd tools/release && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # The pinned helm in .cache (built once from the module proxy).
 helm:

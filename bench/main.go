@@ -80,9 +80,9 @@ func exitIf(err error) {
 
 // options are the command line's flags.
 type options struct {
-	quick, docs, proxyBound, keep, rerender, profile, webSocket bool
-	out, note, only, conns, roles, latencyFractions             string
-	maxConns, proxyCPU, loadCPU                                 int
+	quick, docs, proxyBound, keep, rerender, profile, sniOnly, webSocket bool
+	out, note, only, conns, roles, latencyFractions                      string
+	maxConns, proxyCPU, loadCPU                                          int
 }
 
 func parseFlags() options {
@@ -97,6 +97,7 @@ func parseFlags() options {
 	flag.IntVar(&o.loadCPU, "load-cpu", 1, "proxy-bound: the CPU of the load generator and the speaker")
 	flag.StringVar(&o.only, "paths", "", "proxy-bound: only these paths, comma-separated (development runs)")
 	flag.StringVar(&o.conns, "conns", "", "proxy-bound: connection counts instead of the mode's, comma-separated, \"max\" for -max-conns (development runs)")
+	flag.BoolVar(&o.sniOnly, "sni", false, "proxy-bound: only the SNI section (pulsar-proxy's SNI listener beside HAProxy's req.ssl_sni with splice), results in proxy-bound-sni.{json,md}")
 	flag.BoolVar(&o.keep, "keep", false, "proxy-bound: keep the work directory with the proxies' configs and logs")
 	flag.StringVar(&o.roles, "roles", "", "proxy-bound: producer, consumer or both (comma-separated) instead of the mode's")
 	flag.BoolVar(&o.rerender, "rerender", false, "no run: the Markdown, the chart and (with -docs) the pages' figures written anew from the -out directory's JSON (after a change of the report)")
@@ -114,7 +115,7 @@ func proxyBoundConfig(o options) (proxyConfig, error) {
 	if o.quick {
 		cfg = proxyQuickConfig
 	}
-	cfg.Note, cfg.ProxyCPU, cfg.LoadCPU, cfg.Profile = o.note, o.proxyCPU, o.loadCPU, o.profile
+	cfg.Note, cfg.ProxyCPU, cfg.LoadCPU, cfg.Profile, cfg.SNIOnly = o.note, o.proxyCPU, o.loadCPU, o.profile, o.sniOnly
 	var err error
 	if cfg.LatencyFractions, err = parseFractions(o.latencyFractions); err != nil {
 		return cfg, err
@@ -170,7 +171,7 @@ func runProxyBound(o options, cfg proxyConfig) {
 	} else {
 		exitIf(runProxyBench(cfg, o.out, o.maxConns, o.keep))
 	}
-	if o.docs {
+	if o.docs && !o.sniOnly {
 		exitIf(updateDocs(proxyproc.RepoRoot(), o.out))
 	}
 }

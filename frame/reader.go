@@ -280,3 +280,19 @@ func (r *Reader) grow(n int) {
 	r.r = 0
 	r.buf = nb
 }
+
+// Peek returns the next n bytes without consuming them, reading until they have arrived (or
+// what arrived, with the read's error). Its errors are not sticky: the next read meets the
+// stream as Peek left it.
+func (r *Reader) Peek(n int) ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+	}
+	if err := r.fill(n); err != nil {
+		return r.buf[r.r:r.w], err
+	}
+	return r.buf[r.r : r.r+n], nil
+}

@@ -35,7 +35,7 @@ var (
 	proxyBinary string
 )
 
-func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+func TestMain(m *testing.M) { os.Exit(proxyproc.LogsMain(runMain(m))) }
 
 func runMain(m *testing.M) int {
 	flag.Parse()
