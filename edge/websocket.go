@@ -19,9 +19,10 @@ func (e *Edge) WebSocket(id authn.Identity, a authz.Action, topic string) Decisi
 	}
 	p := e.currentPolicy()
 	if p != nil && !p.Allowed(id.Role, a, topic) {
-		e.metrics.Denied(a)
+		msg := denyMessage(id.Role, a, topic)
+		e.deny(a, msg)
 		return Decision{Outcome: Refuse, Reason: ReasonDenied, Status: http.StatusForbidden, Action: a, Resource: topic,
-			Message: denyMessage(id.Role, a, topic)}
+			Message: msg}
 	}
 	if !e.rates.allow(id.Role, p) {
 		return Decision{Outcome: Refuse, Reason: ReasonRateLimited, Status: http.StatusTooManyRequests, Action: a, Resource: topic,

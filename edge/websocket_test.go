@@ -2,10 +2,12 @@ package edge
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	rlog "github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 )
 
 // TestWebSocket is the WebSocket plane's decision: produce for producers, consume for
@@ -69,5 +71,28 @@ limits:
 		if want != 0 && d.Reason != ReasonRateLimited {
 			t.Fatalf("session %d: reason %q, want %q", i+1, d.Reason, ReasonRateLimited)
 		}
+	}
+}
+
+// refusalLog records what the edge tells the log's summaries.
+type refusalLog struct{ details []string }
+
+func (r *refusalLog) Refused(k rlog.Kind, detail, _, told string) {
+	r.details = append(r.details, string(k)+" "+detail+": "+told)
+}
+
+// TestWebSocketDenialSummed: a WebSocket session the policy refuses reaches the log's
+// refusal summaries as the binary planes' denials do; a granted one does not.
+func TestWebSocketDenialSummed(t *testing.T) {
+	p, err := authz.ParsePolicy([]byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &refusalLog{}
+	e := New(Config{Policy: staticPolicy{p}, Refusals: log})
+	e.WebSocket(alice, authz.ActionProduce, allowedTopic)
+	e.WebSocket(alice, authz.ActionConsume, hiddenTopic)
+	if len(log.details) != 1 || !strings.HasPrefix(log.details[0], "denied consume: ") || !strings.Contains(log.details[0], hiddenTopic) {
+		t.Fatalf("refusals told %q, want one denial of consume on %s", log.details, hiddenTopic)
 	}
 }

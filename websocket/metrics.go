@@ -25,6 +25,10 @@ const (
 	dirDelivered = "delivered" // written to a consumer or reader
 )
 
+// refusalCodes are the statuses a refused upgrade answers, each endpoint's series made at
+// start so that a dashboard's rate() sees the first refusal.
+var refusalCodes = []string{"400", "401", "403", "404", "409", "429", "500", "503", "504"}
+
 // NewMetrics registers the plane's metrics with reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
@@ -64,7 +68,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, k := range []wsapi.Kind{wsapi.Producer, wsapi.Consumer, wsapi.Reader} {
 		m.sessions.WithLabelValues(k.String())
 		m.opened.WithLabelValues(k.String())
+		for _, code := range refusalCodes {
+			m.refused.WithLabelValues(k.String(), code)
+		}
 	}
+	m.refused.WithLabelValues("none", "400") // a path that names no endpoint
+	m.refused.WithLabelValues("none", "404")
 	for _, d := range []string{dirProduced, dirDelivered} {
 		m.messages.WithLabelValues(d)
 		m.bytes.WithLabelValues(d)

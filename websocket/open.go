@@ -15,6 +15,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/pulsarclient"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 	"github.com/pulsar-proxy/pulsar-proxy/websocket/wsapi"
 )
@@ -92,6 +93,9 @@ func (q *request) authenticate() bool {
 		}
 		if f := q.s.cfg.AuthFailures; f != nil {
 			f.AuthFailure(method, reason)
+		}
+		if r := q.s.cfg.Refusals; r != nil {
+			r.Refused(refusal.AuthFailed, string(reason), q.r.RemoteAddr, err.Error())
 		}
 		q.refuse(http.StatusUnauthorized, "Failed to authenticate: pulsar-proxy: "+err.Error())
 		return false

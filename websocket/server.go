@@ -22,6 +22,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/pulsarclient"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 	"github.com/pulsar-proxy/pulsar-proxy/websocket/wsapi"
 )
 
@@ -35,6 +36,12 @@ type FailureCounter interface {
 	AuthFailure(method string, reason authn.Reason)
 }
 
+// Refusals is where the plane reports the clients it refuses authentication
+// (refusal.Summary), for the log's summaries.
+type Refusals interface {
+	Refused(k refusal.Kind, detail, remote, told string)
+}
+
 // Policy is the edge's decision on opening a session (edge.Edge).
 type Policy interface {
 	WebSocket(id authn.Identity, a authz.Action, topic string) edge.Decision
@@ -46,6 +53,7 @@ type Config struct {
 	// Auth authenticates clients; nil: no authentication (brokers see no role).
 	Auth         Authenticator
 	AuthFailures FailureCounter // may be nil
+	Refusals     Refusals       // may be nil
 	Policy       Policy
 	// ForwardClientCredentials also names the client's token to brokers
 	// (original_auth_data), as on the binary planes.

@@ -14,6 +14,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/pulsarclient"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
 	"github.com/pulsar-proxy/pulsar-proxy/websocket/wsapi"
 )
@@ -40,18 +41,30 @@ func (p policy) Policy() *authz.Policy { return p.p }
 // newTestServer is the plane with authentication, a policy granting alice produce on
 // acme/a, and no broker: what it answers before anything is made at a broker.
 func newTestServer(t *testing.T, maxSessions int) (*Server, *promtest.Registry) {
+	s, reg, _ := newTestServerTold(t, maxSessions)
+	return s, reg
+}
+
+// told records what the plane tells the log's refusal summaries.
+type told struct{ lines []string }
+
+func (r *told) Refused(k refusal.Kind, detail, _, msg string) {
+	r.lines = append(r.lines, string(k)+" "+detail+": "+msg)
+}
+
+func newTestServerTold(t *testing.T, maxSessions int) (*Server, *promtest.Registry, *told) {
 	p, err := authz.ParsePolicy([]byte("rules:\n  - {roles: [alice], resources: [\"acme/a/*\"], actions: [produce]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := promtest.New()
+	reg, log := promtest.New(), &told{}
 	return New(Config{Clients: pulsarclient.NewFactory(pulsarclient.Config{}), Auth: tokens{}, Policy: edge.New(edge.Config{Policy: policy{p}}),
-		MaxSessions: maxSessions, MaxPendingMessages: 10, MaxBufferedBytes: 1 << 20, Metrics: NewMetrics(reg)}), reg
+		Refusals: log, MaxSessions: maxSessions, MaxPendingMessages: 10, MaxBufferedBytes: 1 << 20, Metrics: NewMetrics(reg)}), reg, log
 }
 
 // TestRefusedBeforeTheBrokers: every refusal the plane makes on its own, with its status.
 func TestRefusedBeforeTheBrokers(t *testing.T) {
-	s, reg := newTestServer(t, 10)
+	s, reg, log := newTestServerTold(t, 10)
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
 	h := s.Handler(next)
 	cases := []struct {
@@ -68,6 +81,8 @@ func TestRefusedBeforeTheBrokers(t *testing.T) {
 		{"not granted: bob", "/ws/v2/reader/persistent/acme/a/t", "Bearer bob-token", http.StatusForbidden},
 		{"the token parameter, not granted", "/ws/v2/reader/persistent/acme/a/t?token=bob-token", "", http.StatusForbidden},
 		{"a bad parameter", "/ws/v2/producer/persistent/acme/a/t?sendTimeoutMillis=x", "Bearer alice-token", http.StatusBadRequest},
+		{"a v1 path, its cluster in the name", "/ws/producer/persistent/acme/c1/a/t", "Bearer alice-token", http.StatusForbidden},
+		{"a v1 consumer without a subscription", "/ws/consumer/persistent/acme/c1/a/t", "Bearer alice-token", http.StatusBadRequest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,6 +99,11 @@ func TestRefusedBeforeTheBrokers(t *testing.T) {
 	}
 	if v := reg.Value(t, "pulsar_proxy_websocket_sessions_refused_total", "endpoint", "consumer", "code", "403"); v != 1 {
 		t.Errorf("refused consumers counted %v, want 1", v)
+	}
+	// The two refused authentications reach the log's summaries; the policy's refusals are
+	// the edge's to tell.
+	if len(log.lines) != 2 || !strings.HasPrefix(log.lines[0], "authentication_failed ") {
+		t.Errorf("refusal summaries told %q, want the two authentication failures", log.lines)
 	}
 }
 

@@ -193,7 +193,9 @@ func (r fakeResolver) Resolve(_ context.Context, _ upstream.Client, cmd *pb.Base
 
 type allowAll struct{}
 
-func (allowAll) Allow(target string) (brokers.Broker, error) { return brokers.ParseURL("pulsar://" + target) }
+func (allowAll) Allow(target string) (brokers.Broker, error) {
+	return brokers.ParseURL("pulsar://" + target)
+}
 
 func newTestClient(t *testing.T, f *fakeCluster) *Client {
 	factory := NewFactory(Config{Connector: &upstream.Connector{Dialer: &upstream.Dialer{Timeout: 5 * time.Second}, Timeout: 5 * time.Second},

@@ -19,7 +19,7 @@ import (
 // authenticated and decided as on the other planes, their producers and consumers made
 // through the resolver's lookups on broker connections of their own.
 func buildWebSocket(cfg *config.Config, connector *upstream.Connector, resolver *lookup.Resolver, set *brokers.Set,
-	sec session.Security, reg prometheus.Registerer, log zerolog.Logger) *websocket.Server {
+	sec session.Security, reg prometheus.Registerer, log zerolog.Logger, refusals websocket.Refusals) *websocket.Server {
 	w := cfg.WebSocket
 	metrics := websocket.NewMetrics(reg)
 	if !w.Enabled {
@@ -38,6 +38,7 @@ func buildWebSocket(cfg *config.Config, connector *upstream.Connector, resolver 
 	c := websocket.Config{
 		Clients:                  clients,
 		AuthFailures:             sec.Metrics,
+		Refusals:                 refusals,
 		Policy:                   sec.Edge,
 		ForwardClientCredentials: sec.ForwardClientCredentials,
 		MaxSessions:              w.MaxSessions,
