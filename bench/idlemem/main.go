@@ -104,7 +104,8 @@ func measure(binary, dir, broker string, n int, mode string) (cost, error) {
 	if err != nil {
 		return cost{}, err
 	}
-	os.Setenv("PULSAR_PROXY_LISTEN_PPROF", pprof)
+	// proxyproc passes no PULSAR_PROXY_* of this process on, only its Env.
+	proxyproc.Env = []string{"PULSAR_PROXY_LISTEN_PPROF=" + pprof}
 	p, err := proxyproc.Start(binary, dir, []string{"pulsar://" + broker},
 		"session:\n  keepAliveInterval: 10m\nlog:\n  level: info\n  sessionSummary: \"off\"\nwebsocket:\n  enabled: true\n  maxSessions: 100000\n")
 	if err != nil {
