@@ -127,6 +127,8 @@ func TestWebSocketDifferential(t *testing.T) {
 		{"dead-letter", wsDeadLetter},
 		{"readers", wsReaders},
 		{"partitioned", wsPartitioned},
+		{"v1-paths", wsV1Paths},
+		{"names-and-modes", wsNamesAndModes},
 		{"producer-errors", wsProducerErrors},
 		{"consumer-errors", wsConsumerErrors},
 		{"bad-requests", wsBadRequests},

@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 	"github.com/pulsar-proxy/pulsar-proxy/test/wsclient"
 )
 
@@ -25,8 +27,29 @@ func wsProduceConsumeAck(t *testing.T, ctx context.Context, base, topic string, 
 	wsSend(t, ctx, c, map[string]any{"type": "isEndOfTopic"})
 	tr.msg("end", wsNext(t, ctx, c))
 	c.Close()
-	again := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "s", nil))
+	again := wsRedial(t, ctx, base, wsclient.Path("consumer", topic, "s", nil))
 	wsQuiet(t, again, 1500*time.Millisecond, tr, "again")
+}
+
+// wsRedial opens a consumer on the exclusive subscription a session just closed: both
+// services close the broker's consumer after the WebSocket close, so the subscription may
+// still be busy (409) for a moment.
+func wsRedial(t *testing.T, ctx context.Context, base, path string) *wsclient.Conn {
+	t.Helper()
+	var c *wsclient.Conn
+	wait.Until(t, 30*time.Second, "the closed consumer to leave its subscription", func() bool {
+		var err error
+		c, err = wsclient.Dial(ctx, base, path, nil)
+		if wsclient.StatusOf(err) == http.StatusConflict {
+			time.Sleep(200 * time.Millisecond)
+			return false
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return true
+	})
+	return c
 }
 
 // wsKeysAndProperties: what a message carries arrives as it was sent.
@@ -192,6 +215,60 @@ func wsCloseKind(code int) string {
 		return "internal error (1011)"
 	}
 	return fmt.Sprint("close ", code)
+}
+
+// wsNamesAndModes: the parameters that name and place a session: a named producer with an
+// initial sequence id (a second producer of that name is refused), a named non-durable
+// consumer with a priority reading from the earliest message, and a second consumer on an
+// exclusive subscription (refused).
+func wsNamesAndModes(t *testing.T, ctx context.Context, base, topic string, tr *transcript) {
+	p := wsDial(t, ctx, base, wsclient.Path("producer", topic, "", wsQ("producerName", "named", "initialSequenceId", "100")))
+	m := wsPayload("named")
+	m["context"] = "0"
+	wsSend(t, ctx, p, m)
+	tr.msg("ack", wsNext(t, ctx, p))
+	_, err := wsclient.Dial(ctx, base, wsclient.Path("producer", topic, "", wsQ("producerName", "named")), nil)
+	tr.add("a second producer of that name: %d", wsclient.StatusOf(err))
+	p.Close()
+	nd := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "nd", wsQ("subscriptionMode", "NonDurable",
+		"subscriptionInitialPosition", "Earliest", "consumerName", "c1", "priorityLevel", "2", "subscriptionType", "Failover")))
+	tr.msg("non-durable", wsNext(t, ctx, nd))
+	nd.Close()
+	ex := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "ex", nil))
+	_, err = wsclient.Dial(ctx, base, wsclient.Path("consumer", topic, "ex", nil), nil)
+	tr.add("a second consumer of an exclusive subscription: %d", wsclient.StatusOf(err))
+	ex.Close()
+}
+
+// wsV1Paths: the v1 paths, with the cluster in the topic's name (a namespace of the rig's
+// cluster made through the v1 admin API): a consumer, a producer and a reader from the
+// earliest message.
+func wsV1Paths(t *testing.T, ctx context.Context, base, topic string, tr *transcript) {
+	const tenant, ns = "public", "ws-v1"
+	if err := theRig.CreateNamespaceV1(ctx, tenant, ns); err != nil {
+		t.Fatal(err)
+	}
+	name := "persistent/" + tenant + "/" + theRig.Cluster + "/" + ns + "/" + topic[strings.LastIndexByte(topic, '/')+1:]
+	c := wsDial(t, ctx, base, "/ws/consumer/"+name+"/s")
+	p := wsDial(t, ctx, base, "/ws/producer/"+name)
+	for i, body := range []string{"v1-one", "v1-two"} {
+		m := wsPayload(body)
+		m["context"] = fmt.Sprint(i)
+		wsSend(t, ctx, p, m)
+		tr.msg("ack", wsNext(t, ctx, p))
+	}
+	for range 2 {
+		m := wsNext(t, ctx, c)
+		tr.msg("got", m)
+		wsSend(t, ctx, c, map[string]any{"messageId": m["messageId"]})
+	}
+	r := wsDial(t, ctx, base, "/ws/reader/"+name+"?messageId=earliest")
+	for range 2 {
+		tr.msg("read", wsNext(t, ctx, r))
+	}
+	for _, c := range []*wsclient.Conn{c, p, r} {
+		c.Close()
+	}
 }
 
 // wsBadRequests: the HTTP status of refused upgrades. A path the service cannot read is a

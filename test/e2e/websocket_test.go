@@ -200,20 +200,62 @@ func TestWebSocketNeverReadingClientBounded(t *testing.T) {
 	t.Logf("held at the proxy for the never-reading client: %.0f bytes (bound %.0f)", last, limit)
 }
 
-// TestWebSocketSurvivesUnload: a producer and a consumer of the WebSocket API go on across
-// an unload of their topic, as a Pulsar client's do: every message acknowledged as stored is
-// received.
-func TestWebSocketSurvivesUnload(t *testing.T) {
+// TestWebSocketKeepAlive: with websocket.pingInterval the proxy pings each client. A client
+// that answers (its library answers pings while it reads) keeps a quiet session open past
+// websocket.sessionIdleTimeout; one that does not read is closed with 1001 (going away) once
+// the timeout passes.
+func TestWebSocketKeepAlive(t *testing.T) {
+	_, base := wsProxy(t, "  sessionIdleTimeout: 2s\n  pingInterval: 250ms\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := uniqueTopic(t, "ws-keepalive")
+	live := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "live", nil))
+	deaf := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "deaf", nil))
+	if m, err := live.NextWithin(6 * time.Second); m != nil || err != nil {
+		t.Fatalf("a client answering pings, for three idle timeouts: %v, %v; want its session open and quiet", m, err)
+	}
+	_, err := deaf.NextWithin(10 * time.Second) // the first read: what came meanwhile
+	if code := wsclient.CloseCode(err); code != 1001 {
+		t.Fatalf("a client that answered no ping: %v (close %d), want its session closed with 1001", err, code)
+	}
+}
+
+// TestWebSocketSurvivesUnloadAndRestart: a producer and a consumer of the WebSocket API go
+// on across two unloads of their topic and a restart of the broker that owns it (the topic
+// moves to the other broker while it is down, and back to it once it is up), as a Pulsar
+// client's do: every message acknowledged as stored is received.
+func TestWebSocketSurvivesUnloadAndRestart(t *testing.T) {
 	_, base := wsProxy(t, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	topic := uniqueTopic(t, "ws-unload")
+	const owner = 2
+	if err := theRig.CreateTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := theRig.PlaceTopic(ctx, topic, owner); err != nil {
+		t.Fatal(err)
+	}
 	c := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "s", nil))
 	pr := wsDial(t, ctx, base, wsclient.Path("producer", topic, "", nil))
-	const n = 60
+	steps := []func(){
+		func() { unloadTopic(t, topic) },
+		func() { unloadTopic(t, topic) },
+		func() { stopBrokerForTest(t, ctx, owner) },
+		func() {
+			if err := theRig.StartBroker(ctx, owner); err != nil {
+				t.Fatal(err)
+			}
+			if err := theRig.PlaceTopic(ctx, topic, owner); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	const per = 15
+	n := per * (len(steps) + 1)
 	for i := 0; i < n; i++ {
-		if i == n/3 || i == 2*n/3 {
-			unloadTopic(t, topic)
+		if i > 0 && i%per == 0 {
+			steps[i/per-1]()
 		}
 		wsSend(t, ctx, pr, wsPayload(fmt.Sprint("u", i)))
 		if a := wsNext(t, ctx, pr); a["result"] != "ok" {
@@ -226,4 +268,21 @@ func TestWebSocketSurvivesUnload(t *testing.T) {
 		seen[string(wsclient.Decoded(m))] = true
 		wsSend(t, ctx, c, map[string]any{"messageId": m["messageId"]})
 	}
+}
+
+// stopBrokerForTest stops broker n (SIGTERM) and starts it again when the test ends if the
+// test did not, so the package's next test has both.
+func stopBrokerForTest(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
+	if err := theRig.StopBroker(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if ids, err := theRig.ListBrokers(context.Background()); err == nil && slices.Contains(ids, theRig.BrokerID(n)) {
+			return
+		}
+		if err := theRig.StartBroker(context.Background(), n); err != nil {
+			t.Errorf("restarting broker %d: %v", n, err)
+		}
+	})
 }
