@@ -205,16 +205,18 @@ func TestWebSocketNeverReadingClientBounded(t *testing.T) {
 // websocket.sessionIdleTimeout; one that does not read is closed with 1001 (going away) once
 // the timeout passes.
 func TestWebSocketKeepAlive(t *testing.T) {
-	_, base := wsProxy(t, "  sessionIdleTimeout: 2s\n  pingInterval: 250ms\n")
+	// Each ping waits up to an interval for its pong: four chances per idle timeout, however
+	// loaded the machine.
+	_, base := wsProxy(t, "  sessionIdleTimeout: 4s\n  pingInterval: 1s\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	topic := uniqueTopic(t, "ws-keepalive")
 	live := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "live", nil))
 	deaf := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "deaf", nil))
-	if m, err := live.NextWithin(6 * time.Second); m != nil || err != nil {
+	if m, err := live.NextWithin(10 * time.Second); m != nil || err != nil {
 		t.Fatalf("a client answering pings, for three idle timeouts: %v, %v; want its session open and quiet", m, err)
 	}
-	_, err := deaf.NextWithin(10 * time.Second) // the first read: what came meanwhile
+	_, err := deaf.NextWithin(20 * time.Second) // the first read: what came meanwhile
 	if code := wsclient.CloseCode(err); code != 1001 {
 		t.Fatalf("a client that answered no ping: %v (close %d), want its session closed with 1001", err, code)
 	}
