@@ -29,6 +29,9 @@ const (
 	Multiplexed
 	// HTTP: the admin REST API, lookups over HTTP, the REST producer and Functions.
 	HTTP
+	// WebSocket: Pulsar's WebSocket API, whose producers and consumers the proxy makes at
+	// brokers itself (the role as original_principal).
+	WebSocket
 	planes
 )
 
@@ -43,6 +46,8 @@ func (p Plane) String() string {
 		return "multiplexed"
 	case HTTP:
 		return "http"
+	case WebSocket:
+		return "websocket"
 	}
 	return "unknown"
 }
