@@ -42,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"endpoint"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_websocket_sessions_refused_total",
-			Help: "WebSocket API requests answered with an error instead of an upgrade, by endpoint and HTTP status (400 bad path or parameters, 401, 403, 404, 409 busy, 429, 500, 503 over webSocket.maxSessions, 504).",
+			Help: "WebSocket API requests answered with an error instead of an upgrade, by endpoint and HTTP status (400 bad path or parameters, 401, 403, 404, 409 busy, 429, 500, 503 over websocket.maxSessions, 504).",
 		}, []string{"endpoint", "code"}),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_websocket_messages_total",
@@ -62,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		bufferCap: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pulsar_proxy_websocket_buffer_limit_bytes",
-			Help: "The most payload bytes one WebSocket session holds before it stops reading (producer) or granting permits (consumer): webSocket.maxBufferedBytes.",
+			Help: "The most payload bytes one WebSocket session holds before it stops reading (producer) or granting permits (consumer): websocket.maxBufferedBytes.",
 		}),
 	}
 	for _, k := range []wsapi.Kind{wsapi.Producer, wsapi.Consumer, wsapi.Reader} {

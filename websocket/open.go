@@ -48,7 +48,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	q.endpoint, q.label = ep, ep.Kind.String()
 	if !s.admit() {
-		q.refuse(http.StatusServiceUnavailable, "pulsar-proxy: too many WebSocket sessions (webSocket.maxSessions), retry later")
+		q.refuse(http.StatusServiceUnavailable, "pulsar-proxy: too many WebSocket sessions (websocket.maxSessions), retry later")
 		return
 	}
 	ss := q.admitted()
