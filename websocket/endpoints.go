@@ -1,6 +1,8 @@
 package websocket
 
 import (
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/pulsarclient"
 	"github.com/pulsar-proxy/pulsar-proxy/websocket/wsapi"
@@ -39,6 +41,12 @@ func (q *request) consumer(client *pulsarclient.Client) (func(*session), error) 
 	c, err := wsapi.ParseConsumer(q.r.URL.Query(), e.Topic, e.Subscription)
 	if err != nil {
 		return nil, err
+	}
+	// The dead-letter topic is written in the role's name: the role must be let produce there.
+	if c.DeadLetterTopic != "" {
+		if d := q.s.cfg.Policy.WebSocket(q.id, authz.ActionProduce, c.DeadLetterTopic); d.Outcome != edge.Forward {
+			return nil, &wsapi.Refusal{Status: d.Status, Message: d.Message}
+		}
 	}
 	opts := pulsarclient.ConsumerOptions{Topic: e.Topic, Subscription: e.Subscription, Type: c.Type, Durable: c.Durable,
 		InitialPosition: c.InitialPosition, Name: c.Name, Priority: c.PriorityLevel, QueueSize: c.ReceiverQueueSize,

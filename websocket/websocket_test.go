@@ -162,3 +162,27 @@ func kindOf(s string) wsapi.Kind {
 }
 
 func serverError(name string) pb.ServerError { return pb.ServerError(pb.ServerError_value[name]) }
+
+// A consumer's dead-letter topic is produced to in the role's name: a role that may consume
+// but not produce there is refused before anything is made at a broker.
+func TestDeadLetterTopicNeedsProduce(t *testing.T) {
+	p, err := authz.ParsePolicy([]byte("rules:\n  - {roles: [bob], resources: [\"acme/a/*\"], actions: [lookup, consume]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Clients: pulsarclient.NewFactory(pulsarclient.Config{}), Auth: tokens{}, Policy: edge.New(edge.Config{Policy: policy{p}}),
+		MaxSessions: 10, MaxPendingMessages: 10, MaxBufferedBytes: 1 << 20, Metrics: NewMetrics(promtest.New())})
+	h := s.Handler(http.NotFoundHandler())
+	for _, query := range []string{
+		"deadLetterTopic=persistent://victim/ns/x&maxRedeliverCount=1",
+		"maxRedeliverCount=1", // the default, <topic>-<subscription>-DLQ: still a produce
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/ws/v2/consumer/persistent/acme/a/t/s?"+query, nil)
+		r.Header.Set("Authorization", "Bearer bob-token")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "produce") {
+			t.Errorf("%s: %d %s, want 403 naming produce", query, w.Code, strings.TrimSpace(w.Body.String()))
+		}
+	}
+}

@@ -74,12 +74,18 @@ func (t *tracker) arm(at time.Time) {
 	t.timer.Reset(d)
 }
 
-// Ack acknowledges a message: its entry once every slot of a batch is.
+// maxBatchSize bounds the batch size an ack may claim: the id comes from the client, and its
+// slots are allocated as claimed. No batch in a frame of at most a few MiB holds more.
+const maxBatchSize = 1 << 16
+
+// Ack acknowledges a message: its entry once every slot of a batch is. An id no batch can
+// have (a size over maxBatchSize, or other than the first ack of its entry claimed) is
+// ignored.
 func (co *Consumer) Ack(id MessageID) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	pc := co.partOf(id.Partition)
-	if co.closed || pc == nil {
+	if co.closed || pc == nil || id.BatchSize > maxBatchSize {
 		return
 	}
 	entry := id.entry()
@@ -88,6 +94,9 @@ func (co *Consumer) Ack(id MessageID) {
 		if slots == nil {
 			slots = make([]bool, id.BatchSize)
 			co.tracker.batches[entry] = slots
+		}
+		if len(slots) != int(id.BatchSize) {
+			return
 		}
 		slots[id.BatchIndex] = true
 		for _, done := range slots {

@@ -274,3 +274,25 @@ func TestProducerResendsAfterReconnect(t *testing.T) {
 		}
 	}
 }
+
+// TestAckOfAClaimedBatchSize: an ack's id comes from the client; a batch size no batch can
+// have allocates nothing, and a size other than its entry's first claim does not panic.
+func TestAckOfAClaimedBatchSize(t *testing.T) {
+	f := newFakeCluster(t)
+	c := newTestClient(t, f)
+	co, err := c.Subscribe(context.Background(), ConsumerOptions{Topic: "persistent://a/b/t", Subscription: "s", Durable: true, QueueSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Close()
+	co.Ack(MessageID{Ledger: 1, Entry: 1, Partition: -1, BatchIndex: 0, BatchSize: 1 << 30})
+	co.Ack(MessageID{Ledger: 1, Entry: 2, Partition: -1, BatchIndex: 0, BatchSize: 2})
+	co.Ack(MessageID{Ledger: 1, Entry: 2, Partition: -1, BatchIndex: 5, BatchSize: 10})
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	for entry, slots := range co.tracker.batches {
+		if len(slots) > maxBatchSize {
+			t.Errorf("entry %v: %d slots allocated for a claimed batch", entry, len(slots))
+		}
+	}
+}
