@@ -8,24 +8,28 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
-// tracker keeps a consumer's acknowledgement state, guarded by Consumer.mu: which slots of
-// each batch are still unacknowledged, what was received and not acknowledged (for the ack
-// timeout), what was negatively acknowledged and when it is due again, and the messages a
-// redelivery sends to the dead-letter topic instead. Every map holds at most what the
-// brokers sent ahead, bounded by the queue's permits.
+// tracker keeps a consumer's acknowledgement state, guarded by Consumer.mu: the entries
+// delivered and not yet acknowledged (outstanding, with their batch's size), which slots of
+// each batch are acknowledged, what is watched by the ack timeout, what was negatively
+// acknowledged and when it is due again, and the messages a redelivery sends to the
+// dead-letter topic instead. Ids come from the client, so state is kept only for entries
+// this consumer delivered: every map is a part of outstanding (or, for dead, of what the
+// brokers sent), and outstanding is bounded by MaxUnacked.
 type tracker struct {
-	co      *Consumer
-	batches map[MessageID][]bool // entry → slots acknowledged
-	unacked map[MessageID]time.Time
-	nacks   map[MessageID]time.Time
-	dead    map[MessageID][]*Message
-	timer   *time.Timer
-	timerAt time.Time
-	stopped bool
+	co          *Consumer
+	outstanding map[MessageID][]bool // entry → its batch's slots delivered (nil: no batch)
+	batches     map[MessageID][]bool // entry → its batch's slots acknowledged, or not to be
+	unacked     map[MessageID]time.Time
+	nacks       map[MessageID]time.Time
+	dead        map[MessageID][]*Message
+	timer       *time.Timer
+	timerAt     time.Time
+	stopped     bool
 }
 
 func (t *tracker) init(co *Consumer) {
 	t.co = co
+	t.outstanding = map[MessageID][]bool{}
 	t.batches = map[MessageID][]bool{}
 	t.unacked = map[MessageID]time.Time{}
 	t.nacks = map[MessageID]time.Time{}
@@ -39,8 +43,16 @@ func (t *tracker) stop() {
 	}
 }
 
-// delivered: an entry's message went to the client; with an ack timeout it is watched.
-func (t *tracker) delivered(entry MessageID) {
+// delivered: a message went to the client; its entry is outstanding until acknowledged (a
+// reader's are not: it acknowledges nothing), and with an ack timeout it is watched.
+func (t *tracker) delivered(m *Message) {
+	if t.co.opts.Start != nil {
+		return
+	}
+	entry := m.ID.entry()
+	if _, ok := t.outstanding[entry]; !ok {
+		t.outstanding[entry] = m.carried
+	}
 	if d := t.co.opts.AckTimeout; d > 0 {
 		if _, ok := t.unacked[entry]; !ok {
 			t.unacked[entry] = time.Now().Add(d)
@@ -74,56 +86,89 @@ func (t *tracker) arm(at time.Time) {
 	t.timer.Reset(d)
 }
 
-// maxBatchSize bounds the batch size an ack may claim: the id comes from the client, and its
-// slots are allocated as claimed. No batch in a frame of at most a few MiB holds more.
-const maxBatchSize = 1 << 16
+// DefaultMaxUnacked is ConsumerOptions.MaxUnacked's default: what Pulsar's brokers allow a
+// consumer of a shared subscription (maxUnackedMessagesPerConsumer).
+const DefaultMaxUnacked = 50_000
 
-// Ack acknowledges a message: its entry once every slot of a batch is. An id no batch can
-// have (a size over maxBatchSize, or other than the first ack of its entry claimed) is
-// ignored.
+// full reports whether no more entries may be delivered until some are acknowledged.
+func (t *tracker) full() bool {
+	limit := t.co.opts.MaxUnacked
+	if limit <= 0 {
+		limit = DefaultMaxUnacked
+	}
+	return len(t.outstanding) >= limit
+}
+
+// Ack acknowledges a message: its entry once every message of a batch the broker delivered
+// is (the batch's size is the broker's, never the id's claim). An id of an entry this
+// consumer did not deliver is sent on when it names a whole entry (as Pulsar's clients send
+// any id they are given: another session of the client may have received it), and ignored
+// when it names one message of a batch, which cannot be told apart from a whole entry.
 func (co *Consumer) Ack(id MessageID) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	pc := co.partOf(id.Partition)
-	if co.closed || pc == nil || id.BatchSize > maxBatchSize {
+	if co.closed || pc == nil {
 		return
 	}
-	entry := id.entry()
-	if id.BatchIndex >= 0 && id.BatchSize > 1 && int(id.BatchIndex) < int(id.BatchSize) {
-		slots := co.tracker.batches[entry]
-		if slots == nil {
-			slots = make([]bool, id.BatchSize)
-			co.tracker.batches[entry] = slots
-		}
-		if len(slots) != int(id.BatchSize) {
+	entry, batched := id.entry(), id.BatchIndex >= 0 && id.BatchSize > 1
+	carried, ok := co.tracker.outstanding[entry]
+	switch {
+	case !ok && batched:
+		return
+	case ok && batched && carried != nil:
+		if int(id.BatchSize) != len(carried) || int(id.BatchIndex) >= len(carried) {
 			return
 		}
-		slots[id.BatchIndex] = true
-		for _, done := range slots {
-			if !done {
-				return
-			}
+		if !co.tracker.ackSlot(entry, carried, id.BatchIndex) {
+			return
 		}
-		delete(co.tracker.batches, entry)
 	}
 	co.tracker.forget(entry)
 	pc.ackLocked(entry, nil)
 }
 
+// ackSlot marks one message of a batch acknowledged; true once all it carried are (the
+// slots it did not carry were acknowledged before, or compacted out).
+func (t *tracker) ackSlot(entry MessageID, carried []bool, index int32) bool {
+	slots := t.batches[entry]
+	if slots == nil {
+		slots = make([]bool, len(carried))
+		for i, c := range carried {
+			slots[i] = !c
+		}
+		t.batches[entry] = slots
+	}
+	slots[index] = true
+	for _, done := range slots {
+		if !done {
+			return false
+		}
+	}
+	return true
+}
+
+// forget drops an entry's state: it was acknowledged (or dead-lettered).
 func (t *tracker) forget(entry MessageID) {
+	if _, ok := t.outstanding[entry]; ok && t.full() {
+		defer t.co.wake() // Receive waits for room
+	}
+	delete(t.outstanding, entry)
+	delete(t.batches, entry)
 	delete(t.unacked, entry)
 	delete(t.nacks, entry)
 	delete(t.dead, entry)
 }
 
-// Nack has a message's entry delivered again after the negative-ack delay.
+// Nack has a message's entry delivered again after the negative-ack delay; an entry this
+// consumer did not deliver is not its to redeliver.
 func (co *Consumer) Nack(id MessageID) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	if co.closed || co.partOf(id.Partition) == nil {
+	entry := id.entry()
+	if _, ok := co.tracker.outstanding[entry]; co.closed || !ok || co.partOf(id.Partition) == nil {
 		return
 	}
-	entry := id.entry()
 	delete(co.tracker.unacked, entry)
 	at := time.Now().Add(co.opts.NackDelay)
 	co.tracker.nacks[entry] = at

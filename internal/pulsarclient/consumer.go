@@ -36,6 +36,9 @@ type ConsumerOptions struct {
 	// What to do with encrypted messages (the proxy cannot decrypt): deliver them as they are
 	// (CryptoConsume), acknowledge and drop them (CryptoDiscard), or neither.
 	CryptoConsume, CryptoDiscard bool
+	// MaxUnacked bounds the entries delivered and not yet acknowledged: at the bound Receive
+	// waits for acknowledgements, as a broker stops dispatching (0: DefaultMaxUnacked).
+	MaxUnacked int
 	// Start makes a reader: a non-durable exclusive subscription from the earliest message,
 	// the latest, or just after an id.
 	Start *Start

@@ -40,7 +40,6 @@ func (co *Consumer) deadLetter(entry MessageID, msgs []*Message) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if pc := co.partOf(entry.Partition); pc != nil && !co.closed {
-		delete(co.tracker.batches, entry)
 		co.tracker.forget(entry)
 		pc.ackLocked(entry, nil)
 	}

@@ -38,7 +38,8 @@ type Message struct {
 	RedeliveryCount uint32
 	// Encryption is the metadata of a message delivered undecrypted (CryptoConsume).
 	Encryption *pb.MessageMetadata
-	size       int // bytes counted against the consumer's queue
+	size       int    // bytes counted against the consumer's queue
+	carried    []bool // a batch's slots this delivery of its entry carries (shared by them); nil: no batch
 }
 
 // errUndecryptable marks an entry whose messages the proxy cannot read (they are encrypted).
@@ -86,6 +87,7 @@ func (z *codecs) decodeEntry(m *pb.CommandMessage, payload []byte, partition int
 // splitBatch takes a batch's payload apart: n times [u32 size][SingleMessageMetadata][payload].
 func splitBatch(base Message, data []byte, n int, ackSet []int64) ([]*Message, error) {
 	out := make([]*Message, 0, n)
+	carried := make([]bool, n)
 	for i := 0; i < n; i++ {
 		if len(data) < 4 {
 			return nil, fmt.Errorf("batch of %d messages ends at message %d", n, i)
@@ -108,8 +110,9 @@ func splitBatch(base Message, data []byte, n int, ackSet []int64) ([]*Message, e
 		if smd.GetCompactedOut() || acked(ackSet, i) {
 			continue
 		}
+		carried[i] = true
 		msg := base
-		msg.ID.BatchIndex, msg.ID.BatchSize = int32(i), int32(n)
+		msg.ID.BatchIndex, msg.ID.BatchSize, msg.carried = int32(i), int32(n), carried
 		msg.Payload, msg.Properties = payload, properties(smd.GetProperties())
 		msg.Key, msg.HasKey = smd.GetPartitionKey(), smd.PartitionKey != nil
 		msg.EventTime, msg.size = smd.GetEventTime(), len(payload)

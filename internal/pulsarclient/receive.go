@@ -116,7 +116,7 @@ func (co *Consumer) Receive(ctx context.Context) (*Message, error) {
 			co.mu.Unlock()
 			return nil, ErrClosed
 		}
-		if len(co.queue) > 0 {
+		if len(co.queue) > 0 && !co.tracker.full() {
 			m := co.takeLocked()
 			co.mu.Unlock()
 			return m, nil
@@ -151,7 +151,7 @@ func (co *Consumer) takeLocked() *Message {
 	pc.consumed++
 	id := m.ID
 	pc.start = &id
-	co.tracker.delivered(m.ID.entry())
+	co.tracker.delivered(m)
 	co.flowLocked(pc)
 	if limit := co.opts.MaxQueuedBytes; limit > 0 && co.bytes <= limit {
 		for _, other := range co.parts { // permits held back while the queue was over its bytes
