@@ -107,6 +107,7 @@ type Edge struct {
 	metrics  *authz.Metrics
 	refusals Refusals
 	rates    *lookupRates
+	roles    *roleLimits
 }
 
 // Refusals is where the edge reports its denials (refusal.Summary).
@@ -120,7 +121,7 @@ func New(cfg Config) *Edge {
 	if now == nil {
 		now = time.Now
 	}
-	return &Edge{policy: cfg.Policy, metrics: cfg.Metrics, refusals: cfg.Refusals, rates: newLookupRates(now)}
+	return &Edge{policy: cfg.Policy, metrics: cfg.Metrics, refusals: cfg.Refusals, rates: newLookupRates(now), roles: newRoleLimits()}
 }
 
 // Decision is the edge's answer for one request.

@@ -9,7 +9,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 )
 
-// maxTrackedRoles bounds the table of lookup rates. Roles come only from credentials the
+// maxTrackedRoles bounds the tables of lookup rates and of role limits. Roles come only from credentials the
 // proxy accepted, so a sane cluster has far fewer; past the bound a new role goes unlimited
 // rather than refused (refusing would let a flood of valid roles lock everyone out).
 const maxTrackedRoles = 10_000

@@ -8,8 +8,12 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/websocket/wsapi"
 )
 
-// producer reads a producer's parameters and makes it at the brokers.
-func (q *request) producer(client *pulsarclient.Client) (func(*session), error) {
+// maker makes a session's producer or consumer at the brokers, with the client's broker
+// connections; it returns how the session then runs.
+type maker func(client *pulsarclient.Client) (run func(*session), err error)
+
+// producer reads a producer's parameters; its maker makes it at the brokers.
+func (q *request) producer() (maker, error) {
 	p, err := wsapi.ParseProducer(q.r.URL.Query())
 	if err != nil {
 		return nil, err
@@ -28,15 +32,17 @@ func (q *request) producer(client *pulsarclient.Client) (func(*session), error) 
 	if p.MaxPending > 0 && p.MaxPending < pending {
 		pending = p.MaxPending
 	}
-	producer, err := client.CreateProducer(q.r.Context(), opts)
-	if err != nil {
-		return nil, createError(wsapi.Producer, err)
-	}
-	return func(ss *session) { ss.produce(producer, pending) }, nil
+	return func(client *pulsarclient.Client) (func(*session), error) {
+		producer, err := client.CreateProducer(q.r.Context(), opts)
+		if err != nil {
+			return nil, createError(wsapi.Producer, err)
+		}
+		return func(ss *session) { ss.produce(producer, pending) }, nil
+	}, nil
 }
 
-// consumer reads a consumer's parameters and subscribes at the brokers.
-func (q *request) consumer(client *pulsarclient.Client) (func(*session), error) {
+// consumer reads a consumer's parameters; its maker subscribes at the brokers.
+func (q *request) consumer() (maker, error) {
 	e := q.endpoint
 	c, err := wsapi.ParseConsumer(q.r.URL.Query(), e.Topic, e.Subscription)
 	if err != nil {
@@ -53,16 +59,18 @@ func (q *request) consumer(client *pulsarclient.Client) (func(*session), error) 
 		MaxQueuedBytes: q.s.cfg.MaxBufferedBytes, AckTimeout: c.AckTimeout, NackDelay: c.NegativeAckDelay,
 		MaxRedeliverCount: c.MaxRedeliverCount, DeadLetterTopic: c.DeadLetterTopic,
 		CryptoConsume: c.CryptoFailure == wsapi.CryptoConsume, CryptoDiscard: c.CryptoFailure == wsapi.CryptoDiscard}
-	co, err := client.Subscribe(q.r.Context(), opts)
-	if err != nil {
-		return nil, createError(wsapi.Consumer, err)
-	}
 	pending := max(c.ReceiverQueueSize, 1)
-	return func(ss *session) { ss.consume(co, c.PullMode, pending, false) }, nil
+	return func(client *pulsarclient.Client) (func(*session), error) {
+		co, err := client.Subscribe(q.r.Context(), opts)
+		if err != nil {
+			return nil, createError(wsapi.Consumer, err)
+		}
+		return func(ss *session) { ss.consume(co, c.PullMode, pending, false) }, nil
+	}, nil
 }
 
-// reader reads a reader's parameters and makes it at the brokers.
-func (q *request) reader(client *pulsarclient.Client) (func(*session), error) {
+// reader reads a reader's parameters; its maker makes it at the brokers.
+func (q *request) reader() (maker, error) {
 	p, err := wsapi.ParseReader(q.r.URL.Query())
 	if err != nil {
 		return nil, err
@@ -74,10 +82,12 @@ func (q *request) reader(client *pulsarclient.Client) (func(*session), error) {
 	opts := pulsarclient.ConsumerOptions{Topic: q.endpoint.Topic, Name: p.Name, QueueSize: p.ReceiverQueueSize,
 		MaxQueuedBytes: q.s.cfg.MaxBufferedBytes, Start: start,
 		CryptoConsume: p.CryptoFailure == wsapi.CryptoConsume, CryptoDiscard: p.CryptoFailure == wsapi.CryptoDiscard}
-	co, err := client.Subscribe(q.r.Context(), opts)
-	if err != nil {
-		return nil, createError(wsapi.Reader, err)
-	}
 	pending := max(p.ReceiverQueueSize, 1)
-	return func(ss *session) { ss.consume(co, false, pending, true) }, nil
+	return func(client *pulsarclient.Client) (func(*session), error) {
+		co, err := client.Subscribe(q.r.Context(), opts)
+		if err != nil {
+			return nil, createError(wsapi.Reader, err)
+		}
+		return func(ss *session) { ss.consume(co, false, pending, true) }, nil
+	}, nil
 }

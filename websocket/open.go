@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -33,7 +34,9 @@ type request struct {
 
 // serve takes a request from its path to a session: parse, authenticate, decide, read the
 // parameters, make the producer or consumer at the brokers, upgrade, run. Each step that
-// fails answers with the status Pulsar's service gives.
+// fails answers with the status Pulsar's service gives. A session's slot (MaxSessions) and
+// its place in the role's connection limit are taken only once the client is authenticated
+// and allowed, so that clients without credentials cannot use them up.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// An admin request before this one on the same connection may have left deadlines on it
 	// (adminproxy bounds its writes); a session sets its own.
@@ -47,31 +50,41 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.endpoint, q.label = ep, ep.Kind.String()
+	if !q.authenticate() || !q.allowed() {
+		return
+	}
+	release, ok := s.cfg.Policy.AcquireSession(q.id.Role)
+	if !ok {
+		msg := "pulsar-proxy: role " + edge.QuoteRole(q.id.Role) + " has as many connections as its limit allows, retry later"
+		if rf := s.cfg.Refusals; rf != nil {
+			rf.Refused(refusal.ConnectionLimit, "websocket role_connections", r.RemoteAddr, msg)
+		}
+		q.refuse(http.StatusTooManyRequests, msg)
+		return
+	}
+	defer release()
 	if !s.admit() {
 		q.refuse(http.StatusServiceUnavailable, "pulsar-proxy: too many WebSocket sessions (websocket.maxSessions), retry later")
 		return
 	}
-	ss := q.admitted()
+	ss := q.open()
 	s.settled(ss)
 	if ss != nil {
 		ss.run() // on the request's goroutine: it has the connection for good
 	}
 }
 
-// admitted authenticates, decides and opens; nil when refused (the client was told).
-func (q *request) admitted() *session {
-	if !q.authenticate() {
-		return nil
-	}
+// allowed asks the edge; false: refused, the client was told.
+func (q *request) allowed() bool {
 	action := authz.ActionConsume
 	if q.endpoint.Kind == wsapi.Producer {
 		action = authz.ActionProduce
 	}
 	if d := q.s.cfg.Policy.WebSocket(q.id, action, q.endpoint.Topic); d.Outcome != edge.Forward {
 		q.refuse(d.Status, d.Message)
-		return nil
+		return false
 	}
-	return q.open()
+	return true
 }
 
 // authenticate names the client's role; false: refused (401), the client was told.
@@ -120,34 +133,59 @@ func credentials(r *http.Request) authn.Credentials {
 	return authn.HTTPCredentials(r)
 }
 
-// open makes the producer or consumer at the brokers and upgrades; nil when refused.
+// open reads the parameters, checks the upgrade, makes the producer or consumer at the
+// brokers and upgrades; nil when refused (the client was told).
 func (q *request) open() *session {
 	cfg := &q.s.cfg
-	client := cfg.Clients.New(q.who(), origin(q.r))
-	var run func(ss *session)
+	var create maker
 	var err error
 	switch q.endpoint.Kind {
 	case wsapi.Producer:
-		run, err = q.producer(client)
+		create, err = q.producer()
 	case wsapi.Consumer:
-		run, err = q.consumer(client)
+		create, err = q.consumer()
 	default:
-		run, err = q.reader(client)
+		create, err = q.reader()
 	}
+	if err != nil {
+		q.refuse(refusalOf(err))
+		return nil
+	}
+	opts := &websocket.AcceptOptions{OriginPatterns: cfg.OriginPatterns, CompressionMode: websocket.CompressionDisabled}
+	if !q.upgradable(opts) {
+		return nil
+	}
+	client := cfg.Clients.New(q.who(), origin(q.r))
+	run, err := create(client)
 	if err != nil {
 		client.Close()
 		q.refuse(refusalOf(err))
 		return nil
 	}
-	opts := &websocket.AcceptOptions{InsecureSkipVerify: len(cfg.OriginPatterns) == 0, OriginPatterns: cfg.OriginPatterns,
-		CompressionMode: websocket.CompressionDisabled}
 	conn, err := websocket.Accept(q.w, q.r, opts)
-	if err != nil { // not an upgrade request, or a refused origin: Accept answered
+	if err != nil { // checked by upgradable: only a connection that cannot be taken over
 		client.Close()
-		q.s.metrics.refused.WithLabelValues(q.label, "400").Inc()
+		q.s.metrics.refused.WithLabelValues(q.label, "500").Inc()
 		return nil
 	}
 	return newSession(q, conn, client, run)
+}
+
+// upgradable runs the library's own checks of the upgrade request and of its origin, before
+// anything is made at the brokers: Accept on a writer that cannot be taken over stops, when
+// the checks pass, at the take-over (501). A request the checks refuse gets their answer.
+func (q *request) upgradable(opts *websocket.AcceptOptions) bool {
+	probe := httptest.NewRecorder()
+	if _, err := websocket.Accept(probe, q.r, opts); err == nil || probe.Code == http.StatusNotImplemented {
+		return true
+	}
+	for k, v := range probe.Header() {
+		q.w.Header()[k] = v
+	}
+	q.s.metrics.refused.WithLabelValues(q.label, httpCode(probe.Code)).Inc()
+	q.w.WriteHeader(probe.Code)
+	q.w.Write(probe.Body.Bytes())
+	return false
 }
 
 // who is whom the brokers see: the role, and its token when credentials are forwarded.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/pulsarclient"
 	"github.com/pulsar-proxy/pulsar-proxy/websocket/wsapi"
@@ -38,6 +39,7 @@ func (ss *session) produce(p *pulsarclient.Producer, pending int) {
 		}
 		ctxStr, hasCtx := out.context, out.hasContext
 		n := len(out.msg.Payload)
+		ss.pacePublishing(n)
 		p.Send(out.msg, func(id pulsarclient.MessageID, err error) {
 			if err != nil {
 				ss.s.metrics.sendErrs.Inc()
@@ -49,6 +51,20 @@ func (ss *session) produce(p *pulsarclient.Producer, pending int) {
 			ss.s.metrics.bytes.WithLabelValues(dirProduced).Add(float64(n))
 			acks <- ack{wsapi.AckOK(encodeID(id), ctxStr, hasCtx).AppendJSON(nil), size}
 		})
+	}
+}
+
+// pacePublishing waits, before n bytes of payload are sent, as long as the role's publish
+// rate (shared with its sessions on every plane) asks: meanwhile nothing is read from the
+// client, whose sends wait.
+func (ss *session) pacePublishing(n int) {
+	l := ss.s.cfg.Policy.PublishRate(ss.role)
+	if l == nil {
+		return
+	}
+	paused := edge.Pace(ss.ctx, l, n)
+	if c := ss.s.cfg.PublishPaused; c != nil {
+		c.Add(paused.Seconds())
 	}
 }
 

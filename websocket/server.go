@@ -16,7 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
@@ -42,9 +44,12 @@ type Refusals interface {
 	Refused(k refusal.Kind, detail, remote, told string)
 }
 
-// Policy is the edge's decision on opening a session (edge.Edge).
+// Policy is the edge (edge.Edge): its decision on opening a session, and the role's limits
+// shared with the other planes (its sessions, its publish rate).
 type Policy interface {
 	WebSocket(id authn.Identity, a authz.Action, topic string) edge.Decision
+	AcquireSession(role string) (release func(), ok bool)
+	PublishRate(role string) *rate.Limiter
 }
 
 // Config configures the plane.
@@ -68,14 +73,19 @@ type Config struct {
 	// MaxBufferedBytes bounds the payload bytes a session holds: a producer's in flight, a
 	// consumer's received ahead of its client (beyond it no more permits are granted).
 	MaxBufferedBytes int
-	// OriginPatterns are the browser origins allowed (path.Match patterns of host[:port]);
-	// empty: any, as Pulsar's service.
+	// OriginPatterns are the browser origins allowed besides the proxy's own (path.Match
+	// patterns of host[:port]; "*" allows any, as Pulsar's service does). Empty: the same
+	// origin only, so that a page elsewhere cannot open a session with credentials a browser
+	// sends by itself (a client certificate).
 	OriginPatterns []string
 	// Location is the time zone of publishTime and eventTime in messages (the service writes
 	// its own); nil: UTC.
 	Location *time.Location
 	Logger   zerolog.Logger
 	Metrics  *Metrics // nil: counted, not registered
+	// PublishPaused sums the seconds producers waited for their role's publish rate (the
+	// binary sessions' counter); nil: not counted.
+	PublishPaused prometheus.Counter
 }
 
 // Server serves the WebSocket API; build it with New.
@@ -164,6 +174,14 @@ func (s *Server) ended(ss *session) {
 	delete(s.sessions, ss)
 	s.mu.Unlock()
 	s.wg.Done()
+}
+
+// writeTimeout bounds a write to the client: the idle timeout, or a minute without one.
+func (c *Config) writeTimeout() time.Duration {
+	if c.IdleTimeout > 0 {
+		return c.IdleTimeout
+	}
+	return time.Minute
 }
 
 // unsubscribeTimeout bounds a consumer's unsubscribe at its brokers.

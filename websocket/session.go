@@ -22,6 +22,7 @@ type session struct {
 	client    *pulsarclient.Client
 	kind      wsapi.Kind
 	label     string
+	role      string
 	log       zerolog.Logger
 	serveKind func(*session)
 	ctx       context.Context
@@ -32,7 +33,7 @@ type session struct {
 
 func newSession(q *request, conn *websocket.Conn, client *pulsarclient.Client, run func(*session)) *session {
 	ctx, cancel := context.WithCancel(context.Background())
-	ss := &session{s: q.s, conn: conn, client: client, kind: q.endpoint.Kind, label: q.label, serveKind: run, ctx: ctx, cancel: cancel,
+	ss := &session{s: q.s, conn: conn, client: client, kind: q.endpoint.Kind, label: q.label, role: q.id.Role, serveKind: run, ctx: ctx, cancel: cancel,
 		log: q.s.cfg.Logger.With().Str("plane", "websocket").Str("endpoint", q.label).Str("topic", q.endpoint.Topic).
 			Str("remote", q.r.RemoteAddr).Str("principal", q.id.Role).Logger()}
 	limit := q.s.cfg.MaxMessageSize
@@ -154,9 +155,13 @@ func (ss *session) read(buf []byte) ([]byte, error) {
 	}
 }
 
-// write writes one text message.
+// write writes one text message. A client that reads nothing for the write timeout loses
+// its session (the library closes the connection): its acks or pings alone must not hold
+// a session, and its broker-side consumer, for good.
 func (ss *session) write(b []byte) error {
-	err := ss.conn.Write(ss.ctx, websocket.MessageText, b)
+	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.cfg.writeTimeout())
+	defer cancel()
+	err := ss.conn.Write(ctx, websocket.MessageText, b)
 	if err == nil {
 		ss.touch()
 	}

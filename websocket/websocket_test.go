@@ -1,11 +1,14 @@
 package websocket
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/internal/pulsarclient"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 	"github.com/pulsar-proxy/pulsar-proxy/websocket/wsapi"
 )
 
@@ -107,15 +111,24 @@ func TestRefusedBeforeTheBrokers(t *testing.T) {
 	}
 }
 
-// TestMaxSessions: past websocket.maxSessions a request is answered 503 before anything
-// else, and a shut-down plane takes none.
+// TestMaxSessions: past websocket.maxSessions an allowed request is answered 503; a request
+// without credentials is refused for them first and takes no slot (it cannot crowd out the
+// clients that have credentials); a shut-down plane takes none.
 func TestMaxSessions(t *testing.T) {
 	s, _ := newTestServer(t, 1)
 	if !s.admit() {
 		t.Fatal("the first request refused")
 	}
+	h := s.Handler(nil)
 	w := httptest.NewRecorder()
-	s.Handler(nil).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/acme/a/t", nil))
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/acme/a/t", nil))
+	if w.Code != http.StatusUnauthorized {
+		t.Fatalf("no credentials, over maxSessions: %d, want 401", w.Code)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/acme/a/t", nil)
+	r.Header.Set("Authorization", "Bearer alice-token")
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
 	if w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("over maxSessions: %d, want 503", w.Code)
 	}
@@ -125,6 +138,87 @@ func TestMaxSessions(t *testing.T) {
 	}
 	if s.admit() {
 		t.Fatal("a request admitted after Shutdown")
+	}
+}
+
+// TestRoleConnectionLimit: a role's WebSocket sessions count against its connection limit
+// with its sessions on the other planes (one edge): at the limit a request is refused 429
+// before anything is made at a broker, and the count is given back when it is refused.
+func TestRoleConnectionLimit(t *testing.T) {
+	p, err := authz.ParsePolicy([]byte("rules:\n  - {roles: [alice], resources: [\"acme/a/*\"], actions: [produce]}\n" +
+		"limits:\n  - {roles: [alice], maxConnections: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := edge.New(edge.Config{Policy: policy{p}})
+	log := &told{}
+	s := New(Config{Clients: pulsarclient.NewFactory(pulsarclient.Config{}), Auth: tokens{}, Policy: e, Refusals: log,
+		MaxSessions: 10, MaxPendingMessages: 10, MaxBufferedBytes: 1 << 20, Metrics: NewMetrics(promtest.New())})
+	release, ok := e.AcquireSession("alice") // a binary connection of alice's
+	if !ok {
+		t.Fatal("alice's first connection refused")
+	}
+	r := httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/acme/a/t", nil)
+	r.Header.Set("Authorization", "Bearer alice-token")
+	w := httptest.NewRecorder()
+	s.Handler(nil).ServeHTTP(w, r)
+	if w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "limit") {
+		t.Fatalf("over alice's connection limit: %d %s, want 429", w.Code, strings.TrimSpace(w.Body.String()))
+	}
+	if len(log.lines) != 1 || !strings.HasPrefix(log.lines[0], "connection_limit websocket role_connections") {
+		t.Errorf("refusal summaries told %q", log.lines)
+	}
+	release()
+	again, ok := e.AcquireSession("alice")
+	if !ok {
+		t.Fatal("the refused session's count was not given back")
+	}
+	again()
+}
+
+// lookups counts the plane's lookups, and fails them: the first step of making a producer or
+// consumer at the brokers.
+type lookups struct{ n atomic.Int32 }
+
+func (l *lookups) Resolve(context.Context, upstream.Client, *pb.BaseCommand) (*pb.BaseCommand, error) {
+	l.n.Add(1)
+	return nil, errors.New("no brokers here")
+}
+
+// TestNoUpgradeNoBrokers: a request the upgrade would refuse (not an upgrade, an origin not
+// allowed) is refused before its producer or consumer is made at the brokers: no lookup.
+func TestNoUpgradeNoBrokers(t *testing.T) {
+	s, _ := newTestServer(t, 10)
+	seen := &lookups{}
+	s.cfg.Clients = pulsarclient.NewFactory(pulsarclient.Config{Resolver: seen, OperationTimeout: time.Second})
+	h := s.Handler(nil)
+	upgrade := func(r *http.Request) {
+		r.Header.Set("Connection", "Upgrade")
+		r.Header.Set("Upgrade", "websocket")
+		r.Header.Set("Sec-WebSocket-Version", "13")
+		r.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		r.Header.Set("Authorization", "Bearer alice-token")
+	}
+	for _, c := range []struct {
+		name    string
+		setup   func(*http.Request)
+		status  int
+		lookups int32
+	}{
+		{"not an upgrade", func(r *http.Request) { r.Header.Set("Authorization", "Bearer alice-token") }, http.StatusUpgradeRequired, 0},
+		{"another site's page", func(r *http.Request) { upgrade(r); r.Header.Set("Origin", "https://evil.example") }, http.StatusForbidden, 0},
+		{"the same origin", func(r *http.Request) { upgrade(r); r.Header.Set("Origin", "http://example.com") }, http.StatusInternalServerError, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			seen.n.Store(0)
+			r := httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/acme/a/t", nil)
+			c.setup(r)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != c.status || seen.n.Load() != c.lookups {
+				t.Fatalf("%d %s after %d lookups, want %d after %d", w.Code, strings.TrimSpace(w.Body.String()), seen.n.Load(), c.status, c.lookups)
+			}
+		})
 	}
 }
 

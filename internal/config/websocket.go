@@ -26,8 +26,9 @@ type WebSocket struct {
 	// MaxBufferedBytes bounds the payload bytes one session holds: a producer's in flight,
 	// a consumer's received ahead of its client.
 	MaxBufferedBytes int `yaml:"maxBufferedBytes" env:"MAX_BUFFERED_BYTES"`
-	// AllowedOrigins are the browser origins allowed to open sessions (host[:port] patterns
-	// of path.Match, e.g. "*.example.com"); empty: any, as Pulsar's service allows.
+	// AllowedOrigins are the browser origins allowed to open sessions besides the proxy's own
+	// (host[:port] patterns of path.Match, e.g. "*.example.com"; "*": any, as Pulsar's
+	// service allows); empty: the same origin only.
 	AllowedOrigins []string `yaml:"allowedOrigins" env:"ALLOWED_ORIGINS"`
 	// OperationTimeout bounds a session's lookup and its producer's or consumer's creation
 	// at the brokers.

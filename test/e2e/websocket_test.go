@@ -200,6 +200,37 @@ func TestWebSocketNeverReadingClientBounded(t *testing.T) {
 	t.Logf("held at the proxy for the never-reading client: %.0f bytes (bound %.0f)", last, limit)
 }
 
+// TestWebSocketClientThatAcksButNeverReadsIsClosed: a consumer's client that sends acks
+// (each resets the idle timeout) but reads nothing cannot hold its session, and the
+// consumer at the brokers, for good: a write it does not take within the idle timeout
+// closes the session.
+func TestWebSocketClientThatAcksButNeverReadsIsClosed(t *testing.T) {
+	p, base := wsProxy(t, "  sessionIdleTimeout: 4s\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	topic := uniqueTopic(t, "ws-acks-never-reads")
+	c := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "s", nil))
+	pr := wsDial(t, ctx, base, wsclient.Path("producer", topic, "", nil))
+	body := wsclient.Payload(bytes.Repeat([]byte("x"), 64<<10))
+	var id any
+	for i := 0; i < 300; i++ { // 19 MiB: more than the sockets between proxy and client hold
+		wsSend(t, ctx, pr, map[string]any{"payload": body})
+		a := wsNext(t, ctx, pr)
+		if a["result"] != "ok" {
+			t.Fatalf("message %d: %v", i, a)
+		}
+		id = a["messageId"]
+	}
+	const sessions = "pulsar_proxy_websocket_sessions"
+	wait.Until(t, 2*time.Minute, "the session of the client that acks but never reads to be closed", func() bool {
+		if err := c.Send(ctx, map[string]any{"messageId": id}); err != nil {
+			t.Logf("the client's ack: %v", err) // the proxy closed the connection
+		}
+		time.Sleep(300 * time.Millisecond)
+		return p.metric(t, sessions, `endpoint="consumer"`) == 0
+	})
+}
+
 // TestWebSocketKeepAlive: with websocket.pingInterval the proxy pings each client. A client
 // that answers (its library answers pings while it reads) keeps a quiet session open past
 // websocket.sessionIdleTimeout; the session of one that does not read is closed once the

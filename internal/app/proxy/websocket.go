@@ -17,9 +17,10 @@ import (
 
 // buildWebSocket makes the WebSocket plane (nil without websocket.enabled): sessions
 // authenticated and decided as on the other planes, their producers and consumers made
-// through the resolver's lookups on broker connections of their own.
+// through the resolver's lookups on broker connections of their own. Its producers' pauses
+// for a role's publish rate are added to the binary sessions' (paused).
 func buildWebSocket(cfg *config.Config, connector *upstream.Connector, resolver *lookup.Resolver, set *brokers.Set,
-	sec session.Security, reg prometheus.Registerer, log zerolog.Logger, refusals websocket.Refusals) *websocket.Server {
+	sec session.Security, reg prometheus.Registerer, log zerolog.Logger, refusals websocket.Refusals, paused prometheus.Counter) *websocket.Server {
 	w := cfg.WebSocket
 	metrics := websocket.NewMetrics(reg)
 	if !w.Enabled {
@@ -51,6 +52,7 @@ func buildWebSocket(cfg *config.Config, connector *upstream.Connector, resolver 
 		Location:                 time.Local,
 		Logger:                   log,
 		Metrics:                  metrics,
+		PublishPaused:            paused,
 	}
 	if sec.Authenticator != nil {
 		c.Auth = sec.Authenticator
