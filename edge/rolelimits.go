@@ -31,14 +31,19 @@ type roleUse struct {
 func newRoleLimits() *roleLimits { return &roleLimits{roles: map[string]*roleUse{}} }
 
 // acquire counts a new session of role under policy p. It reports false, counting nothing,
-// when the role is at its connection limit; otherwise release must be called at the end.
+// when the role is at its connection limit (or, limited, finds the table full); otherwise
+// release must be called at the end. Only roles the policy limits are counted (a reload that
+// limits a role counts its sessions from then on).
 func (r *roleLimits) acquire(role string, p *authz.Policy) (release func(), ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	u := r.roles[role]
 	if u == nil {
+		if l := p.LimitFor(role); l.MaxConnections <= 0 && l.PublishBytesPerSecond <= 0 {
+			return func() {}, true // nothing to count: the role is not in the table
+		}
 		if len(r.roles) >= maxTrackedRoles {
-			return func() {}, true
+			return nil, false // a limited role must not go unlimited because the table is full
 		}
 		u = &roleUse{}
 		r.roles[role] = u

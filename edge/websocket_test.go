@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -94,5 +95,29 @@ func TestWebSocketDenialSummed(t *testing.T) {
 	e.WebSocket(alice, authz.ActionConsume, hiddenTopic)
 	if len(log.details) != 1 || !strings.HasPrefix(log.details[0], "denied consume: ") || !strings.Contains(log.details[0], hiddenTopic) {
 		t.Fatalf("refusals told %q, want one denial of consume on %s", log.details, hiddenTopic)
+	}
+}
+
+// TestRoleLimitsHoldPastTheTable: roles without a limit are not counted; once the table of
+// limited roles is full, a new limited role is refused rather than let through unlimited.
+func TestRoleLimitsHoldPastTheTable(t *testing.T) {
+	p, err := authz.ParsePolicy([]byte("rules:\n  - {roles: [\"*\"], resources: [\"acme/a/*\"], actions: [produce]}\n" +
+		"limits:\n  - {roles: [free], lookupsPerSecond: 100}\n  - {roles: [\"*\"], maxConnections: 1, publishBytesPerSecond: 1000}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{Policy: staticPolicy{p}})
+	for i := range maxTrackedRoles {
+		if _, ok := e.AcquireSession(fmt.Sprintf("user-%d", i)); !ok {
+			t.Fatalf("user-%d refused", i)
+		}
+	}
+	if _, ok := e.AcquireSession("mallory"); ok {
+		t.Error("a limited role let through, uncounted, past the table's bound")
+	}
+	for range 3 {
+		if _, ok := e.AcquireSession("free"); !ok {
+			t.Fatal("a role without a connection limit refused")
+		}
 	}
 }

@@ -28,15 +28,18 @@ type request struct {
 	r        *http.Request
 	endpoint wsapi.Endpoint
 	label    string // the endpoint as a metric label
+	accept   *websocket.AcceptOptions
 	id       authn.Identity
 	creds    authn.Credentials
 }
 
-// serve takes a request from its path to a session: parse, authenticate, decide, read the
-// parameters, make the producer or consumer at the brokers, upgrade, run. Each step that
-// fails answers with the status Pulsar's service gives. A session's slot (MaxSessions) and
-// its place in the role's connection limit are taken only once the client is authenticated
-// and allowed, so that clients without credentials cannot use them up.
+// serve takes a request from its path to a session: parse, check the upgrade and its origin,
+// authenticate, decide, read the parameters, make the producer or consumer at the brokers,
+// upgrade, run. Each step that fails answers with the status Pulsar's service gives. What is
+// no upgrade, or comes from another site's page, is refused first: it spends nothing of the
+// role's (its lookup rate). A session's slot (MaxSessions) and its place in the role's
+// connection limit are taken only once the client is authenticated and allowed, so that
+// clients without credentials cannot use them up.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// An admin request before this one on the same connection may have left deadlines on it
 	// (adminproxy bounds its writes); a session sets its own.
@@ -50,7 +53,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.endpoint, q.label = ep, ep.Kind.String()
-	if !q.authenticate() || !q.allowed() {
+	q.accept = &websocket.AcceptOptions{OriginPatterns: s.cfg.OriginPatterns, CompressionMode: websocket.CompressionDisabled}
+	if !q.upgradable() || !q.authenticate() || !q.allowed() {
 		return
 	}
 	release, ok := s.cfg.Policy.AcquireSession(q.id.Role)
@@ -133,8 +137,8 @@ func credentials(r *http.Request) authn.Credentials {
 	return authn.HTTPCredentials(r)
 }
 
-// open reads the parameters, checks the upgrade, makes the producer or consumer at the
-// brokers and upgrades; nil when refused (the client was told).
+// open reads the parameters, makes the producer or consumer at the brokers and upgrades; nil
+// when refused (the client was told).
 func (q *request) open() *session {
 	cfg := &q.s.cfg
 	var create maker
@@ -151,10 +155,6 @@ func (q *request) open() *session {
 		q.refuse(refusalOf(err))
 		return nil
 	}
-	opts := &websocket.AcceptOptions{OriginPatterns: cfg.OriginPatterns, CompressionMode: websocket.CompressionDisabled}
-	if !q.upgradable(opts) {
-		return nil
-	}
 	client := cfg.Clients.New(q.who(), origin(q.r))
 	run, err := create(client)
 	if err != nil {
@@ -162,7 +162,7 @@ func (q *request) open() *session {
 		q.refuse(refusalOf(err))
 		return nil
 	}
-	conn, err := websocket.Accept(q.w, q.r, opts)
+	conn, err := websocket.Accept(q.w, q.r, q.accept)
 	if err != nil { // checked by upgradable: only a connection that cannot be taken over
 		client.Close()
 		q.s.metrics.refused.WithLabelValues(q.label, "500").Inc()
@@ -174,9 +174,9 @@ func (q *request) open() *session {
 // upgradable runs the library's own checks of the upgrade request and of its origin, before
 // anything is made at the brokers: Accept on a writer that cannot be taken over stops, when
 // the checks pass, at the take-over (501). A request the checks refuse gets their answer.
-func (q *request) upgradable(opts *websocket.AcceptOptions) bool {
+func (q *request) upgradable() bool {
 	probe := httptest.NewRecorder()
-	if _, err := websocket.Accept(probe, q.r, opts); err == nil || probe.Code == http.StatusNotImplemented {
+	if _, err := websocket.Accept(probe, q.r, q.accept); err == nil || probe.Code == http.StatusNotImplemented {
 		return true
 	}
 	for k, v := range probe.Header() {

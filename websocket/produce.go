@@ -39,7 +39,9 @@ func (ss *session) produce(p *pulsarclient.Producer, pending int) {
 		}
 		ctxStr, hasCtx := out.context, out.hasContext
 		n := len(out.msg.Payload)
-		ss.pacePublishing(n)
+		if !ss.pacePublishing(out.msg.Size()) {
+			return
+		}
 		p.Send(out.msg, func(id pulsarclient.MessageID, err error) {
 			if err != nil {
 				ss.s.metrics.sendErrs.Inc()
@@ -54,18 +56,19 @@ func (ss *session) produce(p *pulsarclient.Producer, pending int) {
 	}
 }
 
-// pacePublishing waits, before n bytes of payload are sent, as long as the role's publish
+// pacePublishing waits, before a message of n bytes is sent, as long as the role's publish
 // rate (shared with its sessions on every plane) asks: meanwhile nothing is read from the
-// client, whose sends wait.
-func (ss *session) pacePublishing(n int) {
+// client, whose sends wait. False: the session ended meanwhile, the message is not sent.
+func (ss *session) pacePublishing(n int) bool {
 	l := ss.s.cfg.Policy.PublishRate(ss.role)
 	if l == nil {
-		return
+		return true
 	}
 	paused := edge.Pace(ss.ctx, l, n)
 	if c := ss.s.cfg.PublishPaused; c != nil {
 		c.Add(paused.Seconds())
 	}
+	return ss.ctx.Err() == nil
 }
 
 // ack is an ack to write and the budget its message holds until then.

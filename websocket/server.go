@@ -157,15 +157,20 @@ func (s *Server) admit() bool {
 	return true
 }
 
-// settled ends a request's set-up: as a session (ss) or not (nil).
+// settled ends a request's set-up: as a session (ss) or not (nil). A session set up while
+// Shutdown ran (after it looked at the sessions) is told to go away too.
 func (s *Server) settled(ss *session) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.setting--
+	closing := s.closing
 	if ss != nil {
 		s.sessions[ss] = struct{}{}
 	} else {
 		s.wg.Done()
+	}
+	s.mu.Unlock()
+	if ss != nil && closing {
+		ss.goAway()
 	}
 }
 

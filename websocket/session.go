@@ -23,6 +23,7 @@ type session struct {
 	kind      wsapi.Kind
 	label     string
 	role      string
+	expires   time.Time // the credentials' expiry; zero: never
 	log       zerolog.Logger
 	serveKind func(*session)
 	ctx       context.Context
@@ -33,7 +34,7 @@ type session struct {
 
 func newSession(q *request, conn *websocket.Conn, client *pulsarclient.Client, run func(*session)) *session {
 	ctx, cancel := context.WithCancel(context.Background())
-	ss := &session{s: q.s, conn: conn, client: client, kind: q.endpoint.Kind, label: q.label, role: q.id.Role, serveKind: run, ctx: ctx, cancel: cancel,
+	ss := &session{s: q.s, conn: conn, client: client, kind: q.endpoint.Kind, label: q.label, role: q.id.Role, expires: q.id.Expires, serveKind: run, ctx: ctx, cancel: cancel,
 		log: q.s.cfg.Logger.With().Str("plane", "websocket").Str("endpoint", q.label).Str("topic", q.endpoint.Topic).
 			Str("remote", q.r.RemoteAddr).Str("principal", q.id.Role).Logger()}
 	limit := q.s.cfg.MaxMessageSize
@@ -62,7 +63,15 @@ func (ss *session) run() {
 		ss.log.Debug().Msg("WebSocket session ended")
 	}()
 	if t := ss.s.cfg.IdleTimeout; t > 0 {
-		ss.idle = time.AfterFunc(t, ss.checkIdle)
+		// Made stopped, then started: checkIdle may use ss.idle as soon as it runs.
+		ss.idle = time.AfterFunc(time.Hour, ss.checkIdle)
+		ss.idle.Reset(t)
+	}
+	if !ss.expires.IsZero() {
+		// A WebSocket client cannot give new credentials: the session ends with its token, as
+		// a binary session whose client does not renew them.
+		expiry := time.AfterFunc(time.Until(ss.expires), func() { ss.close(websocket.StatusPolicyViolation, "credentials expired") })
+		defer expiry.Stop()
 	}
 	if p := ss.s.cfg.PingInterval; p > 0 {
 		go ss.pings(p)

@@ -25,6 +25,16 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// wsRequest is a WebSocket upgrade request for path, as a client's library sends it.
+func wsRequest(path string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.Header.Set("Connection", "Upgrade")
+	r.Header.Set("Upgrade", "websocket")
+	r.Header.Set("Sec-WebSocket-Version", "13")
+	r.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	return r
+}
+
 // tokens is an authenticator that knows two tokens.
 type tokens struct{}
 
@@ -90,7 +100,7 @@ func TestRefusedBeforeTheBrokers(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := httptest.NewRequest(http.MethodGet, c.path, nil)
+			r := wsRequest(c.path)
 			if c.auth != "" {
 				r.Header.Set("Authorization", c.auth)
 			}
@@ -121,11 +131,11 @@ func TestMaxSessions(t *testing.T) {
 	}
 	h := s.Handler(nil)
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/acme/a/t", nil))
+	h.ServeHTTP(w, wsRequest("/ws/v2/producer/persistent/acme/a/t"))
 	if w.Code != http.StatusUnauthorized {
 		t.Fatalf("no credentials, over maxSessions: %d, want 401", w.Code)
 	}
-	r := httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/acme/a/t", nil)
+	r := wsRequest("/ws/v2/producer/persistent/acme/a/t")
 	r.Header.Set("Authorization", "Bearer alice-token")
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, r)
@@ -158,7 +168,7 @@ func TestRoleConnectionLimit(t *testing.T) {
 	if !ok {
 		t.Fatal("alice's first connection refused")
 	}
-	r := httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/acme/a/t", nil)
+	r := wsRequest("/ws/v2/producer/persistent/acme/a/t")
 	r.Header.Set("Authorization", "Bearer alice-token")
 	w := httptest.NewRecorder()
 	s.Handler(nil).ServeHTTP(w, r)
@@ -192,26 +202,20 @@ func TestNoUpgradeNoBrokers(t *testing.T) {
 	seen := &lookups{}
 	s.cfg.Clients = pulsarclient.NewFactory(pulsarclient.Config{Resolver: seen, OperationTimeout: time.Second})
 	h := s.Handler(nil)
-	upgrade := func(r *http.Request) {
-		r.Header.Set("Connection", "Upgrade")
-		r.Header.Set("Upgrade", "websocket")
-		r.Header.Set("Sec-WebSocket-Version", "13")
-		r.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
-		r.Header.Set("Authorization", "Bearer alice-token")
-	}
+	alice := func(r *http.Request) { r.Header.Set("Authorization", "Bearer alice-token") }
 	for _, c := range []struct {
 		name    string
 		setup   func(*http.Request)
 		status  int
 		lookups int32
 	}{
-		{"not an upgrade", func(r *http.Request) { r.Header.Set("Authorization", "Bearer alice-token") }, http.StatusUpgradeRequired, 0},
-		{"another site's page", func(r *http.Request) { upgrade(r); r.Header.Set("Origin", "https://evil.example") }, http.StatusForbidden, 0},
-		{"the same origin", func(r *http.Request) { upgrade(r); r.Header.Set("Origin", "http://example.com") }, http.StatusInternalServerError, 1},
+		{"not an upgrade", func(r *http.Request) { alice(r); r.Header.Del("Upgrade") }, http.StatusUpgradeRequired, 0},
+		{"another site's page", func(r *http.Request) { alice(r); r.Header.Set("Origin", "https://evil.example") }, http.StatusForbidden, 0},
+		{"the same origin", func(r *http.Request) { alice(r); r.Header.Set("Origin", "http://example.com") }, http.StatusInternalServerError, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			seen.n.Store(0)
-			r := httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/acme/a/t", nil)
+			r := wsRequest("/ws/v2/producer/persistent/acme/a/t")
 			c.setup(r)
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
@@ -271,12 +275,56 @@ func TestDeadLetterTopicNeedsProduce(t *testing.T) {
 		"deadLetterTopic=persistent://victim/ns/x&maxRedeliverCount=1",
 		"maxRedeliverCount=1", // the default, <topic>-<subscription>-DLQ: still a produce
 	} {
-		r := httptest.NewRequest(http.MethodGet, "/ws/v2/consumer/persistent/acme/a/t/s?"+query, nil)
+		r := wsRequest("/ws/v2/consumer/persistent/acme/a/t/s?" + query)
 		r.Header.Set("Authorization", "Bearer bob-token")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "produce") {
 			t.Errorf("%s: %d %s, want 403 naming produce", query, w.Code, strings.TrimSpace(w.Body.String()))
 		}
+	}
+}
+
+// TestRefusedUpgradesSpendNothingOfTheRole: another site's page that makes a user's browser
+// (which sends the user's client certificate by itself) knock on the API is refused before
+// the role's lookup rate is spent: its own lookups go on.
+func TestRefusedUpgradesSpendNothingOfTheRole(t *testing.T) {
+	p, err := authz.ParsePolicy([]byte("rules:\n  - {roles: [alice], resources: [\"acme/a/*\"], actions: [produce]}\n" +
+		"limits:\n  - {roles: [alice], lookupsPerSecond: 0.0001, lookupBurst: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := edge.New(edge.Config{Policy: policy{p}})
+	s := New(Config{Clients: pulsarclient.NewFactory(pulsarclient.Config{}), Auth: tokens{}, Policy: e,
+		MaxSessions: 10, MaxPendingMessages: 10, MaxBufferedBytes: 1 << 20, Metrics: NewMetrics(promtest.New())})
+	h := s.Handler(nil)
+	for _, hostile := range []func(*http.Request){
+		func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") },
+		func(r *http.Request) { r.Header.Del("Upgrade") }, // an <img> of the API's URL
+	} {
+		r := wsRequest("/ws/v2/producer/persistent/acme/a/t")
+		r.Header.Set("Authorization", "Bearer alice-token")
+		hostile(r)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code < 400 {
+			t.Fatalf("a hostile request answered %d", w.Code)
+		}
+	}
+	if d := e.WebSocket(authn.Identity{Role: "alice"}, authz.ActionProduce, "persistent://acme/a/t"); d.Outcome != edge.Forward {
+		t.Errorf("after two refused requests alice's own lookup is refused: %d %s", d.Status, d.Message)
+	}
+}
+
+// TestPublishRateCountsAllAMessageCarries: a producer's message is paced for all it carries
+// to brokers (key and properties too), not its payload alone, which a client may leave empty.
+func TestPublishRateCountsAllAMessageCarries(t *testing.T) {
+	big := strings.Repeat("x", 512<<10)
+	out, fail := (&session{}).message([]byte(`{"payload":"","key":"` + big + `","properties":{"p":"` + big + `"}}`))
+	if fail != nil {
+		t.Fatalf("refused: %s", fail.AppendJSON(nil))
+	}
+	if got := out.msg.Size(); got < 2*len(big) {
+		t.Fatalf("a message carrying two %d-byte strings is counted as %d bytes", len(big), got)
 	}
 }

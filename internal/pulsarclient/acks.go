@@ -99,6 +99,16 @@ func (t *tracker) full() bool {
 	return len(t.outstanding) >= limit
 }
 
+// room reports whether m may be delivered: below MaxUnacked, or a message of an entry
+// outstanding already (a redelivery adds nothing to hold).
+func (t *tracker) room(m *Message) bool {
+	if !t.full() {
+		return true
+	}
+	_, ok := t.outstanding[m.ID.entry()]
+	return ok
+}
+
 // Ack acknowledges a message: its entry once every message of a batch the broker delivered
 // is (the batch's size is the broker's, never the id's claim). An id of an entry this
 // consumer did not deliver is sent on when it names a whole entry (as Pulsar's clients send

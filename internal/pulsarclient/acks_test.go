@@ -132,3 +132,60 @@ func TestUnackedBound(t *testing.T) {
 		t.Fatalf("after an ack: %v", err)
 	}
 }
+
+// TestRedeliveryAtTheBound: at MaxUnacked, a message of an entry outstanding already (sent
+// again after a negative ack) is still delivered: it adds nothing to hold, and the client
+// waits for it.
+func TestRedeliveryAtTheBound(t *testing.T) {
+	f := newFakeCluster(t)
+	co := subscribed(t, f, ConsumerOptions{QueueSize: 10, MaxUnacked: 2, Type: pb.CommandSubscribe_Shared})
+	id := co.parts[0].id
+	f.sendMessage(id, 0, 10)
+	f.sendMessage(id, 1, 10)
+	var first MessageID
+	for i := range 2 {
+		m, err := co.Receive(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = m.ID
+		}
+	}
+	co.Nack(first)
+	f.sendMessage(id, 0, 10) // the broker sends entry 0 again
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if m, err := co.Receive(ctx); err != nil || m.ID.Entry != 0 {
+		t.Fatalf("entry 0 sent again at the bound: %v %v", m, err)
+	}
+}
+
+// TestDeadLetterRefusedBacksOff: a dead-letter topic that refuses the producer is tried again
+// with a growing backoff, not at every broker round trip (a lookup, a PRODUCER and a log
+// line each time).
+func TestDeadLetterRefusedBacksOff(t *testing.T) {
+	f := newFakeCluster(t)
+	f.mu.Lock()
+	f.refuseProducers = true
+	f.mu.Unlock()
+	co := subscribed(t, f, ConsumerOptions{QueueSize: 10, Type: pb.CommandSubscribe_Shared, MaxRedeliverCount: 1,
+		DeadLetterTopic: "persistent://a/b/dlq"})
+	md := &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(1)}
+	cmd := &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{ConsumerId: proto.Uint64(co.parts[0].id),
+		MessageId: &pb.MessageIdData{LedgerId: proto.Uint64(1), EntryId: proto.Uint64(0)}, RedeliveryCount: proto.Uint32(5)}}
+	b, err := frame.AppendPayloadCommand(nil, cmd, nil, md, []byte("poison"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.conn.Write(b)
+	f.mu.Unlock()
+	attempts := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.producers }
+	wait.Until(t, 5*time.Second, "a first attempt at the dead-letter topic", func() bool { return attempts() > 0 })
+	time.Sleep(time.Second)
+	// 100 ms doubling: at most 4 more within a second, however fast the machine.
+	if n := attempts(); n > 5 {
+		t.Fatalf("%d attempts at a refusing dead-letter topic within a second", n)
+	}
+}

@@ -5,41 +5,47 @@ import (
 	"fmt"
 	"maps"
 	"sync"
-
-	"google.golang.org/protobuf/proto"
-
-	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"time"
 )
 
-// deadLetters is a consumer's producer on its dead-letter topic, made on first use.
+// deadLetters is a consumer's producer on its dead-letter topic, made on first use, and
+// the backoff between failed attempts to send there.
 type deadLetters struct {
 	mu       sync.Mutex
 	producer *Producer
+	retry    backoff // guarded by Consumer.mu
+	failing  bool    // guarded by Consumer.mu: the last attempt failed (logged once)
 }
 
-// deadLetter sends an entry's messages to the dead-letter topic and acknowledges the entry;
-// if that fails, the entry is redelivered instead (and tried again next time).
+// deadLetter sends an entry's messages to the dead-letter topic and acknowledges the entry.
+// If that fails (the topic refused, a broker away), the entry is tried again after a backoff
+// that grows to 30 s: a dead-letter topic that always refuses must not cost a lookup and a
+// log line per broker round trip.
 func (co *Consumer) deadLetter(entry MessageID, msgs []*Message) {
 	p, err := co.deadLetterProducer()
 	if err == nil {
 		err = sendAll(p, co.opts.Subscription, msgs)
 	}
-	if err != nil {
-		co.c.log.Warn().Err(err).Str("topic", co.opts.Topic).Str("dead_letter_topic", co.opts.DeadLetterTopic).
-			Msg("could not send to the dead-letter topic; the message is redelivered")
-		co.mu.Lock()
-		co.tracker.dead[entry] = msgs
-		if pc := co.partOf(entry.Partition); pc != nil && pc.cn != nil && !co.closed {
-			pc.cn.write(nil, &pb.BaseCommand{Type: pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES.Enum(),
-				RedeliverUnacknowledgedMessages: &pb.CommandRedeliverUnacknowledgedMessages{ConsumerId: proto.Uint64(pc.id),
-					MessageIds: []*pb.MessageIdData{{LedgerId: proto.Uint64(entry.Ledger), EntryId: proto.Uint64(entry.Entry)}}}})
-		}
-		co.mu.Unlock()
-		return
-	}
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	if pc := co.partOf(entry.Partition); pc != nil && !co.closed {
+	if co.closed {
+		return
+	}
+	if err != nil {
+		if !co.dlq.failing {
+			co.c.log.Warn().Err(err).Str("topic", co.opts.Topic).Str("dead_letter_topic", co.opts.DeadLetterTopic).
+				Msg("could not send to the dead-letter topic; trying again with a backoff")
+		}
+		co.dlq.failing = true
+		at := time.Now().Add(co.dlq.retry.delay())
+		co.tracker.dead[entry] = msgs
+		co.tracker.nacks[entry] = at
+		co.tracker.arm(at)
+		return
+	}
+	co.dlq.failing = false
+	co.dlq.retry.reset()
+	if pc := co.partOf(entry.Partition); pc != nil {
 		co.tracker.forget(entry)
 		pc.ackLocked(entry, nil)
 	}

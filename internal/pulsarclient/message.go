@@ -67,7 +67,8 @@ func (z *codecs) decodeEntry(m *pb.CommandMessage, payload []byte, partition int
 		msg.Payload, msg.Encryption = p.Data, md
 		msg.Properties = properties(md.GetProperties())
 		msg.Key, msg.HasKey = md.GetPartitionKey(), md.PartitionKey != nil
-		msg.EventTime, msg.size = md.GetEventTime(), len(p.Data)
+		msg.EventTime = md.GetEventTime()
+		msg.size = msg.charge()
 		return []*Message{&msg}, nil
 	}
 	data, err := z.decompress(md.GetCompression(), p.Data, md.GetUncompressedSize(), maxSize)
@@ -78,14 +79,29 @@ func (z *codecs) decodeEntry(m *pb.CommandMessage, payload []byte, partition int
 		msg := base
 		msg.Payload, msg.Properties = data, properties(md.GetProperties())
 		msg.Key, msg.HasKey = md.GetPartitionKey(), md.PartitionKey != nil
-		msg.EventTime, msg.size = md.GetEventTime(), len(data)
+		msg.EventTime = md.GetEventTime()
+		msg.size = msg.charge()
 		return []*Message{&msg}, nil
 	}
 	return splitBatch(base, data, int(md.GetNumMessagesInBatch()), m.GetAckSet())
 }
 
+// maxBatchMessages bounds the messages of a batch the proxy takes apart. The count is the
+// producer's word, and each message costs the proxy a few hundred bytes however small it is:
+// a batch of empty messages would cost far more than its bytes. No client batches more.
+const maxBatchMessages = 1 << 16
+
+// minBatchSlot is the fewest bytes a message of a batch takes: its size (4 bytes) and its
+// metadata, whose payload_size is required (2 bytes at least).
+const minBatchSlot = 6
+
 // splitBatch takes a batch's payload apart: n times [u32 size][SingleMessageMetadata][payload].
+// A count the data cannot hold, or over maxBatchMessages, makes the entry unreadable before
+// anything is allocated for it.
 func splitBatch(base Message, data []byte, n int, ackSet []int64) ([]*Message, error) {
+	if n < 1 || n > maxBatchMessages || n > len(data)/minBatchSlot {
+		return nil, fmt.Errorf("a batch of %d messages in %d bytes", n, len(data))
+	}
 	out := make([]*Message, 0, n)
 	carried := make([]bool, n)
 	for i := 0; i < n; i++ {
@@ -115,7 +131,8 @@ func splitBatch(base Message, data []byte, n int, ackSet []int64) ([]*Message, e
 		msg.ID.BatchIndex, msg.ID.BatchSize, msg.carried = int32(i), int32(n), carried
 		msg.Payload, msg.Properties = payload, properties(smd.GetProperties())
 		msg.Key, msg.HasKey = smd.GetPartitionKey(), smd.PartitionKey != nil
-		msg.EventTime, msg.size = smd.GetEventTime(), len(payload)
+		msg.EventTime = smd.GetEventTime()
+		msg.size = msg.charge()
 		out = append(out, &msg)
 	}
 	return out, nil
@@ -131,7 +148,27 @@ func acked(ackSet []int64, i int) bool {
 	return w >= len(ackSet) || ackSet[w]&(1<<(uint(i)%64)) == 0
 }
 
+// messageOverhead is what a message costs the proxy besides its bytes (the Message and its
+// slices and map headers), counted against the consumer's queue with them.
+const messageOverhead = 256
+
+// charge is what the message holds at the proxy, counted against MaxQueuedBytes: its
+// payload, key and properties, and its own overhead, so that many small messages are
+// counted for what they cost.
+func (m *Message) charge() int {
+	n := messageOverhead + len(m.Payload) + len(m.Key)
+	for k, v := range m.Properties {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// properties are a message's properties; nil without any (most messages), so that they
+// cost no map.
 func properties(kvs []*pb.KeyValue) map[string]string {
+	if len(kvs) == 0 {
+		return nil
+	}
 	m := make(map[string]string, len(kvs))
 	for _, kv := range kvs {
 		m[kv.GetKey()] = kv.GetValue()

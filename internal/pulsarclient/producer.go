@@ -49,6 +49,22 @@ type OutMessage struct {
 	UncompressedSize *uint32
 }
 
+// Size is what the message carries to a broker: its payload, key, properties, replication
+// clusters and encryption parameter (what a role's publish rate counts).
+func (m *OutMessage) Size() int {
+	n := len(m.Payload) + len(m.EncryptionParam)
+	if m.Key != nil {
+		n += len(*m.Key)
+	}
+	for k, v := range m.Properties {
+		n += len(k) + len(v)
+	}
+	for _, c := range m.ReplicationClusters {
+		n += len(c)
+	}
+	return n
+}
+
 // SendResult gets a message's id once the broker stored it, or why it was not stored. It
 // runs on a broker connection's goroutine (or a timer's) and must not block.
 type SendResult func(id MessageID, err error)

@@ -125,6 +125,9 @@ type fakeCluster struct {
 	conn    net.Conn
 	sends   int
 	acked   []uint64 // entries of the ACKs received
+
+	producers       int  // PRODUCER commands received
+	refuseProducers bool // answer them AuthorizationError
 }
 
 func newFakeCluster(t *testing.T) *fakeCluster {
@@ -139,6 +142,14 @@ func (f *fakeCluster) handle(c net.Conn, cmd *pb.BaseCommand) {
 	case pb.BaseCommand_CONNECT:
 		resp = frame.Connected("fake", 21, 5<<20)
 	case pb.BaseCommand_PRODUCER:
+		f.mu.Lock()
+		f.producers++
+		refuse := f.refuseProducers
+		f.mu.Unlock()
+		if refuse {
+			resp = frame.Error(cmd.Producer.GetRequestId(), pb.ServerError_AuthorizationError, "not on this topic")
+			break
+		}
 		resp = &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
 			RequestId: cmd.Producer.RequestId, ProducerName: proto.String("fake-1"), LastSequenceId: proto.Int64(-1)}}
 	case pb.BaseCommand_SUBSCRIBE:
@@ -228,7 +239,7 @@ func TestConsumerPermits(t *testing.T) {
 	for n := uint64(0); n < 10; n++ {
 		f.sendMessage(id, n, 10<<10) // 100 KiB: four times the byte bound
 	}
-	wait.Until(t, 5*time.Second, "the messages queued", func() bool { return co.QueuedBytes() == 100<<10 })
+	wait.Until(t, 5*time.Second, "the messages queued", func() bool { return co.QueuedBytes() == 10*(10<<10+messageOverhead) })
 	ctx := context.Background()
 	for i := 0; i < 7; i++ { // 30 KiB left: still over the bound
 		if _, err := co.Receive(ctx); err != nil {

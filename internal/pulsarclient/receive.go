@@ -116,7 +116,7 @@ func (co *Consumer) Receive(ctx context.Context) (*Message, error) {
 			co.mu.Unlock()
 			return nil, ErrClosed
 		}
-		if len(co.queue) > 0 && !co.tracker.full() {
+		if len(co.queue) > 0 && co.tracker.room(co.queue[0]) {
 			m := co.takeLocked()
 			co.mu.Unlock()
 			return m, nil

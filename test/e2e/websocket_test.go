@@ -180,7 +180,7 @@ func TestWebSocketNeverReadingClientBounded(t *testing.T) {
 	}
 	// The socket buffers fill, the proxy's writes block, its queue fills up to the receiver
 	// queue and then it grants no more permits: the buffered bytes level off.
-	limit := float64(queue * size)
+	limit := float64(queue * (size + 1024)) // the payloads, and what each message costs besides
 	var last float64
 	steady := 0
 	wait.Until(t, 2*time.Minute, "the proxy's buffered bytes to level off", func() bool {
