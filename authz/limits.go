@@ -11,7 +11,8 @@ import (
 // superusers are limited too when a limit names them.
 type Limit struct {
 	Roles []string `yaml:"roles"`
-	// MaxConnections: live client connections of the role, all sessions together.
+	// MaxConnections: live client connections of the role, all sessions together (binary
+	// connections and WebSocket sessions).
 	MaxConnections int `yaml:"maxConnections"`
 	// LookupsPerSecond: the role's lookup-mode requests (LOOKUP, PARTITIONED_METADATA,
 	// GET_TOPICS_OF_NAMESPACE, GET_SCHEMA) per second, with bursts of LookupBurst (default:
@@ -19,9 +20,9 @@ type Limit struct {
 	// retry.
 	LookupsPerSecond float64 `yaml:"lookupsPerSecond"`
 	LookupBurst      int     `yaml:"lookupBurst"`
-	// PublishBytesPerSecond: what the role's clients send in direct sessions, all together;
-	// beyond it the proxy stops reading from them for a while (backpressure: nothing is
-	// dropped, their sends slow down).
+	// PublishBytesPerSecond: what the role's clients send in direct sessions and WebSocket
+	// producers (their payloads), all together; beyond it the proxy stops reading from them
+	// for a while (backpressure: nothing is dropped, their sends slow down).
 	PublishBytesPerSecond float64 `yaml:"publishBytesPerSecond"`
 }
 

@@ -43,6 +43,10 @@ func main() {
 		return
 	}
 	o := parseFlags()
+	if o.webSocket {
+		exitIf(runWebSocketBench(o))
+		return
+	}
 	if o.proxyBound {
 		cfg, err := proxyBoundConfig(o)
 		if err != nil {
@@ -77,9 +81,9 @@ func exitIf(err error) {
 
 // options are the command line's flags.
 type options struct {
-	quick, docs, proxyBound, keep, rerender, profile, sniOnly  bool
-	out, note, only, conns, roles, workloads, latencyFractions string
-	maxConns, proxyCPU, loadCPU                                int
+	quick, docs, proxyBound, keep, rerender, profile, sniOnly, webSocket bool
+	out, note, only, conns, roles, workloads, latencyFractions           string
+	maxConns, proxyCPU, loadCPU                                          int
 }
 
 func parseFlags() options {
@@ -101,6 +105,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.rerender, "rerender", false, "no run: the Markdown, the chart and (with -docs) the pages' figures written anew from the -out directory's JSON (after a change of the report)")
 	flag.StringVar(&o.latencyFractions, "latency-fractions", "0.5,0.1", "proxy-bound: the latency runs' rates as fractions of the direct path's, comma-separated")
 	flag.BoolVar(&o.profile, "profile", false, "proxy-bound: CPU profiles of pulsar-proxy (passthrough and framed) over round 0 of the goal's cells, into the -out directory's profiles folder (development runs: the profiler's cost lands in those rounds' CPU figures)")
+	flag.BoolVar(&o.webSocket, "websocket", false, "the WebSocket benchmark (bench-websocket): producers through pulsar-proxy's WebSocket API and the broker's own service")
 	flag.Parse()
 	return o
 }

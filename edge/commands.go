@@ -165,7 +165,28 @@ func canonical(cmd *pb.BaseCommand) *pb.BaseCommand {
 	fd := ownField(cmd)
 	out := &pb.BaseCommand{Type: cmd.GetType().Enum()}
 	out.ProtoReflect().Set(fd, cmd.ProtoReflect().Get(fd))
+	dropUnknown(out.ProtoReflect())
 	return out
+}
+
+// dropUnknown clears the unknown fields of m and of every message in it. A broker skips most
+// of them, but its parser throws on one of the group wire types and closes the connection:
+// on a shared connection, under every client on it. (The protocol's messages are those of
+// Pulsar's own definition: nothing the broker acts on is dropped.)
+func dropUnknown(m protoreflect.Message) {
+	m.SetUnknown(nil)
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Message() == nil:
+		case fd.IsList():
+			for i := 0; i < v.List().Len(); i++ {
+				dropUnknown(v.List().Get(i).Message())
+			}
+		case !fd.IsMap():
+			dropUnknown(v.Message())
+		}
+		return true
+	})
 }
 
 // forLookupService is a lookup connection's request as the proxy sends it from its own

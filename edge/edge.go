@@ -29,6 +29,9 @@ const (
 	Multiplexed
 	// HTTP: the admin REST API, lookups over HTTP, the REST producer and Functions.
 	HTTP
+	// WebSocket: Pulsar's WebSocket API, whose producers and consumers the proxy makes at
+	// brokers itself (the role as original_principal).
+	WebSocket
 	planes
 )
 
@@ -43,6 +46,8 @@ func (p Plane) String() string {
 		return "multiplexed"
 	case HTTP:
 		return "http"
+	case WebSocket:
+		return "websocket"
 	}
 	return "unknown"
 }
@@ -102,6 +107,7 @@ type Edge struct {
 	metrics  *authz.Metrics
 	refusals Refusals
 	rates    *lookupRates
+	roles    *roleLimits
 }
 
 // Refusals is where the edge reports its denials (refusal.Summary).
@@ -115,7 +121,7 @@ func New(cfg Config) *Edge {
 	if now == nil {
 		now = time.Now
 	}
-	return &Edge{policy: cfg.Policy, metrics: cfg.Metrics, refusals: cfg.Refusals, rates: newLookupRates(now)}
+	return &Edge{policy: cfg.Policy, metrics: cfg.Metrics, refusals: cfg.Refusals, rates: newLookupRates(now), roles: newRoleLimits()}
 }
 
 // Decision is the edge's answer for one request.

@@ -9,9 +9,11 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 )
 
-// maxTrackedRoles bounds the table of lookup rates. Roles come only from credentials the
-// proxy accepted, so a sane cluster has far fewer; past the bound a new role goes unlimited
-// rather than refused (refusing would let a flood of valid roles lock everyone out).
+// maxTrackedRoles bounds the tables of lookup rates and of role limits, which hold only
+// roles the policy limits. Roles come only from credentials the proxy accepted, so a sane
+// cluster has far fewer. Past the bound a new role's lookups go unlimited (the table is swept
+// of full buckets first), while its sessions are refused: a role limited in what it holds
+// must not go unlimited because ten thousand others are busy.
 const maxTrackedRoles = 10_000
 
 // lookupRates is each role's lookup rate (authz.Limit.LookupsPerSecond), one bucket per role

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
@@ -96,8 +98,52 @@ func CheckSendPayload(p []byte) error {
 	if uint64(size) > uint64(len(rest)-4) {
 		return fmt.Errorf("%w: metadata size %d exceeds the %d bytes left", ErrMalformed, size, len(rest)-4)
 	}
-	if err := proto.Unmarshal(rest[4:4+size], new(pb.MessageMetadata)); err != nil {
+	md := new(pb.MessageMetadata)
+	if err := proto.Unmarshal(rest[4:4+size], md); err != nil {
 		return fmt.Errorf("%w: message metadata: %v", ErrMalformed, err)
 	}
+	if hasUnknownGroup(md.ProtoReflect()) {
+		return fmt.Errorf("%w: message metadata: an unknown field of a group wire type", ErrMalformed)
+	}
 	return nil
+}
+
+// hasUnknownGroup reports whether m, or a message in it, has an unknown field of a group
+// wire type: the broker's parser throws on those (where it skips other unknown fields), and
+// closes the connection. The metadata is under the message's checksum, so it cannot be
+// cleaned, only refused.
+func hasUnknownGroup(m protoreflect.Message) bool {
+	if groupIn(m.GetUnknown()) {
+		return true
+	}
+	found := false
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Message() == nil || fd.IsMap():
+		case fd.IsList():
+			for i := 0; i < v.List().Len() && !found; i++ {
+				found = hasUnknownGroup(v.List().Get(i).Message())
+			}
+		default:
+			found = hasUnknownGroup(v.Message())
+		}
+		return !found
+	})
+	return found
+}
+
+// groupIn reports whether unknown-field bytes hold a group (or cannot be read).
+func groupIn(b []byte) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ == protowire.StartGroupType || typ == protowire.EndGroupType {
+			return true
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return true
+		}
+		b = b[n+m:]
+	}
+	return false
 }

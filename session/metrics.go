@@ -39,9 +39,13 @@ func (m *Metrics) newGuardMetrics() {
 		Name: "pulsar_proxy_stalled_sessions_total", Help: "Direct sessions closed by the stall watchdog (session.stallTimeout), by reason: client_stalled (part of a frame, then nothing), client_not_reading, broker_stalled.",
 	}, []string{"reason"})
 	m.publishPaused = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "pulsar_proxy_publish_paused_seconds_total", Help: "Time direct sessions stopped reading from their clients to hold a role to its publish rate (policy limits), summed over sessions.",
+		Name: "pulsar_proxy_publish_paused_seconds_total", Help: "Time sessions (direct binary sessions, WebSocket producers) stopped reading from their clients to hold a role to its publish rate (policy limits), summed over sessions.",
 	})
 }
+
+// PublishPaused is where other planes holding a role to its publish rate add their pauses
+// (seconds), so that one series shows the role limit's effect on every plane.
+func (m *Metrics) PublishPaused() prometheus.Counter { return m.publishPaused }
 
 // Directions as metric label values.
 const (

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
-	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
@@ -131,27 +130,17 @@ func (s *session) topicLists() *edge.TopicLists {
 	return s.srv.sec.Edge.TopicLists(s.identityNow).Counted(s.srv.metrics.watchers)
 }
 
-// policy is the authorization policy in force; nil without one.
-func (s *session) policy() *authz.Policy { return s.srv.sec.Edge.Policy() }
-
-// acquireRole counts the session against its role's connection limit (see authz.Limit).
+// acquireRole counts the session against its role's connection limit (see authz.Limit),
+// with the role's sessions on the other planes.
 func (s *session) acquireRole() (release func(), ok bool) {
-	role, p := s.role(), s.policy()
-	if role == "" || p == nil {
-		return func() {}, true
-	}
-	return s.srv.roles.acquire(role, p)
+	return s.srv.sec.Edge.AcquireSession(s.role())
 }
 
 // pacePublishing waits, after the client sent n bytes to its broker, as long as its role's
 // publish rate asks: meanwhile nothing is read from the client, whose sends slow down.
 func (s *session) pacePublishing(n int) {
-	role, p := s.role(), s.policy()
-	if role == "" || p == nil {
-		return
-	}
-	if l := s.srv.roles.pacer(role, p); l != nil {
-		s.srv.metrics.publishPaused.Add(pace(s.ctx, l, n).Seconds())
+	if l := s.srv.sec.Edge.PublishRate(s.role()); l != nil {
+		s.srv.metrics.publishPaused.Add(edge.Pace(s.ctx, l, n).Seconds())
 	}
 }
 

@@ -102,7 +102,6 @@ type Server struct {
 	spliceAbove int              // forward.Config.SpliceAbove; 0: the default; benchmarks vary it
 	clientIPs   *connlimit.PerIP // live connections per client IP, for MaxConnectionsPerIP
 	connectRate *connlimit.Rate  // new connections per client IP; nil = unlimited
-	roles       *roleLimits      // per-role use against the policy's limits
 	lookups     chan struct{}    // one per lookup being answered, at most MaxLookupsInFlight; nil = unbounded
 
 	watchdog  sync.Once     // the stall watchdog, started by the first Serve
@@ -132,7 +131,6 @@ func NewServer(cfg Config, resolver Resolver, targets Targets, m *Metrics, log z
 		buffers:     forward.NewBuffers(),
 		clientIPs:   connlimit.NewPerIP(cfg.MaxConnectionsPerIP, cfg.IPv6PrefixLength, m.clientIPs),
 		connectRate: connlimit.NewRate(cfg.ConnectionRatePerIP, cfg.ConnectionBurstPerIP, cfg.IPv6PrefixLength),
-		roles:       newRoleLimits(),
 		sec:         Security{Edge: edge.New(edge.Config{}), RefreshTimeout: 10 * time.Second},
 		listeners:   map[net.Listener]struct{}{},
 		sessions:    map[*session]struct{}{},

@@ -3,12 +3,16 @@ package e2eauth
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wsclient"
 )
 
 // The per-role limits of the policy file with pulsar-client-go against the real brokers:
@@ -149,4 +153,53 @@ func TestRolePublishRateWithRealClients(t *testing.T) {
 		t.Fatalf("bob's 1 MB at 200 KB/s took %v with %.2f s of pauses, want at least 4 s, paced by the proxy", took, paused)
 	}
 	t.Logf("bob's 1 MB at 200 KB/s took %v, %.2f s of it paused by the proxy", took.Round(10*time.Millisecond), paused)
+}
+
+// The role limits hold on the WebSocket plane too, counted with the binary plane's: dave's
+// binary client holds his two connections, so his WebSocket session is refused (429) until
+// it closes; bob's WebSocket producer is paced at his 200 KB/s.
+func TestRoleLimitsOnWebSocket(t *testing.T) {
+	p := startProxy(t, limitsPolicy, "websocket:\n  enabled: true\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	base := "ws" + strings.TrimPrefix(p.HTTPURL, "http")
+	topic := uniqueTopic(nsShared, "ws-limits")
+	dave := wsAttempt{"dave's session", wsclient.Path("producer", topic, "", nil), "Bearer " + mustToken("dave", 0), ""}
+	client := tokenClient(t, p.PulsarURL, "dave")
+	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatalf("dave's binary client: %v", err)
+	}
+	if got := wsStatus(t, ctx, base, dave); got != "429" {
+		t.Fatalf("dave's WebSocket session beside his binary client's two connections: %s, want 429", got)
+	}
+	prod.Close()
+	client.Close()
+	wait.Until(t, time.Minute, "dave's WebSocket session once his binary client is gone", func() bool {
+		return wsStatus(t, ctx, base, dave) == "101, ok"
+	})
+
+	c, err := wsclient.Dial(ctx, base, wsclient.Path("producer", uniqueTopic(nsShared, "ws-rate"), "", nil),
+		http.Header{"Authorization": {"Bearer " + mustToken("bob", 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	before := p.count(t, "pulsar_proxy_publish_paused_seconds_total")
+	body := wsclient.Payload(make([]byte, 10_000))
+	began := time.Now()
+	for i := range 100 { // 1 MB at 200 KB/s after a burst of 200 KB: at least 4 s
+		if err := c.Send(ctx, map[string]any{"payload": body}); err != nil {
+			t.Fatal(err)
+		}
+		if a, err := c.Next(ctx); err != nil || a["result"] != "ok" {
+			t.Fatalf("bob's message %d: %v %v", i, a, err)
+		}
+	}
+	took := time.Since(began)
+	paused := p.count(t, "pulsar_proxy_publish_paused_seconds_total") - before
+	if took < 4*time.Second || paused <= 0 {
+		t.Fatalf("bob's 1 MB over WebSocket at 200 KB/s took %v with %.2f s of pauses, want at least 4 s, paced by the proxy", took, paused)
+	}
+	t.Logf("bob's 1 MB over WebSocket at 200 KB/s took %v, %.2f s of it paused", took.Round(10*time.Millisecond), paused)
 }

@@ -99,6 +99,7 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 		return err
 	}
 	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log, p.refusals)
+	p.ws = buildWebSocket(cfg, connector, resolver, p.brokers, p.sec, p.reg, log, p.refusals, p.sessionMetrics.PublishPaused())
 	return err
 }
 

@@ -1,4 +1,4 @@
-package session
+package edge
 
 import (
 	"context"
@@ -10,15 +10,10 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 )
 
-// maxTrackedRoles bounds the per-role table. Roles come only from credentials the proxy
-// accepted, so a sane cluster has far fewer; past the bound a new role goes unlimited rather
-// than refused (refusing would let a flood of valid roles lock everyone out).
-const maxTrackedRoles = 10_000
-
 // roleLimits counts, per role, what the policy's limits bound (authz.Limit) where sessions
-// are counted: the role's live connections, and a publish rate shared by all of its
-// sessions. A role is in the table while it has a session. (Its lookup rate is the edge's:
-// it applies on every plane, HTTP included.)
+// are counted: the role's live sessions on every plane that holds one (binary connections,
+// WebSocket sessions), and a publish rate shared by all of them. A role is in the table
+// while it has a session. (Its lookup rate is lookupRates, applied on every plane.)
 type roleLimits struct {
 	mu    sync.Mutex
 	roles map[string]*roleUse
@@ -36,14 +31,19 @@ type roleUse struct {
 func newRoleLimits() *roleLimits { return &roleLimits{roles: map[string]*roleUse{}} }
 
 // acquire counts a new session of role under policy p. It reports false, counting nothing,
-// when the role is at its connection limit; otherwise release must be called at the end.
+// when the role is at its connection limit (or, limited, finds the table full); otherwise
+// release must be called at the end. Only roles the policy limits are counted (a reload that
+// limits a role counts its sessions from then on).
 func (r *roleLimits) acquire(role string, p *authz.Policy) (release func(), ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	u := r.roles[role]
 	if u == nil {
+		if l := p.LimitFor(role); l.MaxConnections <= 0 && l.PublishBytesPerSecond <= 0 {
+			return func() {}, true // nothing to count: the role is not in the table
+		}
 		if len(r.roles) >= maxTrackedRoles {
-			return func() {}, true
+			return nil, false // a limited role must not go unlimited because the table is full
 		}
 		u = &roleUse{}
 		r.roles[role] = u
@@ -101,8 +101,7 @@ func (u *roleUse) follow(role string, p *authz.Policy) {
 // chunks.
 const publishChunk = 64 << 10
 
-// pacer returns the wait the role's publish rate imposes after n bytes were sent, or nil
-// when the role's publishing is not limited.
+// pacer returns the role's publish rate, or nil when its publishing is not limited.
 func (r *roleLimits) pacer(role string, p *authz.Policy) *rate.Limiter {
 	u := r.use(role, p)
 	if u == nil {
@@ -113,9 +112,9 @@ func (r *roleLimits) pacer(role string, p *authz.Policy) *rate.Limiter {
 	return u.publish
 }
 
-// pace waits until l allows n more bytes, in chunks within its burst; it returns how long
+// Pace waits until l allows n more bytes, in chunks within its burst; it returns how long
 // it waited, or early when ctx ends.
-func pace(ctx context.Context, l *rate.Limiter, n int) time.Duration {
+func Pace(ctx context.Context, l *rate.Limiter, n int) time.Duration {
 	began := time.Now()
 	for n > 0 {
 		k := min(n, l.Burst())
@@ -125,4 +124,26 @@ func pace(ctx context.Context, l *rate.Limiter, n int) time.Duration {
 		n -= k
 	}
 	return time.Since(began)
+}
+
+// AcquireSession counts a new session of role against its connection limit
+// (authz.Limit.MaxConnections), shared by every plane. It reports false, counting nothing,
+// when the role is at the limit; otherwise release must be called when the session ends. A
+// client without a role, or a proxy without a policy, is not counted.
+func (e *Edge) AcquireSession(role string) (release func(), ok bool) {
+	p := e.currentPolicy()
+	if role == "" || p == nil {
+		return func() {}, true
+	}
+	return e.roles.acquire(role, p)
+}
+
+// PublishRate is role's publish rate (authz.Limit.PublishBytesPerSecond), shared by all of
+// its sessions on every plane; nil when its publishing is not limited. Wait on it with Pace.
+func (e *Edge) PublishRate(role string) *rate.Limiter {
+	p := e.currentPolicy()
+	if role == "" || p == nil {
+		return nil
+	}
+	return e.roles.pacer(role, p)
 }
