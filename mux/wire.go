@@ -20,20 +20,31 @@ import (
 // errNotPlain: the command's bytes are not in the one plain form the hot path rewrites.
 var errNotPlain = errors.New("mux: command not in plain form")
 
-// fieldNumbers are the protobuf numbers of each table's id fields, by command type.
+// idNumbers are one command type's id fields by protobuf number, in its table's order, and
+// which of them the protocol requires.
+type idNumbers struct {
+	nums     []protowire.Number
+	required [maxIDs]bool
+}
+
+// clientNumbers and brokerNumbers are each table's id fields, by command type.
 var clientNumbers, brokerNumbers = numbersOf(clientCommands), numbersOf(brokerCommands)
 
-func numbersOf(table map[pb.BaseCommand_Type][]idField) map[pb.BaseCommand_Type][]protowire.Number {
+func numbersOf(table map[pb.BaseCommand_Type][]idField) map[pb.BaseCommand_Type]idNumbers {
 	base := (&pb.BaseCommand{}).ProtoReflect().Descriptor().Fields()
-	out := map[pb.BaseCommand_Type][]protowire.Number{}
+	out := map[pb.BaseCommand_Type]idNumbers{}
 	for t, fields := range table {
 		if len(fields) > maxIDs {
 			panic(fmt.Sprintf("mux: %v has more than %d id fields", t, maxIDs))
 		}
 		sub := base.ByNumber(protoreflect.FieldNumber(t)).Message().Fields()
-		for _, fl := range fields {
-			out[t] = append(out[t], sub.ByName(fl.name).Number())
+		var f idNumbers
+		for i, fl := range fields {
+			fd := sub.ByName(fl.name)
+			f.nums = append(f.nums, fd.Number())
+			f.required[i] = fd.Cardinality() == protoreflect.Required
 		}
+		out[t] = f
 	}
 	return out
 }
@@ -49,13 +60,27 @@ type wireIDs struct {
 	ids             idSet
 }
 
-// locate finds the sub-message of type t and the id fields nums in it.
-func locate(raw []byte, t pb.BaseCommand_Type, nums []protowire.Number) (wireIDs, error) {
-	w := wireIDs{raw: raw, nums: nums}
+// plainTag reads a field's tag as a broker reads it, or n < 0. A broker reads a tag's low 32
+// bits only: a tag whose varint is wider (a field number over protobuf's 2^29-1, which
+// protowire does not refuse) is another field there (1<<32|8 is field 1, the id of most
+// commands), so it is not plain; nor are groups, which a broker's parser throws on.
+func plainTag(b []byte) (protowire.Number, protowire.Type, int) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num > protowire.MaxValidNumber || typ == protowire.StartGroupType || typ == protowire.EndGroupType {
+		return 0, 0, -1
+	}
+	return num, typ, n
+}
+
+// locate finds the sub-message of type t and the id fields f in it. A command without one of
+// its required ids is not plain: the decoding path refuses it (a broker's parser throws on a
+// missing required field, and closes the shared connection).
+func locate(raw []byte, t pb.BaseCommand_Type, f idNumbers) (wireIDs, error) {
+	w := wireIDs{raw: raw, nums: f.nums}
 	found := false
 	for b, off := raw, 0; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || typ == protowire.StartGroupType || typ == protowire.EndGroupType {
+		num, typ, n := plainTag(b)
+		if n < 0 {
 			return w, errNotPlain
 		}
 		if num == protowire.Number(t) {
@@ -79,13 +104,21 @@ func locate(raw []byte, t pb.BaseCommand_Type, nums []protowire.Number) (wireIDs
 	if !found {
 		return w, ErrNoSubMessage
 	}
-	return w, w.locateIDs()
+	if err := w.locateIDs(); err != nil {
+		return w, err
+	}
+	for i := range w.nums {
+		if f.required[i] && w.at[i] == 0 {
+			return w, errNotPlain
+		}
+	}
+	return w, nil
 }
 
 func (w *wireIDs) locateIDs() error {
 	for b, off := w.raw[w.sub:w.end], w.sub; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || typ == protowire.StartGroupType || typ == protowire.EndGroupType {
+		num, typ, n := plainTag(b)
+		if n < 0 {
 			return errNotPlain
 		}
 		m := protowire.ConsumeFieldValue(num, typ, b[n:])
