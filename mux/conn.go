@@ -58,13 +58,14 @@ type Member struct {
 	client  *Client
 	handler Handler
 	up      []Frame
-	upBytes int
+	upBytes int        // what the frames in up hold (Frame.held)
 	queued  bool       // in conn.ready
 	space   *sync.Cond // the member's Send waits here for room in its queue (on conn.mu)
 }
 
-// upQueueBytes bounds what one client may have queued towards the broker: beyond it the
-// client's reader waits, so a fast publisher slows down itself, not its neighbours.
+// upQueueBytes bounds what one client's frames queued towards the broker may hold (their
+// buffers, see Frame.held): beyond it the client's reader waits, so a fast publisher slows
+// down itself, not its neighbours.
 const upQueueBytes = 1 << 20
 
 // readBuffer is the shared connection's read buffer: one read takes in many clients' frames.
@@ -158,7 +159,7 @@ func BrokerFrameLimit(c *pb.CommandConnected, proxyMax int) int {
 func (mb *Member) enqueueLocked(f Frame) error {
 	c := mb.conn
 	mb.up = append(mb.up, f)
-	mb.upBytes += f.Size()
+	mb.upBytes += f.held()
 	if !mb.queued {
 		mb.queued = true
 		c.ready = append(c.ready, mb)
@@ -248,15 +249,15 @@ func (c *Conn) writeLoop() {
 			c.mu.Unlock()
 			return
 		}
-		n := w.take(&c.own, maxBatch)
+		n, _ := w.take(&c.own, maxBatch)
 		if len(c.own) > 0 {
 			n = maxBatch // the rest next time
 		}
 		for n < maxBatch && len(c.ready) > 0 {
 			mb := c.ready[0]
 			c.ready = c.ready[1:]
-			k := w.take(&mb.up, quantum)
-			mb.upBytes -= k
+			k, held := w.take(&mb.up, quantum)
+			mb.upBytes -= held
 			n += k
 			if len(mb.up) > 0 {
 				c.ready = append(c.ready, mb)

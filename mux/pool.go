@@ -22,7 +22,8 @@ type Config struct {
 	// open one has this many clients.
 	ClientsPerConnection int
 	// ClientQueueBytes bounds each client's outbound queue (what the brokers sent it that it
-	// has not read yet); over it the client is disconnected as a slow consumer.
+	// has not read yet), in the memory its frames hold (see Frame.held); over it the client is
+	// disconnected as a slow consumer.
 	ClientQueueBytes int
 	// Linger is how long a connection without clients stays open for the next one.
 	Linger  time.Duration

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"unsafe"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -23,6 +24,22 @@ func (f Frame) release() { f.buf.put() }
 
 // Size is the frame's length on the wire.
 func (f Frame) Size() int { return len(f.Head) + len(f.Payload) }
+
+// held is the memory a queued frame keeps: its buffer's whole capacity (a pooled buffer is
+// of its size class: a 27-byte SEND_RECEIPT's takes 128 bytes, a 1 MiB message's 1.25 MiB)
+// and frameOverhead. The queues' bounds count this, not the frame's size on the wire: a
+// client's queue of small frames counted by their size held eight times its bound.
+func (f Frame) held() int {
+	n := f.Size()
+	if f.buf != nil {
+		n = cap(f.buf.b)
+	}
+	return n + frameOverhead
+}
+
+// frameOverhead is what a queued frame holds besides its bytes: its Frame in the queue's
+// slice (twice, as the slice grows by doubling) and its pooledBuf.
+const frameOverhead = int(2*unsafe.Sizeof(Frame{}) + unsafe.Sizeof(pooledBuf{}))
 
 // Encode frames cmd with a payload section of payload (nil for a simple command); the
 // totalSize in the header counts the payload, which is not copied.
@@ -63,12 +80,13 @@ var ErrQueueFull = errors.New("mux: client queue over its bound")
 
 // OutQueue is a client's outbound queue: frames from the broker connection's reader, which
 // must never wait for one client, written to the client by a goroutine of its own. Bounded
-// in bytes: a push over the bound fails and closes the queue.
+// in the bytes its frames hold (their buffers, see Frame.held): a push over the bound fails
+// and closes the queue.
 type OutQueue struct {
 	mu     sync.Mutex
 	wake   *sync.Cond
 	frames []Frame
-	bytes  int
+	bytes  int // what the frames hold (Frame.held)
 	limit  int
 	closed bool
 	err    error
@@ -89,17 +107,17 @@ func (q *OutQueue) Push(f Frame) error {
 	if q.closed {
 		return q.err
 	}
-	if q.limit > 0 && q.bytes+f.Size() > q.limit && q.bytes > 0 {
+	if q.limit > 0 && q.bytes+f.held() > q.limit && q.bytes > 0 {
 		q.closeLocked(ErrQueueFull)
 		return ErrQueueFull
 	}
 	q.frames = append(q.frames, f)
-	q.bytes += f.Size()
+	q.bytes += f.held()
 	q.wake.Signal()
 	return nil
 }
 
-// Bytes is what the queue holds now.
+// Bytes is what the queue's frames hold now (their buffers, see Frame.held).
 func (q *OutQueue) Bytes() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -140,7 +158,8 @@ func (q *OutQueue) Run(c net.Conn) error {
 			q.mu.Unlock()
 			return err
 		}
-		q.bytes -= w.take(&q.frames, maxBatch)
+		_, held := w.take(&q.frames, maxBatch)
+		q.bytes -= held
 		q.mu.Unlock()
 		if err := w.write(c); err != nil {
 			q.Close(err)
@@ -158,8 +177,8 @@ type batch struct {
 }
 
 // take moves frames from the front of *frames into the batch, at least one and then as long
-// as they fit limit bytes, and returns their size.
-func (w *batch) take(frames *[]Frame, limit int) int {
+// as they fit limit bytes on the wire, and returns their size and what they held.
+func (w *batch) take(frames *[]Frame, limit int) (size, held int) {
 	n, i := 0, 0
 	fs := *frames
 	for ; i < len(fs) && (i == 0 || n+fs[i].Size() <= limit); i++ {
@@ -174,13 +193,14 @@ func (w *batch) take(frames *[]Frame, limit int) int {
 		}
 		w.frames = append(w.frames, f)
 		n += f.Size()
+		held += f.held()
 	}
 	clear(fs[:i])
 	*frames = fs[i:]
 	if len(*frames) == 0 {
 		*frames = fs[:0]
 	}
-	return n
+	return n, held
 }
 
 // write writes the batch to c in one vectored write (several, if the kernel takes part),
