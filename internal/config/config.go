@@ -119,6 +119,19 @@ type Listen struct {
 	Pprof  string `yaml:"pprof" env:"PPROF"` // Go's /debug/pprof profiles; empty = off
 	// PulsarTLS serves the same protocol over TLS (see TLS); empty = off.
 	PulsarTLS string `yaml:"pulsarTLS" env:"PULSAR_TLS"`
+	// Advertised are the listeners' URLs as clients reach them, which HTTP topic lookups
+	// answer with (never a broker's); each "" is the host the client named in its lookup
+	// request with the listener's port.
+	Advertised Advertised `yaml:"advertised" envPrefix:"ADVERTISED_"`
+}
+
+// Advertised are the URLs of the proxy's listeners as clients reach them (behind a load
+// balancer or a NAT, not the addresses bound).
+type Advertised struct {
+	Pulsar    string `yaml:"pulsar" env:"PULSAR"`        // pulsar://host:port of listen.pulsar
+	PulsarTLS string `yaml:"pulsarTLS" env:"PULSAR_TLS"` // pulsar+ssl://host:port of listen.pulsarTLS
+	HTTP      string `yaml:"http" env:"HTTP"`            // http://host:port of listen.http
+	HTTPS     string `yaml:"https" env:"HTTPS"`          // https://host:port of admin.listenHTTPS
 }
 
 // Discovery says how the proxy finds brokers and how it keeps track of

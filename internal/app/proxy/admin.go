@@ -23,7 +23,7 @@ import (
 // client authentication as on the binary listener, TLS to https:// web services with the
 // trust settings of broker.tls.
 func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, creds func() (string, []byte, error),
-	reg prometheus.Registerer, log zerolog.Logger) (*adminproxy.Proxy, error) {
+	advertise func(*http.Request) adminproxy.Advertised, reg prometheus.Registerer, log zerolog.Logger) (*adminproxy.Proxy, error) {
 	a := cfg.Admin
 	if !a.Enabled {
 		return nil, nil
@@ -35,6 +35,7 @@ func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, cred
 		Policy:                    sec.Edge,
 		ProxyCredentials:          creds,
 		ForwardClientCredentials:  cfg.Auth.ForwardClientCredentials,
+		Advertise:                 advertise,
 		DialTimeout:               cfg.Broker.DialTimeout,
 		ResponseTimeout:           a.ResponseTimeout,
 		RequestTimeout:            a.RequestTimeout,

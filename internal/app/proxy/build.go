@@ -92,7 +92,7 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	p.sessions = session.NewServer(sc, resolver, p.brokers, session.NewMetrics(p.reg), log)
 	p.sessions.SetSecurity(p.sec)
 	httpapi.RegisterStatus(p.reg, p.version, p.ready, p.sessions.Draining)
-	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log)
+	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.advertise, p.reg, log)
 	return err
 }
 
