@@ -77,7 +77,10 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	// Registered with multiplexing off too (all zero), so that the dashboard's panels and
 	// queries hold whichever way a replica runs.
 	muxMetrics := mux.NewMetrics(p.reg)
-	if cfg.Broker.Multiplex {
+	// One pool carries multiplexed direct sessions (broker.multiplex) and routed sessions (the
+	// clients of HTTP lookups); a routed client speaks for itself only with its role, so with
+	// auth.forwardClientCredentials there are none.
+	if cfg.Broker.Multiplex || !cfg.Auth.ForwardClientCredentials {
 		p.muxPool = mux.NewPool(mux.Config{
 			Connector:            connector,
 			MaxConnections:       cfg.Broker.MultiplexConnections,
@@ -87,7 +90,12 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 			Logger:               log,
 			Metrics:              muxMetrics,
 		})
+	}
+	if cfg.Broker.Multiplex {
 		sc.Multiplex = p.muxPool
+	}
+	if !cfg.Auth.ForwardClientCredentials {
+		sc.Routed = p.muxPool
 	}
 	p.sessions = session.NewServer(sc, resolver, p.brokers, session.NewMetrics(p.reg), log)
 	p.sessions.SetSecurity(p.sec)

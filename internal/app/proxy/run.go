@@ -181,7 +181,7 @@ func (p *Proxy) logStarted(lns listeners) {
 // forwarding names how direct sessions move bytes, for the startup line: passthrough
 // (socket to socket, see session.passthrough) needs nothing to inspect the frames.
 func (p *Proxy) forwarding() string {
-	if p.muxPool != nil {
+	if p.cfg.Broker.Multiplex {
 		return "multiplexed (shared broker connections per broker and principal)"
 	}
 	if p.cfg.Session.Passthrough && !p.sec.InspectsFrames() {

@@ -1,0 +1,304 @@
+package session
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/brokers"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
+)
+
+// owners is a lookup service for routed tests: each topic's owner, changed as a test moves
+// topics; a topic it does not know fails the lookup.
+type owners struct {
+	mu  sync.Mutex
+	of  map[string]brokers.Broker
+	ask map[string]int // lookups per topic
+}
+
+func (o *owners) set(topic string, b brokers.Broker) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.of[topic] = b
+}
+
+func (o *owners) asked(topic string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ask[topic]
+}
+
+func (o *owners) resolve(cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+	l := cmd.GetLookupTopic()
+	if l == nil {
+		return nil, errors.New("only LOOKUP here")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ask[l.GetTopic()]++
+	b, ok := o.of[l.GetTopic()]
+	if !ok {
+		return nil, errors.New("no broker owns " + l.GetTopic())
+	}
+	return &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
+		RequestId: l.RequestId, Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: proto.String(b.URL),
+		Authoritative: proto.Bool(true)}}, nil
+}
+
+// routedRig is a proxy with routed sessions in front of two brokers, a and b.
+type routedRig struct {
+	addr     string
+	a, b     *muxBroker
+	atA, atB brokers.Broker
+	owners   *owners
+	srv      *Server
+	metrics  *Metrics
+}
+
+func newRoutedRig(t *testing.T, sec *Security) *routedRig {
+	a, atA := newMuxBroker(t, 10)
+	b, atB := newMuxBroker(t, 10)
+	cfg, _ := muxConfig(t, 1<<20)
+	cfg.Routed, cfg.Multiplex = cfg.Multiplex, nil
+	o := &owners{of: map[string]brokers.Broker{}, ask: map[string]int{}}
+	r := &routedRig{a: a, b: b, atA: atA, atB: atB, owners: o}
+	r.metrics = NewMetrics(prometheus.NewRegistry())
+	r.srv = NewServer(cfg, fakeResolver(o.resolve), targets{atA, atB}, r.metrics, zerolog.Nop())
+	if sec != nil {
+		r.srv.SetSecurity(*sec)
+	}
+	r.addr = serveOn(t, r.srv, nil)
+	return r
+}
+
+// client connects as an HTTP-lookup client does: no proxy_to_broker_url.
+func (r *routedRig) client(t *testing.T) *peer {
+	p := dialPeer(t, r.addr)
+	p.send(connectCmd(nil))
+	if got := p.recv(); got.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("CONNECT answered %v", got)
+	}
+	return p
+}
+
+func routedProducer(topic string, id, req uint64) *pb.BaseCommand {
+	return &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+		Topic: proto.String(topic), ProducerId: proto.Uint64(id), RequestId: proto.Uint64(req)}}
+}
+
+func sendOn(producer, seq uint64) *pb.BaseCommand {
+	return &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(producer), SequenceId: proto.Uint64(seq)}}
+}
+
+func (p *peer) expect(t *testing.T, want pb.BaseCommand_Type) *pb.BaseCommand {
+	t.Helper()
+	got := p.recv()
+	if got.GetType() != want {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	return got
+}
+
+// TestRoutedProducersGoToTheirTopicsOwners: an HTTP-lookup client's one connection carries
+// producers of topics on both brokers; each goes to its topic's owner over the shared
+// connections, lookups are still answered on the same connection, and when the client goes
+// its producers are closed on both brokers.
+func TestRoutedProducersGoToTheirTopicsOwners(t *testing.T) {
+	r := newRoutedRig(t, nil)
+	r.owners.set("persistent://t/n/on-a", r.atA)
+	r.owners.set("persistent://t/n/on-b", r.atB)
+	c := r.client(t)
+	c.send(routedProducer("persistent://t/n/on-a", 1, 10))
+	c.send(routedProducer("persistent://t/n/on-b", 2, 11))
+	got := map[uint64]bool{}
+	for range 2 {
+		got[c.expect(t, pb.BaseCommand_PRODUCER_SUCCESS).GetProducerSuccess().GetRequestId()] = true
+	}
+	if !got[10] || !got[11] {
+		t.Fatalf("answers to requests %v, want 10 and 11", got)
+	}
+	for seq := range uint64(5) {
+		c.send(sendOn(1, seq))
+		c.send(sendOn(2, 100+seq))
+	}
+	receipts := map[uint64]uint64{}
+	for range 10 {
+		rc := c.expect(t, pb.BaseCommand_SEND_RECEIPT).GetSendReceipt()
+		receipts[rc.GetSequenceId()] = rc.GetProducerId()
+	}
+	if len(receipts) != 10 || receipts[3] != 1 || receipts[103] != 2 {
+		t.Fatalf("receipts %v", receipts)
+	}
+	if r.a.received(pb.BaseCommand_SEND) != 5 || r.b.received(pb.BaseCommand_SEND) != 5 {
+		t.Errorf("SENDs: %d at a, %d at b; want 5 each", r.a.received(pb.BaseCommand_SEND), r.b.received(pb.BaseCommand_SEND))
+	}
+	c.send(lookupCmd("persistent://t/n/on-b", 12))
+	if lr := c.expect(t, pb.BaseCommand_LOOKUP_RESPONSE).GetLookupTopicResponse(); lr.GetRequestId() != 12 || !lr.GetProxyThroughServiceUrl() {
+		t.Errorf("a lookup on the routed connection: %v", lr)
+	}
+	if n := testutil.ToFloat64(r.metrics.activeSessions.WithLabelValues("routed")); n != 1 {
+		t.Errorf("routed sessions active: %v", n)
+	}
+	c.c.Close()
+	wait.Until(t, 5*time.Second, "the producers to be closed on both brokers", func() bool {
+		_, pa, _ := r.a.state()
+		_, pb, _ := r.b.state()
+		return pa == 0 && pb == 0
+	})
+}
+
+// TestRoutedFollowsATopicThatMoved: the broker closes a producer whose topic moved, naming
+// the new owner; the client is told to reconnect without the broker's address (it must come
+// back through the proxy), and its new PRODUCER is looked up again and goes to the new owner,
+// where its SENDs go from then on.
+func TestRoutedFollowsATopicThatMoved(t *testing.T) {
+	r := newRoutedRig(t, nil)
+	const topic = "persistent://t/n/moving"
+	r.owners.set(topic, r.atA)
+	c := r.client(t)
+	c.send(routedProducer(topic, 1, 1))
+	c.expect(t, pb.BaseCommand_PRODUCER_SUCCESS)
+	r.owners.set(topic, r.atB)
+	r.a.closeProducers(t, "pulsar://broker-b:6650")
+	cp := c.expect(t, pb.BaseCommand_CLOSE_PRODUCER).GetCloseProducer()
+	if cp.GetProducerId() != 1 || cp.AssignedBrokerServiceUrl != nil || cp.AssignedBrokerServiceUrlTls != nil {
+		t.Fatalf("the client's close: %v; want producer 1 and no broker address", cp)
+	}
+	c.send(routedProducer(topic, 1, 2))
+	if got := c.expect(t, pb.BaseCommand_PRODUCER_SUCCESS).GetProducerSuccess(); got.GetRequestId() != 2 {
+		t.Fatalf("re-created producer: %v", got)
+	}
+	c.send(sendOn(1, 7))
+	if rc := c.expect(t, pb.BaseCommand_SEND_RECEIPT).GetSendReceipt(); rc.GetSequenceId() != 7 {
+		t.Fatalf("receipt %v", rc)
+	}
+	if r.a.received(pb.BaseCommand_SEND) != 0 || r.b.received(pb.BaseCommand_SEND) != 1 {
+		t.Errorf("SENDs: %d at the old owner, %d at the new; want 0 and 1", r.a.received(pb.BaseCommand_SEND), r.b.received(pb.BaseCommand_SEND))
+	}
+	if n := r.owners.asked(topic); n != 2 {
+		t.Errorf("topic looked up %d times, want 2 (each creation)", n)
+	}
+	if n := testutil.ToFloat64(r.metrics.routed.WithLabelValues("moved")); n != 1 {
+		t.Errorf("moved lookups: %v, want 1", n)
+	}
+}
+
+// closeProducers closes every producer the broker has, as a broker whose topic is unloaded
+// does, naming where it went (the extensible load manager's assignedBrokerServiceUrl).
+func (b *muxBroker) closeProducers(t *testing.T, assigned string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id := range b.producers {
+		for _, c := range b.open {
+			frame.WriteCommand(c, &pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: &pb.CommandCloseProducer{
+				ProducerId: proto.Uint64(id), RequestId: proto.Uint64(1<<64 - 1), AssignedBrokerServiceUrl: proto.String(assigned)}})
+		}
+		delete(b.producers, id)
+	}
+}
+
+// TestRoutedIDsOfAnotherClient: a client cannot use or close another client's producer by
+// naming its id: its own connection has no such producer, and it is answered as a broker
+// answers an id it lacks; the other client's producer is untouched.
+func TestRoutedIDsOfAnotherClient(t *testing.T) {
+	r := newRoutedRig(t, nil)
+	r.owners.set("persistent://t/n/x", r.atA)
+	owner, attacker := r.client(t), r.client(t)
+	owner.send(routedProducer("persistent://t/n/x", 1, 1))
+	owner.expect(t, pb.BaseCommand_PRODUCER_SUCCESS)
+	attacker.send(sendOn(1, 99))
+	attacker.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: &pb.CommandCloseProducer{ProducerId: proto.Uint64(1), RequestId: proto.Uint64(5)}})
+	if got := attacker.expect(t, pb.BaseCommand_SUCCESS).GetSuccess(); got.GetRequestId() != 5 {
+		t.Fatalf("attacker's close answered %v", got)
+	}
+	owner.send(sendOn(1, 1))
+	if rc := owner.expect(t, pb.BaseCommand_SEND_RECEIPT).GetSendReceipt(); rc.GetSequenceId() != 1 {
+		t.Fatalf("owner's receipt %v", rc)
+	}
+	if n := r.a.received(pb.BaseCommand_SEND); n != 1 {
+		t.Errorf("broker got %d SENDs, want the owner's one", n)
+	}
+	if _, producers, closed := r.a.state(); producers != 1 || closed != 0 {
+		t.Errorf("broker has %d producers, %d closed; want the owner's open", producers, closed)
+	}
+}
+
+// TestRoutedPolicyPerCommand: every routed command is decided by the edge: a producer on a
+// topic the role may not produce to is refused before any lookup or broker hears of it, and a
+// frame carrying other sub-messages beside its own reaches the broker as its type alone.
+func TestRoutedPolicyPerCommand(t *testing.T) {
+	policy, err := authz.ParsePolicy([]byte("rules:\n  - roles: [alice]\n    resources: [\"t/n/open\"]\n    actions: [produce, lookup]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := &Security{Authenticator: authn.NewAuthenticator("alice"), Edge: edge.New(edge.Config{Policy: staticPolicy{policy}})}
+	r := newRoutedRig(t, sec)
+	r.owners.set("persistent://t/n/open", r.atA)
+	r.owners.set("persistent://t/n/closed", r.atA)
+	c := r.client(t)
+	c.send(routedProducer("persistent://t/n/closed", 1, 1))
+	if e := c.expect(t, pb.BaseCommand_ERROR).GetError(); e.GetError() != pb.ServerError_AuthorizationError || e.GetRequestId() != 1 {
+		t.Fatalf("denied producer answered %v", e)
+	}
+	smuggled := routedProducer("persistent://t/n/open", 2, 2)
+	smuggled.Subscribe = &pb.CommandSubscribe{Topic: proto.String("persistent://t/n/closed"), Subscription: proto.String("s"),
+		SubType: pb.CommandSubscribe_Shared.Enum(), ConsumerId: proto.Uint64(2), RequestId: proto.Uint64(2)}
+	c.send(smuggled)
+	c.expect(t, pb.BaseCommand_PRODUCER_SUCCESS)
+	if r.owners.asked("persistent://t/n/closed") != 0 || r.a.received(pb.BaseCommand_SUBSCRIBE) != 0 {
+		t.Errorf("the denied topic was looked up (%d) or subscribed (%d)", r.owners.asked("persistent://t/n/closed"), r.a.received(pb.BaseCommand_SUBSCRIBE))
+	}
+	if k := r.a.killed(); len(k) != 0 {
+		t.Errorf("the shared connection was closed by the broker: %v", k)
+	}
+}
+
+// TestRoutedLookupFailureFailsThatCommandOnly: a producer whose topic has no owner gets
+// ServiceNotReady (clients retry), and the connection goes on.
+func TestRoutedLookupFailureFailsThatCommandOnly(t *testing.T) {
+	r := newRoutedRig(t, nil)
+	r.owners.set("persistent://t/n/ok", r.atB)
+	c := r.client(t)
+	c.send(routedProducer("persistent://t/n/nowhere", 1, 1))
+	if e := c.expect(t, pb.BaseCommand_ERROR).GetError(); e.GetError() != pb.ServerError_ServiceNotReady || !strings.Contains(e.GetMessage(), "nowhere") {
+		t.Fatalf("unroutable producer answered %v", e)
+	}
+	c.send(routedProducer("persistent://t/n/ok", 2, 2))
+	c.expect(t, pb.BaseCommand_PRODUCER_SUCCESS)
+}
+
+// TestRoutedTransactionsGoToTheirCoordinator: a transaction coordinator's commands go to the
+// broker that owns its partition of the coordinators' topic, the transaction's commands
+// after it too (by the coordinator id in the transaction id).
+func TestRoutedTransactionsGoToTheirCoordinator(t *testing.T) {
+	r := newRoutedRig(t, nil)
+	r.owners.set(edge.CoordinatorTopic(1), r.atB)
+	c := r.client(t)
+	c.send(&pb.BaseCommand{Type: pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST.Enum(), TcClientConnectRequest: &pb.CommandTcClientConnectRequest{RequestId: proto.Uint64(1), TcId: proto.Uint64(1)}})
+	c.recv()
+	c.send(&pb.BaseCommand{Type: pb.BaseCommand_NEW_TXN.Enum(), NewTxn: &pb.CommandNewTxn{RequestId: proto.Uint64(2), TcId: proto.Uint64(1)}})
+	c.recv()
+	c.send(&pb.BaseCommand{Type: pb.BaseCommand_END_TXN.Enum(), EndTxn: &pb.CommandEndTxn{RequestId: proto.Uint64(3), TxnidMostBits: proto.Uint64(1), TxnidLeastBits: proto.Uint64(9)}})
+	c.recv()
+	for _, typ := range []pb.BaseCommand_Type{pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST, pb.BaseCommand_NEW_TXN, pb.BaseCommand_END_TXN} {
+		if r.b.received(typ) != 1 || r.a.received(typ) != 0 {
+			t.Errorf("%v: %d at the coordinator's broker, %d at the other", typ, r.b.received(typ), r.a.received(typ))
+		}
+	}
+	if n := r.owners.asked(edge.CoordinatorTopic(1)); n != 1 {
+		t.Errorf("coordinator looked up %d times; its connect once, the transaction's commands follow it", n)
+	}
+}
