@@ -2,6 +2,7 @@ package adminproxy
 
 import (
 	"crypto/x509"
+	"encoding/base64"
 	"net/http"
 	"strings"
 
@@ -18,19 +19,24 @@ const (
 )
 
 // credentials reads what a client presented on an HTTP request: a bearer token (method
-// "token"), a verified client certificate of the HTTPS listener (method "tls"), or nothing.
+// "token"), a user and password (Basic, method "basic"), a verified client certificate of the
+// HTTPS listener (method "tls"), or nothing.
 // X-Pulsar-Auth-Method-Name, which Pulsar's admin client sends, picks between them when a
-// request carries both; an Authorization of another scheme (Basic, ...) names that scheme as
-// the method, which the authenticator refuses as not enabled.
+// request carries several; an Authorization of another scheme names that scheme as the
+// method, which the authenticator refuses as not enabled.
 func credentials(r *http.Request) authn.Credentials {
 	method := strings.ToLower(strings.TrimSpace(r.Header.Get(headerAuthMethod)))
 	var token string
 	var scheme string
+	var basic []byte // user:password of a Basic header, decoded
 	if h := r.Header.Get("Authorization"); h != "" {
 		s, rest, _ := strings.Cut(strings.TrimSpace(h), " ")
 		scheme = strings.ToLower(s)
-		if scheme == "bearer" {
+		switch scheme {
+		case "bearer":
 			token = strings.TrimSpace(rest)
+		case "basic":
+			basic = basicCredentials(h)
 		}
 	}
 	var certs []*x509.Certificate
@@ -40,6 +46,8 @@ func credentials(r *http.Request) authn.Credentials {
 	switch {
 	case method == "token" || (method == "" && token != ""):
 		return authn.Credentials{Method: "token", Data: []byte(token)}
+	case method == "basic" || (method == "" && scheme == "basic"):
+		return authn.Credentials{Method: "basic", Data: basic}
 	case method == "tls" || (method == "" && scheme == "" && certs != nil):
 		return authn.Credentials{Method: "tls", PeerCertificates: certs}
 	case method != "":
@@ -48,4 +56,19 @@ func credentials(r *http.Request) authn.Credentials {
 		return authn.Credentials{Method: scheme}
 	}
 	return authn.Credentials{}
+}
+
+// basicCredentials decodes an Authorization header of the Basic scheme as Pulsar's
+// AuthenticationProviderBasic does: exactly "Basic <base64>", split on single spaces;
+// anything else gives no credentials (refused as malformed).
+func basicCredentials(h string) []byte {
+	parts := strings.Split(h, " ")
+	if len(parts) != 2 || !strings.EqualFold(parts[0], "basic") {
+		return nil
+	}
+	b, err := base64.StdEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil
+	}
+	return b
 }

@@ -68,6 +68,7 @@ type Auth struct {
 	AnonymousRole            string        `yaml:"anonymousRole" env:"ANONYMOUS_ROLE"`
 	Token                    AuthToken     `yaml:"token" envPrefix:"TOKEN_"`
 	ClientCert               AuthTLS       `yaml:"tls" envPrefix:"TLS_"`
+	Basic                    AuthBasic     `yaml:"basic" envPrefix:"BASIC_"`
 	RefreshTimeout           time.Duration `yaml:"refreshTimeout" env:"REFRESH_TIMEOUT"`
 	ForwardClientCredentials bool          `yaml:"forwardClientCredentials" env:"FORWARD_CLIENT_CREDENTIALS"`
 	BrokerClient             BrokerClient  `yaml:"brokerClient" envPrefix:"BROKER_CLIENT_"`
@@ -88,6 +89,13 @@ type AuthToken struct {
 	JWKSMinRefetchInterval time.Duration `yaml:"jwksMinRefetchInterval" env:"JWKS_MIN_REFETCH_INTERVAL"`
 	JWKSTimeout            time.Duration `yaml:"jwksTimeout" env:"JWKS_TIMEOUT"`
 	JWKSCAFile             string        `yaml:"jwksCAFile" env:"JWKS_CA_FILE"`
+}
+
+// AuthBasic checks users' passwords (auth method "basic") against the credentials file
+// Pulsar's AuthenticationProviderBasic reads.
+type AuthBasic struct {
+	CredentialsFile string        `yaml:"credentialsFile" env:"CREDENTIALS_FILE"` // user:hash lines, Apache MD5 ($apr1$)
+	ReloadInterval  time.Duration `yaml:"reloadInterval" env:"RELOAD_INTERVAL"`
 }
 
 // AuthTLS names the role of a verified client certificate (auth method "tls").
@@ -350,6 +358,7 @@ func defaults() *Config {
 			Token: AuthToken{RoleClaim: "sub", Leeway: 5 * time.Second, Issuers: []string{},
 				JWKSRefreshInterval: 5 * time.Minute, JWKSMinRefetchInterval: 10 * time.Second, JWKSTimeout: 5 * time.Second},
 			ClientCert:     AuthTLS{RoleFrom: "cn"},
+			Basic:          AuthBasic{ReloadInterval: 2 * time.Second},
 			RefreshTimeout: 30 * time.Second,
 			BrokerClient:   BrokerClient{OwnPrincipal: "pulsar-proxy"},
 		},

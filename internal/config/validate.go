@@ -327,9 +327,10 @@ func (c *Config) validateSession(p *problems) {
 
 func (c *Config) validateAuth(p *problems) {
 	tok := c.Auth.Token
-	if c.Auth.Enabled && tok.SecretKeyFile == "" && tok.PublicKeyFile == "" && tok.JWKSURL == "" {
-		p.bad("auth.token", "auth.enabled needs token.secretKeyFile, token.publicKeyFile or token.jwksURL")
+	if c.Auth.Enabled && tok.SecretKeyFile == "" && tok.PublicKeyFile == "" && tok.JWKSURL == "" && c.Auth.Basic.CredentialsFile == "" {
+		p.bad("auth.token", "auth.enabled needs token.secretKeyFile, token.publicKeyFile, token.jwksURL or basic.credentialsFile")
 	}
+	p.positive("auth.basic.reloadInterval", c.Auth.Basic.ReloadInterval)
 	c.validateJWKS(p)
 	if tok.RoleClaim == "" {
 		p.bad("auth.token.roleClaim", "must not be empty")

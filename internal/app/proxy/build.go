@@ -56,9 +56,11 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	}
 	p.brokers = newLiveSet(cfg.Broker, p.providers, log)
 	p.brokers.RegisterMetrics(p.reg)
-	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log); err != nil {
+	var bg reloading
+	if p.sec, p.policy, bg, err = newSecurity(cfg, p.reg, log); err != nil {
 		return err
 	}
+	p.jwks, p.basic = bg.jwks, bg.basic
 	connector, err := newConnector(cfg, p.version, log)
 	if err != nil {
 		return err

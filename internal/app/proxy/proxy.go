@@ -55,8 +55,9 @@ type Proxy struct {
 	muxPool   *mux.Pool // nil without broker.multiplex
 	sessions  *session.Server
 	sec       session.Security
-	policy    *authz.PolicyStore // nil without authz.enabled
-	jwks      *authn.JWKS        // nil without auth.token.jwksURL
+	policy    *authz.PolicyStore   // nil without authz.enabled
+	jwks      *authn.JWKS          // nil without auth.token.jwksURL
+	basic     *authn.BasicProvider // nil without auth.basic.credentialsFile
 	brokerTLS bool
 	admin     *adminproxy.Proxy // nil without admin.enabled
 	listening atomic.Bool       // the Pulsar listeners are serving (for /readyz)

@@ -66,6 +66,9 @@ func (p *Proxy) startBackground(ctx context.Context) (stop func()) {
 	if p.policy != nil {
 		wg.Go(func() { p.policy.Watch(ctx, p.cfg.Authz.ReloadInterval, p.reload) })
 	}
+	if p.basic != nil {
+		wg.Go(func() { p.basic.Watch(ctx, p.cfg.Auth.Basic.ReloadInterval) })
+	}
 	return func() { cancel(); wg.Wait() }
 }
 
