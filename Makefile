@@ -104,6 +104,7 @@ test-e2e:
 	$(call timed,rig cache (Pulsar jars + Consul),$(MAKE) --no-print-directory e2e-prepare)
 	$(call timed,python client (virtualenv in .cache),$(MAKE) --no-print-directory e2e-python)
 	$(call timed,go test ./... in test/,$(MAKE) --no-print-directory e2e-run)
+	$(call timed,peer suite subset (pulsar-client-go's tests directly and through the proxy),$(MAKE) --no-print-directory peer-suite-quick)
 
 # Warms .cache (downloads the Pulsar jars, builds Consul). Outside CI a missing tool is left for
 # TestMain to report as a skip; on CI it fails here.
@@ -146,6 +147,23 @@ e2e-run:
 	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $(FAULT_RIG_DIR) running; stopping it"; RIG_DIR=$(FAULT_RIG_DIR) $(RIG) down; rc=1; fi; \
 	fi; \
 	exit $$rc
+
+# The peer suite gate (test/peer/README.md): pulsar-client-go's own tests, from the module cache
+# at the version test/go.mod pins, directly and through the proxy, each run in a network
+# namespace of its own (unshare -rn; the test process's in the proxy run reaches no broker);
+# fails on a test that passes directly and fails through the proxy. peer-suite runs them all
+# (about an hour) and writes docs/peer-suite.md; peer-suite-quick, part of test-e2e, runs
+# PEER_QUICK (the tests of HTTP lookups, Basic authentication, schemas and transactions).
+PEER_QUICK ?= ^(TestHTTPBasicAuth|TestHTTPSBasicAuth|TestServiceUrlTLSWithTLSTransportWithBasicAuth|TestWebServiceUrlTLSWithTLSTransportWithBasicAuth|TestProducerWithSchemaAndConsumerSchemaNotFound|TestHTTPLookupJsonSchema|TestHTTPTopicPartitions|TestRetryWithMultipleHttpHosts|TestHTTPTokenAuth|TestTxn_ConsumeAndProduce|TestTxn_AckAndSend)$$
+.PHONY: peer-prepare peer-suite peer-suite-quick
+peer-prepare:
+	test/peer/peer.sh prepare
+
+peer-suite: peer-prepare
+	unshare -rn sh -c 'ip link set lo up && exec test/peer/peer.sh run "" docs/peer-suite.md'
+
+peer-suite-quick: peer-prepare
+	unshare -rn sh -c 'ip link set lo up && exec test/peer/peer.sh run "$(PEER_QUICK)"'
 
 # The fault, storm and stuck-client tests alone (test/e2efault, its own rig; part of make test).
 .PHONY: test-fault test-fault-long

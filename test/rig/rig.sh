@@ -43,6 +43,9 @@ export RIG_DIR
 
 # ---- settings (env overrides) ----
 HOST=127.0.0.1
+# The name brokers advertise (and are known by: their ids); they still bind HOST. A client that
+# checks the host name of a broker's certificate needs the name the certificate holds.
+ADV_HOST="${RIG_ADVERTISED_ADDRESS:-$HOST}"
 CLUSTER=standalone
 B1_PORT="${RIG_BROKER1_PORT:-16650}"
 B1_HTTP_PORT="${RIG_BROKER1_HTTP_PORT:-18080}"
@@ -109,7 +112,7 @@ broker_web_tls_port() { if [[ "$1" == 1 ]]; then echo "$B1_WEB_TLS_PORT"; else e
 broker_https() { if [[ -n "$(broker_web_tls_port "$1")" ]]; then echo "https://$HOST:$(broker_web_tls_port "$1")"; fi; }
 broker_http_port() { if [[ "$1" == 1 ]]; then echo "$B1_HTTP_PORT"; else echo "$B2_HTTP_PORT"; fi; }
 broker_http() { echo "http://$HOST:$(broker_http_port "$1")"; }
-broker_id() { echo "$HOST:$(broker_http_port "$1")"; }
+broker_id() { echo "$ADV_HOST:$(broker_http_port "$1")"; }
 
 # ---- processes ----
 
@@ -265,7 +268,7 @@ common_conf() {
 clusterName=$CLUSTER
 metadataStoreUrl=zk:$HOST:$ZK_PORT
 configurationMetadataStoreUrl=zk:$HOST:$ZK_PORT
-advertisedAddress=$HOST
+advertisedAddress=$ADV_HOST
 bindAddress=$HOST
 brokerServicePort=$1
 webServicePort=$2

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# The peer suite gate: pulsar-client-go's own tests (./pulsar of the version test/go.mod pins,
+# from the module cache, with its own certificates, tokens and credentials file) against two
+# Pulsar brokers configured as the client's CI configures its broker, once directly and once
+# through pulsar-proxy; it fails on a test that passes directly and fails through the proxy.
+# See test/peer/README.md.
+#
+#   peer.sh prepare           outside any namespace (downloads): the client's test binary, the
+#                             proxy, peertool, the rig's jars
+#   peer.sh run [REGEX] [PAGE]  inside `unshare -rn` (its own loopback): rig, proxy, both runs,
+#                             the comparison (written to PAGE when given), everything stopped
+#
+# Ports (all in the run's own network namespace): brokers 16650/16651 (TLS) and 18080/18443
+# (web), 16652/16653 and 18081/18444; the proxy 26650/26651 and 28080/28443. Each test run has
+# a namespace of its own (unshare -n) whose 6650, 6651, 8080 and 8443 (the ports the tests
+# hardcode) are relays: to broker 1 (and every broker port relayed too) directly, to the proxy
+# alone through it.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+PEER_DIR="${PEER_DIR:-$repo/bin/peer}"
+GO="${GO:-go}"
+client_version="$(awk '$1 == "github.com/apache/pulsar-client-go" { print $2 }' "$repo/test/go.mod")"
+pulsar_version="$(. "$repo/test/rig/versions.env"; echo "$PULSAR_VERSION")"
+client_src="$("$GO" env GOMODCACHE)/github.com/apache/pulsar-client-go@$client_version"
+say() { echo "peer: $*"; }
+
+prepare() {
+  mkdir -p "$PEER_DIR"
+  [[ -d "$client_src" ]] || "$GO" mod download -C "$repo/test" "github.com/apache/pulsar-client-go@$client_version"
+  rm -rf "$PEER_DIR/client"
+  cp -r "$client_src" "$PEER_DIR/client"
+  chmod -R u+w "$PEER_DIR/client"
+  say "building pulsar-client-go $client_version's ./pulsar tests"
+  "$GO" test -C "$PEER_DIR/client" -c -o "$PEER_DIR/pulsar.test" ./pulsar
+  "$GO" build -C "$repo/test" -o "$PEER_DIR/peertool" ./peer/peertool
+  "$GO" build -o "$PEER_DIR/test2json" cmd/test2json
+  "$GO" build -C "$repo" -o "$PEER_DIR/pulsar-proxy" ./cmd/pulsar-proxy
+  "$repo/test/rig/rig.sh" prepare
+  "$repo/test/rig/python-client.sh" >/dev/null
+}
+
+certs() { echo "$PEER_DIR/client/integration-tests/certs"; }
+tokens() { echo "$PEER_DIR/client/integration-tests/tokens"; }
+
+# configure writes the brokers' extra configuration (the client's CI standalone.conf's
+# security and topic settings, and the proxy's role) and the proxy's configuration.
+configure() {
+  local c t
+  c="$(certs)" t="$(tokens)"
+  "$PEER_DIR/peertool" token "$t/secret.key" proxy >"$PEER_DIR/proxy-token"
+  cat >"$PEER_DIR/broker.conf" <<EOF
+tlsCertificateFilePath=$c/broker-cert.pem
+tlsKeyFilePath=$c/broker-key.pem
+tlsTrustCertsFilePath=$c/cacert.pem
+tlsAllowInsecureConnection=false
+anonymousUserRole=anonymous
+authenticationEnabled=true
+authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderTls,org.apache.pulsar.broker.authentication.AuthenticationProviderToken,org.apache.pulsar.broker.authentication.AuthenticationProviderBasic
+tokenSecretKey=file://$t/secret.key
+basicAuthConf=$PEER_DIR/client/integration-tests/conf/.htpasswd
+authorizationEnabled=true
+superUserRoles=localhost,superUser,admin,proxy
+proxyRoles=proxy
+brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken
+brokerClientAuthenticationParameters=file://$t/admin-token
+brokerDeleteInactiveTopicsEnabled=true
+brokerDeleteInactiveTopicsFrequencySeconds=60
+topicLevelPoliciesEnabled=true
+systemTopicEnabled=true
+systemTopicSchemaCompatibilityStrategy=ALWAYS_COMPATIBLE
+allowAutoTopicCreation=true
+allowAutoTopicCreationType=non-partitioned
+allowAutoSubscriptionCreation=true
+transactionBufferSnapshotMaxTransactionCount=1000
+transactionBufferSnapshotMinTimeInMillis=5000
+EOF
+  cat >"$PEER_DIR/proxy.yaml" <<EOF
+listen:
+  pulsar: 127.0.0.1:26650
+  pulsarTLS: 127.0.0.1:26651
+  http: 127.0.0.1:28080
+  advertised:
+    pulsar: pulsar://localhost:6650
+    pulsarTLS: pulsar+ssl://localhost:6651
+    http: http://localhost:8080
+    https: https://localhost:8443
+admin:
+  listenHTTPS: 127.0.0.1:28443
+tls:
+  certFile: $c/broker-cert.pem
+  keyFile: $c/broker-key.pem
+  clientCAFile: $c/cacert.pem
+  clientAuth: request
+discovery:
+  static:
+    brokers: [pulsar://localhost:16650, pulsar://localhost:16652]
+    webBrokers: [http://localhost:18080, http://localhost:18081]
+broker:
+  allowedPorts: [16650, 16652]
+  allowedWebPorts: [18080, 18081]
+auth:
+  enabled: true
+  anonymousRole: anonymous
+  token:
+    secretKeyFile: $t/secret.key
+  basic:
+    credentialsFile: $PEER_DIR/client/integration-tests/conf/.htpasswd
+  brokerClient:
+    tokenFile: $PEER_DIR/proxy-token
+log:
+  level: info
+EOF
+}
+
+rig() {
+  RIG_DIR="$PEER_DIR/rig" RIG_TRANSACTIONS=1 RIG_ADVERTISED_ADDRESS=localhost RIG_ADMIN_TOKEN="$(cat "$(tokens)/admin-token")" \
+    RIG_BROKER_EXTRA_CONF="$PEER_DIR/broker.conf" \
+    RIG_BROKER1_PORT=16650 RIG_BROKER1_TLS_PORT=16651 RIG_BROKER1_HTTP_PORT=18080 RIG_BROKER1_WEB_TLS_PORT=18443 \
+    RIG_BROKER2_PORT=16652 RIG_BROKER2_TLS_PORT=16653 RIG_BROKER2_HTTP_PORT=18081 RIG_BROKER2_WEB_TLS_PORT=18444 \
+    "$repo/test/rig/rig.sh" "$@"
+}
+
+# admin METHOD PATH [JSON]: the brokers' admin API as the client's CI's superuser.
+admin() {
+  curl -fsS -L --location-trusted -o /dev/null -X "$1" -H "Authorization: Bearer $(cat "$(tokens)/admin-token")" \
+    -H 'Content-Type: application/json' ${3:+--data "$3"} "http://127.0.0.1:18080$2"
+}
+
+# setup does what the client's CI does after its broker starts (pulsar-test-service-start.sh),
+# and makes the proxy's role an admin of both tenants: a broker lets a proxied client do what
+# a tenant admin does only when the proxy's role may do it too (docs/broker-roles.md).
+setup() {
+  admin POST /admin/v2/tenants/public '{"adminRoles":["anonymous","proxy"],"allowedClusters":["standalone"]}'
+  admin POST /admin/v2/namespaces/public/default/permissions/anonymous '["produce","consume"]'
+  admin PUT /admin/v2/tenants/private '{"adminRoles":["proxy"],"allowedClusters":["standalone"]}' || true
+  admin PUT /admin/v2/namespaces/private/auth || true
+  admin POST /admin/v2/namespaces/private/auth/permissions/token-principal '["produce","consume"]'
+}
+
+# relays MODE PORT...: the outer relays, unix socket MODE-PORT to 127.0.0.1:TARGET.
+outer_relays() {
+  local args=() p
+  for p in "$@"; do args+=("unix:$PEER_DIR/sock/${p%%=*}=tcp:127.0.0.1:${p#*=}"); done
+  "$PEER_DIR/peertool" relay "${args[@]}" >"$PEER_DIR/logs/relay-outer.log" 2>&1 &
+  echo $! >"$PEER_DIR/pids/relay-outer"
+}
+
+# in_namespace NAME PORTS COMMAND...: runs COMMAND in a network namespace of its own whose
+# loopback PORTS (PORT=SOCKET names) are relays to the outer unix sockets.
+in_namespace() {
+  local name="$1" ports="$2"
+  shift 2
+  unshare -n bash -c '
+    set -e
+    ip link set lo up
+    args=()
+    for p in '"$ports"'; do args+=("tcp:127.0.0.1:${p%%=*}=unix:'"$PEER_DIR"'/sock/${p#*=}"); done
+    "'"$PEER_DIR"'/peertool" relay "${args[@]}" >"'"$PEER_DIR"'/logs/relay-'"$name"'.log" 2>&1 &
+    relay=$!
+    trap "kill $relay" EXIT
+    for i in $(seq 50); do grep -q ready "'"$PEER_DIR"'/logs/relay-'"$name"'.log" 2>/dev/null && break; sleep 0.1; done
+    "$@"
+  ' in_namespace "$@"
+}
+
+direct_ports="6650=d16650 6651=d16651 8080=d18080 8443=d18443 16650=d16650 16651=d16651 16652=d16652 16653=d16653 18080=d18080 18081=d18081 18443=d18443 18444=d18444"
+proxy_ports="6650=p26650 6651=p26651 8080=p28080 8443=p28443"
+
+# suite NAME REGEX: the client's tests in namespace NAME, as go test -json into NAME.json.
+suite() {
+  local name="$1" regex="$2" ports="$direct_ports"
+  [[ "$name" == direct* ]] || ports="$proxy_ports"
+  say "running pulsar-client-go's tests $name${regex:+ (-run $regex)}"
+  (cd "$PEER_DIR/client/pulsar" && in_namespace "$name" "$ports" \
+    "$PEER_DIR/test2json" -t -p github.com/apache/pulsar-client-go/pulsar \
+    "$PEER_DIR/pulsar.test" -test.v=test2json -test.count=1 -test.timeout=60m ${regex:+-test.run "$regex"}) \
+    >"$PEER_DIR/$name.json" 2>"$PEER_DIR/logs/$name.stderr" || true
+}
+
+run() {
+  local regex="${1:-}" page="${2:-$PEER_DIR/peer-suite.md}"
+  [[ -x "$PEER_DIR/pulsar.test" ]] || { echo "peer: run 'peer.sh prepare' (make peer-prepare) first" >&2; exit 2; }
+  mkdir -p "$PEER_DIR/logs" "$PEER_DIR/pids" "$PEER_DIR/sock"
+  configure
+  trap stop EXIT
+  rig up
+  setup
+  "$PEER_DIR/pulsar-proxy" -config "$PEER_DIR/proxy.yaml" >"$PEER_DIR/logs/proxy.log" 2>&1 &
+  echo $! >"$PEER_DIR/pids/proxy"
+  outer_relays d16650=16650 d16651=16651 d16652=16652 d16653=16653 d18080=18080 d18081=18081 d18443=18443 d18444=18444 \
+    p26650=26650 p26651=26651 p28080=28080 p28443=28443
+  for i in $(seq 100); do curl -fsS -o /dev/null http://127.0.0.1:28080/readyz 2>/dev/null && break; sleep 0.2; done
+  suite direct "$regex"
+  suite proxy "$regex"
+  rerun_failures "$regex"
+  PEER_COMMIT="$(git -C "$repo" rev-parse --short HEAD)" PEER_CLIENT_VERSION="$client_version" PEER_PULSAR_VERSION="$pulsar_version" \
+    "$PEER_DIR/peertool" report "$PEER_DIR/direct.json" "$PEER_DIR/proxy.json" "$page" "$PEER_DIR"/proxy-rerun*.json
+}
+
+# rerun_failures runs once more, through the proxy, the tests that passed directly and failed
+# through it: a test that passes then is flaky, not broken by the proxy (the page lists it).
+rerun_failures() {
+  local failed
+  failed="$("$PEER_DIR/peertool" failed "$PEER_DIR/direct.json" "$PEER_DIR/proxy.json")"
+  rm -f "$PEER_DIR"/proxy-rerun*.json
+  [[ -n "$failed" ]] || return 0
+  suite proxy-rerun "$failed"
+}
+
+stop() {
+  local f
+  for f in "$PEER_DIR"/pids/*; do
+    [[ -f "$f" ]] || continue
+    kill "$(cat "$f")" 2>/dev/null || true
+    rm -f "$f"
+  done
+  rig down >/dev/null 2>&1 || rig down
+}
+
+case "${1:-}" in
+prepare) prepare ;;
+run) shift; run "$@" ;;
+*) echo "usage: peer.sh prepare | run [REGEX] [PAGE]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,48 @@
+// Command peertool serves test/peer/peer.sh, the peer suite gate (pulsar-client-go's own
+// tests run directly and through the proxy):
+//
+//	peertool relay  LISTEN=DIAL ...   forward each connection (tcp:HOST:PORT or unix:PATH each side)
+//	peertool token  KEYFILE ROLE      an HS256 token for ROLE signed with the raw key in KEYFILE
+//	peertool failed DIRECT.json PROXY.json  a -run pattern of the tests that passed directly and
+//	                                  failed through the proxy ("" when none)
+//	peertool report DIRECT.json PROXY.json PAGE.md [RERUN.json...]
+//	                                  compare two `go test -json` runs; write the page; exit 1 when
+//	                                  a test passed directly and failed through the proxy
+//
+// The relay is how the test process reaches the proxy from a network namespace of its own,
+// where no broker can be reached: its listeners there dial unix sockets, which a relay in
+// the proxy's namespace forwards to the proxy's ports (a socket file crosses namespaces).
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	var err error
+	switch os.Args[1] {
+	case "relay":
+		err = relay(os.Args[2:])
+	case "token":
+		err = token(os.Args[2:])
+	case "report":
+		err = report(os.Args[2:])
+	case "failed":
+		err = failed(os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peertool:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: peertool relay LISTEN=DIAL... | token KEYFILE ROLE | report DIRECT.json PROXY.json PAGE.md [RERUN.json...]")
+	os.Exit(2)
+}
