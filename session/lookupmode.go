@@ -99,12 +99,13 @@ func (l *lookupSession) await() {
 // resume handles what the wait brought: input, the keep-alive deadline, a close or a drain.
 func (l *lookupSession) resume() {
 	s := l.s
-	if reason := l.step(s.client.awaitInput()); reason != "" {
-		s.end(reason)
+	reason := l.step(s.client.awaitInput())
+	if l.routed != nil {
+		l.routed.start(reason) // the lookup session's loop ends here; the routed one winds down
 		return
 	}
-	if l.routed != nil {
-		l.routed.start() // the lookup session's loop ends here
+	if reason != "" {
+		s.end(reason)
 		return
 	}
 	l.await()

@@ -93,9 +93,11 @@ func (s *session) routedMode(l *lookupSession) *routed {
 	return x
 }
 
-// start reads the client on a goroutine of its own, which ends the session.
-func (x *routed) start() {
-	go func() { x.s.end(x.run()) }()
+// start reads the client on a goroutine of its own, which ends the session; first is why
+// the session ends already ("" when it goes on): the command that made it routed may have
+// ended it.
+func (x *routed) start(first CloseReason) {
+	go func() { x.s.end(x.run(first)) }()
 }
 
 // serve: a routed session is started by its lookup session (start), never by the handshake.
@@ -109,10 +111,13 @@ func (x *routed) totals() totals {
 // run reads the client until it goes away, then lets the lookups in flight end, leaves
 // every broker connection (the client's producers and consumers are closed there) and lets
 // the queue empty.
-func (x *routed) run() CloseReason {
+func (x *routed) run(first CloseReason) CloseReason {
 	s := x.s
-	s.setReadDeadline(time.Time{}) // a drain's stays
-	reason := x.readClient()
+	reason := first
+	if reason == "" {
+		s.setReadDeadline(time.Time{}) // a drain's stays
+		reason = x.readClient()
+	}
 	x.cancel()
 	x.resolving.Wait() // bounded by broker.lookupTimeout and the dial's timeouts
 	if reason == ReasonDrained {

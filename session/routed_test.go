@@ -302,3 +302,36 @@ func TestRoutedTransactionsGoToTheirCoordinator(t *testing.T) {
 		t.Errorf("coordinator looked up %d times; its connect once, the transaction's commands follow it", n)
 	}
 }
+
+// TestRoutedOwnerLookupIsTheClients: the lookup that finds a producer's broker is decided as
+// the client's own LOOKUP: a role that may produce to a topic but not look it up is refused,
+// and no broker is asked.
+func TestRoutedOwnerLookupIsTheClients(t *testing.T) {
+	policy, err := authz.ParsePolicy([]byte("rules:\n  - roles: [alice]\n    resources: [\"t/n/*\"]\n    actions: [produce]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := &Security{Authenticator: authn.NewAuthenticator("alice"), Edge: edge.New(edge.Config{Policy: staticPolicy{policy}})}
+	r := newRoutedRig(t, sec)
+	r.owners.set("persistent://t/n/x", r.atA)
+	c := r.client(t)
+	c.send(routedProducer("persistent://t/n/x", 1, 1))
+	if e := c.expect(t, pb.BaseCommand_ERROR).GetError(); e.GetError() != pb.ServerError_AuthorizationError || !strings.Contains(e.GetMessage(), "lookup") {
+		t.Fatalf("producer without the lookup grant answered %v", e)
+	}
+	if n := r.owners.asked("persistent://t/n/x"); n != 0 {
+		t.Errorf("the owner was looked up %d times", n)
+	}
+}
+
+// TestRoutedFirstCommandThatCloses: a command that makes the session routed and ends it
+// (a PRODUCER without its own sub-message, which a broker cannot read) is refused, and the
+// session ends whole: its queue's writer too (the package's goleak check).
+func TestRoutedFirstCommandThatCloses(t *testing.T) {
+	r := newRoutedRig(t, nil)
+	c := r.client(t)
+	c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum()})
+	c.expect(t, pb.BaseCommand_ERROR)
+	c.expectClosed()
+	waitCounter(t, r.metrics.closes.WithLabelValues(string(ReasonCommandRefused)), 1)
+}

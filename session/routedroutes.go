@@ -163,11 +163,14 @@ func (x *routed) holdLocked(r *route, cmd *pb.BaseCommand, command, payload []by
 	x.heldBytes += h.size()
 }
 
-// lookUp starts looking up the owner of rt's topic for cmd, within the connection's and
-// the proxy's bounds on lookups in flight (as a lookup connection's requests); the route's
-// commands wait behind it.
+// lookUp starts looking up the owner of rt's topic for cmd, if the client may look it up
+// (mayLookUp), within the connection's and the proxy's bounds on lookups in flight (as a
+// lookup connection's requests); the route's commands wait behind it.
 func (x *routed) lookUp(rt routing, cmd *pb.BaseCommand, command, payload []byte) CloseReason {
-	if !x.l.admit(cmd) { // answered TooManyRequests, which clients retry
+	if rt.topic != "" && !x.mayLookUp(rt.topic, cmd) {
+		return ""
+	}
+	if !x.l.admit(cmd) { // answered (TooManyRequests: clients retry)
 		return ""
 	}
 	x.mu.Lock()
@@ -196,6 +199,30 @@ func (x *routed) lookUp(rt routing, cmd *pb.BaseCommand, command, payload []byte
 	return ""
 }
 
+// mayLookUp asks the edge about the owner lookup a command needs, as the client's own LOOKUP
+// of topic: the role must be allowed to look it up (as a binary- or HTTP-lookup client must),
+// and the lookup counts in its lookup rate, so creating producers over and over cannot
+// look topics up beyond it. A refusal answers cmd with the lookup's error.
+func (x *routed) mayLookUp(topic string, cmd *pb.BaseCommand) bool {
+	s := x.s
+	d := s.srv.sec.Edge.Decoded(s.identityNow(), edge.Lookup, ownerLookup(topic))
+	if d.Outcome == edge.Forward {
+		return true
+	}
+	s.countRefusal(d)
+	code, msg := pb.ServerError_AuthorizationError, "pulsar-proxy: looking up "+topic+" refused"
+	if lr := d.Reply.GetLookupTopicResponse(); lr != nil {
+		code, msg = lr.GetError(), lr.GetMessage()
+	}
+	x.inject(routedFailure(cmd, code, msg))
+	return false
+}
+
+// ownerLookup is the LOOKUP that finds topic's owner.
+func ownerLookup(topic string) *pb.BaseCommand {
+	return &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{Topic: proto.String(topic), RequestId: proto.Uint64(0)}}
+}
+
 // owner looks up the broker that owns topic, as the client (its role), then gives the
 // lookup's places back.
 func (x *routed) owner(topic string) (*routedBroker, error) {
@@ -204,8 +231,7 @@ func (x *routed) owner(topic string) (*routedBroker, error) {
 	if topic == "" {
 		return nil, &lookup.Error{Code: pb.ServerError_MetadataError, Message: "pulsar-proxy: no topic to route by"}
 	}
-	req := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{Topic: proto.String(topic), RequestId: proto.Uint64(0)}}
-	resp, err := s.srv.resolver.Resolve(x.ctx, s.brokerClient(), req)
+	resp, err := s.srv.resolver.Resolve(x.ctx, s.brokerClient(), ownerLookup(topic))
 	if err != nil {
 		return nil, err
 	}
