@@ -155,7 +155,7 @@ e2e-run:
 # (about an hour) and writes docs/peer-suite.md; peer-suite-quick, part of test-e2e, runs
 # PEER_QUICK (the tests of HTTP lookups, Basic authentication, schemas and transactions).
 PEER_QUICK ?= ^(TestHTTPBasicAuth|TestHTTPSBasicAuth|TestServiceUrlTLSWithTLSTransportWithBasicAuth|TestWebServiceUrlTLSWithTLSTransportWithBasicAuth|TestProducerWithSchemaAndConsumerSchemaNotFound|TestHTTPLookupJsonSchema|TestHTTPTopicPartitions|TestRetryWithMultipleHttpHosts|TestHTTPTokenAuth|TestTxn_ConsumeAndProduce|TestTxn_AckAndSend)$$
-.PHONY: peer-prepare peer-suite peer-suite-quick
+.PHONY: peer-prepare peer-suite peer-suite-quick peer-clients
 peer-prepare:
 	test/peer/peer.sh prepare
 
@@ -164,6 +164,11 @@ peer-suite: peer-prepare
 
 peer-suite-quick: peer-prepare
 	unshare -rn sh -c 'ip link set lo up && exec test/peer/peer.sh run "$(PEER_QUICK)"'
+
+# The Java and the Python client with the proxy's HTTP URL as service URL, no broker
+# reachable, produce and consume over partitions that both brokers own (docs/peer-clients.md).
+peer-clients: peer-prepare
+	unshare -rn sh -c 'ip link set lo up && exec test/peer/peer.sh clients docs/peer-clients.md'
 
 # The fault, storm and stuck-client tests alone (test/e2efault, its own rig; part of make test).
 .PHONY: test-fault test-fault-long

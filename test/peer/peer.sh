@@ -9,6 +9,9 @@
 #                             proxy, peertool, the rig's jars
 #   peer.sh run [REGEX] [PAGE]  inside `unshare -rn` (its own loopback): rig, proxy, both runs,
 #                             the comparison (written to PAGE when given), everything stopped
+#   peer.sh clients [PAGE]    inside `unshare -rn`: the Java and the Python client, with the
+#                             proxy's HTTP URL as service URL and no broker reachable, produce
+#                             and consume over partitions owned by both brokers (PAGE: results)
 #
 # Ports (all in the run's own network namespace): brokers 16650/16651 (TLS) and 18080/18443
 # (web), 16652/16653 and 18081/18444; the proxy 26650/26651 and 28080/28443. Each test run has
@@ -180,17 +183,7 @@ suite() {
 
 run() {
   local regex="${1:-}" page="${2:-$PEER_DIR/peer-suite.md}"
-  [[ -x "$PEER_DIR/pulsar.test" ]] || { echo "peer: run 'peer.sh prepare' (make peer-prepare) first" >&2; exit 2; }
-  mkdir -p "$PEER_DIR/logs" "$PEER_DIR/pids" "$PEER_DIR/sock"
-  configure
-  trap stop EXIT
-  rig up
-  setup
-  "$PEER_DIR/pulsar-proxy" -config "$PEER_DIR/proxy.yaml" >"$PEER_DIR/logs/proxy.log" 2>&1 &
-  echo $! >"$PEER_DIR/pids/proxy"
-  outer_relays d16650=16650 d16651=16651 d16652=16652 d16653=16653 d18080=18080 d18081=18081 d18443=18443 d18444=18444 \
-    p26650=26650 p26651=26651 p28080=28080 p28443=28443
-  for i in $(seq 100); do curl -fsS -o /dev/null http://127.0.0.1:28080/readyz 2>/dev/null && break; sleep 0.2; done
+  start
   suite direct "$regex"
   suite proxy "$regex"
   rerun_failures "$regex"
@@ -208,6 +201,68 @@ rerun_failures() {
   suite proxy-rerun "$failed"
 }
 
+# start brings the rig, the proxy and the outer relays up (stopped at exit).
+start() {
+  [[ -x "$PEER_DIR/pulsar.test" ]] || { echo "peer: run 'peer.sh prepare' (make peer-prepare) first" >&2; exit 2; }
+  mkdir -p "$PEER_DIR/logs" "$PEER_DIR/pids" "$PEER_DIR/sock"
+  configure
+  trap stop EXIT
+  rig up
+  setup
+  "$PEER_DIR/pulsar-proxy" -config "$PEER_DIR/proxy.yaml" >"$PEER_DIR/logs/proxy.log" 2>&1 &
+  echo $! >"$PEER_DIR/pids/proxy"
+  outer_relays d16650=16650 d16651=16651 d16652=16652 d16653=16653 d18080=18080 d18081=18081 d18443=18443 d18444=18444 \
+    p26650=26650 p26651=26651 p28080=28080 p28443=28443
+  for i in $(seq 100); do curl -fsS -o /dev/null http://127.0.0.1:28080/readyz 2>/dev/null && break; sleep 0.2; done
+}
+
+# owner PARTITION_TOPIC: the broker URL that owns it (a lookup at broker 1, redirects followed).
+owner() {
+  curl -fsS -L --location-trusted -H "Authorization: Bearer $(cat "$(tokens)/admin-token")" \
+    "http://127.0.0.1:18080/lookup/v2/topic/${1#persistent://}" | sed 's|^.*"brokerUrl":"\([^"]*\)".*$|\1|'
+}
+
+# spread makes sure both brokers own partitions of TOPIC (N partitions): when one owns them
+# all, partition 0's bundle is moved to the other.
+spread() {
+  local topic="$1" n="$2" first bundle dest
+  first="$(owner "$topic-partition-0")"
+  for i in $(seq 1 $((n - 1))); do [[ "$(owner "$topic-partition-$i")" != "$first" ]] && return 0; done
+  bundle="$(curl -fsS -L --location-trusted -H "Authorization: Bearer $(cat "$(tokens)/admin-token")" \
+    "http://127.0.0.1:18080/lookup/v2/topic/${topic#persistent://}-partition-0/bundle" | tr -d '"')"
+  dest=localhost:18081
+  [[ "$first" == *16652* ]] && dest=localhost:18080
+  admin PUT "/admin/v2/namespaces/public/default/$bundle/unload?destinationBroker=$dest"
+  owner "$topic-partition-0" >/dev/null
+}
+
+clients() {
+  local page="${1:-$PEER_DIR/peer-clients.md}" topic=persistent://public/default/peer-http-lookup n=4 count=40 python owners="" rc=0
+  python="$("$repo/test/rig/python-client.sh" | sed -n 's/^python-client: python //p')"
+  start
+  admin PUT /admin/v2/persistent/public/default/peer-http-lookup/partitions "$n"
+  spread "$topic" "$n"
+  for i in $(seq 0 $((n - 1))); do owners+="$i: $(owner "$topic-partition-$i"); "; done
+  say "partition owners: $owners"
+  local java_out py_out routed
+  java_out="$(in_namespace clients-java "$proxy_ports" java -cp "$(cat "$("$repo/test/rig/rig.sh" classpath-file)")" \
+    "$here/HTTPLookupClient.java" http://localhost:8080 "$topic" "$count" 2>"$PEER_DIR/logs/java.stderr" | tail -1)" || rc=1
+  py_out="$(in_namespace clients-python "$proxy_ports" "$python" "$here/http_lookup_client.py" http://localhost:8080 "$topic" "$count" \
+    2>"$PEER_DIR/logs/python.stderr" | tail -1)" || rc=1
+  routed="$(curl -fsS http://127.0.0.1:28080/metrics | awk '/^pulsar_proxy_sessions_total\{mode="routed"\}/ { print $2 }')"
+  {
+    echo "| client | service URL | result |"
+    echo "|---|---|---|"
+    echo "| Java (pulsar-client $pulsar_version) | http://localhost:8080 | ${java_out:-no result} |"
+    echo "| Python (pulsar-client $(. "$repo/test/rig/versions.env"; echo "$PY_PULSAR_CLIENT_VERSION")) | http://localhost:8080 | ${py_out:-no result} |"
+    echo
+    echo "Partition owners (looked up at the brokers): $owners; routed sessions the proxy served: ${routed:-0}."
+  } >"$page"
+  cat "$page"
+  [[ "$java_out" == "result sent=$count received=$count partitions=$n" && "$py_out" == "result sent=$count received=$count partitions=$n" && "${routed:-0}" != 0 ]] || rc=1
+  return "$rc"
+}
+
 stop() {
   local f
   for f in "$PEER_DIR"/pids/*; do
@@ -218,8 +273,13 @@ stop() {
   rig down >/dev/null 2>&1 || rig down
 }
 
-case "${1:-}" in
-prepare) prepare ;;
-run) shift; run "$@" ;;
-*) echo "usage: peer.sh prepare | run [REGEX] [PAGE]" >&2; exit 2 ;;
-esac
+main() {
+  case "${1:-}" in
+  prepare) prepare ;;
+  run) shift; run "$@" ;;
+  clients) shift; clients "$@" ;;
+  *) echo "usage: peer.sh prepare | run [REGEX] [PAGE] | clients [PAGE]" >&2; exit 2 ;;
+  esac
+}
+main "$@"
+exit
