@@ -21,7 +21,7 @@ COPY --from=build /out/pulsar-proxy /pulsar-proxy
 COPY deploy/container/config.yaml /etc/pulsar-proxy/config.yaml
 # Numeric, so the image needs no /etc/passwd.
 USER 65532:65532
-EXPOSE 6650/tcp 6651/tcp 8080/tcp
+EXPOSE 6650/tcp 6651/tcp 8080/tcp 8443/tcp
 LABEL org.opencontainers.image.title="pulsar-proxy" \
       org.opencontainers.image.description="A gateway in front of Apache Pulsar brokers, speaking the Pulsar binary protocol" \
       org.opencontainers.image.version="${VERSION}" \

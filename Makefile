@@ -4,28 +4,30 @@
 #   make test-unit  the tracked-files check, the function-length check, go vet of every module,
 #                   go test -race of the product's packages and the benchmark's (no Java
 #                   needed), including the chart tests (helm, and tools/chartcheck's strict
-#                   decoding) and the image tool's (tools/image)
+#                   decoding), the image tool's (tools/image) and the operator pages' checks
+#                   (tools/docscheck)
 #   make test-e2e   warm the rig cache (and the Python client's virtualenv), then go test of the
 #                   test module (test/...) against real brokers and Consul
 #   make test-fault the fault, storm and stuck-client tests alone (test/e2efault; test-fault-long:
 #                   the kills at 2,000 msg/s with a minute of load after recovery)
 #   make soak       30 minutes of mixed load through one proxy, its resources sampled (test/soak)
-#   make rig-up     start the test rig in .cache/rig and print its addresses (rig-down stops it)
+#   make rig-up     start the test rig in .rigs/rig and print its addresses (rig-down stops it)
 #
 # The end-to-end tests start their own rig; to run them against one started by `make rig-up`,
-# export PULSAR_PROXY_RIG=$(pwd)/.cache/rig/rig.env (the tests then leave it running).
+# export PULSAR_PROXY_RIG=$(pwd)/.rigs/rig/rig.env (the tests then leave it running).
 
 SHELL := /bin/bash
 GO ?= go
 RIG := test/rig/rig.sh
 E2E_TIMEOUT ?= 40m
 
-# Six Go modules, so that the product's go.mod holds only what the binary and its unit tests
+# Eight Go modules, so that the product's go.mod holds only what the binary and its unit tests
 # import: the product (.); test/ (the rig, the end-to-end tests, the demo: pulsar-client-go);
 # bench/ (the benchmark: golang.org/x/image for its chart); tools/image (the image builder);
+# tools/release (make release: the SBOM generator, cyclonedx-gomod, as a pinned tool);
 # tools/observability (the dashboard and alert checks: Prometheus's parser and engine);
 # tools/chartcheck (the chart's objects decoded strictly: k8s.io/api, the Prometheus
-# operator's API types).
+# operator's API types); tools/docscheck (the operator pages' checks: a Markdown parser).
 # test/ and bench/ take the product (and bench the rig) from this checkout by replace
 # directives; a module's packages are vetted and tested from its own directory (go -C DIR).
 
@@ -54,9 +56,11 @@ test-unit:
 	$(GO) test -C bench -race ./...
 	$(call timed,fuzz targets (a few seconds' worth of executions each),$(MAKE) --no-print-directory fuzz-short)
 	$(call timed,image test (tools/image),$(MAKE) --no-print-directory image-test)
+	$(call timed,release test (tools/release: binary, SBOM, checksums; go install @version),$(MAKE) --no-print-directory release-test)
 	$(call timed,chart objects decoded strictly (tools/chartcheck),$(MAKE) --no-print-directory chartcheck-test)
 	$(call timed,promtool (pinned; built once into .cache),$(MAKE) --no-print-directory promtool-prepare)
 	$(call timed,alert rules and dashboard checks (tools/observability),$(MAKE) --no-print-directory observability-test)
+	$(call timed,operator pages held to the product (tools/docscheck),$(MAKE) --no-print-directory docs-test)
 
 # Fails when git tracks an executable (ELF, Mach-O, PE), or a file with NUL bytes or larger
 # than 1 MiB that .ci/large-files.allow does not name (tools/trackedfiles; its tests run with
@@ -71,20 +75,20 @@ check-files:
 .PHONY: check-funclen
 check-funclen:
 	$(GO) run ./tools/funclen .
-	$(GO) run ./tools/funclen -tests bench tools/image tools/observability tools/trackedfiles tools/funclen
+	$(GO) run ./tools/funclen -tests bench tools/image tools/release tools/observability tools/trackedfiles tools/funclen tools/docscheck
 
 # Every fuzz target, package:name:executions. make test runs each for its count of executions
 # (about four seconds' worth here): a count, not a duration, because Go 1.26's fuzzing can fail
 # a -fuzztime duration with a bare "context deadline exceeded" when the deadline races a
 # worker (golang/go#75804, fixed in Go 1.27). make fuzz runs each for FUZZ_LONG (a campaign:
-# run it on an idle machine and record executions and crashes in the README). A crasher is
+# run it on an idle machine and report executions and crashes with the change). A crasher is
 # written to the package's testdata/fuzz and becomes a seed once committed.
 FUZZ_TARGETS = ./frame:FuzzReadFrame:30000 ./session:FuzzClientRules:3000 \
 	./session:FuzzDirectPipe:2000 ./session:FuzzHandshake:3000 ./authz:FuzzParseTopic:15000 \
 	./brokers:FuzzAllowTarget:8000 ./authn:FuzzTokenAuthenticate:25000 ./lookup:FuzzLookupAnswer:5000 \
 	./internal/config:FuzzLoad:2500 ./internal/listener:FuzzProxyHeader:3000 \
 	./adminproxy:FuzzClassify:30000 ./discovery:FuzzZKBroker:15000 ./mux:FuzzMappingRoundTrip:600 \
-	./session:FuzzMultiplexedNeighbours:4000
+	./session:FuzzMultiplexedNeighbours:4000 ./sni:FuzzReadHello:40000
 FUZZTIME ?=
 FUZZ_LONG ?= 10m
 
@@ -126,10 +130,11 @@ e2e-python:
 # Runs the end-to-end tests, then checks that they left no rig process behind.
 # test/run-e2e.sh runs two lanes side by side: test/e2e (E2E_BOTH_MODES: its direct-session
 # tests again on the same rig with broker.multiplex on, then the tests that stop ZooKeeper or
-# kill brokers last of all), and the other packages one at a time (test/e2eauth and
-# test/e2efault each with a rig of its own port block). At most two rigs share the cores.
-AUTH_RIG_DIR = $${RIG_CACHE:-$(CURDIR)/.cache}/rig-auth
-FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_CACHE:-$(CURDIR)/.cache}/rig-fault}
+# kill brokers last of all), and the other packages one at a time (test/e2eauth, test/e2efault
+# and test/firstday each with a rig of its own port block). At most two rigs share the cores.
+AUTH_RIG_DIR = $${RIG_AUTH_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-auth}
+FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-fault}
+FIRSTDAY_RIG_DIR = $${RIG_FIRSTDAY_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-firstday}
 e2e-run:
 	@rc=0; test/run-e2e.sh "$(GO)" $(E2E_TIMEOUT) || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
@@ -146,6 +151,10 @@ e2e-run:
 	  st=0; RIG_DIR=$(FAULT_RIG_DIR) $(RIG) status >/dev/null 2>&1 || st=$$?; \
 	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $(FAULT_RIG_DIR) running; stopping it"; RIG_DIR=$(FAULT_RIG_DIR) $(RIG) down; rc=1; fi; \
 	fi; \
+	if [[ -z "$$PULSAR_PROXY_FIRSTDAY_RIG" ]]; then \
+	  st=0; RIG_DIR=$(FIRSTDAY_RIG_DIR) $(RIG) status >/dev/null 2>&1 || st=$$?; \
+	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $(FIRSTDAY_RIG_DIR) running; stopping it"; RIG_DIR=$(FIRSTDAY_RIG_DIR) $(RIG) down; rc=1; fi; \
+	fi; \
 	exit $$rc
 
 # The peer suite gate (test/peer/README.md): pulsar-client-go's own tests, from the module cache
@@ -153,17 +162,19 @@ e2e-run:
 # namespace of its own (unshare -rn; the test process's in the proxy run reaches no broker);
 # fails on a test that passes directly and fails through the proxy. peer-suite runs them all
 # (about an hour) and writes docs/peer-suite.md; peer-suite-quick, part of test-e2e, runs
-# PEER_QUICK (the tests of HTTP lookups, Basic authentication, schemas and transactions).
+# PEER_QUICK (the tests of HTTP lookups, Basic authentication, schemas and transactions). Both
+# then run the Java and the Python client with the proxy's HTTP URL on the same rig
+# (peer-clients alone: that check only; the full run writes docs/peer-clients.md).
 PEER_QUICK ?= ^(TestHTTPBasicAuth|TestHTTPSBasicAuth|TestServiceUrlTLSWithTLSTransportWithBasicAuth|TestWebServiceUrlTLSWithTLSTransportWithBasicAuth|TestProducerWithSchemaAndConsumerSchemaNotFound|TestHTTPLookupJsonSchema|TestHTTPTopicPartitions|TestRetryWithMultipleHttpHosts|TestHTTPTokenAuth|TestTxn_ConsumeAndProduce|TestTxn_AckAndSend)$$
 .PHONY: peer-prepare peer-suite peer-suite-quick peer-clients
 peer-prepare:
 	test/peer/peer.sh prepare
 
 peer-suite: peer-prepare
-	unshare -rn sh -c 'ip link set lo up && exec test/peer/peer.sh run "" docs/peer-suite.md'
+	unshare -rn sh -c 'ip link set lo up && PEER_CLIENTS=docs/peer-clients.md exec test/peer/peer.sh run "" docs/peer-suite.md'
 
 peer-suite-quick: peer-prepare
-	unshare -rn sh -c 'ip link set lo up && exec test/peer/peer.sh run "$(PEER_QUICK)"'
+	unshare -rn sh -c 'ip link set lo up && PEER_CLIENTS=bin/peer/peer-clients.md exec test/peer/peer.sh run "$(PEER_QUICK)"'
 
 # The Java and the Python client with the proxy's HTTP URL as service URL, no broker
 # reachable, produce and consume over partitions that both brokers own (docs/peer-clients.md).
@@ -182,9 +193,9 @@ test-fault-long:
 	  -run 'TestBrokerKilledUnderLoad|TestBrokerFrozenUnderLoad|TestProxyKilledUnderLoad' ./e2efault
 
 # The soak (test/soak; not part of make test): SOAK_DURATION of mixed load through one proxy
-# against a rig of its own (ports 21xxx, .cache/rig-soak), the proxy's RSS, heap, goroutines
+# against a rig of its own (ports 21xxx, .rigs/rig-soak), the proxy's RSS, heap, goroutines
 # and descriptors sampled every 5 s; results in test/soak/results (soak.csv, summary.md,
-# soak.png) and, by hand, README.md's Reliability section.
+# soak.png), and the summary in docs/reliability.md (between its soak markers).
 SOAK_DURATION ?= 30m
 .PHONY: soak
 soak:
@@ -193,7 +204,7 @@ soak:
 
 rig-up:
 	$(RIG) up
-	@echo "for the e2e tests: export PULSAR_PROXY_RIG=$${RIG_DIR:-$(CURDIR)/.cache/rig}/rig.env"
+	@echo "for the e2e tests: export PULSAR_PROXY_RIG=$${RIG_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig}/rig.env"
 
 rig-down:
 	$(RIG) down
@@ -209,7 +220,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 # The commit's time, so the same commit gives the same image.
 CREATED ?= $(shell git log -1 --format=%cI 2>/dev/null)
 
-.PHONY: demo build proto image image-test helm helm-prepare chart-test chartcheck-test
+.PHONY: demo build proto image image-test release release-test helm helm-prepare chart-test chartcheck-test
 
 # The quick start: a real two-broker cluster, the proxy in front, produce and consume through
 # it, print what happened. Uses a rig named by PULSAR_PROXY_RIG if one is up, else starts one.
@@ -227,9 +238,36 @@ image:
 	$(GO) run -C tools/image . -repo $(CURDIR) -out $(CURDIR)/bin/image \
 	  -version $(VERSION) -revision "$(REVISION)" -created "$(CREATED)"
 
-# Builds the image into a temp dir, reads it back, runs its binary; checks the Dockerfile.
+# The operator's pages (README.md, CONTRIBUTING.md, docs/*.md) held to the product: links and
+# anchors resolve, the README's quick start is `make demo` and `make test` (make -n runs both),
+# its configuration passes check-config, the metrics, keys and alerts they name exist
+# (tools/docscheck: its own module, so its Markdown parser stays out of go.mod).
+.PHONY: docs-test
+docs-test:
+	cd tools/docscheck && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+# Builds the image into a temp dir, reads it back, runs its binary; checks the Dockerfile, the
+# multi-architecture index, and that the image exposes the chart's container ports.
 image-test:
 	cd tools/image && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+# The release (docs/install.md), in RELEASE_OUT (bin/release): a static binary for each of
+# RELEASE_PLATFORMS (-trimpath, the version of git describe stamped in), a CycloneDX SBOM of
+# each (cyclonedx-gomod, from the modules the binary records), the multi-architecture image
+# (an OCI index of linux/amd64 and linux/arm64 holding those binaries: bin/release/image/oci
+# and one tar), and SHA256SUMS over the files. RELEASE_IMAGE=false leaves the image out (the
+# first-day test builds the host's binary so). tools/release is its own module.
+RELEASE_OUT ?= $(CURDIR)/bin/release
+RELEASE_PLATFORMS ?= linux/amd64,linux/arm64,darwin/arm64
+RELEASE_IMAGE ?= true
+release:
+	$(GO) run -C tools/release . -repo $(CURDIR) -out $(RELEASE_OUT) -version $(VERSION) \
+	  -revision "$(REVISION)" -created "$(CREATED)" -platforms $(RELEASE_PLATFORMS) -image=$(RELEASE_IMAGE)
+
+# The release tool's tests: the host's release (static, stamped, SBOM, sha256sum -c) and
+# `go install .../cmd/pulsar-proxy@VERSION` from a module zip of HEAD, offline.
+release-test:
+	cd tools/release && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # The pinned helm in .cache (built once from the module proxy).
 helm:
@@ -293,7 +331,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Side by side on one rig broker: direct, pulsar-proxy, the Java proxy, HAProxy (TCP mode,
 # without and with splice).
-# Results: bench/results/latest.{json,md,png}. Attaches to PULSAR_PROXY_RIG if set.
+# Results: bench/results/latest.{json,md,png} and docs/performance.md's table. Attaches to
+# PULSAR_PROXY_RIG if set.
 bench: haproxy
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
 	$(call timed,bench,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench $(BENCH_FLAGS))
@@ -306,8 +345,10 @@ bench-quick: haproxy
 # Proxy-bound: the same paths in front of the benchmark's own Pulsar speaker (bench/speaker),
 # which answers at once, so the path is the bottleneck; the proxy under test pinned to CPU 0,
 # the load generator and the speaker to CPU 1; 1, 100 and up to 10,000 connections (what the
-# descriptor limit allows). Results: bench/results/proxy-bound.{json,md,png} and README.md's
-# table. Needs the rig's jars (the Java proxy), not a running rig. Full: about 45 minutes.
+# descriptor limit allows). Results: bench/results/proxy-bound.{json,md,png}, its summary in
+# docs/performance.md and the headline figures in README.md (-docs=false leaves the pages; -rerender
+# writes them anew from the committed JSON without a run). Needs the rig's jars (the Java
+# proxy), not a running rig. Full: about 45 minutes.
 bench-proxy: haproxy
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
 	$(call timed,bench-proxy,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -proxy-bound $(BENCH_FLAGS))

@@ -33,6 +33,8 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 )
 
 // Upstreams are the web services one kind of request may go to.
@@ -60,6 +62,11 @@ type FailureCounter interface {
 	AuthFailure(method string, reason authn.Reason)
 }
 
+// Refusals is where the admin proxy reports the clients it refuses (refusal.Summary).
+type Refusals interface {
+	Refused(k refusal.Kind, detail, remote, told string)
+}
+
 // Config configures a Proxy.
 type Config struct {
 	Brokers Upstreams // the admin API and lookups
@@ -68,6 +75,8 @@ type Config struct {
 	// client's own headers (brokers authenticate the client themselves).
 	Auth         Authenticator
 	AuthFailures FailureCounter // may be nil
+	// Refusals is told of every refused authentication, for the log's summaries; nil: not.
+	Refusals Refusals
 	// Policy decides what an authenticated role may do (nil: brokers decide everything).
 	Policy Policy
 	// ProxyCredentials are the proxy's own credentials for brokers (method, data); nil: none.
@@ -338,6 +347,9 @@ func (p *Proxy) authenticate(rec *recorder, r *http.Request, x *exchange) bool {
 		if errors.As(err, &ae) && p.cfg.AuthFailures != nil {
 			p.cfg.AuthFailures.AuthFailure(ae.Method, ae.Reason)
 		}
+		if p.cfg.Refusals != nil {
+			p.cfg.Refusals.Refused(refusal.AuthFailed, string(authn.ReasonOf(err)), r.RemoteAddr, err.Error())
+		}
 		x.reason = err.Error()
 		rec.Header().Set("WWW-Authenticate", `Bearer realm="pulsar-proxy"`)
 		writeError(rec, http.StatusUnauthorized, err.Error())
@@ -505,8 +517,8 @@ func (p *Proxy) accessLog(r *http.Request, x *exchange, rec *recorder, label str
 		return
 	}
 	ev = ev.Str("method", r.Method).Str("route", label).Str("path", r.URL.Path).Int("status", rec.code()).
-		Int64("bytes_in", readBytes(x)).Int64("bytes_out", rec.bytes).Dur("took", took).
-		Str("remote", r.RemoteAddr)
+		Int64("bytes_in", readBytes(x)).Int64("bytes_out", rec.bytes).Str("remote", r.RemoteAddr)
+	ev = jsonlog.Seconds(ev, "took", took)
 	if x.authed {
 		ev = ev.Str("principal", x.identity.Role)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -243,6 +244,9 @@ func TestClassifyLabelsAreBounded(t *testing.T) {
 		r, err := classify(path)
 		if err != nil || r.label != want {
 			t.Errorf("classify(%s) = %q, %v; want %q", path, r.label, err, want)
+		}
+		if !slices.Contains(routeLabels(), r.label) {
+			t.Errorf("label %q is not among those made at start", r.label)
 		}
 	}
 }

@@ -75,6 +75,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{rejectConcurrency, rejectPrincipal, rejectBodyRate, rejectSpool} {
 		m.rejected.WithLabelValues(r)
 	}
+	// Every route's series too (about 70 routes): the codes are not known in advance, so a
+	// route starts with its 200s at 0, which is enough for a panel or a ratio to have a series.
+	for _, route := range routeLabels() {
+		m.requests.WithLabelValues(route, "200")
+		m.duration.WithLabelValues(route)
+	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.upstream, m.redirects, m.inFlight, m.rejected, m.spooled, m.spoolBudget)
 	}

@@ -2,6 +2,7 @@ package adminproxy
 
 import (
 	"errors"
+	"sort"
 	"strings"
 )
 
@@ -31,6 +32,20 @@ var (
 	errNotProxied = errors.New("not an admin API path")
 	errBadPath    = errors.New("path is not in canonical form")
 )
+
+// routeLabels are every label classify gives a proxied path, sorted: the series of the admin
+// API's metrics made at start.
+func routeLabels() []string {
+	out := []string{"/topics", "/lookup/v2", "/lookup/other"}
+	for _, v := range []string{"", "/v2", "/v3"} {
+		out = append(out, "/admin"+v+"/other")
+		for r := range resources {
+			out = append(out, "/admin"+v+"/"+r)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
 
 // classify decides what to do with a request path (already percent-decoded, as
 // http.Request.URL.Path is). Only /admin/..., /lookup/... and /topics/... (the REST producer)

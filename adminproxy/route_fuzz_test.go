@@ -3,6 +3,7 @@ package adminproxy
 import (
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,7 @@ func FuzzClassify(f *testing.F) {
 	} {
 		f.Add(s)
 	}
+	labels := routeLabels()
 	f.Fuzz(func(t *testing.T, raw string) {
 		u, err := url.ParseRequestURI(raw)
 		if err != nil {
@@ -44,8 +46,8 @@ func FuzzClassify(f *testing.F) {
 		if r.workers && !strings.HasPrefix(p, "/admin/") {
 			t.Fatalf("%q sent to the workers", p)
 		}
-		if r.label == "" || strings.Count(r.label, "/") > 3 {
-			t.Fatalf("label %q for %q", r.label, p)
+		if r.label == "" || strings.Count(r.label, "/") > 3 || !slices.Contains(labels, r.label) {
+			t.Fatalf("label %q for %q (not among the series made at start)", r.label, p)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package authn
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,6 +12,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,13 +105,8 @@ func TestNewTokenProviderRefusesShortSecret(t *testing.T) {
 
 func TestReadKeys(t *testing.T) {
 	dir := t.TempDir()
-	b64 := filepath.Join(dir, "secret.b64")
-	os.WriteFile(b64, []byte(base64.StdEncoding.EncodeToString(secret)+"\n"), 0o600)
 	raw := filepath.Join(dir, "secret.raw")
 	os.WriteFile(raw, []byte{0xff, 0x00, 0x01, 0xfe}, 0o600)
-	if k, err := ReadSecretKey(b64); err != nil || string(k) != string(secret) {
-		t.Fatalf("base64 key: %q %v", k, err)
-	}
 	if k, err := ReadSecretKey(raw); err != nil || len(k) != 4 || k[0] != 0xff {
 		t.Fatalf("raw key: %q %v", k, err)
 	}
@@ -124,7 +121,7 @@ func TestReadKeys(t *testing.T) {
 	if _, ok := k.(*ecdsa.PublicKey); !ok {
 		t.Fatalf("got %T", k)
 	}
-	if _, err := ReadPublicKey(b64); err == nil {
+	if _, err := ReadPublicKey(raw); err == nil {
 		t.Fatal("a secret key was read as a public key")
 	}
 }
@@ -166,5 +163,52 @@ func TestMetricsBoundMethodLabel(t *testing.T) {
 	m.AuthFailure("made-up-by-client", ReasonUnknownMethod)
 	if got := reg.Value(t, "pulsar_proxy_authentication_failures_total", "method", "other", "reason", string(ReasonUnknownMethod)); got != 1 {
 		t.Fatalf("got %v", got)
+	}
+}
+
+// TestSecretKeyFileAsPulsarReadsIt: Pulsar's token provider takes a tokenSecretKey file's
+// bytes as the key, as they are (AuthTokenUtils.readKeyFromUrl reads file:///path and a bare
+// path with readAllBytes; only a tokenSecretKey that is itself data:;base64,… or base64 is
+// decoded). A file of base64 text, a data: URL or a trailing newline is part of the key here
+// too: a token signed with those bytes verifies, one signed with the decoded key does not.
+func TestSecretKeyFileAsPulsarReadsIt(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		content []byte
+		looks   string // EncodedSecretKey
+	}{
+		{"random bytes", secret, ""},
+		{"base64 text", []byte(base64.StdEncoding.EncodeToString(secret)), "base64 text"},
+		{"base64 text and a newline", []byte(base64.StdEncoding.EncodeToString(secret) + "\n"), "base64 text"},
+		{"a data: URL", []byte("data:;base64," + base64.StdEncoding.EncodeToString(secret)), "a data: URL"},
+		{"a passphrase", []byte("correct horse battery staple, 32+ bytes long\n"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			if err := os.WriteFile(path, tc.content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			key, err := ReadSecretKey(path)
+			if err != nil || !bytes.Equal(key, tc.content) {
+				t.Fatalf("key %q (%v), want the file's bytes %q", key, err, tc.content)
+			}
+			if got := EncodedSecretKey(key); got != tc.looks {
+				t.Errorf("EncodedSecretKey %q, want %q", got, tc.looks)
+			}
+			p, err := NewTokenProvider(TokenConfig{SecretKey: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			signed := func(k []byte) []byte { return sign(t, jwt.SigningMethodHS256, k, jwt.MapClaims{"sub": "alice"}) }
+			if _, err := p.Authenticate(Credentials{Method: "token", Data: signed(tc.content)}); err != nil {
+				t.Errorf("a token signed with the file's bytes: %v", err)
+			}
+			if tc.looks != "" {
+				if _, err := p.Authenticate(Credentials{Method: "token", Data: signed(secret)}); err == nil {
+					t.Error("a token signed with the key the file decodes to was accepted")
+				}
+			}
+		})
 	}
 }

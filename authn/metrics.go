@@ -21,13 +21,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.authFailures, m.refreshes)
-	// The refresh results exist from the start, at 0, so a rate() in an alert counts the first
-	// event too. Failures are made as they occur (methods times reasons would be many series
-	// that mostly never move).
+	// The series exist from the start, at 0, so a rate() in an alert counts the first event
+	// too and a dashboard shows 0 rather than no data: the refresh results, and each method
+	// with the reasons it can fail for (not every method times every reason).
 	for _, r := range []string{"ok", "failed", "relayed"} {
 		m.refreshes.WithLabelValues(r)
 	}
+	for method, reasons := range failureReasons {
+		for _, r := range reasons {
+			m.authFailures.WithLabelValues(method, string(r))
+		}
+	}
 	return m
+}
+
+// failureReasons are the reasons each method of pulsar_proxy_authentication_failures_total
+// fails for, as the providers report them; "other" is a method the proxy does not serve.
+var failureReasons = map[string][]Reason{
+	methodToken: {ReasonExpired, ReasonNotYetValid, ReasonBadSignature, ReasonMalformed, ReasonBadAudience,
+		ReasonBadIssuer, ReasonUnknownKey, ReasonNoRole, ReasonNoCredentials, ReasonRefreshTimeout},
+	"tls":   {ReasonNoCertificate, ReasonNoRole, ReasonRefreshTimeout},
+	"none":  {ReasonNoCredentials, ReasonUnknownMethod},
+	"other": {ReasonUnknownMethod},
 }
 
 // AuthFailure counts one refused authentication.

@@ -1,7 +1,6 @@
 package authn
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/rsa"
@@ -188,23 +187,31 @@ func tokenError(err error) *Error {
 	return e
 }
 
-// ReadSecretKey reads an HS256 key file: raw bytes, or base64 as Pulsar's
-// `tokens create-secret-key -b` writes it (a "data:;base64," URL is accepted too).
+// ReadSecretKey reads an HS256 key file as Pulsar's token provider reads tokenSecretKey's
+// file:///path, or a path (AuthTokenUtils.readKeyFromUrl, Pulsar 4.0.8): all of its bytes, as
+// they are. A file of base64 text, or of a data:;base64,… URL, is that text, not the key it
+// decodes to (Pulsar decodes only a tokenSecretKey that is itself such a URL or base64, never
+// a file's content), so that one key file means one key to brokers and proxy alike;
+// EncodedSecretKey says when a file looks as if it meant another.
 func ReadSecretKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return decodeSecretKey(b), nil
+	return os.ReadFile(path)
 }
 
-func decodeSecretKey(b []byte) []byte {
-	s := strings.TrimSpace(string(b))
-	s = strings.TrimPrefix(s, "data:;base64,")
-	if d, err := base64.StdEncoding.DecodeString(s); err == nil && len(d) > 0 {
-		return d
+// EncodedSecretKey says what a secret key's bytes look like when they look like the encoding
+// of another key: "base64 text" or "a data: URL"; "" otherwise (a key of random bytes). The
+// key is still these bytes, for Pulsar as here; brokers given the key they decode to
+// (tokenSecretKey=data:;base64,…) hold another one.
+func EncodedSecretKey(key []byte) string {
+	s := strings.TrimSpace(string(key))
+	if strings.HasPrefix(s, "data:") {
+		return "a data: URL"
 	}
-	return bytes.Clone(b)
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if d, err := enc.DecodeString(s); err == nil && len(d) >= 32 {
+			return "base64 text"
+		}
+	}
+	return ""
 }
 
 // ReadPublicKey reads a PEM public key (RSA or EC) for RS256/ES256 tokens.

@@ -12,6 +12,12 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require (
+	github.com/mattn/go-colorable v0.1.15 // indirect
+	github.com/mattn/go-isatty v0.0.22 // indirect
+	github.com/rs/zerolog v1.35.1 // indirect
+)
+
 // The product and its test rig, from this checkout.
 replace (
 	github.com/pulsar-proxy/pulsar-proxy => ../

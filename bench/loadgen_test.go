@@ -11,7 +11,8 @@ import (
 
 // The side-by-side load generator against the speaker (no broker): the producer gets its
 // receipts, the consumer counts the speaker's messages in the measured interval, onMeasure
-// brackets it, and a paced run ends as well as an unpaced one.
+// brackets it, and a paced run ends as well as an unpaced one. The measured second is long
+// enough that a starved consumer on a loaded machine still counts some messages.
 func TestSideBySideLoadAgainstSpeaker(t *testing.T) {
 	sp, err := speaker.Listen("127.0.0.1:0")
 	if err != nil {
@@ -21,7 +22,7 @@ func TestSideBySideLoadAgainstSpeaker(t *testing.T) {
 	for _, rate := range []float64{0, 2000} {
 		var calls []bool
 		l := load{ep: endpoint{addr: sp.Addr()}, topic: speaker.Topic(benchNamespace, 1<<10, 1, 0), size: 1 << 10, rate: rate,
-			warmup: 50 * time.Millisecond, measure: 200 * time.Millisecond, onMeasure: func(start bool) { calls = append(calls, start) }}
+			warmup: 100 * time.Millisecond, measure: time.Second, onMeasure: func(start bool) { calls = append(calls, start) }}
 		res, err := l.run()
 		if err != nil {
 			t.Fatalf("rate %.0f: %v", rate, err)

@@ -56,9 +56,13 @@ func main() {
 		cfg = quickConfig
 	}
 	cfg.Note = o.note
-	exitIf(run(cfg, o.out))
-	if o.readme {
-		exitIf(updateReadme(filepath.Join(proxyproc.RepoRoot(), "README.md"), filepath.Join(o.out, "latest.md")))
+	if o.rerender {
+		exitIf(rerenderResults(o.out))
+	} else {
+		exitIf(run(cfg, o.out))
+	}
+	if o.docs {
+		exitIf(updateDocs(proxyproc.RepoRoot(), o.out))
 	}
 }
 
@@ -72,9 +76,9 @@ func exitIf(err error) {
 
 // options are the command line's flags.
 type options struct {
-	quick, readme, proxyBound, keep, rerender, profile bool
-	out, note, only, conns, roles, latencyFractions    string
-	maxConns, proxyCPU, loadCPU                        int
+	quick, docs, proxyBound, keep, rerender, profile, sniOnly bool
+	out, note, only, conns, roles, latencyFractions           string
+	maxConns, proxyCPU, loadCPU                               int
 }
 
 func parseFlags() options {
@@ -82,16 +86,17 @@ func parseFlags() options {
 	flag.BoolVar(&o.quick, "quick", false, "one short round (bench-quick)")
 	flag.StringVar(&o.out, "out", filepath.Join(proxyproc.RepoRoot(), "bench", "results"), "results directory")
 	flag.StringVar(&o.note, "note", "", "a note on the machine for the report (e.g. that it was shared)")
-	flag.BoolVar(&o.readme, "readme", true, "put the results table into README.md (between its bench markers)")
+	flag.BoolVar(&o.docs, "docs", true, "put the results into docs/performance.md and README.md's headline figures (between their markers), rendered from the -out directory's JSON of both benchmarks")
 	flag.BoolVar(&o.proxyBound, "proxy-bound", false, "the proxy-bound benchmark (bench-proxy): the paths in front of the benchmark's speaker, the proxy pinned to one CPU")
 	flag.IntVar(&o.maxConns, "max-conns", 10000, "proxy-bound: the largest connection count, if the descriptor limit allows it")
 	flag.IntVar(&o.proxyCPU, "proxy-cpu", 0, "proxy-bound: the CPU of the proxy under test")
 	flag.IntVar(&o.loadCPU, "load-cpu", 1, "proxy-bound: the CPU of the load generator and the speaker")
 	flag.StringVar(&o.only, "paths", "", "proxy-bound: only these paths, comma-separated (development runs)")
 	flag.StringVar(&o.conns, "conns", "", "proxy-bound: connection counts instead of the mode's, comma-separated, \"max\" for -max-conns (development runs)")
+	flag.BoolVar(&o.sniOnly, "sni", false, "proxy-bound: only the SNI section (pulsar-proxy's SNI listener beside HAProxy's req.ssl_sni with splice), results in proxy-bound-sni.{json,md}")
 	flag.BoolVar(&o.keep, "keep", false, "proxy-bound: keep the work directory with the proxies' configs and logs")
 	flag.StringVar(&o.roles, "roles", "", "proxy-bound: producer, consumer or both (comma-separated) instead of the mode's")
-	flag.BoolVar(&o.rerender, "rerender", false, "proxy-bound: no run; the summary, Markdown, chart and README table written anew from the -out directory's proxy-bound.json (after a change of the report)")
+	flag.BoolVar(&o.rerender, "rerender", false, "no run: the Markdown, the chart and (with -docs) the pages' figures written anew from the -out directory's JSON (after a change of the report)")
 	flag.StringVar(&o.latencyFractions, "latency-fractions", "0.5,0.1", "proxy-bound: the latency runs' rates as fractions of the direct path's, comma-separated")
 	flag.BoolVar(&o.profile, "profile", false, "proxy-bound: CPU profiles of pulsar-proxy (passthrough and framed) over round 0 of the goal's cells, into the -out directory's profiles folder (development runs: the profiler's cost lands in those rounds' CPU figures)")
 	flag.Parse()
@@ -105,7 +110,7 @@ func proxyBoundConfig(o options) (proxyConfig, error) {
 	if o.quick {
 		cfg = proxyQuickConfig
 	}
-	cfg.Note, cfg.ProxyCPU, cfg.LoadCPU, cfg.Profile = o.note, o.proxyCPU, o.loadCPU, o.profile
+	cfg.Note, cfg.ProxyCPU, cfg.LoadCPU, cfg.Profile, cfg.SNIOnly = o.note, o.proxyCPU, o.loadCPU, o.profile, o.sniOnly
 	var err error
 	if cfg.LatencyFractions, err = parseFractions(o.latencyFractions); err != nil {
 		return cfg, err
@@ -154,15 +159,15 @@ func parseConns(s string) ([]int, error) {
 }
 
 // runProxyBound runs the proxy-bound benchmark (or re-renders its results), then puts its
-// summary into README.md if asked to.
+// figures into the pages if asked to.
 func runProxyBound(o options, cfg proxyConfig) {
 	if o.rerender {
 		exitIf(rerenderProxyResults(o.out))
 	} else {
 		exitIf(runProxyBench(cfg, o.out, o.maxConns, o.keep))
 	}
-	if o.readme {
-		exitIf(updateProxyReadme(filepath.Join(proxyproc.RepoRoot(), "README.md"), filepath.Join(o.out, proxyResultsName+".md")))
+	if o.docs && !o.sniOnly {
+		exitIf(updateDocs(proxyproc.RepoRoot(), o.out))
 	}
 }
 

@@ -59,6 +59,8 @@ type proxyConfig struct {
 	// LatencyFractions of the direct path's rate are the latency runs' rates: the issue's
 	// half, and a light load.
 	LatencyFractions []float64 `json:"latencyFractions"`
+	// SNIOnly runs the SNI section alone (development runs: -sni).
+	SNIOnly bool `json:"-"`
 	// Only these paths ("" = all of them); for development runs.
 	Only []string `json:"only,omitempty"`
 	// Profile: CPU profiles of pulsar-proxy, passthrough and framed, over round 0 of the
@@ -128,8 +130,16 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 	}
 	defer sp.Close()
 	log("speaker on %s; connections %v (descriptor limit %d)", sp.Addr(), cfg.Conns, cfg.DescriptorLimit)
-	if err := measureProxyPaths(ctx, res, sp, dir, bin); err != nil {
-		return err
+	if !cfg.SNIOnly {
+		if err := measureProxyPaths(ctx, res, sp, dir, bin); err != nil {
+			return err
+		}
+	}
+	if err := measureSNI(ctx, cfg, dir, bin, outDir); err != nil {
+		return fmt.Errorf("the SNI section: %w", err)
+	}
+	if cfg.SNIOnly {
+		return nil
 	}
 	if len(cfg.IdleConns) > 0 {
 		measureIdleMemory(res, idlemem, bin)

@@ -451,15 +451,11 @@ func fmtRate(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// The README shows the summary between these markers (proxy-bound.md holds it and the
-// details after it).
-const (
-	proxyReadmeBegin = "<!-- bench-proxy:begin (written by go run ./bench -proxy-bound) -->"
-	proxyReadmeEnd   = "<!-- bench-proxy:end -->"
-	proxyDetailsHead = "\n#### Every workload\n"
-)
+// proxy-bound.md holds the summary (what docs/performance.md shows), then the details from
+// this heading on.
+const proxyDetailsHead = "\n#### Every workload\n"
 
-// proxyMarkdown renders the summary (README.md's table) and the details.
+// proxyMarkdown renders the summary (docs/performance.md's tables) and the details.
 func proxyMarkdown(r *proxyResults) (summary, details string) {
 	var b strings.Builder
 	writeProxyIntro(&b, r)
@@ -674,8 +670,8 @@ func writeProxyFootnote(b *strings.Builder, cfg proxyConfig) {
 		"Connections: up to %s (the descriptor limit is %d a process, and a proxied connection takes two in the proxy and two in the load process); "+
 		"a fleet that could not be opened is listed under the details. Throughput is the lesser of what the proxy's core and the load process's core "+
 		"could carry, on a machine shared with other work: where the proxy's CPU is well below 100%% the load process or another process was the limit "+
-		"(the details show both CPUs' use), and CPU s/GB is the figure to compare. Every figure: [`bench/results/%s.md`](bench/results/%s.md).\n",
-		reached, cfg.DescriptorLimit, proxyResultsName, proxyResultsName)
+		"(the details show both CPUs' use), and CPU s/GB is the figure to compare. Every figure: the details in `bench/results/%s.md`.\n",
+		reached, cfg.DescriptorLimit, proxyResultsName)
 }
 
 // proxyDetails renders the details: every cell, then what failed, peak RSS and the checks.

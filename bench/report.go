@@ -174,7 +174,7 @@ func opt(p *float64, format string) string {
 	return fmt.Sprintf(format, *p)
 }
 
-// markdown renders the summary table that README.md shows.
+// markdown renders the summary table that docs/performance.md shows.
 func markdown(r *results) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Side-by-side benchmark (%s, %s)\n\n", r.Date[:10], r.Config.Mode)
@@ -311,44 +311,4 @@ func fill(img *image.RGBA, r image.Rectangle, c color.RGBA) {
 func text(img *image.RGBA, x, y int, s string) {
 	d := font.Drawer{Dst: img, Src: &image.Uniform{chartInk}, Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
 	d.DrawString(s)
-}
-
-// README.md shows the latest table between these markers.
-const (
-	readmeBegin = "<!-- bench:begin (written by go run ./bench) -->"
-	readmeEnd   = "<!-- bench:end -->"
-)
-
-func updateReadme(readmePath, mdPath string) error {
-	md, err := os.ReadFile(mdPath)
-	if err != nil {
-		return err
-	}
-	return replaceBetween(readmePath, readmeBegin, readmeEnd, string(md))
-}
-
-// updateProxyReadme puts the summary of a proxy-bound run (proxy-bound.md up to its details)
-// into README.md between the bench-proxy markers.
-func updateProxyReadme(readmePath, mdPath string) error {
-	md, err := os.ReadFile(mdPath)
-	if err != nil {
-		return err
-	}
-	summary, _, _ := strings.Cut(string(md), proxyDetailsHead)
-	return replaceBetween(readmePath, proxyReadmeBegin, proxyReadmeEnd, summary)
-}
-
-// replaceBetween replaces what README.md holds between the lines begin and end with text.
-func replaceBetween(readmePath, begin, end, text string) error {
-	readme, err := os.ReadFile(readmePath)
-	if err != nil {
-		return err
-	}
-	s := string(readme)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %q ... %q markers", readmePath, begin, end)
-	}
-	s = s[:i+len(begin)] + "\n" + text + s[j:]
-	return os.WriteFile(readmePath, []byte(s), 0o644)
 }

@@ -132,17 +132,73 @@ func sampleResults() *results {
 	return r
 }
 
-// README.md shows the committed table, as `go run ./bench` leaves it.
-func TestReadmeShowsTheLatestTable(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+// The pages show the committed results as the report renders them: docs/performance.md both
+// benchmarks' summaries, README.md the headline figures; and latest.md is the rendering of
+// latest.json.
+func TestDocsShowTheCommittedResults(t *testing.T) {
+	blocks, err := docBlocks("results")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, b := range blocks {
+		page, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(b.page)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := between(string(page), b.begin, b.end)
+		if !ok {
+			t.Errorf("%s: no %q ... %q markers", b.page, b.begin, b.end)
+		} else if got != b.text {
+			line, g, w := firstDiff(got, b.text)
+			t.Errorf("%s, line %d after %q, differs from the committed results; go run ./bench -rerender (or -proxy-bound -rerender) writes it:\n got: %q\nwant: %q",
+				b.page, line, b.begin, g, w)
+		}
 	}
 	md, err := os.ReadFile(filepath.Join("results", "latest.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), readmeBegin+"\n"+string(md)+readmeEnd) {
-		t.Fatal("README.md's bench section differs from bench/results/latest.md; run go run ./bench, or copy it")
+	r, err := loadResults("results")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if markdown(r) != string(md) {
+		t.Error("results/latest.md differs from what the report renders of latest.json; go run ./bench -rerender")
+	}
+}
+
+// firstDiff is the first line (counted from 1) where got and want differ, and both lines.
+func firstDiff(got, want string) (int, string, string) {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range max(len(g), len(w)) {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return i + 1, gl, wl
+		}
+	}
+	return 0, "", ""
+}
+
+// replaceBetween and between agree: what one writes the other reads back.
+func TestReplaceBetween(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "page.md")
+	if err := os.WriteFile(file, []byte("intro\n<!-- b -->\nold\n<!-- e -->\nafter\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaceBetween(file, "<!-- b -->", "<!-- e -->", "new\ntable\n"); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(file)
+	if got, ok := between(string(raw), "<!-- b -->", "<!-- e -->"); !ok || got != "new\ntable\n" {
+		t.Errorf("between = %q, %v; file:\n%s", got, ok, raw)
+	}
+	if err := replaceBetween(file, "<!-- x -->", "<!-- e -->", "y"); err == nil {
+		t.Error("no error for missing markers")
 	}
 }

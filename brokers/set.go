@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/brokerhost"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 )
 
 // Discovery tells the set which brokers exist right now (the discovery package's providers
@@ -68,6 +69,10 @@ type Options struct {
 	// WebTLS says the brokers' web services are https (broker.tls.enabled); a web URL of the
 	// other scheme is refused, so an entry cannot turn the credentials into clear text.
 	WebTLS bool
+	// SNIServiceNames are the names a TLS client may send as its server name to reach any
+	// live broker (the cluster's service URL host, e.g. pulsar.example.com), lower-cased; see
+	// AllowSNI.
+	SNIServiceNames []string
 	// LearnedTTL is how long a broker URL named in a lookup answer stays a valid target.
 	// Zero disables learning.
 	LearnedTTL time.Duration
@@ -110,17 +115,18 @@ type Set struct {
 	next      atomic.Uint64
 	nextWeb   atomic.Uint64 // round robin of WebURLs
 
-	mu       sync.Mutex
-	healthy  map[hostPort]bool    // last probe result
-	reason   map[hostPort]string  // last probe error
-	lastIn   []Broker             // discovery's list as last seen (shared, not modified)
-	lastLive []Broker             // lastIn restricted to allowed ports (shared, not modified)
-	last     []Broker             // lastLive sorted by Addr, to tell what changed
-	learned  map[string]time.Time // by Addr: allowed until
-	dropped  map[string]time.Time // by Addr: left discovery at
-	refused  map[string]bool      // by Addr: discovered on a port that is not allowed (warned once)
-	webBad   map[string]string    // by Addr: why its web URL was refused (warned when it changes)
-	changeCh chan struct{}        // closed and replaced when discovery's list changes
+	mu        sync.Mutex
+	healthy   map[hostPort]bool      // last probe result
+	reason    map[hostPort]string    // last probe error
+	downSince map[hostPort]time.Time // when a broker's probes began to fail
+	lastIn    []Broker               // discovery's list as last seen (shared, not modified)
+	lastLive  []Broker               // lastIn restricted to allowed ports (shared, not modified)
+	last      []Broker               // lastLive sorted by Addr, to tell what changed
+	learned   map[string]time.Time   // by Addr: allowed until
+	dropped   map[string]time.Time   // by Addr: left discovery at
+	refused   map[string]bool        // by Addr: discovered on a port that is not allowed (warned once)
+	webBad    map[string]string      // by Addr: why its web URL was refused (warned when it changes)
+	changeCh  chan struct{}          // closed and replaced when discovery's list changes
 }
 
 // hostPort identifies a broker endpoint without building the "host:port" string.
@@ -135,7 +141,7 @@ func NewSet(d Discovery, opts Options) *Set {
 	}
 	return &Set{
 		discovery: d, opts: opts,
-		healthy: map[hostPort]bool{}, reason: map[hostPort]string{},
+		healthy: map[hostPort]bool{}, reason: map[hostPort]string{}, downSince: map[hostPort]time.Time{},
 		learned: map[string]time.Time{}, dropped: map[string]time.Time{}, refused: map[string]bool{},
 		webBad: map[string]string{}, changeCh: make(chan struct{}),
 	}
@@ -195,6 +201,7 @@ func (s *Set) observeLocked(all []Broker) []Broker {
 			if !slices.ContainsFunc(sorted, func(b Broker) bool { return b.key() == k }) {
 				delete(s.healthy, k)
 				delete(s.reason, k)
+				delete(s.downSince, k)
 			}
 		}
 		s.last = sorted
@@ -408,15 +415,37 @@ func (s *Set) ProbeAll(ctx context.Context, probe Prober, timeout time.Duration)
 			if !slices.ContainsFunc(s.last, func(l Broker) bool { return l.key() == b.key() }) {
 				return // left the set while being probed
 			}
-			s.healthy[b.key()] = err == nil
-			if err != nil {
-				s.reason[b.key()] = err.Error()
-			} else {
-				delete(s.reason, b.key())
-			}
+			s.recordLocked(b, err)
 		}()
 	}
 	wg.Wait()
+}
+
+// recordLocked keeps a probe's result and tells the operator when it changes the broker's
+// state: unreachable (with the reason) once when it stops answering, reachable again once when
+// it answers again (with how long it was down). A first probe that finds it up is
+// informational; the same failure probe after probe is not repeated.
+func (s *Set) recordLocked(b Broker, err error) {
+	k := b.key()
+	was, probed := s.healthy[k]
+	s.healthy[k] = err == nil
+	now := s.opts.Now()
+	switch {
+	case err != nil && (was || !probed):
+		s.reason[k] = err.Error()
+		s.downSince[k] = now
+		s.opts.Logger.Warn().Str("broker", b.URL).Str("reason", err.Error()).Bool("first_probe", !probed).
+			Msg("broker unreachable: its health probe failed; lookups go to the other brokers")
+	case err != nil:
+		s.reason[k] = err.Error()
+	case probed && !was:
+		ev := s.opts.Logger.Warn().Str("broker", b.URL).Str("last_error", s.reason[k])
+		jsonlog.Seconds(ev, "unreachable_for", now.Sub(s.downSince[k])).Msg("broker reachable again")
+		delete(s.reason, k)
+		delete(s.downSince, k)
+	case !probed:
+		s.opts.Logger.Info().Str("broker", b.URL).Msg("broker reachable")
+	}
 }
 
 // RunHealthChecks probes all brokers every interval, and at once when the set changes, until

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 )
 
 // Metrics are discovery's Prometheus series: each provider's list size, failed refreshes and
@@ -40,6 +41,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.discoveryBrokers, m.discoveryErrors, m.discoveryStale, stalenessCollector{m})
 	}
 	return m
+}
+
+// AddStatic exports the discovery_* series of a static list, so that every provider has them
+// (a dashboard panel and PulsarProxyDiscoveryStale hold for each): its brokers, no errors,
+// never stale, current since start.
+func (m *Metrics) AddStatic(s *Static) {
+	src := newSource(s.Name(), zerolog.Nop(), m)
+	src.succeed(s.list)
 }
 
 func (m *Metrics) addSource(s *source) {

@@ -7,6 +7,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	rlog "github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 )
 
 // Command decides on one client command of type t (peeked from its bytes). A direct
@@ -151,9 +152,10 @@ func (e *Edge) topicList(id authn.Identity, p Plane, cmd *pb.BaseCommand) Decisi
 		}
 	}
 	if p := e.currentPolicy(); p != nil && !p.AllowedInNamespace(id.Role, authz.ActionLookup, ns) {
-		e.metrics.Denied(authz.ActionLookup)
+		msg := denyMessage(id.Role, authz.ActionLookup, "topics of namespace "+ns)
+		e.deny(authz.ActionLookup, msg)
 		return Decision{Outcome: Refuse, Reason: ReasonDenied, Action: authz.ActionLookup, Resource: ns, Command: cmd,
-			Reply: FailureFor(cmd, pb.ServerError_AuthorizationError, denyMessage(id.Role, authz.ActionLookup, "topics of namespace "+ns))}
+			Reply: FailureFor(cmd, pb.ServerError_AuthorizationError, msg)}
 	}
 	if d, limited := e.overRate(id, cmd); limited {
 		return d
@@ -173,9 +175,19 @@ func (e *Edge) Visible(id authn.Identity, topic string) bool {
 }
 
 func (e *Edge) denied(cmd *pb.BaseCommand, id authn.Identity, a authz.Action, topic string) Decision {
-	e.metrics.Denied(a)
+	msg := denyMessage(id.Role, a, topic)
+	e.deny(a, msg)
 	return Decision{Outcome: Refuse, Reason: ReasonDenied, Action: a, Resource: topic, Command: cmd,
-		Reply: FailureFor(cmd, pb.ServerError_AuthorizationError, denyMessage(id.Role, a, topic))}
+		Reply: FailureFor(cmd, pb.ServerError_AuthorizationError, msg)}
+}
+
+// deny counts a denial of the policy, and tells the log's summaries of it (msg names the
+// role and the resource).
+func (e *Edge) deny(a authz.Action, msg string) {
+	e.metrics.Denied(a)
+	if e.refusals != nil {
+		e.refusals.Refused(rlog.Denied, string(a), "", msg)
+	}
 }
 
 // overRate takes a token of the role's lookup rate for a discovery request.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	rlog "github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 )
 
 // Plane is where a request arrives.
@@ -113,15 +114,23 @@ type Config struct {
 	// action is allowed, brokers decide), but commands are still read strictly.
 	Policy  PolicySource
 	Metrics *authz.Metrics // denials by action; nil: not counted
+	// Refusals is told of every denial, for the log's summaries; nil: not.
+	Refusals Refusals
 	// Now is the clock of the lookup rates; nil: time.Now.
 	Now func() time.Time
 }
 
 // Edge decides for every plane; build it with New. Safe for concurrent use.
 type Edge struct {
-	policy  PolicySource
-	metrics *authz.Metrics
-	rates   *lookupRates
+	policy   PolicySource
+	metrics  *authz.Metrics
+	refusals Refusals
+	rates    *lookupRates
+}
+
+// Refusals is where the edge reports its denials (refusal.Summary).
+type Refusals interface {
+	Refused(k rlog.Kind, detail, remote, told string)
 }
 
 // New builds the decision point.
@@ -130,7 +139,7 @@ func New(cfg Config) *Edge {
 	if now == nil {
 		now = time.Now
 	}
-	return &Edge{policy: cfg.Policy, metrics: cfg.Metrics, rates: newLookupRates(now)}
+	return &Edge{policy: cfg.Policy, metrics: cfg.Metrics, refusals: cfg.Refusals, rates: newLookupRates(now)}
 }
 
 // Decision is the edge's answer for one request.

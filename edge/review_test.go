@@ -130,3 +130,14 @@ limits:
 		}
 	}
 }
+
+// The SNI plane's relays cannot be read, so the edge lets them through only while no policy
+// is in force.
+func TestOpaqueRelaysOnlyWithoutPolicy(t *testing.T) {
+	if d := New(Config{}).Opaque(); d.Outcome != Forward {
+		t.Fatalf("without a policy: %v, want forward", d.Outcome)
+	}
+	if d := newTestEdge(t, testPolicy).Opaque(); d.Outcome != Close || d.Reason != ReasonOpaque {
+		t.Fatalf("with a policy: %v %s, want close %s", d.Outcome, d.Reason, ReasonOpaque)
+	}
+}

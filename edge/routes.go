@@ -60,8 +60,9 @@ func (e *Edge) Route(id authn.Identity, method string, u *url.URL) Decision {
 	}
 	resource, allowed := e.routeGrant(p, id, rt, params)
 	if !allowed {
-		e.metrics.Denied(rt.action)
-		return e.refuseRoute(id, http.StatusForbidden, rt.action, resource, denyMessage(id.Role, rt.action, resource))
+		msg := denyMessage(id.Role, rt.action, resource)
+		e.deny(rt.action, msg)
+		return e.refuseRoute(id, http.StatusForbidden, rt.action, resource, msg)
 	}
 	if rt.discovery && !e.rates.allow(id.Role, p) {
 		return e.refuseRoute(id, http.StatusTooManyRequests, rt.action, resource, rateMessage(id.Role))

@@ -26,6 +26,10 @@ const (
 // canPassthrough: the kernel can move bytes socket to socket here.
 const canPassthrough = true
 
+// CanPassthrough: the kernel moves an unframed stream socket to socket here (Config.Unframed
+// between two TCP sockets); elsewhere every direction is forwarded frame by frame.
+const CanPassthrough = canPassthrough
+
 // passthrough forwards src to dst without looking at frames: the kernel moves the bytes
 // from one socket to the other through a pipe (splice(2)), so they never enter user space.
 // It serves a direction nothing needs to see (Config.Unframed). It returns io.EOF when

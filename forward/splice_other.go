@@ -7,6 +7,9 @@ import "net"
 // canPassthrough: splice(2) is Linux's; elsewhere every direction is forwarded frame by frame.
 const canPassthrough = false
 
+// CanPassthrough: see splice_linux.go.
+const CanPassthrough = canPassthrough
+
 func (p *Pipe) passthrough(src, dst *net.TCPConn) error { panic("passthrough without splice") }
 
 // splicer: no passthrough state without splice(2).

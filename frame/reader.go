@@ -185,16 +185,11 @@ func (r *Reader) skip(n int) error {
 		m, err := r.rd.Read(r.buf[:min(n, len(r.buf))])
 		n -= m
 		r.skipping = n
-		switch {
-		case n == 0:
-		case err == io.EOF:
-			return io.ErrUnexpectedEOF
-		case err != nil:
+		if n == 0 {
+			break // done: a pending error resurfaces on the next read
+		}
+		if err := readProgress(m, err, &empty); err != nil {
 			return err
-		case m == 0:
-			if empty++; empty >= maxEmptyReads {
-				return io.ErrNoProgress
-			}
 		}
 	}
 	return nil
@@ -221,18 +216,28 @@ func (r *Reader) fill(n int) error {
 		if r.w-r.r >= n {
 			return nil // enough data; a pending error resurfaces on the next read
 		}
-		switch {
-		case err == io.EOF:
-			return io.ErrUnexpectedEOF
-		case err != nil:
+		if err := readProgress(m, err, &empty); err != nil {
 			return err
-		case m == 0:
-			if empty++; empty >= maxEmptyReads {
-				return io.ErrNoProgress
-			}
-		default:
-			empty = 0
 		}
+	}
+	return nil
+}
+
+// readProgress is what a read of m bytes that returned err means to a loop that needs more
+// bytes: the stream ended early, it failed, or it has made no progress too many reads in a
+// row (empty counts them).
+func readProgress(m int, err error, empty *int) error {
+	switch {
+	case err == io.EOF:
+		return io.ErrUnexpectedEOF
+	case err != nil:
+		return err
+	case m == 0:
+		if *empty++; *empty >= maxEmptyReads {
+			return io.ErrNoProgress
+		}
+	default:
+		*empty = 0
 	}
 	return nil
 }
@@ -274,4 +279,20 @@ func (r *Reader) grow(n int) {
 	r.w = copy(nb, r.buf[r.r:r.w])
 	r.r = 0
 	r.buf = nb
+}
+
+// Peek returns the next n bytes without consuming them, reading until they have arrived (or
+// what arrived, with the read's error). Its errors are not sticky: the next read meets the
+// stream as Peek left it.
+func (r *Reader) Peek(n int) ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+	}
+	if err := r.fill(n); err != nil {
+		return r.buf[r.r:r.w], err
+	}
+	return r.buf[r.r : r.r+n], nil
 }

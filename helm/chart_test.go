@@ -202,7 +202,7 @@ func TestTLSAndAuth(t *testing.T) {
 	}
 }
 
-// TestSysctls: a wider ephemeral port range (README, Reliability) reaches the pod.
+// TestSysctls: a wider ephemeral port range (docs/operations.md, Limits) reaches the pod.
 func TestSysctls(t *testing.T) {
 	objs := helmTemplate(t, helmBinary(t), "--set", "sysctls[0].name=net.ipv4.ip_local_port_range", "--set-string", "sysctls[0].value=1024 65535")
 	_, pod := checkCommon(t, objs)

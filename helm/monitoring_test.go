@@ -105,17 +105,37 @@ func TestMonitoringObjects(t *testing.T) {
 	if rule.path("metadata", "labels", "release") != "kube-prometheus-stack" {
 		t.Errorf("PrometheusRule labels: %v", rule.path("metadata", "labels"))
 	}
-	var rules map[string]any
+	if !reflect.DeepEqual(rule["spec"], rulesFor(t, "proxy-pulsar-proxy")) {
+		t.Error("the PrometheusRule's spec differs from files/pulsar-proxy-alerts.yaml with the ServiceMonitor's job")
+	}
+	// The job of the absent() rule: the PodMonitor's, or the one named.
+	for job, args := range map[string][]string{
+		"default/proxy-pulsar-proxy": {"--set", "serviceMonitor.enabled=false", "--set", "podMonitor.enabled=true"},
+		"pulsar-proxies":             {"--set", "prometheusRule.job=pulsar-proxies"},
+	} {
+		rule := find(renderAll(t, helm, append([]string{"-f", monitoringValues}, args...)...), "PrometheusRule", "")
+		if rule == nil || !reflect.DeepEqual(rule["spec"], rulesFor(t, job)) {
+			t.Errorf("%v: the PrometheusRule does not miss the job %q", args, job)
+		}
+	}
+}
+
+// rulesFor is files/pulsar-proxy-alerts.yaml with PulsarProxyTargetMissing's job set to job.
+func rulesFor(t *testing.T, job string) map[string]any {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(chartDir, "files", "pulsar-proxy-alerts.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal(b, &rules); err != nil {
+	const placeholder = `up{job="pulsar-proxy"}`
+	if !bytes.Contains(b, []byte(placeholder)) {
+		t.Fatalf("the rule file has no %s for the chart to replace", placeholder)
+	}
+	var rules map[string]any
+	if err := yaml.Unmarshal(bytes.ReplaceAll(b, []byte(placeholder), []byte(`up{job="`+job+`"}`)), &rules); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(rule["spec"], rules) {
-		t.Error("the PrometheusRule's spec differs from files/pulsar-proxy-alerts.yaml")
-	}
+	return rules
 }
 
 func readJSON(t *testing.T, path string, v any) {

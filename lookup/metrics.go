@@ -32,3 +32,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	return m
 }
+
+// brokerRequestTypes are the commands the proxy sends brokers for lookup-mode clients.
+var brokerRequestTypes = []pb.BaseCommand_Type{pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA,
+	pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, pb.BaseCommand_GET_SCHEMA, pb.BaseCommand_WATCH_TOPIC_LIST}
+
+// Broker makes the series of a broker that joined the live set, at 0, so that a dashboard
+// shows it before its first request.
+func (m *Metrics) Broker(addr string) {
+	for _, t := range brokerRequestTypes {
+		m.brokerRequests.WithLabelValues(t.String(), addr)
+	}
+}

@@ -87,7 +87,7 @@ func (s *session) openBroker(addr string, c *pb.CommandConnect) (*upstream.Conn,
 // dialFailure is what the client is told, and why its connection ends, when the proxy could
 // not dial its broker. One case has a reason of its own: every local port towards that
 // broker address is taken (EADDRNOTAVAIL), which is the proxy host's limit, not the broker's
-// fault; the remedy is on the proxy's side (README, Reliability).
+// fault; the remedy is on the proxy's side (docs/operations.md, Limits).
 func (s *session) dialFailure(err error) (string, CloseReason) {
 	if errors.Is(err, syscall.EADDRNOTAVAIL) {
 		return "pulsar-proxy: no local port left towards the broker (EADDRNOTAVAIL: most often the proxy host's ephemeral port range to it is used up; retry later): " + err.Error(), ReasonBrokerPorts

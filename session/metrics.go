@@ -118,7 +118,7 @@ var (
 // initSeries makes every series whose label values are known in advance, at 0, so that a
 // scrape shows them from the start: a rate() or a ratio in an alert then counts the first
 // event too (a series that appears at 1 has no earlier sample to rise from), and a dashboard
-// shows 0 rather than no data. Broker labels are made as they occur.
+// shows 0 rather than no data. Broker labels are made as brokers join the live set (Broker).
 func (m *Metrics) initSeries() {
 	for _, r := range []string{"ok", "moved", "failed"} {
 		m.routed.WithLabelValues(r)
@@ -149,8 +149,15 @@ func (m *Metrics) initSeries() {
 		m.stalled.WithLabelValues(string(r))
 	}
 	for _, t := range lookupTypes {
+		m.lookupSeconds.WithLabelValues(t)
 		for _, r := range lookupResults {
 			m.lookups.WithLabelValues(t, r)
 		}
 	}
+}
+
+// Broker makes the series of a broker that joined the live set, at 0 (initSeries cannot: the
+// brokers are known only once discovery lists them).
+func (m *Metrics) Broker(addr string) {
+	m.brokerSessions.WithLabelValues(addr)
 }

@@ -6,6 +6,7 @@ import (
 	gotoken "go/token"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,5 +87,36 @@ func TestKnownSeriesExistAtStart(t *testing.T) {
 	}
 	if has["pulsar_proxy_handshake_failures_total,reason="+string(ReasonClientClosed)] {
 		t.Error("handshake_failures_total has a series for client_closed, which is not a handshake failure")
+	}
+}
+
+// TestEveryFamilyHasSeriesAtStart: every family the session layer registers has a series at
+// start, the broker-labelled one once its broker joined the live set (Metrics.Broker).
+func TestEveryFamilyHasSeriesAtStart(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.Broker("b0:6650")
+	ch := make(chan *prometheus.Desc, 64)
+	go func() { reg.Describe(ch); close(ch) }()
+	var names []string
+	for d := range ch {
+		name, _, _ := strings.Cut(strings.TrimPrefix(d.String(), `Desc{fqName: "`), `"`)
+		names = append(names, name)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := map[string]bool{}
+	for _, f := range families {
+		has[f.GetName()] = len(f.GetMetric()) > 0
+	}
+	for _, n := range names {
+		if !has[n] {
+			t.Errorf("%s has no series at start", n)
+		}
+	}
+	if len(names) < 15 {
+		t.Errorf("only %d families read from the registry: %v", len(names), names)
 	}
 }

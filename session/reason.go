@@ -32,6 +32,7 @@ const (
 	ReasonClientNotReading   CloseReason = "client_not_reading"     // took nothing the broker sent for session.stallTimeout, or (lookup mode) no answer for keepAliveInterval
 	ReasonBrokerStalled      CloseReason = "broker_stalled"         // the broker, likewise
 	ReasonSlowConsumer       CloseReason = "slow_consumer"          // multiplexed: its outbound queue went over its bound
+	ReasonTLSOnPlaintext     CloseReason = "tls_on_plaintext_port"  // a TLS ClientHello on a plaintext Pulsar listener
 )
 
 // closeReasons is every CloseReason, for the metrics made at start (see Metrics.initSeries).
@@ -41,7 +42,7 @@ var closeReasons = []CloseReason{
 	ReasonBrokerRefused, ReasonKeepAliveTimeout, ReasonTooManyConnections, ReasonTooManyFromIP,
 	ReasonConnectRate, ReasonShutdown, ReasonDrained, ReasonAuthFailed, ReasonAuthExpired,
 	ReasonTransportSetup, ReasonCommandRefused, ReasonTooManyForRole, ReasonClientStalled,
-	ReasonClientNotReading, ReasonBrokerStalled, ReasonSlowConsumer, ReasonDescriptors,
+	ReasonClientNotReading, ReasonBrokerStalled, ReasonSlowConsumer, ReasonDescriptors, ReasonTLSOnPlaintext,
 }
 
 // beforeSession reports whether the reason ended the connection before it was usable, which
@@ -49,7 +50,8 @@ var closeReasons = []CloseReason{
 func (r CloseReason) beforeSession() bool {
 	switch r {
 	case ReasonHandshakeTimeout, ReasonExpectedConnect, ReasonForgedProxyFields, ReasonAuthFailed,
-		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerPorts, ReasonBrokerRefused, ReasonTooManyConnections, ReasonDescriptors, ReasonTooManyFromIP, ReasonConnectRate, ReasonTooManyForRole, ReasonTransportSetup:
+		ReasonTargetNotAllowed, ReasonBrokerUnreachable, ReasonBrokerPorts, ReasonBrokerRefused, ReasonTooManyConnections, ReasonDescriptors, ReasonTooManyFromIP, ReasonConnectRate, ReasonTooManyForRole, ReasonTransportSetup,
+		ReasonTLSOnPlaintext:
 		return true
 	}
 	return false

@@ -87,6 +87,7 @@ func (s *session) authFailed(method string, err error) {
 		reason = authn.ReasonMalformed
 	}
 	s.srv.sec.Metrics.AuthFailure(method, reason)
+	s.authReason = reason
 	s.sendError(0, pb.ServerError_AuthenticationError, "pulsar-proxy: "+err.Error())
 }
 

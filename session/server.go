@@ -19,6 +19,8 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
@@ -67,6 +69,9 @@ type Config struct {
 	// (connlimit.Share): a connection it refuses is closed as it is accepted, like one over
 	// MaxConnections. nil: no budget.
 	Descriptors Descriptors
+	// Refusals is told of every client turned away (authentication, limits, bad frames, TLS
+	// on a plaintext listener, its broker unavailable), for the log's summaries; nil: not.
+	Refusals Refusals
 }
 
 // Descriptors counts descriptors against those the process gives its clients: a client's
@@ -210,7 +215,7 @@ func (s *Server) acceptRetry(err error, prev time.Duration) time.Duration {
 	if prev == 0 {
 		ev = s.log.Warn()
 	}
-	ev.Err(err).Dur("retry_in", next).Msg("accepting a client connection failed; retrying")
+	jsonlog.Seconds(ev.Err(err), "retry_in", next).Msg("accepting a client connection failed; retrying")
 	return next
 }
 
@@ -270,6 +275,9 @@ var tooManyConnections, _ = frame.AppendCommand(nil,
 func (s *Server) refuse(c net.Conn, reason CloseReason) {
 	s.metrics.handshakeFailures.WithLabelValues(string(reason)).Inc()
 	s.metrics.closes.WithLabelValues(string(reason)).Inc()
+	if s.cfg.Refusals != nil {
+		s.cfg.Refusals.Refused(refusal.ConnectionLimit, string(reason), c.RemoteAddr().String(), "")
+	}
 	s.log.Debug().Stringer("remote", c.RemoteAddr()).Int("max_connections", s.cfg.MaxConnections).Str("reason", string(reason)).
 		Msg("refusing a client connection over session.maxConnections or the descriptor budget")
 	if _, handshake := c.(transport); !handshake {

@@ -174,7 +174,7 @@ func TestMaxConnectionsTellsPlainClients(t *testing.T) {
 // accepted (a plain client is told ServiceNotReady), and an ended session gives its place back.
 func TestDescriptorBudgetRefusesAtAccept(t *testing.T) {
 	cfg := testConfig()
-	cfg.Descriptors = connlimit.NewBudget(2, 1, nil, zerolog.Nop()).Share("pulsar", 0, 0) // one descriptor
+	cfg.Descriptors = connlimit.NewBudget(2, 1, nil).Share("pulsar", 0, 0) // one descriptor
 	addr, m := startProxy(t, cfg, nil, noTargets{})
 	held := dialPeer(t, addr)
 	held.send(connectCmd(nil))
@@ -280,7 +280,7 @@ func TestServeRetriesAcceptErrors(t *testing.T) {
 	default:
 	}
 	ln.accepts <- acceptResult{err: acceptErr(syscall.EMFILE)} // after a success: a warning again
-	logs.waitFor(t, `"level":"warn"`, `too many open files","retry_in":5`)
+	logs.waitFor(t, `"level":"warn"`, `too many open files","retry_in_seconds":0.005`)
 
 	lines := strings.Split(logs.String(), "\n")
 	var warn, debug int
@@ -316,7 +316,7 @@ func TestServeRetriesAcceptErrors(t *testing.T) {
 func TestDescriptorBudgetCountsTheBrokerConnection(t *testing.T) {
 	b, _ := recordingBroker(t, nil)
 	cfg := testConfig()
-	cfg.Descriptors = connlimit.NewBudget(6, 3, nil, zerolog.Nop()).Share("pulsar", 0, 0) // three descriptors
+	cfg.Descriptors = connlimit.NewBudget(6, 3, nil).Share("pulsar", 0, 0) // three descriptors
 	addr, m := startProxy(t, cfg, nil, oneTarget{b})
 	direct := func() *pb.BaseCommand {
 		p := dialPeer(t, addr)

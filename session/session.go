@@ -17,6 +17,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 )
 
 // session is one client connection from accept to close: its transport, the handshake, then
@@ -44,6 +45,11 @@ type session struct {
 	cleanups []func()    // undone once the session ends, last first
 
 	releaseFD func() // gives the connection's place in the descriptor budget back; nil: none
+
+	// For the log's refusal summaries: what the client was last told before a close, and why
+	// its authentication failed.
+	told       string
+	authReason authn.Reason
 }
 
 func newSession(srv *Server, c net.Conn, id uint64) *session {
@@ -135,6 +141,7 @@ func (s *session) end(reason CloseReason) {
 		m.handshakeFailures.WithLabelValues(string(reason)).Inc()
 	}
 	m.closes.WithLabelValues(string(reason)).Inc()
+	s.reportRefusal(reason)
 	s.summary(reason)
 	s.srv.forget(s)
 }
@@ -301,6 +308,9 @@ func (s *session) peerCertificates() []*x509.Certificate {
 func (s *session) handshake() (sessionMode, CloseReason) {
 	cfg := s.srv.cfg
 	s.client.conn.SetReadDeadline(time.Now().Add(cfg.HandshakeTimeout))
+	if s.tlsOnPlaintext() {
+		return nil, ReasonTLSOnPlaintext
+	}
 	cmd, err := s.client.readCommand()
 	if err != nil {
 		return nil, s.readFailure(err)
@@ -329,6 +339,21 @@ func (s *session) handshake() (sessionMode, CloseReason) {
 		return s.lookupMode(connect)
 	}
 	return s.directMode(connect)
+}
+
+// tlsOnPlaintext reports whether a client of a plaintext listener opened with a TLS
+// ClientHello (a client configured for TLS pointed at the plaintext port). Nothing is sent
+// back: the client would read a Pulsar frame as a broken TLS record, and its own error
+// (an EOF during the handshake) is the clearer one. Three bytes decide (frame.IsTLSRecord);
+// a client that sends fewer is left to the read that follows.
+func (s *session) tlsOnPlaintext() bool {
+	if ts, ok := s.conn.(tlsState); ok {
+		if _, isTLS := ts.TLS(); isTLS {
+			return false
+		}
+	}
+	head, err := s.client.r.Peek(3)
+	return err == nil && frame.IsTLSRecord(head)
 }
 
 // forgedProxyField names a field that only a proxy may send; a client setting it would be
@@ -370,7 +395,8 @@ func (s *session) readFailure(err error) CloseReason {
 
 // sendError tells the client why before a close; failures to send are moot.
 func (s *session) sendError(requestID uint64, code pb.ServerError, msg string) {
-	s.with(s.srv.log.Debug()).Stringer("code", code).Str("message", msg).Msg("refusing client")
+	s.with(s.srv.log.Debug()).Stringer("code", code).Str("refusal", msg).Msg("refusing client")
+	s.told = msg
 	s.client.writeCommand(frame.Error(requestID, code, msg), s.srv.cfg.HandshakeTimeout)
 }
 
@@ -390,15 +416,14 @@ func (s *session) summary(reason CloseReason) {
 	if s.served != nil {
 		t = s.served.totals()
 	}
-	s.with(s.srv.log.WithLevel(lvl)).
+	ev := s.with(s.srv.log.WithLevel(lvl)).
 		Str("principal", s.identity.Role).
 		Stringer("mode", s.mode).
 		Bool("multiplexed", t.multiplexed).
 		Uint64("bytes_in", t.bytesIn).Uint64("bytes_out", t.bytesOut).
 		Uint64("frames_in", t.framesIn).Uint64("frames_out", t.framesOut).
-		Dur("duration", time.Since(s.start)).
-		Str("reason", string(reason)).
-		Msg("session ended")
+		Str("reason", string(reason))
+	jsonlog.Seconds(ev, "duration", time.Since(s.start)).Msg("session ended")
 }
 
 func (s *session) currentMode() mode {

@@ -209,8 +209,9 @@ func (ctl *Control) dial(addr string, client Client) (*brokerConn, error) {
 			ctl.cfg.Logger.Warn().Err(err).Str("broker", addr).Msg("broker certificate refused; check broker.tls and the broker's certificate")
 		}
 		var refused *BrokerError
-		if errors.As(err, &refused) {
-			return nil, err
+		var dialErr *DialError
+		if errors.As(err, &refused) || errors.As(err, &dialErr) {
+			return nil, err // names the broker already (the probe's reason in the log)
 		}
 		return nil, fmt.Errorf("connect to broker %s: %w", addr, err)
 	}

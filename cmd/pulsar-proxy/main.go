@@ -1,50 +1,33 @@
 // Command pulsar-proxy is a gateway in front of Apache Pulsar brokers. This package is the
-// process's shell: flags, subcommands, the configuration, signals and exit codes; the proxy
-// is built and run by internal/app/proxy.
+// process's shell: its arguments, environment, standard streams, signals and exit code; the
+// command line is read by internal/app/cli, and the proxy built and run by
+// internal/app/proxy.
 package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/cli"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/app/proxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
-
 func main() {
-	if code, ok := subcommand(os.Args[1:]); ok {
-		os.Exit(code)
-	}
-	configPath := flag.String("config", "", "YAML configuration file (environment variables PULSAR_PROXY_* override it)")
-	showVersion := flag.Bool("version", false, "print the version and exit")
-	flag.Parse()
-	if *showVersion {
-		fmt.Println("pulsar-proxy", version)
-		return
-	}
-	cfg, err := config.Load(*configPath, os.Environ())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pulsar-proxy:", err)
-		os.Exit(2)
-	}
-	if err := run(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "pulsar-proxy:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.Main(os.Args[1:], cli.Options{
+		Version: binaryVersion(), Environ: os.Environ(),
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Run: run,
+	}))
 }
 
 // run builds the proxy and serves until SIGINT or SIGTERM, then lets it drain; it returns
 // early when a part cannot start or a Pulsar listener fails.
 func run(cfg *config.Config) error {
 	hup := make(chan os.Signal, 1)
-	p, err := proxy.Build(cfg, proxy.Options{Version: version, Reload: hup})
+	p, err := proxy.Build(cfg, proxy.Options{Version: binaryVersion(), Reload: hup})
 	if err != nil {
 		return err
 	}

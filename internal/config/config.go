@@ -10,16 +10,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/caarlos0/env/v11"
-	"gopkg.in/yaml.v3"
 )
 
 // envPrefix starts every environment variable the proxy reads, so its
@@ -42,6 +36,23 @@ type Config struct {
 	ProxyProtocol ProxyProtocol `yaml:"proxyProtocol" envPrefix:"PROXY_PROTOCOL_"`
 
 	Admin Admin `yaml:"admin" envPrefix:"ADMIN_"`
+	SNI   SNI   `yaml:"sni" envPrefix:"SNI_"`
+
+	implied []Implied // what Load derived from other settings (Implied)
+}
+
+// SNI is the SNI plane (listen.pulsarSNI): TLS relayed unread to the broker its ClientHello
+// names, for clients with proxyServiceUrl and ProxyProtocol.SNI (docs/sni.md).
+type SNI struct {
+	// ServiceNames are server names that go to any live broker (the host of the cluster's
+	// service URL, which clients send for their first lookup), besides the brokers' own.
+	ServiceNames []string `yaml:"serviceNames" env:"SERVICE_NAMES"`
+	// MaxClientHelloBytes is the largest ClientHello read; a larger one is refused.
+	MaxClientHelloBytes int `yaml:"maxClientHelloBytes" env:"MAX_CLIENT_HELLO_BYTES"`
+	// ProxyProtocol sends a PROXY header (off, v1, v2) ahead of the client's TLS, for
+	// something on the brokers' TLS ports that reads it before TLS (Pulsar's brokers read
+	// theirs inside TLS, so off for them).
+	ProxyProtocol string `yaml:"proxyProtocol" env:"PROXY_PROTOCOL"`
 }
 
 // TLS is the certificate and policy of the client-facing TLS listener (listen.pulsarTLS).
@@ -127,6 +138,8 @@ type Listen struct {
 	Pprof  string `yaml:"pprof" env:"PPROF"` // Go's /debug/pprof profiles; empty = off
 	// PulsarTLS serves the same protocol over TLS (see TLS); empty = off.
 	PulsarTLS string `yaml:"pulsarTLS" env:"PULSAR_TLS"`
+	// PulsarSNI relays TLS unread to the broker its server name names (see SNI); empty = off.
+	PulsarSNI string `yaml:"pulsarSNI" env:"PULSAR_SNI"`
 	// Advertised are the listeners' URLs as clients reach them, which HTTP topic lookups
 	// answer with (never a broker's); each "" is the host the client named in its lookup
 	// request with the listener's port.
@@ -287,6 +300,9 @@ type Log struct {
 	Level          string `yaml:"level" env:"LEVEL"`                    // trace|debug|info|warn|error
 	Format         string `yaml:"format" env:"FORMAT"`                  // json|console
 	SessionSummary string `yaml:"sessionSummary" env:"SESSION_SUMMARY"` // debug|info|off
+	// RefusalInterval is how often refused clients are summed up, per kind, in one line (the
+	// first after a quiet interval is logged at once): see docs/logs.md.
+	RefusalInterval time.Duration `yaml:"refusalInterval" env:"REFUSAL_INTERVAL"`
 }
 
 // defaults returns the configuration used for every setting that neither the
@@ -350,9 +366,10 @@ func defaults() *Config {
 		},
 		Session: defaultSession(),
 		Log: Log{
-			Level:          "info",
-			Format:         "json",
-			SessionSummary: "debug",
+			Level:           "info",
+			Format:          "json",
+			SessionSummary:  "debug",
+			RefusalInterval: 10 * time.Second,
 		},
 		Auth: Auth{
 			Token: AuthToken{RoleClaim: "sub", Leeway: 5 * time.Second, Issuers: []string{},
@@ -364,6 +381,7 @@ func defaults() *Config {
 		},
 		Authz: Authz{ReloadInterval: 2 * time.Second},
 		Admin: adminDefaults(),
+		SNI:   SNI{ServiceNames: []string{}, MaxClientHelloBytes: 16 << 10, ProxyProtocol: "off"},
 	}
 }
 
@@ -373,113 +391,20 @@ func defaults() *Config {
 // validates it.
 func Load(path string, environ []string) (*Config, error) {
 	cfg := defaults()
+	set := map[string]bool{} // the settings the file or the environment gives a value
+	var fileErr error
 	if path != "" {
-		if err := cfg.loadFile(path); err != nil {
-			return nil, err
-		}
+		fileErr = cfg.loadFile(path, set)
 	}
-	if err := cfg.loadEnv(environ); err != nil {
+	// Both are reported at once: a misspelt variable beside a misspelt key is one run, not two.
+	if err := errors.Join(fileErr, cfg.loadEnv(environ, set)); err != nil {
 		return nil, err
 	}
+	cfg.derive(set)
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	return cfg, nil
-}
-
-func (c *Config) loadFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-
-	dec := yaml.NewDecoder(f)
-	// A misspelt key would otherwise be ignored silently and its setting
-	// left at the default, which is much harder to notice than an error.
-	dec.KnownFields(true)
-	err = dec.Decode(c)
-	if errors.Is(err, io.EOF) {
-		return nil // empty file, or only comments: nothing to override
-	}
-	if err != nil {
-		return yamlError(path, err)
-	}
-	// A second document would be ignored, and with it whatever it sets.
-	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s: more than one YAML document; put all settings in one", path)
-	}
-	return nil
-}
-
-// yamlError rewrites yaml.v3's errors to name the file and, for unknown keys,
-// the section in file spelling rather than the Go type behind it.
-func yamlError(path string, err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	// yaml.v3's wording for a key that KnownFields rejected.
-	unknownField := regexp.MustCompile(`^line (\d+): field (.*) not found in type (\S+)$`)
-	sections := map[string]string{reflect.TypeFor[Config]().String(): ""}
-	walk(func(s setting) {
-		if s.field.Type.Kind() == reflect.Struct {
-			sections[s.field.Type.String()] = s.path
-		}
-	})
-	errs := make([]error, 0, len(te.Errors))
-	for _, msg := range te.Errors {
-		m := unknownField.FindStringSubmatch(msg)
-		if m == nil {
-			if strings.HasSuffix(msg, "into time.Duration") {
-				msg += ` (a duration needs a unit, e.g. "5s")`
-			}
-			errs = append(errs, fmt.Errorf("%s: %s", path, msg))
-			continue
-		}
-		where := "at top level"
-		if sec, ok := sections[m[3]]; ok && sec != "" {
-			where = "in " + sec
-		}
-		errs = append(errs, fmt.Errorf("%s: line %s: unknown key %q %s", path, m[1], m[2], where))
-	}
-	return errors.Join(errs...)
-}
-
-// loadEnv sets each setting whose variable is in environ (an empty value counts as unset).
-// Each variable is parsed on its own, so that an error names the variable the operator set.
-func (c *Config) loadEnv(environ []string) error {
-	vars := env.ToMap(environ)
-	root := reflect.ValueOf(c).Elem()
-	var errs []error
-	walk(func(s setting) {
-		value := vars[s.env]
-		if s.env == "" || value == "" {
-			return
-		}
-		v, err := parseVar(s.field.Type, value)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("environment: %s: %w", s.env, err))
-			return
-		}
-		root.FieldByIndex(s.index).Set(v)
-	})
-	return errors.Join(errs...)
-}
-
-// parseVar parses one variable's value as the env library parses a field of type t.
-func parseVar(t reflect.Type, value string) (reflect.Value, error) {
-	one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "V", Type: t, Tag: `env:"V"`}}))
-	err := env.ParseWithOptions(one.Interface(), env.Options{Environment: map[string]string{"V": value}})
-	var agg env.AggregateError
-	if errors.As(err, &agg) && len(agg.Errors) == 1 {
-		err = agg.Errors[0]
-	}
-	var pe env.ParseError
-	if errors.As(err, &pe) {
-		err = pe.Err
-	}
-	return one.Elem().Field(0), err
 }
 
 // setting is one field of Config as the outside world spells it.
@@ -497,6 +422,9 @@ func walk(visit func(setting)) {
 	rec = func(t reflect.Type, path, envPrefix string, at []int) {
 		for i := range t.NumField() {
 			f := t.Field(i)
+			if !f.IsExported() {
+				continue // what Load derives (implied), not a setting
+			}
 			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 			p := name
 			if path != "" {

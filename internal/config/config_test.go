@@ -187,7 +187,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "bare number is not a duration",
 			yaml: "broker:\n  dialTimeout: 5\n",
-			want: []string{"config.yaml: line 2:", "time.Duration", `needs a unit, e.g. "5s"`},
+			want: []string{`config.yaml: broker.dialTimeout: line 2: want a duration with its unit, such as "5s" or "2m", got the number 5`},
 		},
 		{
 			name: "syntax error names file and line",
@@ -225,8 +225,8 @@ func TestLoadErrors(t *testing.T) {
 			// Typed values are refused as the file is read, with their line.
 			name: "TLS version that does not exist",
 			yaml: "discovery: {static: {brokers: [pulsar://b:6650]}}\ntls:\n  minVersion: \"1.4\"\nbroker: {tls: {minVersion: [1.2]}}",
-			want: []string{`config.yaml: line 3: "1.4" is not a TLS version: want 1.0, 1.1, 1.2 or 1.3`,
-				`config.yaml: line 4: want a TLS version such as "1.2"`},
+			want: []string{`config.yaml: tls.minVersion: line 3: want a TLS version: 1.0, 1.1, 1.2 or 1.3, got a string "1.4"`,
+				`config.yaml: broker.tls.minVersion: line 4: want a TLS version: 1.0, 1.1, 1.2 or 1.3, got a list`},
 		},
 		{
 			name: "CIDR list left empty",
@@ -236,13 +236,13 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "TLS version from the environment",
 			env:  append([]string{"PULSAR_PROXY_TLS_MIN_VERSION=TLSv1.2"}, brokersEnv...),
-			want: []string{`environment: PULSAR_PROXY_TLS_MIN_VERSION: "TLSv1.2" is not a TLS version`},
+			want: []string{`environment: PULSAR_PROXY_TLS_MIN_VERSION (tls.minVersion): want a TLS version: 1.0, 1.1, 1.2 or 1.3, got "TLSv1.2"`},
 		},
 		{
 			// Two sections have a MinVersion field: the error names the variable set.
 			name: "broker TLS version from the environment",
 			env:  append([]string{"PULSAR_PROXY_BROKER_TLS_MIN_VERSION=TLSv1.3"}, brokersEnv...),
-			want: []string{`environment: PULSAR_PROXY_BROKER_TLS_MIN_VERSION: "TLSv1.3" is not a TLS version`},
+			want: []string{`environment: PULSAR_PROXY_BROKER_TLS_MIN_VERSION (broker.tls.minVersion): want a TLS version`},
 		},
 		{
 			name: "bad broker TLS and PROXY settings",
@@ -260,12 +260,13 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "bad trusted CIDR",
 			yaml: "discovery: {static: {brokers: [pulsar://b:6650]}}\nproxyProtocol:\n  enabled: true\n  trustedCIDRs: [10.0.0.0/8, 10.0.0.0/33, 10.0.0.1]",
-			want: []string{`config.yaml: line 4: [1]: "10.0.0.0/33" is not a CIDR`, `config.yaml: line 4: [2]: "10.0.0.1" is not a CIDR`},
+			want: []string{`config.yaml: proxyProtocol.trustedCIDRs[1]: line 4: want a CIDR such as 10.0.0.0/8, got a string "10.0.0.0/33"`,
+				`config.yaml: proxyProtocol.trustedCIDRs[2]: line 4: want a CIDR such as 10.0.0.0/8, got a string "10.0.0.1"`},
 		},
 		{
 			name: "bad trusted CIDR from the environment",
 			env:  append([]string{"PULSAR_PROXY_PROXY_PROTOCOL_TRUSTED_CIDRS=10.0.0.0/8,fd00::/129"}, brokersEnv...),
-			want: []string{`environment: PULSAR_PROXY_PROXY_PROTOCOL_TRUSTED_CIDRS: `, "fd00::/129"},
+			want: []string{`environment: PULSAR_PROXY_PROXY_PROTOCOL_TRUSTED_CIDRS (proxyProtocol.trustedCIDRs): want a comma-separated list of CIDRs such as 10.0.0.0/8, got [1] "fd00::/129"`},
 		},
 		{
 			name: "bad connection rate",
@@ -305,8 +306,8 @@ func TestLoadErrors(t *testing.T) {
 			name: "bad env value names the variable",
 			env:  []string{"PULSAR_PROXY_BROKER_DIAL_TIMEOUT=soon", "PULSAR_PROXY_SESSION_MAX_FRAME_SIZE=big"},
 			want: []string{
-				`environment: PULSAR_PROXY_BROKER_DIAL_TIMEOUT: `,
-				`environment: PULSAR_PROXY_SESSION_MAX_FRAME_SIZE: `,
+				`environment: PULSAR_PROXY_BROKER_DIAL_TIMEOUT (broker.dialTimeout): want a duration with its unit, such as "5s" or "2m", got "soon"`,
+				`environment: PULSAR_PROXY_SESSION_MAX_FRAME_SIZE (session.maxFrameSize): want a whole number, got "big"`,
 			},
 		},
 		{
@@ -318,7 +319,6 @@ auth: {forwardClientCredentials: true}
 `,
 			want: []string{
 				"broker.multiplex: cannot be on with auth.forwardClientCredentials",
-				"broker.multiplex: cannot be on with session.passthrough",
 				"broker.multiplex: cannot be on with broker.proxyProtocol",
 				"broker.multiplexConnections:", "broker.multiplexClientQueueBytes:",
 			},
@@ -379,7 +379,7 @@ func TestTLSOnly(t *testing.T) {
 		"neither, TLS files given": "listen: {pulsar: \"\", pulsarTLS: \"\"}\ntls: {certFile: c.pem, keyFile: k.pem}\n",
 	} {
 		_, err := Load(writeFile(t, yaml), brokersEnv)
-		if err == nil || !strings.Contains(err.Error(), "listen.pulsar: empty, and so is listen.pulsarTLS") {
+		if err == nil || !strings.Contains(err.Error(), "listen.pulsar: empty, and so are listen.pulsarTLS and listen.pulsarSNI") {
 			t.Errorf("%s: %v, want listen.pulsar refused for want of listen.pulsarTLS", name, err)
 		}
 	}
@@ -612,7 +612,7 @@ func TestIPv6PrefixLength(t *testing.T) {
 		{[]string{prefix + "128"}, ""},
 		{[]string{prefix + "31"}, "session.ipv6PrefixLength: must be between 32 and 128, got 31"},
 		{[]string{prefix + "129"}, "session.ipv6PrefixLength: must be between 32 and 128, got 129"},
-		{[]string{prefix + "/64"}, "environment: PULSAR_PROXY_SESSION_IPV6_PREFIX_LENGTH: "},
+		{[]string{prefix + "/64"}, `environment: PULSAR_PROXY_SESSION_IPV6_PREFIX_LENGTH (session.ipv6PrefixLength): want a whole number, got "/64"`},
 	})
 	cfg, err := Load(writeFile(t, "session: {ipv6PrefixLength: 56}\n"), brokersEnv)
 	if err != nil || cfg.Session.IPv6PrefixLength != 56 {
@@ -628,7 +628,7 @@ func TestDescriptorReserve(t *testing.T) {
 	checkEnvCases(t, []envCase{
 		{[]string{reserve + "64"}, ""},
 		{[]string{reserve + "63"}, "session.descriptorReserve: must be at least 64"},
-		{[]string{reserve + "many"}, "environment: PULSAR_PROXY_SESSION_DESCRIPTOR_RESERVE: "},
+		{[]string{reserve + "many"}, "environment: PULSAR_PROXY_SESSION_DESCRIPTOR_RESERVE (session.descriptorReserve): want a whole number"},
 	})
 	cfg, err := Load(writeFile(t, "session: {descriptorReserve: 4096}\n"), brokersEnv)
 	if err != nil || cfg.Session.DescriptorReserve != 4096 {
@@ -642,7 +642,9 @@ func TestAuthValidation(t *testing.T) {
 		{[]string{"PULSAR_PROXY_AUTHZ_ENABLED=true"}, "authz.policyFile: authz.enabled needs a policy file"},
 		{[]string{"PULSAR_PROXY_AUTH_REFRESH_TIMEOUT=0s"}, "auth.refreshTimeout"},
 		{[]string{"PULSAR_PROXY_AUTH_BROKER_CLIENT_TOKEN_FILE=/x"}, ""}, // alone it is fine
-		{[]string{"PULSAR_PROXY_AUTHZ_POLICY_FILE=/p.yaml"}, ""},
+		// A policy file implies authz.enabled, which needs authentication.
+		{[]string{"PULSAR_PROXY_AUTHZ_POLICY_FILE=/p.yaml"}, "authz.enabled: needs auth.enabled"},
+		{[]string{"PULSAR_PROXY_AUTHZ_POLICY_FILE=/p.yaml", "PULSAR_PROXY_AUTHZ_ENABLED=false"}, ""},
 		{[]string{"PULSAR_PROXY_AUTH_TOKEN_SECRET_KEY_FILE=/k.b64"}, ""},
 		{[]string{"PULSAR_PROXY_AUTHZ_RELOAD_INTERVAL=-1s"}, "authz.reloadInterval"},
 		{[]string{"PULSAR_PROXY_AUTH_FORWARD_CLIENT_CREDENTIALS=true"}, ""},

@@ -20,7 +20,9 @@ func TestMetadataStoreValidation(t *testing.T) {
 		{[]string{url + "zk:a", ms + "DIGEST=nocolon"}, "discovery.metadataStore.digest: want user:password"},
 		{[]string{url + "zk:a", ms + "DIGEST=u:p", ms + "DIGEST_FILE=/f"}, "set digest or digestFile, not both"},
 		{[]string{url + "zk:a", ms + "TLS_CERT_FILE=/c.pem"}, "discovery.metadataStore.tls.certFile: certFile and keyFile go together"},
-		{[]string{url + "zk:a", ms + "TLS_TRUST_CERTS_FILE=/ca.pem"}, "discovery.metadataStore.tls.enabled: TLS files or options are set but tls.enabled is false"},
+		// A TLS file implies tls.enabled; set off, it is a contradiction.
+		{[]string{url + "zk:a", ms + "TLS_TRUST_CERTS_FILE=/ca.pem"}, ""},
+		{[]string{url + "zk:a", ms + "TLS_TRUST_CERTS_FILE=/ca.pem", ms + "TLS_ENABLED=false"}, "discovery.metadataStore.tls.enabled: TLS files or options are set but tls.enabled is false"},
 		{[]string{url + "zk:a", ms + "TLS_ENABLED=true", ms + "TLS_TRUST_CERTS_FILE=/ca.pem", ms + "TLS_CERT_FILE=/c.pem", ms + "TLS_KEY_FILE=/k.pem"}, ""},
 	})
 	// The provider alone is enough discovery.

@@ -29,9 +29,11 @@ func (c *Config) validate() error {
 	c.validateAuth(&p)
 	c.validateAuthz(&p)
 	c.validateAdmin(&p)
+	c.validateSNI(&p)
 	p.oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
 	p.oneOf("log.format", c.Log.Format, "json", "console")
 	p.oneOf("log.sessionSummary", c.Log.SessionSummary, "debug", "info", "off")
+	p.positive("log.refusalInterval", c.Log.RefusalInterval)
 	return errors.Join(p...)
 }
 
@@ -77,8 +79,8 @@ func (c *Config) validateListen(p *problems) {
 	// listen.pulsar may be empty beside listen.pulsarTLS: a TLS-only proxy (Apache's proxy with
 	// servicePort empty), with no plaintext Pulsar port at all.
 	switch {
-	case l.Pulsar == "" && l.PulsarTLS == "":
-		p.bad("listen.pulsar", "empty, and so is listen.pulsarTLS: the proxy would serve no Pulsar client (leave listen.pulsar empty only for a TLS-only proxy, with listen.pulsarTLS)")
+	case l.Pulsar == "" && l.PulsarTLS == "" && l.PulsarSNI == "":
+		p.bad("listen.pulsar", "empty, and so are listen.pulsarTLS and listen.pulsarSNI: the proxy would serve no Pulsar client (leave listen.pulsar empty only for a TLS-only or SNI-only proxy)")
 	case l.Pulsar != "":
 		p.listenAddr("listen.pulsar", l.Pulsar)
 	}
@@ -276,10 +278,9 @@ func (c *Config) validateBroker(p *problems) {
 }
 
 // validateMultiplex refuses broker.multiplex with what needs a broker connection per client:
-// forwarded client credentials (a broker authenticates one client per connection), unframed
-// passthrough (nothing could map ids), a PROXY header to brokers (it names one client), and
-// the topic policy (its topic-list filtering is
-// per connection and not built for shared ones yet).
+// forwarded client credentials (a broker authenticates one client per connection) and a
+// PROXY header to brokers (it names one client). Unframed passthrough is not refused: the
+// multiplex implies session.passthrough: false (derive).
 func (c *Config) validateMultiplex(p *problems) {
 	b := c.Broker
 	p.between("broker.multiplexConnections", b.MultiplexConnections, 1, 1024)
@@ -289,9 +290,6 @@ func (c *Config) validateMultiplex(p *problems) {
 	}
 	if c.Auth.ForwardClientCredentials {
 		p.bad("broker.multiplex", "cannot be on with auth.forwardClientCredentials: brokers authenticate the forwarded credentials of one client per connection")
-	}
-	if c.Session.Passthrough {
-		p.bad("broker.multiplex", "cannot be on with session.passthrough (its default is true): a shared connection's frames are always read to map their ids; set session.passthrough: false")
 	}
 	if b.ProxyProtocol != "off" {
 		p.bad("broker.multiplex", "cannot be on with broker.proxyProtocol: a shared connection carries many clients, and a PROXY header names one")

@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 )
 
 // Budget is the file descriptors the process lets its clients hold, counted as they are
@@ -29,9 +28,9 @@ type Budget struct {
 }
 
 // NewBudget makes the budget of an open-files limit (0: none, the budget is then unbounded)
-// less reserve descriptors. A reserve over half the limit is cut to half, with a warning, so
-// that a small limit still admits clients. m may be nil (counted, not registered).
-func NewBudget(limit, reserve uint64, m *BudgetMetrics, log zerolog.Logger) *Budget {
+// less reserve descriptors, the reserve cut to half the limit where it is more (ReserveKept),
+// so that a small limit still admits clients. m may be nil (counted, not registered).
+func NewBudget(limit, reserve uint64, m *BudgetMetrics) *Budget {
 	if m == nil {
 		m = NewBudgetMetrics(nil)
 	}
@@ -40,14 +39,19 @@ func NewBudget(limit, reserve uint64, m *BudgetMetrics, log zerolog.Logger) *Bud
 		m.total.Set(math.Inf(1))
 		return b
 	}
-	if reserve > limit/2 {
-		log.Warn().Uint64("open_files_limit", limit).Uint64("reserve", reserve).Uint64("reserve_used", limit/2).
-			Msg("session.descriptorReserve is more than half the open-files limit; keeping half of it back instead (raise the limit: ulimit -n, or the container runtime's nofile)")
-		reserve = limit / 2
-	}
-	b.fds = int64(limit - reserve)
+	kept, _ := ReserveKept(limit, reserve)
+	b.fds = int64(limit - kept)
 	m.total.Set(float64(b.fds))
 	return b
+}
+
+// ReserveKept is the reserve a budget of limit keeps back: reserve, or half the limit when
+// reserve is more (cut is then true, which the proxy warns of at start).
+func ReserveKept(limit, reserve uint64) (kept uint64, cut bool) {
+	if limit > 0 && reserve > limit/2 {
+		return limit / 2, true
+	}
+	return reserve, false
 }
 
 // Descriptors is how many descriptors the budget holds, all listeners together.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/rs/zerolog"
 )
 
 // take acquires one descriptor at a time from s until it is refused or n are held; it
@@ -35,7 +34,7 @@ func TestBudgetDescriptors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewBudgetMetrics(prometheus.NewRegistry())
-			b := NewBudget(tc.limit, tc.reserve, m, zerolog.Nop())
+			b := NewBudget(tc.limit, tc.reserve, m)
 			if b.Descriptors() != tc.want {
 				t.Errorf("descriptors %d, want %d", b.Descriptors(), tc.want)
 			}
@@ -50,7 +49,7 @@ func TestBudgetDescriptors(t *testing.T) {
 // what they need stays theirs.
 func TestBudgetSharesKeepEachListenersPart(t *testing.T) {
 	m := NewBudgetMetrics(prometheus.NewRegistry())
-	b := NewBudget(40+20, 20, m, zerolog.Nop()) // 40 descriptors
+	b := NewBudget(40+20, 20, m) // 40 descriptors
 	pulsar := b.Share("pulsar", 0, 0)
 	http := b.Share("http", 4, 10)
 
@@ -65,7 +64,7 @@ func TestBudgetSharesKeepEachListenersPart(t *testing.T) {
 		t.Errorf("refused{http} = %v, want 1", got)
 	}
 
-	b2 := NewBudget(40+20, 20, nil, zerolog.Nop())
+	b2 := NewBudget(40+20, 20, nil)
 	pulsar2, http2 := b2.Share("pulsar", 0, 0), b2.Share("http", 4, 10)
 	floodPulsar := take(pulsar2, 100)
 	if len(floodPulsar) != 36 {
@@ -88,7 +87,7 @@ func TestBudgetSharesKeepEachListenersPart(t *testing.T) {
 
 // Several descriptors at once are taken whole or not at all.
 func TestBudgetAcquiresSeveral(t *testing.T) {
-	b := NewBudget(10, 5, nil, zerolog.Nop()) // 5 descriptors
+	b := NewBudget(10, 5, nil) // 5 descriptors
 	s := b.Share("http", 0, 0)
 	r1, ok1 := s.Acquire(2)
 	r2, ok2 := s.Acquire(2)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 )
 
 // Limits are one listener's admission limits; a zero field is no limit.
@@ -30,6 +32,13 @@ type ListenerConfig struct {
 	Refusal []byte
 	Metrics *ListenerMetrics // nil: counted, not registered
 	Log     zerolog.Logger
+	// Refusals is told of every connection refused, for the log's summaries; nil: not.
+	Refusals Refusals
+}
+
+// Refusals is where a listener reports the connections it refuses (refusal.Summary).
+type Refusals interface {
+	Refused(k refusal.Kind, detail, remote, told string)
 }
 
 // Reasons a connection is refused: a metric label, the same words as the Pulsar listeners'
@@ -129,6 +138,9 @@ func (l *limited) refuse(c net.Conn, reason string) {
 	l.c.Metrics.refused.WithLabelValues(l.c.Name, reason).Inc()
 	l.c.Log.Debug().Str("listener", l.c.Name).Stringer("remote", c.RemoteAddr()).Str("reason", reason).
 		Msg("refused a connection over a limit")
+	if l.c.Refusals != nil {
+		l.c.Refusals.Refused(refusal.ConnectionLimit, l.c.Name+" "+reason, c.RemoteAddr().String(), "")
+	}
 	if l.c.Refusal != nil {
 		c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
 		c.Write(l.c.Refusal)

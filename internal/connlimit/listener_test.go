@@ -8,12 +8,14 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
@@ -110,6 +112,27 @@ func TestListenerHalfSentFloodFromOneIP(t *testing.T) {
 
 // Each limit refuses the connection over it as it is accepted, counted by its reason; a
 // plaintext listener first writes its Refusal, and a closed connection frees its place.
+// reported records what a listener tells the log's summaries.
+type reported struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *reported) Refused(k refusal.Kind, detail, remote, _ string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !strings.HasPrefix(remote, "127.0.0.1:") {
+		detail += " from " + remote
+	}
+	r.got = append(r.got, string(k)+"/"+detail)
+}
+
+func (r *reported) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.got...)
+}
+
 func TestListenerLimits(t *testing.T) {
 	refusal := []byte("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
 	for _, tc := range []struct {
@@ -124,9 +147,10 @@ func TestListenerLimits(t *testing.T) {
 		{"descriptor budget", Limits{}, true, ReasonDescriptors},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := ListenerConfig{Name: "http", Limits: tc.limits, Refusal: refusal}
+			told := &reported{}
+			c := ListenerConfig{Name: "http", Limits: tc.limits, Refusal: refusal, Refusals: told}
 			if tc.budget {
-				c.Share = NewBudget(2*2+4, 4, nil, zerolog.Nop()).Share("http", 0, 0) // 2 connections
+				c.Share = NewBudget(2*2+4, 4, nil).Share("http", 0, 0) // 2 connections
 			}
 			addr, m := serveLimited(t, c)
 			first := dialFrom(t, "", addr)
@@ -143,6 +167,9 @@ func TestListenerLimits(t *testing.T) {
 			}
 			if got := testutil.ToFloat64(m.refused.WithLabelValues("http", tc.reason)); got != 1 {
 				t.Errorf("refused{%s} = %v, want 1", tc.reason, got)
+			}
+			if got := told.all(); len(got) != 1 || got[0] != "connection_limit/http "+tc.reason {
+				t.Errorf("reported to the log's summaries: %v", got)
 			}
 			if tc.reason == ReasonConnectRate {
 				return // a closed connection gives no token back

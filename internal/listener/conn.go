@@ -41,6 +41,16 @@ func Wrap(ln net.Listener, o Options) net.Listener {
 	return &wrapped{Listener: ln, o: o}
 }
 
+// WrapConn prepares one accepted connection as Wrap's listener would: for a plane that
+// accepts from the bare listener because it keeps the socket itself (the SNI plane reads the
+// PROXY header and the ClientHello through the Conn, then relays the socket).
+func WrapConn(c net.Conn, o Options) *Conn {
+	if o.Proxy.HeaderTimeout <= 0 {
+		o.Proxy.HeaderTimeout = 5 * time.Second
+	}
+	return &Conn{Conn: c, raw: c, o: &o, remote: c.RemoteAddr()}
+}
+
 type wrapped struct {
 	net.Listener
 	o Options

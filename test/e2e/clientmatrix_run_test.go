@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -102,11 +101,12 @@ func prepareTerminated(ctx context.Context, url, topic string) error {
 	return theRig.TerminateTopic(ctx, topic)
 }
 
-// newSecretKey writes a random HS256 key, base64 as Pulsar's tooling writes it.
+// newSecretKey writes a random HS256 key, its bytes as they are (as Pulsar's
+// `tokens create-secret-key --output` writes it, and brokers and proxy read it).
 func newSecretKey(path string) error {
 	key := make([]byte, 32)
 	rand.Read(key)
-	return os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)), 0o600)
+	return os.WriteFile(path, key, 0o600)
 }
 
 // signHS256 signs a token for role with the key in secretFile, expiring after ttl.

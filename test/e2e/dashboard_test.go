@@ -85,6 +85,13 @@ log:
   level: info
 `, server.CertFile, server.KeyFile, service, theRig.ConsulAddr, rigPorts(), idp.url, idp.issuer, policy))
 
+	// A fresh proxy, no client yet: every metric the dashboard and the rules name must be
+	// there already, and every panel must have data (obscheck -fresh).
+	p.waitReady(t)
+	freshRec := startRecording(p.HTTPURL+"/metrics", time.Second)
+	time.Sleep(6 * time.Second)
+	fresh := writeRecording(t, filepath.Join(dir, "fresh.jsonl"), freshRec.stop())
+
 	rec := startRecording(p.HTTPURL+"/metrics", time.Second)
 
 	// Clients: alice over plaintext and TLS, two topics, produce and consume.
@@ -138,20 +145,11 @@ log:
 	if len(scrapes) < 30 {
 		t.Fatalf("only %d scrapes recorded", len(scrapes))
 	}
-	recording := filepath.Join(dir, "metrics.jsonl")
-	f, err := os.Create(recording)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := json.NewEncoder(f)
-	for _, s := range scrapes {
-		enc.Encode(s)
-	}
-	f.Close()
+	recording := writeRecording(t, filepath.Join(dir, "metrics.jsonl"), scrapes)
 
 	root := proxyproc.RepoRoot()
 	dashboard, rules := filepath.Join(root, dashboardFile), filepath.Join(root, rulesFile)
-	out, err := goRun(t, "./cmd/obscheck", "-recording", recording, "-dashboard", dashboard, "-rules", rules)
+	out, err := goRun(t, "./cmd/obscheck", "-recording", recording, "-dashboard", dashboard, "-rules", rules, "-fresh", fresh)
 	t.Logf("obscheck:\n%s", out)
 	if err != nil {
 		t.Fatalf("the dashboard or the alert rules name what the proxy does not export: %v", err)
@@ -166,6 +164,23 @@ log:
 	if err != nil {
 		t.Fatalf("drawing the dashboard from the recording: %v", err)
 	}
+}
+
+// writeRecording writes scrapes to path, one JSON object a line, as obscheck reads them.
+func writeRecording(t *testing.T, path string, scrapes []scrape) string {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(f)
+	for _, s := range scrapes {
+		enc.Encode(s)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // goRun runs a command of tools/observability (its own module) with go run.

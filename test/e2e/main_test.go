@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
+	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
 )
 
@@ -39,9 +40,7 @@ func beforeAll(name string, fn func(dir string) error) {
 	setupSteps = append(setupSteps, setupStep{name, fn})
 }
 
-func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
+func TestMain(m *testing.M) { os.Exit(proxyproc.LogsMain(runMain(m))) }
 
 func runMain(m *testing.M) int {
 	flag.Parse()

@@ -37,9 +37,10 @@ func init() {
 	})
 }
 
-// muxYAML turns multiplexing on with at most conns connections per broker and principal.
+// muxYAML turns multiplexing on with at most conns connections per broker and principal
+// (broker.multiplex alone: it implies session.passthrough: false).
 func muxYAML(conns int) string {
-	return fmt.Sprintf("broker:\n  multiplex: true\n  multiplexConnections: %d\nsession:\n  passthrough: false\n", conns)
+	return fmt.Sprintf("broker:\n  multiplex: true\n  multiplexConnections: %d\n", conns)
 }
 
 // publisherAddrs is, per owning broker, the distinct addresses the brokers' topic stats show
@@ -310,7 +311,7 @@ func init() {
 
 // setMultiplexed makes every proxy the suite starts from now on multiplex.
 func setMultiplexed() {
-	proxyproc.Env = []string{"PULSAR_PROXY_BROKER_MULTIPLEX=true", "PULSAR_PROXY_SESSION_PASSTHROUGH=false"}
+	proxyproc.Env = []string{"PULSAR_PROXY_BROKER_MULTIPLEX=true"} // alone: it implies session.passthrough: false
 }
 
 // setPerClient undoes setMultiplexed: proxies started from now on are configured by their

@@ -19,7 +19,7 @@ import (
 func runProxy(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	cmd := exec.Command(proxyBinary, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(proxyproc.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

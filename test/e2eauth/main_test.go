@@ -10,7 +10,6 @@ package e2eauth
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"flag"
 	"fmt"
 	"os"
@@ -46,11 +45,11 @@ const (
 var (
 	theRig      *rig.Rig
 	secret      []byte // HS256 key shared by brokers and proxy
-	secretFile  string // base64, as Pulsar's tooling writes it
+	secretFile  string // the key's bytes: the brokers' tokenSecretKey=file://… and the proxy's secretKeyFile
 	proxyBinary string
 )
 
-func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+func TestMain(m *testing.M) { os.Exit(proxyproc.LogsMain(runMain(m))) }
 
 func runMain(m *testing.M) int {
 	flag.Parse()
@@ -95,14 +94,13 @@ func rigDir() string {
 func startRig(ctx context.Context) (*rig.Rig, error) {
 	dir := rigDir()
 	authDir := filepath.Join(dir, "auth")
-	secretFile = filepath.Join(authDir, "secret.b64")
+	// One file of raw bytes, read as it is by the brokers (tokenSecretKey=file://…) and by the
+	// proxy (auth.token.secretKeyFile), as an operator would share one key.
+	secretFile = filepath.Join(authDir, "secret.key")
 	if p := os.Getenv(envAttach); p != "" {
-		b, err := os.ReadFile(secretFile)
-		if err != nil {
+		var err error
+		if secret, err = os.ReadFile(secretFile); err != nil {
 			return nil, fmt.Errorf("attaching to %s: %w", p, err)
-		}
-		if secret, err = base64.StdEncoding.DecodeString(string(b)); err != nil {
-			return nil, err
 		}
 		return rig.AttachWith(ctx, p, rig.Options{AdminToken: mustToken(superUser, 0)})
 	}
@@ -111,15 +109,15 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 	}
 	secret = make([]byte, 32)
 	rand.Read(secret)
-	b64 := base64.StdEncoding.EncodeToString(secret)
-	if err := os.WriteFile(secretFile, []byte(b64), 0o600); err != nil {
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
 		return nil, err
 	}
 	// Transaction coordinators on both brokers, for transactions_test.go.
 	return startAuthRig(ctx, "auth rig", dir, append(append([]string(nil), rigPorts...), "RIG_TRANSACTIONS=1"), true)
 }
 
-// startAuthRig starts a rig in dir whose brokers require the tokens of secret (already set).
+// startAuthRig starts a rig in dir whose brokers require the tokens of the key in secretFile
+// (already written), which they read from that file as the proxy does.
 // verifyOriginal sets the brokers' authenticateOriginalAuthData: they then authenticate the
 // client credentials the proxy forwards, instead of trusting the original_principal it names.
 func startAuthRig(ctx context.Context, name, dir string, ports []string, verifyOriginal bool) (*rig.Rig, error) {
@@ -128,10 +126,14 @@ func startAuthRig(ctx context.Context, name, dir string, ports []string, verifyO
 		return nil, err
 	}
 	admin := mustToken(superUser, 0)
+	keyPath, err := filepath.Abs(secretFile)
+	if err != nil {
+		return nil, err
+	}
 	conf := filepath.Join(authDir, "broker-auth.conf")
-	err := os.WriteFile(conf, []byte(`authenticationEnabled=true
+	err = os.WriteFile(conf, []byte(`authenticationEnabled=true
 authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken
-tokenSecretKey=data:;base64,`+base64.StdEncoding.EncodeToString(secret)+`
+tokenSecretKey=file://`+keyPath+`
 authorizationEnabled=true
 superUserRoles=`+superUser+`
 proxyRoles=`+proxyRole+`

@@ -15,8 +15,7 @@ import (
 // muxEnv runs a proxy with broker.multiplex on. Brokers that authenticate forwarded
 // credentials cannot be behind a multiplexing proxy (it forwards none; the configuration
 // refuses forwardClientCredentials with multiplex), so such proxies front the trusting rig.
-var muxEnv = []string{"PULSAR_PROXY_BROKER_MULTIPLEX=true", "PULSAR_PROXY_SESSION_PASSTHROUGH=false",
-	"PULSAR_PROXY_AUTH_FORWARD_CLIENT_CREDENTIALS=false"}
+var muxEnv = []string{"PULSAR_PROXY_BROKER_MULTIPLEX=true", "PULSAR_PROXY_AUTH_FORWARD_CLIENT_CREDENTIALS=false"}
 
 var (
 	// muxRig, while TestAuthMultiplexed runs, is the rig startProxy's proxies front, with

@@ -50,10 +50,7 @@ func TestBrokerKilledUnderLoad(t *testing.T) {
 	direct := startFlow(t, "direct", newClient(t, directURL(), 0), placedTopic(t, "kill-direct", victim), loadRate, retry)
 	flows := []*flow{proxied, direct}
 
-	time.Sleep(5 * time.Second)
-	if !proxied.ackedSince(time.Now().Add(-time.Second)) || !direct.ackedSince(time.Now().Add(-time.Second)) {
-		t.Fatal("the flows are not running before the fault")
-	}
+	waitRunning(t, flows...)
 	killed := time.Now()
 	if err := theRig.KillBroker(testCtx(t), victim); err != nil {
 		t.Fatal(err)
@@ -84,7 +81,7 @@ func TestBrokerFrozenUnderLoad(t *testing.T) {
 	direct := startFlow(t, "direct", newClient(t, directURL(), 2*time.Second), placedTopic(t, "freeze-direct", victim), loadRate, retry)
 	flows := []*flow{proxied, direct}
 
-	time.Sleep(5 * time.Second)
+	waitRunning(t, flows...)
 	frozen := time.Now()
 	if err := theRig.SignalBroker(victim, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)

@@ -185,7 +185,7 @@ func undecodable() []byte {
 func TestProxyKilledUnderLoad(t *testing.T) {
 	proxy := startProxy(t, "")
 	f := startFlow(t, "through-proxy", newClient(t, proxy.PulsarURL, 0), placedTopic(t, "proxy-kill", 1), loadRate, 0)
-	time.Sleep(5 * time.Second)
+	waitRunning(t, f)
 	killed := time.Now()
 	proxy.Kill()
 	restarted, err := proxy.Restart()

@@ -231,6 +231,16 @@ func checkNoLoss(t *testing.T, f *flow, r flowResult) {
 	}
 }
 
+// waitRunning lets the flows run steadily before a fault: each must have a message acknowledged
+// and one received (60 s at most, a loaded machine starts clients slowly), then they run 5 s.
+func waitRunning(t *testing.T, flows ...*flow) {
+	t.Helper()
+	if !waitRecovered(flows, time.Now(), 60*time.Second) {
+		t.Fatal("the flows are not running before the fault: no message acknowledged and received within 60 s")
+	}
+	time.Sleep(5 * time.Second)
+}
+
 // waitRecovered waits until every flow has had a message acknowledged and one received after
 // since, or limit passes; it reports whether they all did.
 func waitRecovered(flows []*flow, since time.Time, limit time.Duration) bool {

@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 	if runChild() { // a child process of a test (see child_test.go); never returns
 		return
 	}
-	os.Exit(runMain(m))
+	os.Exit(proxyproc.LogsMain(runMain(m)))
 }
 
 func runMain(m *testing.M) int {

@@ -11,8 +11,10 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
 	"github.com/pulsar-proxy/pulsar-proxy/discovery"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 )
 
@@ -42,6 +44,9 @@ func readDefinitions() map[string][]string {
 	authn.NewJWKSMetrics(r)
 	listener.NewMetrics(r)
 	adminproxy.NewMetrics(r)
+	mux.NewMetrics(r)
+	connlimit.NewBudgetMetrics(r)
+	connlimit.NewListenerMetrics(r)
 	return r.names
 }
 

@@ -8,7 +8,8 @@
 #   peer.sh prepare           outside any namespace (downloads): the client's test binary, the
 #                             proxy, peertool, the rig's jars
 #   peer.sh run [REGEX] [PAGE]  inside `unshare -rn` (its own loopback): rig, proxy, both runs,
-#                             the comparison (written to PAGE when given), everything stopped
+#                             the comparison (written to PAGE when given), everything stopped;
+#                             with PEER_CLIENTS=PAGE2 the clients check below too, on the same rig
 #   peer.sh clients [PAGE]    inside `unshare -rn`: the Java and the Python client, with the
 #                             proxy's HTTP URL as service URL and no broker reachable, produce
 #                             and consume over partitions owned by both brokers (PAGE: results)
@@ -182,13 +183,16 @@ suite() {
 }
 
 run() {
-  local regex="${1:-}" page="${2:-$PEER_DIR/peer-suite.md}"
+  local regex="${1:-}" page="${2:-$PEER_DIR/peer-suite.md}" rc=0
   start
   suite direct "$regex"
   suite proxy "$regex"
   rerun_failures "$regex"
   PEER_COMMIT="$(git -C "$repo" rev-parse --short HEAD)" PEER_CLIENT_VERSION="$client_version" PEER_PULSAR_VERSION="$pulsar_version" \
-    "$PEER_DIR/peertool" report "$PEER_DIR/direct.json" "$PEER_DIR/proxy.json" "$page" "$PEER_DIR"/proxy-rerun*.json
+    "$PEER_DIR/peertool" report "$PEER_DIR/direct.json" "$PEER_DIR/proxy.json" "$page" "$PEER_DIR"/proxy-rerun*.json || rc=$?
+  # The Java and the Python client on the same rig (PEER_CLIENTS: their page).
+  if [[ -n "${PEER_CLIENTS:-}" ]]; then clients_check "$PEER_CLIENTS" || rc=1; fi
+  return "$rc"
 }
 
 # rerun_failures runs once more, through the proxy, the tests that passed directly and failed
@@ -237,9 +241,15 @@ spread() {
 }
 
 clients() {
-  local page="${1:-$PEER_DIR/peer-clients.md}" topic=persistent://public/default/peer-http-lookup n=4 count=40 python owners="" rc=0
-  python="$("$repo/test/rig/python-client.sh" | sed -n 's/^python-client: python //p')"
   start
+  clients_check "${1:-$PEER_DIR/peer-clients.md}"
+}
+
+# clients_check PAGE: the Java and the Python client's check on the running rig and proxy.
+clients_check() {
+  local page="$1" topic=persistent://public/default/peer-http-lookup n=4 count=40 python owners="" rc=0
+  python="$("$repo/test/rig/python-client.sh" | sed -n 's/^python-client: python //p')"
+  say "the Java and the Python client, service URL http://localhost:8080 (the proxy), no broker reachable"
   admin PUT /admin/v2/persistent/public/default/peer-http-lookup/partitions "$n"
   spread "$topic" "$n"
   for i in $(seq 0 $((n - 1))); do owners+="$i: $(owner "$topic-partition-$i"); "; done

@@ -47,7 +47,10 @@ type Proc struct {
 	// section; a TLS listener is then opened beside the plaintext one.
 	PulsarTLSURL string
 	TLSAddr      string
-	HTTPURL      string // http://127.0.0.1:port
+	// SNIAddr is 127.0.0.1:port of the SNI listener when the configuration sets
+	// listen.pulsarSNI (StartConfig).
+	SNIAddr string
+	HTTPURL string // http://127.0.0.1:port
 	// HTTPSURL is https://127.0.0.1:port when extraYAML sets admin.listenHTTPS.
 	HTTPSURL string
 	LogPath  string
@@ -56,6 +59,7 @@ type Proc struct {
 	env      []string
 	cmd      *exec.Cmd
 	exited   chan struct{}
+	logErrs  []error // the log's bad lines, checked once the process has exited
 }
 
 // Start runs binary with the given brokers plus extraYAML appended to the generated config
@@ -134,13 +138,13 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 		return nil, err
 	}
 	p.cmd = exec.Command(binary, "--config", cfgPath)
-	p.cmd.Env = append(append(os.Environ(), Env...), env...)
+	p.cmd.Env = append(append(Environ(), Env...), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, err
 	}
-	go func() { p.cmd.Wait(); logFile.Close(); close(p.exited) }()
+	go func() { p.cmd.Wait(); logFile.Close(); p.checkAtExit(); close(p.exited) }()
 
 	// Polled until it answers /healthz, or fails to start (failed and exited say how).
 	var failed error
@@ -155,7 +159,10 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 					failed = fmt.Errorf("pulsar-proxy started without the TLS listener its config asks for:\n%s", p.LogTail(30))
 					return true
 				}
-				p.PulsarURL, p.Addr, p.HTTPURL = "pulsar://"+a.Pulsar, a.Pulsar, "http://"+a.HTTP
+				if a.Pulsar != "" {
+					p.PulsarURL, p.Addr = "pulsar://"+a.Pulsar, a.Pulsar
+				}
+				p.HTTPURL, p.SNIAddr = "http://"+a.HTTP, a.PulsarSNI
 				if a.PulsarTLS != "" {
 					p.PulsarTLSURL, p.TLSAddr = "pulsar+ssl://"+a.PulsarTLS, a.PulsarTLS
 				}
@@ -202,10 +209,25 @@ const startedMessage = "pulsar-proxy started"
 // to run a whole suite with a setting on.
 var Env []string
 
+// Environ is this process's environment for a proxy it starts, without its PULSAR_PROXY_*
+// variables: the proxy refuses one that names no setting, and the test tooling has its own
+// (PULSAR_PROXY_RIG, PULSAR_PROXY_DASHBOARD_PNG, ...); a test gives the proxy its settings
+// itself.
+func Environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PULSAR_PROXY_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // boundAddrs are the addresses of a startup line.
 type boundAddrs struct {
 	Pulsar    string `json:"pulsar"`
 	PulsarTLS string `json:"pulsar_tls"`
+	PulsarSNI string `json:"pulsar_sni"`
 	HTTP      string `json:"http"`
 	HTTPS     string `json:"https"`
 	Message   string `json:"message"`
@@ -229,8 +251,8 @@ func startedLine(path string) (a boundAddrs, ok bool, err error) {
 		if json.Unmarshal(line, &a) != nil || a.Message != startedMessage {
 			continue // a partly written line, or another line naming the message
 		}
-		if (a.Pulsar == "" && a.PulsarTLS == "") || a.HTTP == "" {
-			return a, false, fmt.Errorf("pulsar-proxy's startup line names no pulsar (nor pulsar_tls) or http address: %s", line)
+		if (a.Pulsar == "" && a.PulsarTLS == "" && a.PulsarSNI == "") || a.HTTP == "" {
+			return a, false, fmt.Errorf("pulsar-proxy's startup line names no pulsar (nor pulsar_tls, nor pulsar_sni) or http address: %s", line)
 		}
 		return a, true, nil
 	}
@@ -376,6 +398,9 @@ func StartForTest(t testing.TB, bin, dir string, brokers []string, extraYAML str
 	t.Cleanup(func() {
 		if !p.Stop() {
 			t.Errorf("pulsar-proxy did not stop on SIGTERM")
+		}
+		if errs := p.LogErrors(); len(errs) > 0 {
+			t.Error(describe(p.LogPath, errs))
 		}
 		if t.Failed() {
 			t.Logf("proxy log digest (%s):\n%s", p.LogPath, p.LogDigest(15, 12))

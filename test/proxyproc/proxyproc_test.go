@@ -58,7 +58,12 @@ func TestStartLearnsBoundPorts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { p.Stop() })
+		t.Cleanup(func() {
+			p.Stop()
+			if errs := p.LogErrors(); len(errs) > 0 {
+				t.Errorf("the proxy's log: %v", errs)
+			}
+		})
 		addrs := []string{p.Addr, strings.TrimPrefix(p.HTTPURL, "http://")}
 		if i == 1 {
 			if p.TLSAddr == "" || p.PulsarTLSURL != "pulsar+ssl://"+p.TLSAddr {

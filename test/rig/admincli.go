@@ -107,9 +107,11 @@ func (a Admin) Run(ctx context.Context, args ...string) AdminResult {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	// The JVM's own warnings (class-data sharing's among them) go to stderr: stdout is the
-	// CLI's answer, which tests parse.
-	argv := []string{"-Xlog:all=warning:stderr", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms64m", "-Xmx256m", "-Xss512k",
+	// The JVM's own warnings (class-data sharing's among them) go to stderr only: stdout is
+	// the CLI's answer, which tests parse. Without -Xlog:disable the default output (warnings
+	// to stdout) stays beside the one added, and a run that writes the archive prints
+	// hundreds of lines of them into the answer.
+	argv := []string{"-Xlog:disable", "-Xlog:all=warning:stderr", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms64m", "-Xmx256m", "-Xss512k",
 		"-Dlog4j.configurationFile=" + filepath.Join(dir, "log4j2.xml"), "-Dpulsar.log.dir=" + a.Dir, "-Dpulsar.log.file=admin-cli.log"}
 	archive, training := cliArchive(cp)
 	switch {

@@ -10,6 +10,12 @@ cache="${RIG_CACHE:-$here/../../.cache}"
 mkdir -p "$cache"
 cache="$(cd "$cache" && pwd)"
 
+# rigs: where rigs keep their state (RIG_STATE, default <repo>/.rigs), created, absolute. Not
+# in the cache: worktrees that share one cache must not share a running rig's state.
+rigs="${RIG_STATE:-$here/../../.rigs}"
+mkdir -p "$rigs"
+rigs="$(cd "$rigs" && pwd)"
+
 # module_dir MODULE@VERSION: downloads the module through the Go module proxy and prints the
 # folder it is in.
 module_dir() {

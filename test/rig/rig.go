@@ -210,24 +210,33 @@ func defaultDirHint() string {
 	if d := os.Getenv("RIG_DIR"); d != "" {
 		return filepath.Join(d, "logs")
 	}
-	return ".cache/rig/logs"
+	return ".rigs/rig/logs"
 }
 
 // DefaultDir is the state directory rig.sh uses with the current environment (RIG_DIR, or
-// the cache's rig folder).
+// the rig folder of the state root, stateRoot).
 func DefaultDir() string { return filepath.Dir(stateFileFromEnv()) }
 
 // PrivateDir is the state folder of a package's own rig: the folder env names, or name in
-// the rig cache (RIG_CACHE, default the repository's .cache).
+// the state root (stateRoot).
 func PrivateDir(env, name string) string {
 	if d := os.Getenv(env); d != "" {
 		return d
 	}
-	cache, err := cacheDir()
-	if err != nil {
-		cache = "."
+	return filepath.Join(stateRoot(), name)
+}
+
+// stateRoot is where rigs keep their state: RIG_STATE, or <repo>/.rigs. Not the cache, which
+// worktrees may share: two checkouts must not share a running rig's state.
+func stateRoot() string {
+	if d := os.Getenv("RIG_STATE"); d != "" {
+		return d
 	}
-	return filepath.Join(cache, name)
+	dir, err := ScriptsDir()
+	if err != nil {
+		return ".rigs"
+	}
+	return filepath.Clean(filepath.Join(dir, "..", "..", ".rigs"))
 }
 
 // stateFileFromEnv is where rig.sh up writes its state with the current environment.
@@ -235,11 +244,7 @@ func stateFileFromEnv() string {
 	if d := os.Getenv("RIG_DIR"); d != "" {
 		return filepath.Join(d, "rig.env")
 	}
-	cache, err := cacheDir()
-	if err != nil {
-		return "rig.env"
-	}
-	return filepath.Join(cache, "rig", "rig.env")
+	return filepath.Join(stateRoot(), "rig", "rig.env")
 }
 
 // Attach returns the rig whose state file (or state directory) is path, after checking that

@@ -25,7 +25,7 @@
 #   rig.sh java-flags HEAP LOGDIR LOGFILE   the brokers' JVM options, one per line (for other tools)
 #   rig.sh classpath-file       the path of the file that holds the Pulsar classpath
 #
-# State goes to $RIG_DIR (default <repo>/.cache/rig): rig.env (KEY=VALUE), pids/, conf/, data/,
+# State goes to $RIG_DIR (default <repo>/.rigs/rig): rig.env (KEY=VALUE), pids/, conf/, data/,
 # logs/. Every setting comes from an env var; see the settings block below.
 set -euo pipefail
 
@@ -35,7 +35,7 @@ self="$here/$(basename "$0")"
 . "$here/common.sh"
 PULSAR_VERSION="${RIG_PULSAR_VERSION:-$PULSAR_VERSION}"
 export RIG_CACHE="$cache"
-RIG_DIR="${RIG_DIR:-$cache/rig}"
+RIG_DIR="${RIG_DIR:-$rigs/rig}"
 mkdir -p "$RIG_DIR"
 RIG_DIR="$(cd "$RIG_DIR" && pwd)"
 case "$RIG_DIR" in *[[:space:]]*) echo "rig: RIG_DIR must not contain spaces: $RIG_DIR" >&2; exit 2 ;; esac
@@ -84,6 +84,14 @@ ZK_HEAP="${RIG_ZK_HEAP:-128m}"
 DIRECT_MEM="${RIG_BROKER_DIRECT_MEMORY:-1g}"
 ZB_DIRECT_MEM="${RIG_ZK_BOOKIE_DIRECT_MEMORY:-256m}"
 EXTRA_CONF="${RIG_BROKER_EXTRA_CONF:-}"  # a file whose lines are appended to both broker configs
+# Per broker: a file appended after RIG_BROKER_EXTRA_CONF (e.g. a certificate of its own), and
+# the host name it advertises (advertisedAddress, its URLs and id in rig.env): a name other
+# than 127.0.0.1 must resolve to 127.0.0.1 for every process of the rig (test/e2esni mounts a
+# hosts file of its own in a mount namespace).
+B1_EXTRA_CONF="${RIG_BROKER1_EXTRA_CONF:-}"
+B2_EXTRA_CONF="${RIG_BROKER2_EXTRA_CONF:-}"
+B1_HOST="${RIG_BROKER1_HOST:-$HOST}"
+B2_HOST="${RIG_BROKER2_HOST:-$HOST}"
 # Brokers (1, 2 or "1 2") that run the Pulsar Functions worker in their JVM (thread runtime).
 FUNCTIONS_WORKER="${RIG_FUNCTIONS_WORKER:-}"
 # 1: both brokers run a transaction coordinator, its metadata set up as Pulsar's
@@ -106,13 +114,16 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
 
 broker_port() { if [[ "$1" == 1 ]]; then echo "$B1_PORT"; else echo "$B2_PORT"; fi; }
+broker_host() { if [[ "$1" == 1 ]]; then echo "$B1_HOST"; else echo "$B2_HOST"; fi; }
+broker_extra_conf() { if [[ "$1" == 1 ]]; then echo "$B1_EXTRA_CONF"; else echo "$B2_EXTRA_CONF"; fi; }
 broker_tls_port() { if [[ "$1" == 1 ]]; then echo "$B1_TLS_PORT"; else echo "$B2_TLS_PORT"; fi; }
-broker_tls_url() { if [[ -n "$(broker_tls_port "$1")" ]]; then echo "pulsar+ssl://$HOST:$(broker_tls_port "$1")"; fi; }
+broker_tls_url() { if [[ -n "$(broker_tls_port "$1")" ]]; then echo "pulsar+ssl://$(broker_host "$1"):$(broker_tls_port "$1")"; fi; }
 broker_web_tls_port() { if [[ "$1" == 1 ]]; then echo "$B1_WEB_TLS_PORT"; else echo "$B2_WEB_TLS_PORT"; fi; }
-broker_https() { if [[ -n "$(broker_web_tls_port "$1")" ]]; then echo "https://$HOST:$(broker_web_tls_port "$1")"; fi; }
+broker_https() { if [[ -n "$(broker_web_tls_port "$1")" ]]; then echo "https://$(broker_host "$1"):$(broker_web_tls_port "$1")"; fi; }
 broker_http_port() { if [[ "$1" == 1 ]]; then echo "$B1_HTTP_PORT"; else echo "$B2_HTTP_PORT"; fi; }
-broker_http() { echo "http://$HOST:$(broker_http_port "$1")"; }
-broker_id() { echo "$ADV_HOST:$(broker_http_port "$1")"; }
+broker_http() { echo "http://$(broker_host "$1"):$(broker_http_port "$1")"; }
+# A broker's id: its own host name, else the name brokers advertise (RIG_ADVERTISED_ADDRESS).
+broker_id() { local h; h="$(broker_host "$1")"; if [[ "$h" == "$HOST" ]]; then h="$ADV_HOST"; fi; echo "$h:$(broker_http_port "$1")"; }
 
 # ---- processes ----
 
@@ -306,6 +317,11 @@ write_confs() {
       if [[ -n "$EXTRA_CONF" ]]; then
         echo "# From RIG_BROKER_EXTRA_CONF=$EXTRA_CONF"
         cat "$EXTRA_CONF"
+      fi
+      if [[ "$(broker_host "$n")" != "$HOST" ]]; then echo "advertisedAddress=$(broker_host "$n")"; fi
+      if [[ -n "$(broker_extra_conf "$n")" ]]; then
+        echo "# From RIG_BROKER${n}_EXTRA_CONF=$(broker_extra_conf "$n")"
+        cat "$(broker_extra_conf "$n")"
       fi
       if runs_worker "$n"; then echo "functionsWorkerEnabled=true"; fi
     } >"$CONF/broker$n.conf"
@@ -579,7 +595,7 @@ ZOOKEEPER_PID=$(read_pid zookeeper)
 ZOOKEEPER_LOG=$LOGS/zookeeper.log
 BOOKIE_PID=$(read_pid bookie)
 BOOKIE_LOG=$LOGS/bookie.log
-BROKER1_URL=pulsar://$HOST:$B1_PORT
+BROKER1_URL=pulsar://$B1_HOST:$B1_PORT
 BROKER1_TLS_URL=$(broker_tls_url 1)
 BROKER1_HTTPS=$(broker_https 1)
 BROKER1_HTTP=$(broker_http 1)
@@ -587,7 +603,7 @@ BROKER1_ID=$(broker_id 1)
 BROKER1_PID=$(read_pid broker1)
 BROKER1_LOG=$LOGS/broker1.log
 BROKER1_CONF=$CONF/broker1.conf
-BROKER2_URL=pulsar://$HOST:$B2_PORT
+BROKER2_URL=pulsar://$B2_HOST:$B2_PORT
 BROKER2_TLS_URL=$(broker_tls_url 2)
 BROKER2_HTTPS=$(broker_https 2)
 BROKER2_HTTP=$(broker_http 2)

@@ -35,7 +35,7 @@ var (
 	proxyBinary string
 )
 
-func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+func TestMain(m *testing.M) { os.Exit(proxyproc.LogsMain(runMain(m))) }
 
 func runMain(m *testing.M) int {
 	flag.Parse()
@@ -70,7 +70,7 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// rigDir is where the soak rig keeps its state: RIG_SOAK_DIR, or rig-soak in the rig cache.
+// rigDir is where the soak rig keeps its state: RIG_SOAK_DIR, or rig-soak in the rigs' state root.
 func rigDir() string {
 	return rig.PrivateDir("RIG_SOAK_DIR", "rig-soak")
 }

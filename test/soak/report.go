@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"time"
 )
@@ -161,4 +162,33 @@ func Markdown(r Run) string {
 			t.Format(t.Min), t.Format(t.Max), t.FormatSlope(t.PerHour), 100*t.RelPerHour(), t.Format(t.Get(r.AfterClose)))
 	}
 	return b.String()
+}
+
+// docs/reliability.md shows the last summary, its title left out, between these markers;
+// `make soak` writes it there when it writes the checkout's own results (a test of the
+// operator's pages, tools/docscheck, fails when the two disagree).
+const (
+	PageBegin = "<!-- soak:begin (written by make soak) -->"
+	PageEnd   = "<!-- soak:end -->"
+)
+
+// PageBlock is what the page shows of a summary: everything after its title line.
+func PageBlock(summary string) string {
+	_, rest, _ := strings.Cut(summary, "\n\n")
+	return rest
+}
+
+// UpdatePage writes summary's block into the page file between the markers.
+func UpdatePage(page, summary string) error {
+	raw, err := os.ReadFile(page)
+	if err != nil {
+		return err
+	}
+	s := string(raw)
+	i, j := strings.Index(s, PageBegin), strings.Index(s, PageEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q markers", page, PageBegin, PageEnd)
+	}
+	s = s[:i+len(PageBegin)] + "\n" + PageBlock(summary) + s[j:]
+	return os.WriteFile(page, []byte(s), 0o644)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"image/png"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +63,32 @@ func TestTrendsLeaveOutWarmUp(t *testing.T) {
 	md := Markdown(Run{Duration: 20 * time.Minute, Trends: Trends(samples, 10*time.Minute)})
 	if !strings.Contains(md, "| goroutines |") || !strings.Contains(md, "+60.0 /h") {
 		t.Errorf("summary lacks the goroutines' slope:\n%s", md)
+	}
+}
+
+// The page shows the summary without its title, between the markers, and UpdatePage leaves
+// what is around them.
+func TestUpdatePage(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "reliability.md")
+	if err := os.WriteFile(page, []byte("# Reliability\n\n"+PageBegin+"\nold\n"+PageEnd+"\n\nAfter.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	summary := "# Soak: 30m0s\n\nrun facts\n\n| resource |\n"
+	if err := UpdatePage(page, summary); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Reliability\n\n" + PageBegin + "\nrun facts\n\n| resource |\n" + PageEnd + "\n\nAfter.\n"
+	if string(raw) != want {
+		t.Errorf("page:\n%s\nwant:\n%s", raw, want)
+	}
+	if err := os.WriteFile(page, []byte("no markers\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := UpdatePage(page, summary); err == nil {
+		t.Error("no error for a page without the markers")
 	}
 }

@@ -55,6 +55,11 @@ func report(t *testing.T, out, durationArg string, duration time.Duration, sampl
 	if err := os.WriteFile(filepath.Join(out, "summary.md"), []byte(md), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if out == filepath.Join(proxyproc.RepoRoot(), "test", "soak", "results") {
+		if err := UpdatePage(filepath.Join(proxyproc.RepoRoot(), "docs", "reliability.md"), md); err != nil {
+			t.Error(err)
+		}
+	}
 	var png bytes.Buffer
 	if err := Plot(&png, fmt.Sprintf("pulsar-proxy soak, %s, %s, commit %s", duration, run.Date, run.Commit), samples, run.Trends, warmUp); err != nil {
 		t.Fatal(err)

@@ -51,6 +51,7 @@ func buildImage(binary, config []byte, m meta) (v1.Image, error) {
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
 		Architecture: m.arch,
+		Variant:      platformOf(m.arch).Variant,
 		OS:           "linux",
 		Created:      v1.Time{Time: m.created},
 		Config: v1.Config{

@@ -32,11 +32,11 @@ func TestImage(t *testing.T) {
 	}
 	out := t.TempDir()
 	m := meta{version: testVersion, revision: "0123abc", created: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), arch: runtime.GOARCH}
-	digest, err := build(options{repo: repo, out: out, meta: m})
+	res, err := build(options{repo: repo, out: out, arches: []string{runtime.GOARCH}, meta: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := readOCILayout(t, filepath.Join(out, "oci"), digest)
+	img := readOCILayout(t, filepath.Join(out, "oci"), res.digest)
 
 	t.Run("config", func(t *testing.T) { checkConfig(t, img, m) })
 	t.Run("docker archive holds the same image", func(t *testing.T) {
@@ -91,7 +91,7 @@ func checkConfig(t *testing.T, img v1.Image, m meta) {
 	if !slices.Equal(c.Entrypoint, []string{"/pulsar-proxy"}) || !slices.Equal(c.Cmd, []string{"--config", "/etc/pulsar-proxy/config.yaml"}) {
 		t.Errorf("entrypoint %q cmd %q", c.Entrypoint, c.Cmd)
 	}
-	for _, p := range []string{"6650/tcp", "6651/tcp", "8080/tcp"} {
+	for _, p := range []string{"6650/tcp", "6651/tcp", "8080/tcp", "8443/tcp"} {
 		if _, ok := c.ExposedPorts[p]; !ok {
 			t.Errorf("port %s not exposed: %v", p, c.ExposedPorts)
 		}

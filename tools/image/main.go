@@ -1,7 +1,9 @@
 // Command image builds the pulsar-proxy container image without a container daemon: an OCI
-// image layout and a `docker load` tarball, FROM scratch, with one layer holding the static
-// binary and the default config. The Dockerfile at the repository root builds the same image
-// for operators who have Docker; `make image` runs this.
+// image layout (and for one architecture a `docker load` tarball), FROM scratch, with one
+// layer holding the static binary and the default config. With several architectures
+// (`make release`: amd64 and arm64) the layout holds an image index of one image per
+// architecture. The Dockerfile at the repository root builds the same image for operators
+// who have Docker; `make image` and `make release` run this.
 package main
 
 import (
@@ -10,80 +12,86 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 )
 
 // options say what to build and where.
 type options struct {
-	repo string // repository root
-	out  string // output folder: oci/ and pulsar-proxy.tar
-	meta
+	repo   string   // repository root
+	out    string   // output folder: oci/ and, for one architecture, pulsar-proxy.tar
+	arches []string // GOARCH of each image; more than one makes an index
+	// binaries are prebuilt binaries by GOARCH (make release passes its own, so that the
+	// image holds the very files its checksums name); the others are built here.
+	binaries map[string]string
+	// ociArchive, when set, is a file that gets the OCI layout as one tar (for skopeo's and
+	// podman's oci-archive: transport, and for a release's downloads).
+	ociArchive string
+	meta       // arch is set per image
 }
 
 func main() {
-	var o options
-	var created string
-	flag.StringVar(&o.repo, "repo", ".", "repository root")
-	flag.StringVar(&o.out, "out", "bin/image", "output folder (gets oci/ and pulsar-proxy.tar)")
-	flag.StringVar(&o.version, "version", "dev", "version stamped into the binary and the labels")
-	flag.StringVar(&o.revision, "revision", "", "git commit for the revision label")
-	flag.StringVar(&created, "created", "", "creation time, RFC 3339 (default: now); the commit time makes builds reproducible")
-	flag.StringVar(&o.arch, "arch", runtime.GOARCH, "GOARCH of the image")
-	flag.Parse()
-	o.created = time.Now().UTC().Truncate(time.Second)
-	if created != "" {
-		t, err := time.Parse(time.RFC3339, created)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "image: -created:", err)
-			os.Exit(2)
-		}
-		o.created = t.UTC()
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(2)
 	}
 	start := time.Now()
-	digest, err := build(o)
+	res, err := build(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("image: pulsar-proxy:%s %s in %s\n  OCI layout:     %s\n  docker archive: %s\n",
-		tagOf(o.version), digest, time.Since(start).Round(100*time.Millisecond),
-		filepath.Join(o.out, "oci"), filepath.Join(o.out, "pulsar-proxy.tar"))
+	fmt.Printf("image: pulsar-proxy:%s %s in %s\n", tagOf(o.version), res.digest, time.Since(start).Round(100*time.Millisecond))
+	for _, p := range res.platforms {
+		fmt.Printf("  %-16s %s\n", p.platform, p.digest)
+	}
+	fmt.Printf("  OCI layout:     %s\n", filepath.Join(o.out, "oci"))
+	if len(o.arches) == 1 {
+		fmt.Printf("  docker archive: %s\n", filepath.Join(o.out, "pulsar-proxy.tar"))
+	}
+	if o.ociArchive != "" {
+		fmt.Printf("  OCI archive:    %s\n", o.ociArchive)
+	}
 }
 
-// build compiles the binary, assembles the image and writes both outputs; it returns the
-// image's manifest digest.
-func build(o options) (string, error) {
-	tmp, err := os.MkdirTemp("", "pulsar-proxy-image")
-	if err != nil {
-		return "", err
+// parseFlags reads the command line into options.
+func parseFlags(args []string) (options, error) {
+	o := options{binaries: map[string]string{}}
+	fs := flag.NewFlagSet("image", flag.ContinueOnError)
+	var created, arches string
+	fs.StringVar(&o.repo, "repo", ".", "repository root")
+	fs.StringVar(&o.out, "out", "bin/image", "output folder (gets oci/ and, for one architecture, pulsar-proxy.tar)")
+	fs.StringVar(&o.version, "version", "dev", "version stamped into the binary and the labels")
+	fs.StringVar(&o.revision, "revision", "", "git commit for the revision label")
+	fs.StringVar(&created, "created", "", "creation time, RFC 3339 (default: now); the commit time makes builds reproducible")
+	fs.StringVar(&arches, "arch", runtime.GOARCH, "GOARCH of the image, or a comma-separated list for a multi-architecture index")
+	fs.StringVar(&o.ociArchive, "oci-archive", "", "also write the OCI layout as one tar file here")
+	fs.Func("binary", "ARCH=FILE: use this prebuilt linux binary for ARCH instead of building one (repeatable)", func(v string) error {
+		arch, file, ok := strings.Cut(v, "=")
+		if !ok || arch == "" || file == "" {
+			return fmt.Errorf("want ARCH=FILE, got %q", v)
+		}
+		o.binaries[arch] = file
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		return o, err
 	}
-	defer os.RemoveAll(tmp)
-	binFile := filepath.Join(tmp, "pulsar-proxy")
-	if err := buildBinary(o.repo, o.version, o.arch, binFile); err != nil {
-		return "", err
+	o.arches = strings.Split(arches, ",")
+	for a := range o.binaries {
+		if !slices.Contains(o.arches, a) {
+			return o, fmt.Errorf("-binary names %s, which -arch %s does not", a, arches)
+		}
 	}
-	binary, err := os.ReadFile(binFile)
-	if err != nil {
-		return "", err
+	o.created = time.Now().UTC().Truncate(time.Second)
+	if created != "" {
+		t, err := time.Parse(time.RFC3339, created)
+		if err != nil {
+			return o, fmt.Errorf("-created: %w", err)
+		}
+		o.created = t.UTC()
 	}
-	config, err := os.ReadFile(filepath.Join(o.repo, configSource))
-	if err != nil {
-		return "", err
-	}
-	img, err := buildImage(binary, config, o.meta)
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return "", err
-	}
-	tag := tagOf(o.version)
-	if err := writeOCILayout(filepath.Join(o.out, "oci"), tag, img); err != nil {
-		return "", fmt.Errorf("OCI layout: %w", err)
-	}
-	if err := writeDockerArchive(filepath.Join(o.out, "pulsar-proxy.tar"), tag, img); err != nil {
-		return "", fmt.Errorf("docker archive: %w", err)
-	}
-	d, err := img.Digest()
-	return d.String(), err
+	return o, nil
 }

@@ -14,9 +14,10 @@ const (
 // entrypoint runs the proxy; cmd is its default arguments, so `docker run IMAGE --version`
 // and a Kubernetes `args:` replace only the arguments.
 var (
-	entrypoint   = []string{binaryPath}
-	cmd          = []string{"--config", configPath}
-	exposedPorts = []string{"6650/tcp", "6651/tcp", "8080/tcp"} // pulsar, pulsar+ssl, http
+	entrypoint = []string{binaryPath}
+	cmd        = []string{"--config", configPath}
+	// pulsar, pulsar+ssl, http, https (admin.listenHTTPS): the chart's container ports
+	exposedPorts = []string{"6650/tcp", "6651/tcp", "8080/tcp", "8443/tcp"}
 )
 
 // buildFlags are the `go build` flags of the proxy binary, besides the version stamp:

@@ -21,17 +21,19 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/cmdline"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/proxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
-// Exit codes of check-config (documented in the README and in the command's usage).
+// Exit codes of check-config (documented in docs/operations.md and in the command's usage).
 const (
-	ExitOK         = 0 // valid; every referenced file present and readable as the proxy reads it
-	ExitInvalid    = 1 // the configuration is refused, or a file it names is missing, unreadable or expired
-	ExitUsage      = 2 // bad command line
-	ExitConnection = 3 // --connect: valid, but discovery named no broker or none completed a CONNECT
+	ExitOK         = 0                 // valid; every referenced file present and readable as the proxy reads it
+	ExitInvalid    = 1                 // the configuration is refused, or a file it names is missing, unreadable or expired
+	ExitUsage      = cmdline.ExitUsage // bad command line
+	ExitConnection = 3                 // --connect: valid, but discovery named no broker or none completed a CONNECT
 )
 
 // ExpiryWarning is how close to its end a certificate or token draws a warning.
@@ -110,6 +112,13 @@ func Check(path string, environ []string, now time.Time) *Report {
 	}
 	r.Config = cfg
 	r.add(Info, "config", "%s loads and validates (environment applied)", path)
+	for _, im := range cfg.Implied() {
+		r.add(Info, im.Key, "%s, implied by %s", im.Value, im.Because)
+	}
+	// The proxy's own start warnings, from the function it logs them from.
+	for _, w := range proxy.Warnings(cfg) {
+		r.add(Warning, w.Key, "%s", w.Message)
+	}
 	c := checker{r: r, now: now}
 	c.clientTLS(cfg)
 	c.brokerTLS(cfg)
@@ -124,20 +133,15 @@ type checker struct {
 	now time.Time
 }
 
-// clientTLS loads the client listener's TLS exactly as the proxy does (certificate and key,
-// cipher suites, client CA), then looks at the certificate's dates.
+// clientTLS loads the client listeners' TLS (listen.pulsarTLS, admin.listenHTTPS) exactly as
+// the proxy does (certificate and key, cipher suites, client CA), then looks at the
+// certificate's dates.
 func (c checker) clientTLS(cfg *config.Config) {
 	t := cfg.TLS
-	if cfg.Listen.PulsarTLS == "" {
-		if t.CertFile != "" || t.KeyFile != "" || t.ClientCAFile != "" {
-			c.r.add(Warning, "tls", "certificate files are set but listen.pulsarTLS is empty: no TLS listener uses them")
-		}
+	if cfg.Listen.PulsarTLS == "" && cfg.Admin.ListenHTTPS == "" {
 		return
 	}
-	_, err := listener.NewTLSConfig(listener.TLSOptions{
-		CertFile: t.CertFile, KeyFile: t.KeyFile, MinVersion: uint16(t.MinVersion),
-		CipherSuites: t.CipherSuites, ClientCAFile: t.ClientCAFile, ClientAuth: t.ClientAuth,
-	}, nil, zerolog.Nop())
+	_, err := listener.NewTLSConfig(proxy.ClientTLS(t), nil, zerolog.Nop())
 	if err != nil {
 		c.r.add(Error, "tls", "%v", err)
 		return
@@ -152,9 +156,6 @@ func (c checker) clientTLS(cfg *config.Config) {
 func (c checker) brokerTLS(cfg *config.Config) {
 	b := cfg.Broker.TLS
 	if !b.Enabled {
-		if b.TrustCertsFile != "" || b.CertFile != "" {
-			c.r.add(Warning, "broker.tls", "files are set but broker.tls.enabled is false: brokers are dialled in plaintext")
-		}
 		return
 	}
 	_, err := upstream.NewTLSConfig(upstream.TLSOptions{
@@ -168,13 +169,10 @@ func (c checker) brokerTLS(cfg *config.Config) {
 	if b.TrustCertsFile != "" {
 		c.caBundle("broker.tls.trustCertsFile", b.TrustCertsFile)
 	} else {
-		c.r.add(Info, "broker.tls.trustCertsFile", "empty: broker certificates are verified against the system's roots (the container image has none)")
+		c.r.add(Info, "broker.tls.trustCertsFile", "empty: broker certificates are verified against the system's roots, or where it has none (the container image) the public roots built into the binary")
 	}
 	if b.CertFile != "" {
 		c.certificate("broker.tls.certFile", b.CertFile, b.KeyFile)
-	}
-	if b.SkipHostnameVerification {
-		c.r.add(Warning, "broker.tls.skipHostnameVerification", "on: any certificate from a trusted CA is accepted for any broker")
 	}
 }
 
@@ -207,9 +205,9 @@ func (c checker) tokens(cfg *config.Config) {
 		if k, err := authn.ReadSecretKey(f); err != nil {
 			c.r.add(Error, "auth.token.secretKeyFile", "%v", err)
 		} else if len(k) < 32 {
-			c.r.add(Warning, "auth.token.secretKeyFile", "%s: a %d-byte key; HS256 wants at least 32 bytes (Pulsar's brokers refuse shorter ones)", f, len(k))
+			c.r.add(Error, "auth.token.secretKeyFile", "%s: a %d-byte key; HS256 needs at least 32 bytes (the proxy and Pulsar's brokers refuse shorter ones)", f, len(k))
 		} else {
-			c.r.add(Info, "auth.token.secretKeyFile", "%s: a %d-byte HS256 key", f, len(k))
+			c.r.add(Info, "auth.token.secretKeyFile", "%s: a %d-byte HS256 key (the file's bytes as they are, as Pulsar reads a tokenSecretKey file)", f, len(k))
 		}
 	}
 	if f := a.Token.PublicKeyFile; f != "" {
@@ -221,9 +219,6 @@ func (c checker) tokens(cfg *config.Config) {
 	}
 	if f := a.Token.JWKSCAFile; f != "" {
 		c.caBundle("auth.token.jwksCAFile", f)
-	}
-	if a.Token.JWKSURL != "" && a.Token.Audience == "" {
-		c.r.add(Warning, "auth.token.audience", "empty with jwksURL: tokens the identity provider issues for any of its applications are accepted")
 	}
 	if a.BrokerClient.Token == "" && a.BrokerClient.TokenFile == "" {
 		return
@@ -272,9 +267,6 @@ func (c checker) policy(cfg *config.Config) {
 	f := cfg.Authz.PolicyFile
 	if f == "" {
 		return
-	}
-	if !cfg.Authz.Enabled {
-		c.r.add(Warning, "authz.policyFile", "set but authz.enabled is false: the policy is not applied")
 	}
 	b, err := os.ReadFile(f)
 	if err != nil {

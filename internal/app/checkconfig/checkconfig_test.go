@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/proxy"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
 )
@@ -181,6 +183,7 @@ func TestEachKindOfBadFile(t *testing.T) {
 		{"broker CA that is not PEM", "trustCertsFile: " + f.brokerCA, "trustCertsFile: " + f.garbage, "broker.tls"},
 		{"broker client key of another certificate", f.brokerKey, f.otherKey, "broker.tls"},
 		{"missing secret key", f.secretKey, f.notThere, "auth.token.secretKeyFile"},
+		{"secret key too short for HS256", f.secretKey, write(t, f.dir, "short.key", strings.Repeat("k", 31)), "auth.token.secretKeyFile"},
 		{"public key that is not PEM", "secretKeyFile: " + f.secretKey, "publicKeyFile: " + f.garbage, "auth.token.publicKeyFile"},
 		{"missing broker token", f.brokerToken, f.notThere, "auth.brokerClient.tokenFile"},
 		{"broker token that is not a JWT", f.brokerToken, f.garbage, "auth.brokerClient.tokenFile"},
@@ -370,6 +373,65 @@ func TestMetadataStoreFiles(t *testing.T) {
 		r := Check(write(t, t.TempDir(), "config.yaml", yml), nil, time.Now())
 		if got := findings(r); r.Failed() != (c.want != "") || !strings.Contains(got, c.want) {
 			t.Errorf("%s: failed %v, want %q:\n%s", c.store, r.Failed(), c.want, got)
+		}
+	}
+}
+
+// check-config refuses the SNI listener beside authentication (config.Load's rule) and warns
+// what the SNI plane cannot do where it is on.
+func TestCheckSNI(t *testing.T) {
+	dir := t.TempDir()
+	base := "listen: {pulsarSNI: \"127.0.0.1:0\"}\ndiscovery: {static: {brokers: [\"pulsar+ssl://b-1.example:6651\"]}}\nbroker: {tls: {enabled: true}}\n"
+	r := Check(write(t, dir, "sni.yaml", base+"sni: {proxyProtocol: v2}\n"), nil, time.Now())
+	if r.Failed() {
+		t.Fatalf("an SNI listener is refused: %v", r.Findings)
+	}
+	for _, key := range []string{"listen.pulsarSNI", "sni.serviceNames", "sni.proxyProtocol"} {
+		if !slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.Key == key && f.Severity == Warning }) {
+			t.Errorf("no warning on %s: %v", key, r.Findings)
+		}
+	}
+	r = Check(write(t, dir, "auth.yaml", base+"auth: {enabled: true, token: {secretKeyFile: k}}\n"), nil, time.Now())
+	if !r.Failed() || !slices.ContainsFunc(r.Findings, func(f Finding) bool { return strings.Contains(f.Message, "cannot be on with auth.enabled") }) {
+		t.Fatalf("SNI with authentication: %v", r.Findings)
+	}
+}
+
+// TestStartWarnings: check-config prints every warning the proxy logs as it starts (the one
+// list, proxy.Warnings) and each setting another implied, and the configuration is still
+// valid (exit 0). Here: the admin API and the Pulsar listener open to every address without
+// authentication, PROXY headers trusted from every source, and broker.multiplex alone.
+func TestStartWarnings(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "config.yaml", `listen: {pulsar: "0.0.0.0:6650", http: ":8080"}
+discovery: {static: {brokers: ["pulsar://broker:6650"]}}
+proxyProtocol: {trustedCIDRs: [10.0.0.0/8, "::/0"]}
+broker: {multiplex: true}
+`)
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runMain(t, nil, path, "--quiet")
+	if code != ExitOK {
+		t.Fatalf("exit %d, want 0:\n%s", code, stderr)
+	}
+	ws := proxy.Warnings(cfg)
+	for _, key := range []string{"listen.pulsar", "listen.http", "proxyProtocol.trustedCIDRs[1]", "discovery.static.webBrokers"} {
+		if !slices.ContainsFunc(ws, func(w config.Warning) bool { return w.Key == key }) {
+			t.Errorf("the proxy does not warn of %s: %+v", key, ws)
+		}
+	}
+	for _, w := range ws {
+		if line := (Finding{Warning, w.Key, w.Message}).String(); !strings.Contains(stderr, line+"\n") {
+			t.Errorf("the report lacks %q:\n%s", line, stderr)
+		}
+	}
+	for _, line := range []string{"ok      session.passthrough: false, implied by broker.multiplex: true",
+		"ok      proxyProtocol.enabled: true, implied by proxyProtocol.trustedCIDRs",
+		fmt.Sprintf("(0 error(s), %d warning(s)); exit 0", len(ws))} {
+		if !strings.Contains(stderr, line) {
+			t.Errorf("the report lacks %q:\n%s", line, stderr)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/cmdline"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/app/proxy"
 )
 
@@ -34,23 +35,15 @@ exit codes:
 
 // Main runs check-config with args (those after the subcommand's name) and returns the exit
 // code; version is the proxy's, which --connect's CONNECTs carry as the proxy's do. Flags may
-// come before or after FILE.
+// come before or after FILE; --help prints Usage on stdout.
 func Main(args, environ []string, stdout, stderr io.Writer, version string) int {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
 	connect := fs.Bool("connect", false, "")
 	timeout := fs.Duration("connect-timeout", 20*time.Second, "")
 	quiet := fs.Bool("quiet", false, "")
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
-	}
-	var files []string
-	for fs.NArg() > 0 {
-		files = append(files, fs.Arg(0))
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return ExitUsage
-		}
+	files, code, ok := cmdline.Parse(fs, args, Usage, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if len(files) != 1 || *timeout <= 0 {
 		fmt.Fprintln(stderr, errNoFile)
@@ -60,7 +53,7 @@ func Main(args, environ []string, stdout, stderr io.Writer, version string) int 
 	file := files[0]
 
 	r := Check(file, environ, time.Now())
-	code := ExitOK
+	code = ExitOK
 	if r.Failed() {
 		code = ExitInvalid
 	} else if *connect {

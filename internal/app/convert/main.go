@@ -6,14 +6,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/pulsar-proxy/pulsar-proxy/internal/app/cmdline"
 )
 
-// Exit codes of convert-config (documented in the README and in the command's usage).
+// Exit codes of convert-config (documented in docs/migrating.md and in the command's usage).
 const (
-	ExitOK         = 0 // written, and check-config passes it where the conversion ran
-	ExitFailed     = 1 // proxy.conf could not be read, or the output not written
-	ExitUsage      = 2 // bad command line
-	ExitNeedsInput = 3 // written, but check-config would refuse it: the report says what it needs
+	ExitOK         = 0                 // written, and check-config passes it where the conversion ran
+	ExitFailed     = 1                 // proxy.conf could not be read, or the output not written
+	ExitUsage      = cmdline.ExitUsage // bad command line
+	ExitNeedsInput = 3                 // written, but check-config would refuse it: the report says what it needs
 )
 
 // Usage is convert-config's help text, with its exit codes.
@@ -46,21 +48,13 @@ exit codes:
 `
 
 // Main runs convert-config with args (those after the subcommand's name) and returns the exit
-// code.
+// code; --help prints Usage on stdout.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("convert-config", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
 	out := fs.String("o", "", "")
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
-	}
-	var files []string
-	for fs.NArg() > 0 {
-		files = append(files, fs.Arg(0))
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return ExitUsage
-		}
+	files, code, ok := cmdline.Parse(fs, args, Usage, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if len(files) != 1 {
 		fmt.Fprint(stderr, Usage)

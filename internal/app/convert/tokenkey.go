@@ -13,8 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/pulsar-proxy/pulsar-proxy/authn"
 )
 
 // tokenPublicKey maps tokenPublicKey to auth.token.publicKeyFile. Pulsar reads the key as DER
@@ -146,68 +144,38 @@ func publicKeyDER(raw []byte) ([]byte, error) {
 	return nil, fmt.Errorf("a %T: pulsar-proxy verifies tokens with RSA (RS256) or EC (ES256) keys only", k)
 }
 
-// tokenSecretKeyFile maps a tokenSecretKey file. Pulsar takes the file's bytes as the key as
-// they are; auth.token.secretKeyFile reads a file of base64 text (or data:;base64,…) as the key
-// it decodes to, raw bytes otherwise. A file whose bytes read as base64 (a key saved as its
-// base64 text, say) would so give pulsar-proxy another key than Pulsar's: it is written again,
-// base64-encoded, into opts.WriteDir.
+// tokenSecretKeyFile maps a tokenSecretKey file as it is: Pulsar and pulsar-proxy both take
+// the file's bytes as the key (authn.ReadSecretKey), base64 text or not. check-config (run on
+// the result) says whether the file is there and long enough.
 func (c *converter) tokenSecretKeyFile(path string) {
-	const key, to = "tokenSecretKey", "auth.token.secretKeyFile"
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		// Converted where the key is not: check-config says whether it is there.
-		c.put(to, path, "tokenSecretKey (a file)")
-		c.mapped(key, to, fmt.Sprintf("could not be read here (%v): Pulsar takes the file's bytes as the key, pulsar-proxy decodes a file of base64 text first; check-config where the proxy runs", errors.Unwrap(err)), true)
-		return
-	}
-	decoded, err := authn.ReadSecretKey(path)
-	if err != nil || bytes.Equal(decoded, raw) {
-		c.put(to, path, "tokenSecretKey (a file)")
-		c.mapped(key, to, "the key's bytes as Pulsar reads them", false)
-		return
-	}
-	why := fmt.Sprintf("Pulsar takes the %d bytes of %s as the key, but they read as base64 text, which pulsar-proxy would decode to another key (%d bytes)", len(raw), path, len(decoded))
-	if c.opts.WriteDir == "" {
-		fix := fmt.Sprintf("run convert-config with -o FILE to have it written beside FILE, or write it base64-encoded (`base64 -w0 %s > %s.b64`) and set %s to that file", path, path, to)
-		c.put(to, path, "tokenSecretKey (a file: see the report)")
-		c.dropped(key, why+"; "+fix, true)
-		c.problem(to, why+": "+fix)
-		return
-	}
-	written, err := c.writeFile("token-secret.key", []byte(base64.StdEncoding.EncodeToString(raw)+"\n"), 0o600)
-	if err != nil {
-		c.dropped(key, fmt.Sprintf("%s; it could not be written base64-encoded: %v", why, err), true)
-		c.problem(to, fmt.Sprintf("%s; it could not be written base64-encoded: %v", why, err))
-		return
-	}
-	c.put(to, written, "tokenSecretKey (written base64-encoded by convert-config)")
-	c.mapped(key, to, fmt.Sprintf("%s: written base64-encoded to %s (mode 0600), which the config names; keep it as secret as the key and ship it with config.yaml (a Secret)", why, written), true)
+	c.put("auth.token.secretKeyFile", path, "tokenSecretKey (a file)")
+	c.mapped("tokenSecretKey", "auth.token.secretKeyFile", "the file's bytes are the key, for Pulsar and pulsar-proxy alike", false)
 }
 
 // tokenSecretKeyInline writes an inline tokenSecretKey (data:;base64,… or base64) into
-// opts.WriteDir, as its base64 text (what auth.token.secretKeyFile reads).
+// opts.WriteDir as the key's bytes (what auth.token.secretKeyFile reads).
 func (c *converter) tokenSecretKeyInline(v string) {
 	const key, to = "tokenSecretKey", "auth.token.secretKeyFile"
 	b, err := inlineKey(v)
 	if err != nil || len(b) == 0 {
-		c.dropped(key, "the key is inline in proxy.conf but could not be decoded: write it to a file (its base64 text) and set "+to, true)
-		c.problem(to, "tokenSecretKey could not be read: write the key to a file (its base64 text) and set "+to)
+		c.dropped(key, "the key is inline in proxy.conf but could not be decoded: write the key's bytes to a file and set "+to, true)
+		c.problem(to, "tokenSecretKey could not be read: write the key's bytes to a file and set "+to)
 		return
 	}
 	if c.opts.WriteDir == "" {
-		fix := "run convert-config with -o FILE to have it written beside FILE, or write it to a file (its base64 text, or `data:;base64,…` as it is) and set " + to
+		fix := "run convert-config with -o FILE to have it written beside FILE, or write the key's bytes to a file (the base64 after data:;base64, through `base64 -d`) and set " + to
 		c.dropped(key, "the key is inline in proxy.conf: "+fix, true)
 		c.problem(to, "the token secret key is inline in proxy.conf: "+fix)
 		return
 	}
-	path, err := c.writeFile("token-secret.key", []byte(base64.StdEncoding.EncodeToString(b)+"\n"), 0o600)
+	path, err := c.writeFile("token-secret.key", b, 0o600)
 	if err != nil {
 		c.dropped(key, fmt.Sprintf("the inline key could not be written to a file: %v", err), true)
 		c.problem(to, fmt.Sprintf("the token secret key could not be written to a file: %v", err))
 		return
 	}
 	c.put(to, path, "tokenSecretKey (inline, written to a file by convert-config)")
-	c.mapped(key, to, fmt.Sprintf("the key was inline in proxy.conf: written to %s (mode 0600), which the config names; keep it as secret as proxy.conf and ship it with config.yaml (a Secret)", path), true)
+	c.mapped(key, to, fmt.Sprintf("the key was inline in proxy.conf: its bytes written to %s (mode 0600), which the config names; keep it as secret as proxy.conf and ship it with config.yaml (a Secret)", path), true)
 }
 
 // writeFile writes a file convert-config made (a converted key) into opts.WriteDir and returns

@@ -198,26 +198,31 @@ func TestConvertedFileThatCheckConfigRefuses(t *testing.T) {
 	}
 }
 
-// TestSecretKeyFiles: Pulsar takes a tokenSecretKey file's bytes as the key, pulsar-proxy reads a
-// file of base64 text as the key it decodes to. A key saved as base64 text (Pulsar's key is then
-// that text) is written again base64-encoded beside -o FILE, so that both verify the same
-// tokens; an inline key is written to a file. Without -o, both are errors naming the fix.
+// TestSecretKeyFiles: Pulsar takes a tokenSecretKey file's bytes as the key, and so does
+// pulsar-proxy: a key file is named as it is, whatever it holds (base64 text is the key, not
+// what it decodes to), with nothing written beside -o FILE. An inline key (data:;base64,…) is
+// decoded by Pulsar: its bytes are written to a file beside -o FILE; without -o that is an
+// error naming the fix.
 func TestSecretKeyFiles(t *testing.T) {
 	random := make([]byte, 32)
 	if _, err := rand.Read(random); err != nil {
 		t.Fatal(err)
 	}
-	text := base64.StdEncoding.EncodeToString(random) // what Pulsar signs and verifies with
+	text := base64.StdEncoding.EncodeToString(random)
 	for _, c := range []struct {
 		name, setting string
-		pulsarKey     []byte
+		pulsarKey     []byte // what Pulsar signs and verifies with
+		written       bool   // a key file written beside -o FILE
 	}{
-		{"a file of base64 text", "file://${dir}/secret.key", []byte(text)},
-		{"inline", "data:;base64," + text, random},
+		{"a file of base64 text", "file://${dir}/secret.key", []byte(text), false},
+		{"a file of raw bytes", "file://${dir}/secret.raw", random, false},
+		{"a path", "${dir}/secret.raw", random, false},
+		{"inline", "data:;base64," + text, random, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeFile(t, filepath.Join(dir, "secret.key"), text)
+			writeFile(t, filepath.Join(dir, "secret.raw"), string(random))
 			confPath := filepath.Join(dir, "proxy.conf")
 			writeFile(t, confPath, tokenProvider+"tokenSecretKey="+strings.ReplaceAll(c.setting, "${dir}", dir)+"\n")
 			outDir := t.TempDir()
@@ -229,10 +234,10 @@ func TestSecretKeyFiles(t *testing.T) {
 				t.Fatalf("exit %d, check-config:\n%s\n%s", code, stderr.String(), findings)
 			}
 			keyFile := r.Config.Auth.Token.SecretKeyFile
-			if filepath.Dir(keyFile) != outDir || !strings.Contains(stderr.String(), keyFile) {
-				t.Errorf("auth.token.secretKeyFile %q: want a file beside %s, named in the report:\n%s", keyFile, out, stderr.String())
+			if written := filepath.Dir(keyFile) == outDir; written != c.written {
+				t.Errorf("auth.token.secretKeyFile %q: written beside %s %v, want %v:\n%s", keyFile, out, written, c.written, stderr.String())
 			}
-			if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+			if fi, err := os.Stat(keyFile); c.written && (err != nil || fi.Mode().Perm() != 0o600) {
 				t.Errorf("%s: %v, mode %v, want 0600", keyFile, err, fi.Mode())
 			}
 			key, err := authn.ReadSecretKey(keyFile)
@@ -241,8 +246,12 @@ func TestSecretKeyFiles(t *testing.T) {
 			}
 
 			stderr.Reset()
-			if code := Main([]string{confPath}, nil, &stdout, &stderr); code != ExitNeedsInput || !strings.Contains(stderr.String(), "-o FILE") {
+			code = Main([]string{confPath}, nil, &stdout, &stderr)
+			if c.written && (code != ExitNeedsInput || !strings.Contains(stderr.String(), "-o FILE")) {
 				t.Errorf("to standard output: exit %d, want %d naming -o FILE:\n%s", code, ExitNeedsInput, stderr.String())
+			}
+			if !c.written && code != ExitOK {
+				t.Errorf("to standard output: exit %d, want 0:\n%s", code, stderr.String())
 			}
 		})
 	}

@@ -23,7 +23,7 @@ import (
 // client authentication as on the binary listener, TLS to https:// web services with the
 // trust settings of broker.tls.
 func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, creds func() (string, []byte, error),
-	advertise func(*http.Request) adminproxy.Advertised, reg prometheus.Registerer, log zerolog.Logger) (*adminproxy.Proxy, error) {
+	advertise func(*http.Request) adminproxy.Advertised, reg prometheus.Registerer, log zerolog.Logger, refusals adminproxy.Refusals) (*adminproxy.Proxy, error) {
 	a := cfg.Admin
 	if !a.Enabled {
 		return nil, nil
@@ -32,6 +32,7 @@ func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, cred
 		Brokers:                   set,
 		Auth:                      sec.Authenticator,
 		AuthFailures:              sec.Metrics,
+		Refusals:                  refusals,
 		Policy:                    sec.Edge,
 		ProxyCredentials:          creds,
 		ForwardClientCredentials:  cfg.Auth.ForwardClientCredentials,
@@ -58,12 +59,6 @@ func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, cred
 			return nil, fmt.Errorf("admin.accessLog: %w", err)
 		}
 		c.AccessLog = level
-	}
-	if d := cfg.Discovery; len(d.Static.Brokers) > 0 && len(d.Static.WebBrokers) == 0 && d.Consul.Service == "" && d.DNS.Name == "" && d.MetadataStore.URL == "" {
-		log.Warn().Msg("admin API: discovery.static.webBrokers is empty, so no broker web service is known and admin requests are answered 502; list the brokers' web service URLs there, or set admin.enabled: false")
-	}
-	if len(cfg.Broker.AllowedWebPorts) == 0 {
-		log.Warn().Msg("admin API: broker.allowedWebPorts is empty, so no broker web service is used; admin requests reach admin.functionWorkers only, others are answered 502")
 	}
 	if len(a.FunctionWorkers) > 0 {
 		workers, err := adminproxy.NewStaticUpstreams(a.FunctionWorkers)
@@ -109,14 +104,7 @@ func (p *Proxy) httpsListener() (net.Listener, error) {
 	if cfg.Admin.ListenHTTPS == "" {
 		return nil, nil
 	}
-	tc, err := listener.NewTLSConfig(listener.TLSOptions{
-		CertFile:     cfg.TLS.CertFile,
-		KeyFile:      cfg.TLS.KeyFile,
-		MinVersion:   uint16(cfg.TLS.MinVersion),
-		CipherSuites: cfg.TLS.CipherSuites,
-		ClientCAFile: cfg.TLS.ClientCAFile,
-		ClientAuth:   cfg.TLS.ClientAuth,
-	}, nil, log)
+	tc, err := listener.NewTLSConfig(ClientTLS(cfg.TLS), nil, log)
 	if err != nil {
 		return nil, fmt.Errorf("admin.listenHTTPS: %w", err)
 	}

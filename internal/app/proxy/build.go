@@ -19,6 +19,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
+	"github.com/pulsar-proxy/pulsar-proxy/sni"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -49,15 +50,16 @@ const maxPendingPerBrokerConn = 10000
 func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	cfg, log := p.cfg, p.log
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	discoveryMetrics, lookupMetrics := discovery.NewMetrics(p.reg), lookup.NewMetrics(p.reg)
+	discoveryMetrics := discovery.NewMetrics(p.reg)
+	p.lookupMetrics = lookup.NewMetrics(p.reg)
 	var err error
 	if p.providers, err = discoveryProviders(cfg.Discovery, cfg.Broker.TLS.Enabled, log, discoveryMetrics); err != nil {
 		return err
 	}
-	p.brokers = newLiveSet(cfg.Broker, p.providers, log)
+	p.brokers = newLiveSet(cfg.Broker, cfg.SNI.ServiceNames, p.providers, log)
 	p.brokers.RegisterMetrics(p.reg)
 	var bg reloading
-	if p.sec, p.policy, bg, err = newSecurity(cfg, p.reg, log); err != nil {
+	if p.sec, p.policy, bg, err = newSecurity(cfg, p.reg, log, p.refusals); err != nil {
 		return err
 	}
 	p.jwks, p.basic = bg.jwks, bg.basic
@@ -72,10 +74,10 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 		ConnsPerBroker: cfg.Broker.LookupConnectionsPerBroker,
 		Logger:         log,
 	})
-	resolver := lookup.NewResolver(p.brokers, p.control, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, lookupMetrics)
+	resolver := lookup.NewResolver(p.brokers, p.control, cfg.Broker.LookupTimeout, cfg.Broker.MaxLookupRedirects, p.brokerTLS, p.lookupMetrics)
 	p.budgetShares()
 	sc := sessionConfig(cfg, connector, p.version, summaryLevel)
-	sc.Descriptors = p.fdPulsar
+	sc.Descriptors, sc.Refusals = p.fdPulsar, p.refusals
 	// Registered with multiplexing off too (all zero), so that the dashboard's panels and
 	// queries hold whichever way a replica runs.
 	muxMetrics := mux.NewMetrics(p.reg)
@@ -99,11 +101,44 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	if !cfg.Auth.ForwardClientCredentials {
 		sc.Routed = p.muxPool
 	}
-	p.sessions = session.NewServer(sc, resolver, p.brokers, session.NewMetrics(p.reg), log)
+	p.sessionMetrics = session.NewMetrics(p.reg)
+	p.sessions = session.NewServer(sc, resolver, p.brokers, p.sessionMetrics, log)
 	p.sessions.SetSecurity(p.sec)
 	httpapi.RegisterStatus(p.reg, p.version, p.ready, p.sessions.Draining)
-	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.advertise, p.reg, log)
+	if p.sni, err = p.buildSNI(summaryLevel); err != nil {
+		return err
+	}
+	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.advertise, p.reg, log, p.refusals)
 	return err
+}
+
+// buildSNI makes the SNI plane of listen.pulsarSNI (nil without it); its series are
+// registered either way, so the dashboard's queries hold whichever way a replica runs.
+func (p *Proxy) buildSNI(summaryLevel zerolog.Level) (*sni.Server, error) {
+	metrics := sni.NewMetrics(p.reg)
+	cfg := p.cfg
+	if cfg.Listen.PulsarSNI == "" {
+		return nil, nil
+	}
+	s := cfg.Session
+	srv, err := sni.NewServer(sni.Config{
+		Targets:          p.brokers,
+		Gate:             p.sec.Edge,
+		Dialer:           &upstream.Dialer{Timeout: cfg.Broker.DialTimeout, ProxyHeader: cfg.SNI.ProxyHeaderVersion()},
+		Proxy:            proxyOptions(cfg),
+		HandshakeTimeout: s.HandshakeTimeout,
+		MaxHelloBytes:    cfg.SNI.MaxClientHelloBytes,
+		Limits: connlimit.Limits{MaxConnections: s.MaxConnections, MaxPerIP: s.MaxConnectionsPerIP,
+			RatePerIP: s.ConnectionRatePerIP, BurstPerIP: s.ConnectionBurstPerIP, IPv6PrefixLength: s.IPv6PrefixLength},
+		Descriptors:  p.fdSNI,
+		SummaryLevel: summaryLevel,
+		Log:          p.log,
+		Metrics:      metrics,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listen.pulsarSNI: %w", err)
+	}
+	return srv, nil
 }
 
 func serverVersion(version string) string { return "pulsar-proxy/" + version }
@@ -111,12 +146,15 @@ func serverVersion(version string) string { return "pulsar-proxy/" + version }
 // budgetShares makes the descriptor budget of session.descriptorReserve and gives each
 // listener its part: the Pulsar listeners all of it but the HTTP listeners' floors.
 func (p *Proxy) budgetShares() {
-	p.budget = connlimit.NewBudget(connlimit.OpenFilesLimit(), uint64(p.cfg.Session.DescriptorReserve), connlimit.NewBudgetMetrics(p.reg), p.log)
+	p.budget = connlimit.NewBudget(connlimit.OpenFilesLimit(), uint64(p.cfg.Session.DescriptorReserve), connlimit.NewBudgetMetrics(p.reg))
 	httpCeiling := p.budget.Descriptors() / httpBudgetDivisor
 	p.fdPulsar = p.budget.Share("pulsar", 0, 0)
 	p.fdHTTP = p.budget.Share("http", httpBudgetFloor*connlimit.HTTPDescriptors, httpCeiling)
 	if p.cfg.Admin.ListenHTTPS != "" {
 		p.fdHTTPS = p.budget.Share("https", httpBudgetFloor*connlimit.HTTPDescriptors, httpCeiling)
+	}
+	if p.cfg.Listen.PulsarSNI != "" {
+		p.fdSNI = p.budget.Share("sni", 0, 0) // like the Pulsar listeners': two a connection
 	}
 	p.httpConns = connlimit.NewListenerMetrics(p.reg)
 }
@@ -168,7 +206,7 @@ func sessionConfig(cfg *config.Config, connector *upstream.Connector, version st
 
 // newLiveSet is the live broker set over the union of the providers, with the
 // direct-mode target rule and the web rule of broker.*.
-func newLiveSet(b config.Broker, providers []discovery.Provider, log zerolog.Logger) *brokers.Set {
+func newLiveSet(b config.Broker, sniNames []string, providers []discovery.Provider, log zerolog.Logger) *brokers.Set {
 	var union discovery.Union
 	for _, p := range providers {
 		union = append(union, p)
@@ -178,6 +216,7 @@ func newLiveSet(b config.Broker, providers []discovery.Provider, log zerolog.Log
 		AllowedWebPorts: portStrings(b.AllowedWebPorts),
 		WebTLS:          b.TLS.Enabled,
 		AllowedHosts:    b.AllowedHosts,
+		SNIServiceNames: sniNames,
 		LearnedTTL:      b.LearnedTargetLifetime,
 		Logger:          log,
 	})
@@ -201,6 +240,7 @@ func discoveryProviders(c config.Discovery, webTLS bool, log zerolog.Logger, m *
 		if err != nil {
 			return nil, fmt.Errorf("discovery.static.brokers: %w", err)
 		}
+		m.AddStatic(s)
 		ps = append(ps, s)
 	}
 	if c.Consul.Service != "" {

@@ -19,7 +19,7 @@ import (
 // pulsarTLS without listen.pulsarTLS, https without admin.listenHTTPS, pprof without
 // listen.pprof. Validation leaves at least one of pulsar and pulsarTLS.
 type listeners struct {
-	pulsar, pulsarTLS, http, https, pprof net.Listener
+	pulsar, pulsarTLS, pulsarSNI, http, https, pprof net.Listener
 }
 
 // openListeners opens the client listeners, listen.http, admin.listenHTTPS and listen.pprof,
@@ -32,6 +32,12 @@ func (p *Proxy) openListeners() (l listeners, err error) {
 	}()
 	if l.pulsar, l.pulsarTLS, err = clientListeners(p.cfg, p.reg, p.log); err != nil {
 		return l, err
+	}
+	if a := p.cfg.Listen.PulsarSNI; a != "" {
+		// Bare: the SNI plane reads any PROXY header itself and relays the socket.
+		if l.pulsarSNI, err = net.Listen("tcp", a); err != nil {
+			return l, fmt.Errorf("listen.pulsarSNI: %w", err)
+		}
 	}
 	ln, err := net.Listen("tcp", p.cfg.Listen.HTTP)
 	if err != nil {
@@ -52,7 +58,7 @@ func (p *Proxy) openListeners() (l listeners, err error) {
 // close closes the listeners that are open (the sessions and HTTP servers close those they
 // serve).
 func (l listeners) close() {
-	for _, ln := range []net.Listener{l.pulsar, l.pulsarTLS, l.http, l.https, l.pprof} {
+	for _, ln := range []net.Listener{l.pulsar, l.pulsarTLS, l.pulsarSNI, l.http, l.https, l.pprof} {
 		if ln != nil {
 			ln.Close()
 		}
@@ -67,7 +73,7 @@ func (l listeners) addrs() Addrs {
 		}
 		return ln.Addr().String()
 	}
-	return Addrs{Pulsar: addr(l.pulsar), PulsarTLS: addr(l.pulsarTLS), HTTP: addr(l.http), HTTPS: addr(l.https), Pprof: addr(l.pprof)}
+	return Addrs{Pulsar: addr(l.pulsar), PulsarTLS: addr(l.pulsarTLS), PulsarSNI: addr(l.pulsarSNI), HTTP: addr(l.http), HTTPS: addr(l.https), Pprof: addr(l.pprof)}
 }
 
 // httpRefusal is what a plaintext HTTP client over a connection limit is told before its
@@ -92,10 +98,11 @@ func (p *Proxy) limitHTTP(ln net.Listener, name string, share *connlimit.Share, 
 			BurstPerIP:       s.ConnectionBurstPerIP,
 			IPv6PrefixLength: s.IPv6PrefixLength,
 		},
-		Share:   share,
-		Refusal: refusal,
-		Metrics: p.httpConns,
-		Log:     p.log,
+		Share:    share,
+		Refusal:  refusal,
+		Metrics:  p.httpConns,
+		Log:      p.log,
+		Refusals: p.refusals,
 	})
 }
 
@@ -103,23 +110,11 @@ func (p *Proxy) limitHTTP(ln net.Listener, name string, share *connlimit.Share, 
 // the PROXY protocol as configured. plain is nil without a plaintext listener (TLS only),
 // tlsLn without a TLS listener.
 func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (plain, tlsLn net.Listener, err error) {
-	pp := listener.ProxyOptions{
-		Enabled:       cfg.ProxyProtocol.Enabled,
-		TrustedCIDRs:  cfg.ProxyProtocol.TrustedCIDRs,
-		RequireHeader: cfg.ProxyProtocol.RequireHeader,
-		HeaderTimeout: cfg.ProxyProtocol.HeaderTimeout,
-	}
+	pp := proxyOptions(cfg)
 	opts := listener.Options{Proxy: pp}
 	if cfg.Listen.PulsarTLS != "" {
 		m := listener.NewMetrics(reg)
-		tc, err := listener.NewTLSConfig(listener.TLSOptions{
-			CertFile:     cfg.TLS.CertFile,
-			KeyFile:      cfg.TLS.KeyFile,
-			MinVersion:   uint16(cfg.TLS.MinVersion),
-			CipherSuites: cfg.TLS.CipherSuites,
-			ClientCAFile: cfg.TLS.ClientCAFile,
-			ClientAuth:   cfg.TLS.ClientAuth,
-		}, m, log)
+		tc, err := listener.NewTLSConfig(ClientTLS(cfg.TLS), m, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -142,8 +137,24 @@ func clientListeners(cfg *config.Config, reg prometheus.Registerer, log zerolog.
 	return listener.Wrap(ln, opts), tlsLn, nil
 }
 
+// proxyOptions are proxyProtocol.*: the PROXY headers every client listener reads.
+func proxyOptions(cfg *config.Config) listener.ProxyOptions {
+	return listener.ProxyOptions{
+		Enabled:       cfg.ProxyProtocol.Enabled,
+		TrustedCIDRs:  cfg.ProxyProtocol.TrustedCIDRs,
+		RequireHeader: cfg.ProxyProtocol.RequireHeader,
+		HeaderTimeout: cfg.ProxyProtocol.HeaderTimeout,
+	}
+}
+
 // brokerDialer is how the control connections and the sessions reach brokers: broker.tls and
 // broker.proxyProtocol.
+// ClientTLS is the client-facing TLS of listen.pulsarTLS and admin.listenHTTPS.
+func ClientTLS(t config.TLS) listener.TLSOptions {
+	return listener.TLSOptions{CertFile: t.CertFile, KeyFile: t.KeyFile, MinVersion: uint16(t.MinVersion),
+		CipherSuites: t.CipherSuites, ClientCAFile: t.ClientCAFile, ClientAuth: t.ClientAuth}
+}
+
 func brokerDialer(cfg *config.Config, log zerolog.Logger) (*upstream.Dialer, error) {
 	tc, err := brokerTLSConfig(cfg, log)
 	if err != nil {

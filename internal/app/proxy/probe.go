@@ -32,7 +32,7 @@ func NewProbe(cfg *config.Config, version string, log zerolog.Logger) (*Probe, e
 	if err != nil {
 		return nil, err
 	}
-	return &Probe{Providers: providers, Brokers: newLiveSet(cfg.Broker, providers, log), connector: connector}, nil
+	return &Probe{Providers: providers, Brokers: newLiveSet(cfg.Broker, cfg.SNI.ServiceNames, providers, log), connector: connector}, nil
 }
 
 // Open dials the broker at addr and completes the proxy's CONNECT with it, as the proxy's

@@ -24,8 +24,11 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/discovery"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/connlimit"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
+	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
+	"github.com/pulsar-proxy/pulsar-proxy/sni"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -48,23 +51,29 @@ type Proxy struct {
 	version   string
 	reload    <-chan os.Signal
 	log       zerolog.Logger
+	refusals  *refusal.Summary // the log's summaries of refused clients
 	reg       *prometheus.Registry
 	providers []discovery.Provider
 	brokers   *brokers.Set
 	control   *upstream.Control
 	muxPool   *mux.Pool // nil without broker.multiplex
 	sessions  *session.Server
-	sec       session.Security
-	policy    *authz.PolicyStore   // nil without authz.enabled
-	jwks      *authn.JWKS          // nil without auth.token.jwksURL
-	basic     *authn.BasicProvider // nil without auth.basic.credentialsFile
-	brokerTLS bool
-	admin     *adminproxy.Proxy // nil without admin.enabled
-	listening atomic.Bool       // the Pulsar listeners are serving (for /readyz)
+	// The series with a broker label, made as brokers join the live set (brokerSeries).
+	sessionMetrics *session.Metrics
+	lookupMetrics  *lookup.Metrics
+	sni            *sni.Server // nil without listen.pulsarSNI
+	sec            session.Security
+	policy         *authz.PolicyStore   // nil without authz.enabled
+	jwks           *authn.JWKS          // nil without auth.token.jwksURL
+	basic          *authn.BasicProvider // nil without auth.basic.credentialsFile
+	brokerTLS      bool
+	admin          *adminproxy.Proxy // nil without admin.enabled
+	listening      atomic.Bool       // the Pulsar listeners are serving (for /readyz)
 	// The descriptor budget of client connections and each listener's part (https nil without
 	// admin.listenHTTPS), and the HTTP listeners' metrics.
 	budget                    *connlimit.Budget
 	fdPulsar, fdHTTP, fdHTTPS *connlimit.Share
+	fdSNI                     *connlimit.Share // nil without listen.pulsarSNI
 	httpConns                 *connlimit.ListenerMetrics
 
 	started chan struct{} // closed once Run serves on every listener
@@ -73,11 +82,11 @@ type Proxy struct {
 }
 
 // Addrs are the addresses the listeners are bound to, as Run opened them (a port 0 of the
-// configuration replaced by the one chosen). Pulsar, PulsarTLS, HTTPS and Pprof are empty
-// without listen.pulsar (a TLS-only proxy), listen.pulsarTLS, admin.listenHTTPS and
-// listen.pprof.
+// configuration replaced by the one chosen). Pulsar, PulsarTLS, PulsarSNI, HTTPS and Pprof
+// are empty without listen.pulsar (a TLS-only proxy), listen.pulsarTLS, listen.pulsarSNI,
+// admin.listenHTTPS and listen.pprof.
 type Addrs struct {
-	Pulsar, PulsarTLS, HTTP, HTTPS, Pprof string
+	Pulsar, PulsarTLS, PulsarSNI, HTTP, HTTPS, Pprof string
 }
 
 // Build makes every part of the proxy from cfg (which config.Load has validated): nothing
@@ -88,7 +97,9 @@ func Build(cfg *config.Config, o Options) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, version: o.Version, reload: o.Reload, log: log, reg: prometheus.NewRegistry(), started: make(chan struct{})}
+	logSettings(cfg, Warnings(cfg), log)
+	p := &Proxy{cfg: cfg, version: o.Version, reload: o.Reload, log: log, reg: prometheus.NewRegistry(), started: make(chan struct{}),
+		refusals: refusal.New(log, cfg.Log.RefusalInterval)}
 	if err := p.build(summaryLevel); err != nil {
 		p.Close()
 		return nil, err

@@ -265,7 +265,8 @@ func TestBuildThenClose(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{[]string{"PULSAR_PROXY_BROKER_MULTIPLEX=true", "PULSAR_PROXY_SESSION_PASSTHROUGH=false"}, "multiplexed"},
+		{[]string{"PULSAR_PROXY_BROKER_MULTIPLEX=true"}, "multiplexed"}, // alone: passthrough is implied off
+		{[]string{"PULSAR_PROXY_BROKER_MULTIPLEX=true", "PULSAR_PROXY_SESSION_PASSTHROUGH=true"}, "multiplexed"},
 		{[]string{"PULSAR_PROXY_SESSION_PASSTHROUGH=false"}, "framed"},
 		{nil, "passthrough"},
 	} {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
@@ -32,7 +34,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	pulsar := p.serve(lns)
 	select {
 	case <-ctx.Done():
-		p.log.Info().Dur("drain_timeout", p.cfg.Session.DrainTimeout).Msg("stopping: draining sessions")
+		jsonlog.Seconds(p.log.Info(), "drain_timeout", p.cfg.Session.DrainTimeout).Msg("stopping: draining sessions")
 		p.drain(httpSrvs)
 		pulsar.wg.Wait()
 	case err := <-pulsar.errs:
@@ -41,6 +43,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		pulsar.wg.Wait()
 		return fmt.Errorf("pulsar listener: %w", err)
 	}
+	p.refusals.Close() // what was counted since the last summaries
 	p.log.Info().Msg("pulsar-proxy stopped")
 	return nil
 }
@@ -58,6 +61,7 @@ func (p *Proxy) startBackground(ctx context.Context) (stop func()) {
 	wg.Go(func() {
 		p.brokers.RunHealthChecks(ctx, ownPing, p.cfg.Discovery.HealthCheckInterval, p.cfg.Broker.ConnectTimeout)
 	})
+	wg.Go(func() { p.brokerSeries(ctx) })
 	if p.jwks != nil {
 		// In the background: a provider that is down must not keep the proxy from starting
 		// (clients of other methods, and the readiness probe, do not depend on it).
@@ -70,6 +74,23 @@ func (p *Proxy) startBackground(ctx context.Context) (stop func()) {
 		wg.Go(func() { p.basic.Watch(ctx, p.cfg.Auth.Basic.ReloadInterval) })
 	}
 	return func() { cancel(); wg.Wait() }
+}
+
+// brokerSeries makes the series of every broker in the live set as it joins it, until ctx
+// ends; a broker that leaves keeps its series (their counts are history).
+func (p *Proxy) brokerSeries(ctx context.Context) {
+	for {
+		changed := p.brokers.Changed()
+		for _, b := range p.brokers.Brokers() {
+			p.sessionMetrics.Broker(b.Addr())
+			p.lookupMetrics.Broker(b.Addr())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }
 
 // ready is /readyz: not while draining or before the Pulsar listeners serve, then as the
@@ -139,13 +160,16 @@ type serving struct {
 // serve starts the sessions on the Pulsar listeners, logs the start and publishes the
 // addresses (Started, Addrs).
 func (p *Proxy) serve(lns listeners) *serving {
-	s := &serving{errs: make(chan error, 2)}
+	s := &serving{errs: make(chan error, 3)}
 	p.listening.Store(true)
 	if lns.pulsar != nil {
 		s.wg.Go(func() { s.errs <- p.sessions.Serve(lns.pulsar) })
 	}
 	if lns.pulsarTLS != nil {
 		s.wg.Go(func() { s.errs <- p.sessions.Serve(lns.pulsarTLS) })
+	}
+	if lns.pulsarSNI != nil {
+		s.wg.Go(func() { s.errs <- p.sni.Serve(lns.pulsarSNI) })
 	}
 	p.logStarted(lns)
 	p.mu.Lock()
@@ -165,6 +189,9 @@ func (p *Proxy) logStarted(lns listeners) {
 	}
 	if lns.pulsarTLS != nil {
 		started = started.Str("pulsar_tls", lns.pulsarTLS.Addr().String())
+	}
+	if lns.pulsarSNI != nil {
+		started = started.Str("pulsar_sni", lns.pulsarSNI.Addr().String())
 	}
 	providerNames := make([]string, len(p.providers))
 	for i, provider := range p.providers {
@@ -201,13 +228,13 @@ func (p *Proxy) drain(httpSrvs *httpServers) {
 	drainCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	began := time.Now()
-	switch err := p.sessions.Shutdown(drainCtx); {
+	switch err := p.shutdownPlanes(drainCtx); {
 	case errors.Is(err, context.DeadlineExceeded):
-		p.log.Warn().Dur("drain_timeout", timeout).Msg("sessions still open at the drain deadline were closed")
+		jsonlog.Seconds(p.log.Warn(), "drain_timeout", timeout).Msg("sessions still open at the drain deadline were closed")
 	case err != nil:
 		p.log.Warn().Err(err).Msg("drain")
 	default:
-		p.log.Info().Dur("took", time.Since(began)).Msg("every session handed over")
+		jsonlog.Seconds(p.log.Info(), "took", time.Since(began)).Msg("every session handed over")
 	}
 	httpSrvs.stop(httpShutdownTimeout)
 	if p.admin != nil {
@@ -215,11 +242,23 @@ func (p *Proxy) drain(httpSrvs *httpServers) {
 	}
 }
 
+// shutdownPlanes drains the binary planes side by side (the sessions and, with
+// listen.pulsarSNI, the SNI relays) within ctx; its error is the first of theirs.
+func (p *Proxy) shutdownPlanes(ctx context.Context) error {
+	if p.sni == nil {
+		return p.sessions.Shutdown(ctx)
+	}
+	sniErr := make(chan error, 1)
+	go func() { sniErr <- p.sni.Shutdown(ctx) }()
+	err := p.sessions.Shutdown(ctx)
+	return cmp.Or(err, <-sniErr)
+}
+
 // halt stops at once, without a word, after a Pulsar listener failed: Run returns the error
 // and the process ends, so nothing is handed over.
 func (p *Proxy) halt(httpSrvs *httpServers) {
 	now, cancel := context.WithCancel(context.Background())
 	cancel()
-	p.sessions.Shutdown(now)
+	p.shutdownPlanes(now)
 	httpSrvs.stop(0)
 }

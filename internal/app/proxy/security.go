@@ -23,18 +23,18 @@ type reloading struct {
 
 // newSecurity builds authentication, the policy store, what of them reloads in the
 // background (Run runs it) and the proxy's broker credentials from the configuration.
-func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, *authz.PolicyStore, reloading, error) {
+func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger, refusals edge.Refusals) (session.Security, *authz.PolicyStore, reloading, error) {
 	sec, bg, err := newAuthentication(cfg, reg, log)
 	policyMetrics := authz.NewMetrics(reg)
 	if err != nil || !cfg.Authz.Enabled {
-		sec.Edge = edge.New(edge.Config{Metrics: policyMetrics})
+		sec.Edge = edge.New(edge.Config{Metrics: policyMetrics, Refusals: refusals})
 		return sec, nil, bg, err
 	}
 	store, err := authz.NewPolicyStore(cfg.Authz.PolicyFile, policyMetrics, log)
 	if err != nil {
 		return sec, nil, reloading{}, fmt.Errorf("authz.policyFile: %w", err)
 	}
-	sec.Edge = edge.New(edge.Config{Policy: store, Metrics: policyMetrics})
+	sec.Edge = edge.New(edge.Config{Policy: store, Metrics: policyMetrics, Refusals: refusals})
 	return sec, store, bg, nil
 }
 
@@ -86,9 +86,6 @@ func tokenConfig(t config.AuthToken, reg prometheus.Registerer, log zerolog.Logg
 	tc := authn.TokenConfig{RoleClaim: t.RoleClaim, Leeway: t.Leeway, Audience: t.Audience, Issuers: t.Issuers}
 	var err error
 	if t.JWKSURL != "" {
-		if t.Audience == "" {
-			log.Warn().Msg("auth.token.audience is empty: tokens the identity provider issues for any of its applications are accepted")
-		}
 		tc.JWKS, err = authn.NewJWKS(authn.JWKSConfig{
 			URL: t.JWKSURL, RefreshInterval: t.JWKSRefreshInterval, MinRefetchInterval: t.JWKSMinRefetchInterval,
 			Timeout: t.JWKSTimeout, CAFile: t.JWKSCAFile,

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const scrape = `# HELP pulsar_proxy_handshake_failures_total x
@@ -78,5 +79,46 @@ func TestShippedDashboardAndRulesParse(t *testing.T) {
 				t.Errorf("%s selects %s, not a series of the proxy", q.Where, n)
 			}
 		}
+	}
+}
+
+// freshScrape is what a fresh proxy exports: labelled counters at 0, a histogram without an
+// observation.
+const freshScrape = `# TYPE pulsar_proxy_handshake_failures_total counter
+pulsar_proxy_handshake_failures_total{reason="authentication_failed"} 0
+pulsar_proxy_handshake_failures_total{reason="bad_frame"} 0
+# TYPE pulsar_proxy_lookup_seconds histogram
+pulsar_proxy_lookup_seconds_bucket{type="LOOKUP",le="0.5"} 0
+pulsar_proxy_lookup_seconds_bucket{type="LOOKUP",le="+Inf"} 0
+pulsar_proxy_lookup_seconds_sum{type="LOOKUP"} 0
+pulsar_proxy_lookup_seconds_count{type="LOOKUP"} 0
+`
+
+// NoData finds the queries a panel would show as "No data" on a fresh proxy: a filter that
+// drops the zero series, a metric with no series yet; a quantile of no request (NaN) is data.
+func TestNoData(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	var scrapes []Scrape
+	for i := range 5 {
+		scrapes = append(scrapes, Scrape{Time: start.Add(time.Duration(i) * time.Second), Text: freshScrape})
+	}
+	queries := []Query{
+		{Where: "fine", Expr: `sum by (reason) (rate(pulsar_proxy_handshake_failures_total{job=~"$job"}[$__rate_interval]))`},
+		{Where: "quantile", Expr: `histogram_quantile(0.99, sum by (le) (rate(pulsar_proxy_lookup_seconds_bucket[$__rate_interval])))`},
+		{Where: "fallback", Expr: `sum by (reason) (rate(pulsar_proxy_handshake_failures_total[$__rate_interval])) > 0 or on () label_replace(sum(rate(pulsar_proxy_handshake_failures_total[$__rate_interval])), "reason", "none", "", "")`},
+		{Where: "filtered", Expr: `sum by (reason) (rate(pulsar_proxy_handshake_failures_total[$__rate_interval])) > 0`},
+		{Where: "missing", Expr: `sum(rate(pulsar_proxy_authentication_failures_total[$__rate_interval]))`},
+		{Where: "variable", Expr: `pulsar_proxy_build_info`, LabelValues: "job"},
+	}
+	problems, err := NoData(queries, scrapes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.Where)
+	}
+	if strings.Join(got, ",") != "filtered,missing" {
+		t.Errorf("queries without data: %v; want filtered, missing (%v)", got, problems)
 	}
 }

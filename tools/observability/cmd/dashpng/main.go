@@ -2,11 +2,10 @@
 // /metrics: the scrapes are loaded into Prometheus's own TSDB and every panel's queries are
 // evaluated by Prometheus's own PromQL engine over the recording, then drawn where the
 // dashboard places the panel (time series as lines, stat panels as their last value). It is
-// how README's screenshot is made from a real run (make dashboard-screenshot).
+// how docs/operations.md's screenshot is made from a real run (make dashboard-screenshot).
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -19,13 +18,8 @@ import (
 	"strings"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
-	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb"
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
 	"golang.org/x/image/math/fixed"
@@ -44,30 +38,16 @@ func main() {
 	}
 }
 
-// The recording is of one replica; these are the target labels Prometheus would give it.
-const (
-	job      = "pulsar-proxy"
-	instance = "pulsar-proxy-0"
-)
-
 func run(recording, dashboardPath, out string) error {
 	scrapes, err := promcheck.ReadRecording(recording)
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "dashpng-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	db, err := tsdb.Open(dir, nil, nil, tsdb.DefaultOptions(), nil)
+	db, err := promcheck.Load(scrapes)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := load(db, scrapes); err != nil {
-		return err
-	}
 	d, err := readDashboard(dashboardPath)
 	if err != nil {
 		return err
@@ -87,8 +67,8 @@ func run(recording, dashboardPath, out string) error {
 
 // evaluate runs every panel's queries over db from start to end and keeps the series on the
 // panel; it counts the queries evaluated and the panels (rows aside) left without data.
-func evaluate(db *tsdb.DB, d *dashboard, start, end time.Time) (evaluated, empty int, err error) {
-	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Second})
+func evaluate(db *promcheck.TSDB, d *dashboard, start, end time.Time) (evaluated, empty int, err error) {
+	engine := promcheck.NewEngine()
 	step := max(end.Sub(start)/120, time.Second)
 	for i := range d.Panels {
 		p := &d.Panels[i]
@@ -109,25 +89,14 @@ func evaluate(db *tsdb.DB, d *dashboard, start, end time.Time) (evaluated, empty
 
 // querySeries evaluates expr over db from start to end at step, each series named by the
 // legend format.
-func querySeries(engine *promql.Engine, db *tsdb.DB, expr, legendFormat string, start, end time.Time, step time.Duration) ([]series, error) {
-	q, err := engine.NewRangeQuery(context.Background(), db, nil, expand(expr), start, end, step)
-	if err != nil {
-		return nil, err
-	}
-	defer q.Close()
-	res := q.Exec(context.Background())
-	if res.Err != nil {
-		return nil, res.Err
-	}
-	m, err := res.Matrix()
+func querySeries(engine *promql.Engine, db *promcheck.TSDB, expr, legendFormat string, start, end time.Time, step time.Duration) ([]series, error) {
+	m, err := db.Range(engine, expr, start, end, step)
 	if err != nil {
 		return nil, err
 	}
 	var out []series
 	for _, s := range m {
-		// A copy: the engine reuses the points' memory once the query is closed.
-		points := append([]promql.FPoint(nil), s.Floats...)
-		out = append(out, series{name: legend(legendFormat, s.Metric), points: points})
+		out = append(out, series{name: legend(legendFormat, s.Metric), points: s.Floats})
 	}
 	return out, nil
 }
@@ -143,119 +112,6 @@ func writePNG(path string, img image.Image) error {
 		return err
 	}
 	return f.Close()
-}
-
-// expand gives the dashboard's variables values for a recording of a minute or two: a short
-// rate window, and every job and instance.
-func expand(expr string) string {
-	r := strings.NewReplacer("$__rate_interval", "10s", "${__rate_interval}", "10s")
-	return promcheck.Expand(r.Replace(expr))
-}
-
-// load appends every sample of every scrape at its time, with the target labels.
-func load(db *tsdb.DB, scrapes []promcheck.Scrape) error {
-	app := db.Appender(context.Background())
-	for _, s := range scrapes {
-		if err := appendScrape(app, s); err != nil {
-			return err
-		}
-	}
-	return app.Commit()
-}
-
-// appendScrape appends one scrape's samples at its time: up, then every metric.
-func appendScrape(app storage.Appender, s promcheck.Scrape) error {
-	t := s.Time.UnixMilli()
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(s.Text))
-	if err != nil {
-		return err
-	}
-	if err := appendSample(app, "up", nil, t, 1); err != nil {
-		return err
-	}
-	for name, f := range families {
-		for _, m := range f.GetMetric() {
-			if err := appendMetric(app, name, m, t); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		}
-	}
-	return nil
-}
-
-// appendSample appends one sample of metric name with labels ls and the target labels.
-func appendSample(app storage.Appender, name string, ls map[string]string, t int64, v float64) error {
-	b := labels.NewBuilder(labels.EmptyLabels())
-	b.Set(labels.MetricName, name)
-	b.Set("job", job)
-	b.Set("instance", instance)
-	for k, val := range ls {
-		b.Set(k, val)
-	}
-	_, err := app.Append(0, b.Labels(), t, v)
-	return err
-}
-
-// appendMetric appends metric m of family name as Prometheus stores it: a histogram or a
-// summary as its series (_sum, _count, buckets or quantiles).
-func appendMetric(app storage.Appender, name string, m *dto.Metric, t int64) error {
-	ls := map[string]string{}
-	for _, l := range m.GetLabel() {
-		ls[l.GetName()] = l.GetValue()
-	}
-	switch {
-	case m.GetCounter() != nil:
-		return appendSample(app, name, ls, t, m.GetCounter().GetValue())
-	case m.GetGauge() != nil:
-		return appendSample(app, name, ls, t, m.GetGauge().GetValue())
-	case m.GetUntyped() != nil:
-		return appendSample(app, name, ls, t, m.GetUntyped().GetValue())
-	case m.GetHistogram() != nil:
-		return appendHistogram(app, name, ls, t, m.GetHistogram())
-	case m.GetSummary() != nil:
-		return appendSummary(app, name, ls, t, m.GetSummary())
-	}
-	return nil
-}
-
-func appendHistogram(app storage.Appender, name string, ls map[string]string, t int64, h *dto.Histogram) error {
-	if err := appendSample(app, name+"_sum", ls, t, h.GetSampleSum()); err != nil {
-		return err
-	}
-	if err := appendSample(app, name+"_count", ls, t, float64(h.GetSampleCount())); err != nil {
-		return err
-	}
-	for _, b := range h.GetBucket() {
-		if err := appendSample(app, name+"_bucket", with(ls, "le", fmt.Sprint(b.GetUpperBound())), t, float64(b.GetCumulativeCount())); err != nil {
-			return err
-		}
-	}
-	return appendSample(app, name+"_bucket", with(ls, "le", "+Inf"), t, float64(h.GetSampleCount()))
-}
-
-func appendSummary(app storage.Appender, name string, ls map[string]string, t int64, sm *dto.Summary) error {
-	if err := appendSample(app, name+"_sum", ls, t, sm.GetSampleSum()); err != nil {
-		return err
-	}
-	if err := appendSample(app, name+"_count", ls, t, float64(sm.GetSampleCount())); err != nil {
-		return err
-	}
-	for _, q := range sm.GetQuantile() {
-		if err := appendSample(app, name, with(ls, "quantile", fmt.Sprint(q.GetQuantile())), t, q.GetValue()); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func with(ls map[string]string, k, v string) map[string]string {
-	out := make(map[string]string, len(ls)+1)
-	for a, b := range ls {
-		out[a] = b
-	}
-	out[k] = v
-	return out
 }
 
 // legend fills a Grafana legend format ({{label}}) from a series' labels.
