@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
+	"github.com/pulsar-proxy/pulsar-proxy/mux"
 )
 
 // owners is a lookup service for routed tests: each topic's owner, changed as a test moves
@@ -66,15 +68,21 @@ type routedRig struct {
 	owners   *owners
 	srv      *Server
 	metrics  *Metrics
+	mux      *mux.Metrics
 }
 
 func newRoutedRig(t *testing.T, sec *Security) *routedRig {
-	a, atA := newMuxBroker(t, 10)
-	b, atB := newMuxBroker(t, 10)
-	cfg, _ := muxConfig(t, 1<<20)
+	return newRoutedRigWith(t, sec, 10, 1<<20)
+}
+
+// newRoutedRigWith: brokers whose messages are msgSize bytes, clients' queues of queue bytes.
+func newRoutedRigWith(t *testing.T, sec *Security, msgSize, queue int) *routedRig {
+	a, atA := newMuxBroker(t, msgSize)
+	b, atB := newMuxBroker(t, msgSize)
+	cfg, mm := muxConfig(t, queue)
 	cfg.Routed, cfg.Multiplex = cfg.Multiplex, nil
 	o := &owners{of: map[string]brokers.Broker{}, ask: map[string]int{}}
-	r := &routedRig{a: a, b: b, atA: atA, atB: atB, owners: o}
+	r := &routedRig{a: a, b: b, atA: atA, atB: atB, owners: o, mux: mm}
 	r.metrics = NewMetrics(prometheus.NewRegistry())
 	r.srv = NewServer(cfg, fakeResolver(o.resolve), targets{atA, atB}, r.metrics, zerolog.Nop())
 	if sec != nil {
@@ -334,4 +342,66 @@ func TestRoutedFirstCommandThatCloses(t *testing.T) {
 	c.expect(t, pb.BaseCommand_ERROR)
 	c.expectClosed()
 	waitCounter(t, r.metrics.closes.WithLabelValues(string(ReasonCommandRefused)), 1)
+}
+
+// TestRoutedProducerIDReusedOnAnotherTopic: a client that creates a producer with the id of
+// one it still has, on a topic another broker owns, moves that id: the old broker is told to
+// close its producer (no id left behind to be used or leak), and the id's SENDs go to the
+// new one only.
+func TestRoutedProducerIDReusedOnAnotherTopic(t *testing.T) {
+	r := newRoutedRig(t, nil)
+	r.owners.set("persistent://t/n/x", r.atA)
+	r.owners.set("persistent://t/n/y", r.atB)
+	c := r.client(t)
+	c.send(routedProducer("persistent://t/n/x", 1, 1))
+	c.expect(t, pb.BaseCommand_PRODUCER_SUCCESS)
+	c.send(routedProducer("persistent://t/n/y", 1, 2))
+	c.expect(t, pb.BaseCommand_PRODUCER_SUCCESS)
+	wait.Until(t, 5*time.Second, "the old broker to close the moved id's producer", func() bool {
+		_, producers, closed := r.a.state()
+		return producers == 0 && closed == 1
+	})
+	c.send(sendOn(1, 3))
+	if rc := c.expect(t, pb.BaseCommand_SEND_RECEIPT).GetSendReceipt(); rc.GetSequenceId() != 3 {
+		t.Fatalf("receipt %v", rc)
+	}
+	if r.a.received(pb.BaseCommand_SEND) != 0 || r.b.received(pb.BaseCommand_SEND) != 1 {
+		t.Errorf("SENDs: %d at the old broker, %d at the new; want 0 and 1", r.a.received(pb.BaseCommand_SEND), r.b.received(pb.BaseCommand_SEND))
+	}
+}
+
+// TestRoutedSlowNeighbour: two routed clients of one role share a broker connection; the one
+// that asks for messages and reads none is disconnected as a slow consumer once its queue is
+// over the bound, its consumer closed at the broker, while its neighbour gets every message
+// it asked for and goes on.
+func TestRoutedSlowNeighbour(t *testing.T) {
+	r := newRoutedRigWith(t, nil, 64<<10, 16<<20) // holds the fast one's 200 x 64 KiB, not the slow one's 1000
+	r.owners.set("persistent://t/n/s", r.atA)
+	slow, fast := r.client(t), r.client(t)
+	for _, p := range []*peer{slow, fast} {
+		p.send(subscribeCmd("persistent://t/n/s", 3, 1))
+		if got := p.expect(t, pb.BaseCommand_SUCCESS).GetSuccess(); got.GetRequestId() != 1 {
+			t.Fatalf("subscribe answer %v", got)
+		}
+	}
+	if conns, _, _ := r.a.state(); conns != 1 {
+		t.Fatalf("%d broker connections; the two clients of one role should share one", conns)
+	}
+	if tc, ok := slow.c.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4 << 10)
+	}
+	slow.send(&pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: proto.Uint64(3), MessagePermits: proto.Uint32(1000)}})
+	fast.send(&pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: proto.Uint64(3), MessagePermits: proto.Uint32(200)}})
+	for range 200 {
+		if got := fast.expect(t, pb.BaseCommand_MESSAGE).GetMessage(); got.GetConsumerId() != 3 {
+			t.Fatalf("fast consumer got %v", got)
+		}
+	}
+	waitCounter(t, r.metrics.closes.WithLabelValues(string(ReasonSlowConsumer)), 1)
+	wait.Until(t, 5*time.Second, "the slow client's consumer to be closed on the broker", func() bool {
+		_, _, closed := r.a.state()
+		return closed >= 1
+	})
+	fast.send(frame.Ping())
+	fast.expect(t, pb.BaseCommand_PONG)
 }
