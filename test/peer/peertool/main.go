@@ -8,6 +8,8 @@
 //	peertool report DIRECT.json PROXY.json PAGE.md [RERUN.json...]
 //	                                  compare two `go test -json` runs; write the page; exit 1 when
 //	                                  a test passed directly and failed through the proxy
+//	peertool logcheck LOG             the proxy's log held to the rules of every proxy's log in
+//	                                  the e2e suites (test/proxyproc): one JSON object a line
 //
 // The relay is how the test process reaches the proxy from a network namespace of its own,
 // where no broker can be reached: its listeners there dial unix sockets, which a relay in
@@ -15,8 +17,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+
+	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 )
 
 func main() {
@@ -33,6 +38,8 @@ func main() {
 		err = report(os.Args[2:])
 	case "failed":
 		err = failed(os.Args[2:])
+	case "logcheck":
+		err = logcheck(os.Args[2:])
 	default:
 		usage()
 	}
@@ -43,6 +50,21 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: peertool relay LISTEN=DIAL... | token KEYFILE ROLE | report DIRECT.json PROXY.json PAGE.md [RERUN.json...]")
+	fmt.Fprintln(os.Stderr, "usage: peertool relay LISTEN=DIAL... | token KEYFILE ROLE | report DIRECT.json PROXY.json PAGE.md [RERUN.json...] | failed DIRECT.json PROXY.json | logcheck LOG")
 	os.Exit(2)
+}
+
+// logcheck fails when the proxy's log breaks the rules every proxy's log is held to.
+func logcheck(args []string) error {
+	if len(args) != 1 {
+		usage()
+	}
+	errs := proxyproc.CheckLog(args[0])
+	for _, err := range errs {
+		fmt.Fprintln(os.Stderr, args[0]+":", err)
+	}
+	if len(errs) > 0 {
+		return errors.New("the proxy's log breaks the log's rules (internal/jsonlog)")
+	}
+	return nil
 }
