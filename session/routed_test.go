@@ -1,6 +1,8 @@
 package session
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"net"
 	"strings"
@@ -404,4 +406,56 @@ func TestRoutedSlowNeighbour(t *testing.T) {
 	})
 	fast.send(frame.Ping())
 	fast.expect(t, pb.BaseCommand_PONG)
+}
+
+// TestRoutedHostileNeighbour: a routed client that sends what the shared connection's broker
+// would close the connection on (a frame over its limit, a SEND whose message it cannot read)
+// is refused at the proxy, and its neighbour of the same role, on the same broker connection,
+// goes on: the broker closed no connection and saw one.
+func TestRoutedHostileNeighbour(t *testing.T) {
+	r := newRoutedRig(t, nil)
+	r.a.mu.Lock()
+	r.a.maxMessage = 1 << 10
+	r.a.mu.Unlock()
+	r.owners.set("persistent://t/n/x", r.atA)
+	neighbour, hostile, hostile2 := r.client(t), r.client(t), r.client(t)
+	for i, p := range []*peer{neighbour, hostile, hostile2} {
+		p.send(routedProducer("persistent://t/n/x", 1, uint64(i+1)))
+		p.expect(t, pb.BaseCommand_PRODUCER_SUCCESS)
+	}
+	since := r.a.health()
+	big, err := frame.AppendPayloadCommand(nil, sendOn(1, 1), nil, &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1)}, bytes.Repeat([]byte{'x'}, 12<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile.c.Write(big)
+	if e := hostile.expect(t, pb.BaseCommand_ERROR).GetError(); e.GetError() != pb.ServerError_NotAllowedError {
+		t.Fatalf("a frame over the broker's limit: %v", e)
+	}
+	hostile.expectClosed()
+	hostile2.c.Write(rawPayloadFrame(t, sendOn(1, 1), []byte("not a message")))
+	if e := hostile2.expect(t, pb.BaseCommand_ERROR).GetError(); e.GetError() != pb.ServerError_AuthorizationError {
+		t.Fatalf("a SEND whose message cannot be read: %v", e)
+	}
+	hostile2.expectClosed()
+	neighbour.send(sendOn(1, 5))
+	if rc := neighbour.expect(t, pb.BaseCommand_SEND_RECEIPT).GetSendReceipt(); rc.GetSequenceId() != 5 {
+		t.Fatalf("the neighbour's receipt %v", rc)
+	}
+	sharedIntact(t, r.a, since)
+	if n := r.a.received(pb.BaseCommand_SEND); n != 1 {
+		t.Errorf("the broker got %d SENDs, want the neighbour's one", n)
+	}
+}
+
+// rawPayloadFrame is a frame of cmd with payload as it is (no checksum or metadata section).
+func rawPayloadFrame(t *testing.T, cmd *pb.BaseCommand, payload []byte) []byte {
+	t.Helper()
+	c, err := proto.Marshal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := binary.BigEndian.AppendUint32(nil, uint32(4+len(c)+len(payload)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(c)))
+	return append(append(b, c...), payload...)
 }
