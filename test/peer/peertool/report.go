@@ -173,6 +173,10 @@ func (c comparison) page(direct, proxy *run) string {
 	c.list(&b, "Fail directly and through the proxy", c.bothFail, direct)
 	c.list(&b, "Fail directly, pass through the proxy", c.directOnly, direct)
 	c.list(&b, "Skipped", c.skipped, direct)
+	if skip := os.Getenv("PEER_SKIP"); skip != "" {
+		w("## Left out of both runs\n\n`%s`: these tests start a broker in Docker\n", skip)
+		w("(testcontainers), which panics the test binary where Docker is not running.\n")
+	}
 	return b.String()
 }
 
