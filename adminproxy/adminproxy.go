@@ -183,7 +183,7 @@ func New(cfg Config) (*Proxy, error) {
 		FlushInterval:  100 * time.Millisecond, // answers of unknown length are flushed at once anyway
 		BufferPool:     newBufferPool(),
 		ErrorHandler:   p.proxyError,
-		ErrorLog:       nil,
+		ErrorLog:       jsonlog.StdLogger(cfg.Logger, "admin API proxy error"),
 	}
 	return p, nil
 }

@@ -213,12 +213,13 @@ admin_get() {
 topic_names() { tr -d '[]" ' | tr ',' '\n' | grep . || true; }
 
 run() {
-  local regex="${1:-}" page="${2:-$PEER_DIR/peer-suite.md}" rc=0
+  local regex="${1:-}" page="${2:-$PEER_DIR/peer-suite.md}" rc=0 commit
+  commit="$(git -C "$repo" rev-parse --short HEAD)" # the proxy's, built by prepare
   start
   suite direct "$regex"
   suite proxy "$regex"
   rerun_failures "$regex"
-  PEER_COMMIT="$(git -C "$repo" rev-parse --short HEAD)" PEER_CLIENT_VERSION="$client_version" PEER_PULSAR_VERSION="$pulsar_version" PEER_SKIP="$PEER_SKIP" \
+  PEER_COMMIT="$commit" PEER_CLIENT_VERSION="$client_version" PEER_PULSAR_VERSION="$pulsar_version" PEER_SKIP="$PEER_SKIP" \
     "$PEER_DIR/peertool" report "$PEER_DIR/direct.json" "$PEER_DIR/proxy.json" "$page" "$PEER_DIR"/proxy-rerun*.json || rc=$?
   # The Java and the Python client on the same rig (PEER_CLIENTS: their page).
   if [[ -n "${PEER_CLIENTS:-}" ]]; then clients_check "$PEER_CLIENTS" || rc=1; fi

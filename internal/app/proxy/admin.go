@@ -14,6 +14,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 )
@@ -92,7 +93,7 @@ func (p *Proxy) newHTTPServer() *http.Server {
 		headers = p.cfg.Admin.ReadTimeout
 	}
 	return &http.Server{Handler: p.httpHandler(), ReadHeaderTimeout: headers, IdleTimeout: 2 * time.Minute,
-		ErrorLog: nil, MaxHeaderBytes: 64 << 10}
+		ErrorLog: jsonlog.StdLogger(p.log, "HTTP server error"), MaxHeaderBytes: 64 << 10}
 }
 
 // httpsListener opens admin.listenHTTPS with the certificate of tls.certFile/keyFile,
