@@ -18,12 +18,20 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/test/proxyproc"
 	"github.com/pulsar-proxy/pulsar-proxy/test/rig"
+	"github.com/pulsar-proxy/pulsar-proxy/test/wait"
 )
 
-// startSNIProxy runs an SNI-only proxy that discovers the brokers from the rig's metadata
-// store (their registrations' pulsarServiceUrlTls: pulsar+ssl://brokerN.rig.test:port) and
-// checks their certificates against the rig's CA; extraYAML is appended (top-level keys).
+// startSNIProxy runs an SNI-only proxy that discovers cluster A's brokers from the rig's
+// metadata store (their registrations' pulsarServiceUrlTls: pulsar+ssl://brokerN.rig.test:port)
+// and checks their certificates against the rig's CA; extraYAML is appended (top-level keys).
 func startSNIProxy(t *testing.T, extraYAML string) *proxyproc.Proc {
+	t.Helper()
+	return startSNIProxyFor(t, theRig, serviceName, extraYAML, broker1TLSPort, broker2TLSPort)
+}
+
+// startSNIProxyFor runs an SNI-only proxy in front of the brokers of rig r (on these TLS
+// ports), with service as its sni.serviceNames unless extraYAML sets sni itself.
+func startSNIProxyFor(t *testing.T, r *rig.Rig, service, extraYAML string, ports ...string) *proxyproc.Proc {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`listen: {pulsar: "", pulsarSNI: "127.0.0.1:0", http: "127.0.0.1:0"}
@@ -31,12 +39,12 @@ discovery:
   healthCheckInterval: 1s
   metadataStore: {url: %q}
 broker:
-  allowedPorts: [%s, %s]
+  allowedPorts: [%s]
   tls: {enabled: true, trustCertsFile: %q}
 log: {level: debug, sessionSummary: info}
-%s`, "zk:"+theRig.ZooKeeper, broker1TLSPort, broker2TLSPort, ca.CertFile, extraYAML)
+%s`, "zk:"+r.ZooKeeper, strings.Join(ports, ", "), ca.CertFile, extraYAML)
 	if !strings.Contains(extraYAML, "sni:") {
-		cfg += "sni: {serviceNames: [" + serviceName + "]}\n"
+		cfg += "sni: {serviceNames: [" + service + "]}\n"
 	}
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -55,6 +63,11 @@ log: {level: debug, sessionSummary: info}
 	if p.SNIAddr == "" {
 		t.Fatal("the proxy names no SNI listener")
 	}
+	// Discovery and the first probes take a moment (longer on a loaded machine): the tests
+	// need both brokers' names known.
+	wait.Until(t, 2*time.Minute, "both brokers in the proxy's live set", func() bool {
+		return metric(t, p, "pulsar_proxy_brokers", `state="live"`) == 2
+	})
 	return p
 }
 

@@ -103,6 +103,12 @@ func (r *Rig) admin(ctx context.Context, method, path string, body, out any) err
 	return r.doURL(ctx, method, r.adminBroker().HTTP+path, body, out)
 }
 
+// Admin sends one admin REST request (path from /admin/v2/...) to the rig's web service as
+// the helpers below do, for the calls they do not cover (e.g. registering another cluster).
+func (r *Rig) Admin(ctx context.Context, method, path string, body, out any) error {
+	return r.admin(ctx, method, path, body, out)
+}
+
 // adminBroker is broker 1, or broker 2 while broker 1 is stopped (StopBroker).
 func (r *Rig) adminBroker() Broker {
 	for _, b := range r.Brokers {

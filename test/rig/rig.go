@@ -31,7 +31,7 @@ const EnvAttach = "PULSAR_PROXY_RIG"
 
 // Broker is one broker of the rig.
 type Broker struct {
-	N   int    // 1 or 2
+	N   int    // 1 or 2 (a rig of RIG_BROKERS=1 has broker 1 alone)
 	URL string // binary protocol, pulsar://127.0.0.1:16650
 	// TLSURL is the TLS binary port, pulsar+ssl://127.0.0.1:16652; "" when the rig was
 	// started without RIG_BROKERn_TLS_PORT.
@@ -296,7 +296,11 @@ func (r *Rig) apply(st map[string]string) error {
 	r.ZooKeeper = st["ZOOKEEPER"]
 	r.ZooKeeperTLS = st["ZOOKEEPER_TLS"]
 	r.Brokers = nil
-	for n := 1; n <= 2; n++ {
+	brokers := 2
+	if st["BROKERS"] == "1" { // RIG_BROKERS=1: a one-broker cluster
+		brokers = 1
+	}
+	for n := 1; n <= brokers; n++ {
 		p := fmt.Sprintf("BROKER%d_", n)
 		b := Broker{N: n, URL: st[p+"URL"], TLSURL: st[p+"TLS_URL"], HTTP: st[p+"HTTP"], HTTPS: st[p+"HTTPS"], ID: st[p+"ID"]}
 		if b.URL == "" || b.HTTP == "" || b.ID == "" {
@@ -304,7 +308,7 @@ func (r *Rig) apply(st map[string]string) error {
 		}
 		r.Brokers = append(r.Brokers, b)
 	}
-	if r.Cluster == "" || r.ConsulHTTP == "" || r.Dir == "" {
+	if r.Cluster == "" || r.Dir == "" || r.ConsulHTTP == "" && st["CONSUL"] != "0" {
 		return errors.New("missing CLUSTER, CONSUL_HTTP or RIG_DIR")
 	}
 	return nil

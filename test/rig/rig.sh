@@ -5,6 +5,8 @@
 #   broker1    PulsarBrokerStarter
 #   broker2    PulsarBrokerStarter
 #   consul     consul agent -dev
+# RIG_BROKERS=1 leaves broker 2 out, RIG_CONSUL=0 Consul; RIG_CLUSTER names the cluster
+# (default standalone): test/e2esni runs a second such rig as a second cluster.
 # Both brokers are plain brokers on purpose: a standalone broker runs with runningStandalone=true
 # and answers lookups of the other broker's topics with proxy_through_service_url=true, which
 # sends clients back to itself ("Namespace bundle ... not served by this instance").
@@ -46,7 +48,13 @@ HOST=127.0.0.1
 # The name brokers advertise (and are known by: their ids); they still bind HOST. A client that
 # checks the host name of a broker's certificate needs the name the certificate holds.
 ADV_HOST="${RIG_ADVERTISED_ADDRESS:-$HOST}"
-CLUSTER=standalone
+# The Pulsar cluster's name (test/e2esni runs two rigs, two clusters, for geo-replication).
+CLUSTER="${RIG_CLUSTER:-standalone}"
+# How many brokers (1 or 2; broker 2's settings are ignored with 1) and whether Consul runs
+# (1 or 0): a second cluster for geo-replication needs one broker and no Consul.
+BROKERS="${RIG_BROKERS:-2}"
+CONSUL="${RIG_CONSUL:-1}"
+case "$BROKERS$CONSUL" in 11 | 10 | 21 | 20) ;; *) echo "rig: RIG_BROKERS must be 1 or 2, RIG_CONSUL 1 or 0" >&2; exit 2 ;; esac
 B1_PORT="${RIG_BROKER1_PORT:-16650}"
 B1_HTTP_PORT="${RIG_BROKER1_HTTP_PORT:-18080}"
 B2_PORT="${RIG_BROKER2_PORT:-16651}"
@@ -124,6 +132,8 @@ broker_http_port() { if [[ "$1" == 1 ]]; then echo "$B1_HTTP_PORT"; else echo "$
 broker_http() { echo "http://$(broker_host "$1"):$(broker_http_port "$1")"; }
 # A broker's id: its own host name, else the name brokers advertise (RIG_ADVERTISED_ADDRESS).
 broker_id() { local h; h="$(broker_host "$1")"; if [[ "$h" == "$HOST" ]]; then h="$ADV_HOST"; fi; echo "$h:$(broker_http_port "$1")"; }
+# broker_numbers: the brokers this rig runs, "1 2" or "1".
+broker_numbers() { if [[ "$BROKERS" == 1 ]]; then echo 1; else echo 1 2; fi; }
 
 # ---- processes ----
 
@@ -309,7 +319,7 @@ EOF
 
 write_confs() {
   local n
-  for n in 1 2; do
+  for n in $(broker_numbers); do
     {
       common_conf "$(broker_port "$n")" "$(broker_http_port "$n")"
       if [[ -n "$(broker_tls_port "$n")" ]]; then echo "brokerServicePortTls=$(broker_tls_port "$n")"; fi
@@ -584,6 +594,8 @@ write_state() {
 RIG_ID=$RIG_ID
 RIG_DIR=$RIG_DIR
 CLUSTER=$CLUSTER
+BROKERS=$BROKERS
+CONSUL=$CONSUL
 PULSAR_VERSION=$PULSAR_VERSION
 JAVA_CLASSPATH_FILE=$CP_FILE
 LOG4J_CONFIG=$here/log4j2.xml
@@ -611,9 +623,9 @@ BROKER2_ID=$(broker_id 2)
 BROKER2_PID=$(read_pid broker2)
 BROKER2_LOG=$LOGS/broker2.log
 BROKER2_CONF=$CONF/broker2.conf
-CONSUL_HTTP=http://$HOST:$C_HTTP_PORT
-CONSUL_ADDR=$HOST:$C_HTTP_PORT
-CONSUL_DNS=$HOST:$C_DNS_PORT
+CONSUL_HTTP=$(if [[ "$CONSUL" == 1 ]]; then echo "http://$HOST:$C_HTTP_PORT"; fi)
+CONSUL_ADDR=$(if [[ "$CONSUL" == 1 ]]; then echo "$HOST:$C_HTTP_PORT"; fi)
+CONSUL_DNS=$(if [[ "$CONSUL" == 1 ]]; then echo "$HOST:$C_DNS_PORT"; fi)
 CONSUL_PID=$(read_pid consul)
 CONSUL_LOG=$LOGS/consul.log
 WATCHDOG_PID=$(read_pid watchdog)
@@ -690,6 +702,15 @@ fail_up() {
   exit 1
 }
 
+# rig_ports: every port `up` opens (broker 2's and Consul's only when they run).
+rig_ports() {
+  echo "$B1_PORT" "$B1_HTTP_PORT" $B1_TLS_PORT $B1_WEB_TLS_PORT "$ZK_PORT" $ZK_TLS_PORT "$BOOKIE_PORT"
+  if [[ "$BROKERS" == 2 ]]; then echo "$B2_PORT" "$B2_HTTP_PORT" $B2_TLS_PORT $B2_WEB_TLS_PORT; fi
+  if [[ "$CONSUL" == 1 ]]; then
+    echo "$C_HTTP_PORT" "$C_DNS_PORT" "$C_SERF_LAN_PORT" "$C_SERF_WAN_PORT" "$C_SERVER_PORT" "$C_GRPC_PORT" "$C_GRPC_TLS_PORT"
+  fi
+}
+
 cmd_up() {
   local t_all t0 p taken=() deadline
   t_all="$(now)"
@@ -699,8 +720,7 @@ cmd_up() {
   fi
   need_tools
   # Ports first: a clash is reported before any download or build.
-  for p in "$B1_PORT" "$B1_HTTP_PORT" "$B2_PORT" "$B2_HTTP_PORT" $B1_TLS_PORT $B2_TLS_PORT $B1_WEB_TLS_PORT $B2_WEB_TLS_PORT "$ZK_PORT" $ZK_TLS_PORT "$BOOKIE_PORT" \
-    "$C_HTTP_PORT" "$C_DNS_PORT" "$C_SERF_LAN_PORT" "$C_SERF_WAN_PORT" "$C_SERVER_PORT" "$C_GRPC_PORT" "$C_GRPC_TLS_PORT"; do
+  for p in $(rig_ports); do
     if port_in_use "$p"; then taken+=("$p"); fi
   done
   if ((${#taken[@]})); then
@@ -722,8 +742,8 @@ cmd_up() {
   t0="$(now)"
   deadline=$(($(date +%s) + ZK_BOOKIE_TIMEOUT))
   start_zookeeper
-  start_consul
-  log "started ZooKeeper :$ZK_PORT (pid $(read_pid zookeeper)), consul (pid $(read_pid consul))"
+  if [[ "$CONSUL" == 1 ]]; then start_consul; fi
+  log "started ZooKeeper :$ZK_PORT (pid $(read_pid zookeeper))$(if [[ "$CONSUL" == 1 ]]; then echo ", consul (pid $(read_pid consul))"; fi)"
   wait_until "$deadline" "ZooKeeper (port $ZK_PORT) answering ruok" zookeeper zk_ok ||
     fail_up "ZooKeeper did not come up within ${ZK_BOOKIE_TIMEOUT}s" zookeeper
   start_bookie
@@ -747,20 +767,24 @@ cmd_up() {
     wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker 1 /admin/v2/brokers/ready" broker1 broker_ready 1 ||
       fail_up "broker 1 not ready within ${BROKER_TIMEOUT}s" broker1
   fi
-  start_broker 2
-  log "started broker 1 (pid $(read_pid broker1)) and broker 2 (pid $(read_pid broker2))"
+  if [[ "$BROKERS" == 2 ]]; then start_broker 2; fi
+  log "started broker 1 (pid $(read_pid broker1))$(if [[ "$BROKERS" == 2 ]]; then echo " and broker 2 (pid $(read_pid broker2))"; fi)"
 
-  wait_until "$(($(date +%s) + CONSUL_TIMEOUT))" "consul leader on :$C_HTTP_PORT" consul consul_leader ||
-    fail_up "consul did not elect itself leader" consul
-  log "phase consul: $(since "$t0")"
+  if [[ "$CONSUL" == 1 ]]; then
+    wait_until "$(($(date +%s) + CONSUL_TIMEOUT))" "consul leader on :$C_HTTP_PORT" consul consul_leader ||
+      fail_up "consul did not elect itself leader" consul
+    log "phase consul: $(since "$t0")"
+  fi
 
   deadline=$(($(date +%s) + BROKER_TIMEOUT))
   wait_until "$deadline" "broker 1 /admin/v2/brokers/ready" broker1 broker_ready 1 ||
     fail_up "broker 1 not ready within ${BROKER_TIMEOUT}s" broker1
   log "phase broker 1 ready: $(since "$t0")"
-  wait_until "$deadline" "broker 2 /admin/v2/brokers/ready" broker2 broker_ready 2 ||
-    fail_up "broker 2 not ready within ${BROKER_TIMEOUT}s" broker2
-  log "phase broker 2 ready: $(since "$t0")"
+  if [[ "$BROKERS" == 2 ]]; then
+    wait_until "$deadline" "broker 2 /admin/v2/brokers/ready" broker2 broker_ready 2 ||
+      fail_up "broker 2 not ready within ${BROKER_TIMEOUT}s" broker2
+    log "phase broker 2 ready: $(since "$t0")"
+  fi
 
   if [[ -n "$txn_setup" ]]; then
     wait "$txn_setup" || fail_up "initialize-transaction-coordinator-metadata failed (exit $?; $LOGS/txn-setup.out)" txn-setup
@@ -769,14 +793,16 @@ cmd_up() {
   fi
   wait_until "$deadline" "cluster $CLUSTER, tenants public and pulsar, namespaces public/default and pulsar/system" broker1 init_cluster ||
     fail_up "could not create the cluster metadata through broker 1" broker1
-  wait_until "$deadline" "both brokers in broker 1's /admin/v2/brokers/$CLUSTER" broker1 brokers_listed 1 "$(broker_id 1)" "$(broker_id 2)" ||
-    fail_up "the brokers do not see each other" broker2
-  wait_until "$deadline" "both brokers in broker 2's /admin/v2/brokers/$CLUSTER" broker2 brokers_listed 2 "$(broker_id 1)" "$(broker_id 2)" ||
-    fail_up "the brokers do not see each other" broker2
-  wait_until "$deadline" "a topic created and looked up through broker 1" broker1 topic_works 1 ||
-    fail_up "topics cannot be created through broker 1" broker1
-  wait_until "$deadline" "a topic created and looked up through broker 2" broker2 topic_works 2 ||
-    fail_up "topics cannot be created through broker 2" broker2
+  local n ids=()
+  for n in $(broker_numbers); do ids+=("$(broker_id "$n")"); done
+  for n in $(broker_numbers); do
+    wait_until "$deadline" "every broker in broker $n's /admin/v2/brokers/$CLUSTER" "broker$n" brokers_listed "$n" "${ids[@]}" ||
+      fail_up "the brokers do not see each other" "broker$n"
+  done
+  for n in $(broker_numbers); do
+    wait_until "$deadline" "a topic created and looked up through broker $n" "broker$n" topic_works "$n" ||
+      fail_up "topics cannot be created through broker $n" "broker$n"
+  done
   if runs_worker 1 || runs_worker 2; then
     wait_until "$deadline" "the Functions workers to see each other" broker1 workers_listed ||
       fail_up "the Functions workers did not form a cluster" broker1
@@ -824,7 +850,7 @@ cmd_status() {
     fi
     return 3
   fi
-  for n in zookeeper bookie broker1 broker2 consul watchdog; do
+  for n in zookeeper bookie $(for n in $(broker_numbers); do echo "broker$n"; done) $(if [[ "$CONSUL" == 1 ]]; then echo consul; fi) watchdog; do
     pid="$(read_pid "$n")"
     if pid_is_ours "$pid"; then
       echo "  $n: running (pid $pid)"
@@ -833,10 +859,12 @@ cmd_status() {
       rc=1
     fi
   done
-  for n in 1 2; do
+  for n in $(broker_numbers); do
     if broker_ready "$n"; then echo "  broker $n: ready"; else echo "  broker $n: not answering"; rc=1; fi
   done
-  if consul_leader; then echo "  consul: leader elected"; else echo "  consul: not answering"; rc=1; fi
+  if [[ "$CONSUL" == 0 ]]; then
+    echo "  consul: not part of this rig (RIG_CONSUL=0)"
+  elif consul_leader; then echo "  consul: leader elected"; else echo "  consul: not answering"; rc=1; fi
   print_addresses
   return "$rc"
 }
@@ -847,6 +875,7 @@ check_broker_arg() {
     1 | 2) ;;
     *) err "usage: rig.sh stop-broker|start-broker|kill-broker 1|2"; exit 2 ;;
   esac
+  if [[ "$1" == 2 && "$BROKERS" == 1 ]]; then err "this rig runs one broker (RIG_BROKERS=1)"; exit 2; fi
 }
 
 cmd_stop_broker() {
@@ -1017,7 +1046,7 @@ case "${1:-}" in
     ;;
   classpath-file) echo "$CP_FILE" ;;
   *)
-    sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -97,6 +97,40 @@ CONSUL_ADDR=127.0.0.1:18500
 	}
 }
 
+// A one-broker rig without Consul (RIG_BROKERS=1, RIG_CONSUL=0) loads with broker 1 alone;
+// without CONSUL=0 an empty Consul address is still an incomplete state file.
+func TestLoadStateOfOneBrokerCluster(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "rig.env")
+	state := `RIG_DIR=/tmp/b
+CLUSTER=cluster-b
+BROKERS=1
+CONSUL=0
+BROKER1_URL=pulsar://b:26650
+BROKER1_HTTP=http://b:28080
+BROKER1_ID=b:28080
+BROKER2_URL=pulsar://127.0.0.1:16651
+BROKER2_HTTP=http://127.0.0.1:18081
+BROKER2_ID=127.0.0.1:18081
+CONSUL_HTTP=
+`
+	if err := os.WriteFile(f, []byte(state), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Brokers) != 1 || r.Cluster != "cluster-b" || r.BrokerURL(1) != "pulsar://b:26650" || r.ConsulHTTP != "" {
+		t.Errorf("loaded %+v", r)
+	}
+	if err := os.WriteFile(f, []byte(strings.Replace(state, "CONSUL=0\n", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(f); err == nil {
+		t.Error("no Consul address and no CONSUL=0: no error")
+	}
+}
+
 func TestScriptsDir(t *testing.T) {
 	dir, err := ScriptsDir()
 	if err != nil {
