@@ -88,7 +88,8 @@ FUZZ_TARGETS = ./frame:FuzzReadFrame:30000 ./session:FuzzClientRules:3000 \
 	./brokers:FuzzAllowTarget:8000 ./authn:FuzzTokenAuthenticate:25000 ./lookup:FuzzLookupAnswer:5000 \
 	./internal/config:FuzzLoad:2500 ./internal/listener:FuzzProxyHeader:3000 \
 	./adminproxy:FuzzClassify:30000 ./discovery:FuzzZKBroker:15000 ./mux:FuzzMappingRoundTrip:600 \
-	./session:FuzzMultiplexedNeighbours:4000 ./sni:FuzzReadHello:40000
+	./session:FuzzMultiplexedNeighbours:4000 ./sni:FuzzReadHello:40000 \
+	./websocket/wsapi:FuzzParse:25000
 FUZZTIME ?=
 FUZZ_LONG ?= 10m
 
@@ -325,7 +326,7 @@ proto:
 
 # --- benchmarks (bench/README.md) ----------------------------------------------------------
 
-.PHONY: bench bench-quick bench-micro bench-proxy bench-proxy-quick haproxy
+.PHONY: bench bench-quick bench-micro bench-proxy bench-proxy-quick bench-websocket bench-websocket-quick haproxy
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -357,6 +358,19 @@ bench-proxy: haproxy
 bench-proxy-quick: haproxy
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
 	$(call timed,bench-proxy-quick,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -proxy-bound -quick $(BENCH_FLAGS))
+
+# WebSocket producers through pulsar-proxy's WebSocket API and through the broker's own
+# WebSocket service, side by side on broker 1 of a rig whose brokers run it (started with
+# webSocketServiceEnabled=true; with PULSAR_PROXY_RIG the attached rig must run it).
+# Results: bench/results/websocket.{json,md}. Full: three rounds (about 10 minutes).
+bench-websocket:
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,bench-websocket,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -websocket $(BENCH_FLAGS))
+
+# One round of the same (about 3 minutes once the rig is up).
+bench-websocket-quick:
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,bench-websocket-quick,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -websocket -quick $(BENCH_FLAGS))
 
 # The forwarding and frame micro-benchmarks, benchstat-friendly.
 bench-micro:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/prereq"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
@@ -149,9 +150,7 @@ func clientFrom(t *testing.T, src string) *http.Client {
 	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 	probe, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.ParseIP(src)})
-	if err != nil {
-		t.Skipf("cannot use %s here: %v", src, err)
-	}
+	prereq.Need(t, "a listener on "+src, err)
 	probe.Close()
 	tr := &http.Transport{DialContext: d.DialContext}
 	t.Cleanup(tr.CloseIdleConnections)

@@ -3,6 +3,7 @@ module github.com/pulsar-proxy/pulsar-proxy/bench
 go 1.26.7
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/pulsar-proxy/pulsar-proxy v0.0.0
 	github.com/pulsar-proxy/pulsar-proxy/test v0.0.0

@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,10 @@ func main() {
 		return
 	}
 	o := parseFlags()
+	if o.webSocket {
+		exitIf(runWebSocketBench(o))
+		return
+	}
 	if o.proxyBound {
 		cfg, err := proxyBoundConfig(o)
 		if err != nil {
@@ -76,9 +81,9 @@ func exitIf(err error) {
 
 // options are the command line's flags.
 type options struct {
-	quick, docs, proxyBound, keep, rerender, profile, sniOnly bool
-	out, note, only, conns, roles, latencyFractions           string
-	maxConns, proxyCPU, loadCPU                               int
+	quick, docs, proxyBound, keep, rerender, profile, sniOnly, webSocket bool
+	out, note, only, conns, roles, workloads, latencyFractions           string
+	maxConns, proxyCPU, loadCPU                                          int
 }
 
 func parseFlags() options {
@@ -96,9 +101,11 @@ func parseFlags() options {
 	flag.BoolVar(&o.sniOnly, "sni", false, "proxy-bound: only the SNI section (pulsar-proxy's SNI listener beside HAProxy's req.ssl_sni with splice), results in proxy-bound-sni.{json,md}")
 	flag.BoolVar(&o.keep, "keep", false, "proxy-bound: keep the work directory with the proxies' configs and logs")
 	flag.StringVar(&o.roles, "roles", "", "proxy-bound: producer, consumer or both (comma-separated) instead of the mode's")
+	flag.StringVar(&o.workloads, "workloads", "", "proxy-bound: workloads instead of the mode's, comma-separated labels without spaces (\"1KiBx100,100B,1KiB,64KiB,1MiB\"; development runs)")
 	flag.BoolVar(&o.rerender, "rerender", false, "no run: the Markdown, the chart and (with -docs) the pages' figures written anew from the -out directory's JSON (after a change of the report)")
 	flag.StringVar(&o.latencyFractions, "latency-fractions", "0.5,0.1", "proxy-bound: the latency runs' rates as fractions of the direct path's, comma-separated")
 	flag.BoolVar(&o.profile, "profile", false, "proxy-bound: CPU profiles of pulsar-proxy (passthrough and framed) over round 0 of the goal's cells, into the -out directory's profiles folder (development runs: the profiler's cost lands in those rounds' CPU figures)")
+	flag.BoolVar(&o.webSocket, "websocket", false, "the WebSocket benchmark (bench-websocket): producers through pulsar-proxy's WebSocket API and the broker's own service")
 	flag.Parse()
 	return o
 }
@@ -126,7 +133,25 @@ func proxyBoundConfig(o options) (proxyConfig, error) {
 			return cfg, err
 		}
 	}
+	if o.workloads != "" {
+		if cfg.Workloads, err = parseWorkloads(o.workloads); err != nil {
+			return cfg, err
+		}
+	}
 	return cfg, nil
+}
+
+// parseWorkloads reads -workloads: the full mode's workloads by their labels, spaces left out.
+func parseWorkloads(s string) ([]workload, error) {
+	var out []workload
+	for _, name := range strings.Split(s, ",") {
+		i := slices.IndexFunc(proxyFullConfig.Workloads, func(w workload) bool { return w.flagName() == name })
+		if i < 0 {
+			return nil, fmt.Errorf("-workloads: %q is none of the workloads", name)
+		}
+		out = append(out, proxyFullConfig.Workloads[i])
+	}
+	return out, nil
 }
 
 // parseFractions reads -latency-fractions: fractions in (0, 1], comma-separated.

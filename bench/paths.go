@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -90,11 +91,13 @@ func startPulsarProxy(bin, dir, brokerURL, broker, name, extraYAML string, cpu i
 	if err != nil {
 		return nil, err
 	}
-	// listen.pprof through the environment: proxyproc writes the listen section itself.
+	// listen.pprof through the environment: proxyproc writes the listen section itself, and
+	// passes on none of this process's PULSAR_PROXY_* variables, only its own Env.
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", pprofPort)
-	os.Setenv("PULSAR_PROXY_LISTEN_PPROF", pprofAddr)
+	saved := proxyproc.Env
+	proxyproc.Env = append(slices.Clip(saved), "PULSAR_PROXY_LISTEN_PPROF="+pprofAddr)
 	p, err := proxyproc.Start(bin, dir, []string{brokerURL}, extraYAML)
-	os.Unsetenv("PULSAR_PROXY_LISTEN_PPROF")
+	proxyproc.Env = saved
 	if err != nil {
 		return nil, err
 	}

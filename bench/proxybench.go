@@ -628,9 +628,15 @@ func (b *proxyBench) measureWorkload(f *fleet, p *path, r proxyRun) (proxyRun, e
 }
 
 // profiles: run r is one the CPU profiles cover (pulsar-proxy, passthrough and framed, round 0
-// of the goal's cells), when they were asked for.
+// of the goal's cells; the multiplexed path's round 0 of every cell), when they were asked for.
 func (b *proxyBench) profiles(r proxyRun) bool {
-	return b.cfg.Profile && (r.Path == pathPulsarProxy || r.Path == pathPulsarProxyFramed) && r.Round == 0 &&
+	if !b.cfg.Profile || r.Round != 0 {
+		return false
+	}
+	if r.Path == pathPulsarProxyMultiplex {
+		return true
+	}
+	return (r.Path == pathPulsarProxy || r.Path == pathPulsarProxyFramed) &&
 		r.Conns == b.cfg.HeadlineConns && slices.Contains(goalWorkloads, r.Workload)
 }
 
@@ -638,9 +644,15 @@ func (b *proxyBench) profiles(r proxyRun) bool {
 // background; done (holding the last profile's error) gets this one's when it is written.
 func (b *proxyBench) startProfile(done chan error, p *path, r proxyRun) {
 	<-done
-	file := filepath.Join(b.cfg.profileDir, fmt.Sprintf("proxy-bound-%s-%s-%s.cpu.pprof", p.Name, r.Role, strings.NewReplacer(" ", "", "×", "x").Replace(r.Workload.label())))
+	base := filepath.Join(b.cfg.profileDir, fmt.Sprintf("proxy-bound-%s-%s-%d-%s", p.Name, r.Role, r.Conns, r.Workload.flagName()))
+	secs := max(1, int(b.meas.Seconds()))
 	go func() {
-		done <- saveProfile(p.pprof, fmt.Sprintf("profile?seconds=%d", max(1, int(b.meas.Seconds()))), file)
+		allocs := make(chan error, 1)
+		go func() { // the allocations of the same interval (a delta profile)
+			allocs <- saveProfile(p.pprof, fmt.Sprintf("allocs?seconds=%d", secs), base+".allocs.pprof")
+		}()
+		err := saveProfile(p.pprof, fmt.Sprintf("profile?seconds=%d", secs), base+".cpu.pprof")
+		done <- errors.Join(err, <-allocs)
 	}()
 }
 
@@ -762,7 +774,8 @@ func startFramedProxy(dir, bin, far, name, extraYAML string, cpu int) (*path, er
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	secretFile, policyFile := filepath.Join(fdir, "secret.key"), filepath.Join(fdir, "policy.yaml")
-	if err := os.WriteFile(secretFile, []byte(base64.StdEncoding.EncodeToString(secret)+"\n"), 0o600); err != nil {
+	// The key file's bytes are the key as they are (as brokers read tokenSecretKey files).
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
 		return nil, err
 	}
 	policy := "rules:\n  - roles: [bench]\n    resources: [\"" + benchNamespace + "/*\"]\n    actions: [lookup, produce, consume]\n"

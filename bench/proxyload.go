@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,11 @@ func (w workload) label() string {
 		return fmt.Sprintf("%s ×%d", bytesLabel(w.Size), w.Batch)
 	}
 	return bytesLabel(w.Size)
+}
+
+// flagName is the label as -workloads and the profiles' file names spell it.
+func (w workload) flagName() string {
+	return strings.NewReplacer(" ", "", "×", "x").Replace(w.label())
 }
 
 func bytesLabel(n int) string {

@@ -44,8 +44,10 @@ func (m SNIMatch) String() string {
 // Anything else is refused before a byte reaches a socket. Names are compared as written,
 // never resolved.
 func (s *Set) AllowSNI(name string) (Broker, SNIMatch, error) {
+	// Checked before lowering: strings.ToLower maps some non-ASCII letters to ASCII (the
+	// Kelvin sign to k), which would let a name the broker reads otherwise match a broker.
 	host := strings.ToLower(name)
-	if err := checkServerName(host); err != nil {
+	if err := checkServerName(name); err != nil {
 		return Broker{}, SNIBroker, fmt.Errorf("%w: server name %s: %v", ErrTargetNotAllowed, clip(name), err)
 	}
 	var found []Broker

@@ -33,6 +33,7 @@ func TestAllowSNI(t *testing.T) {
 		{name: "twin.pulsar.svc", err: ErrAmbiguousName},
 		{name: "", err: ErrTargetNotAllowed},
 		{name: "broker-0.pulsar.svc\x00", err: ErrTargetNotAllowed},
+		{name: "bro\u212Aer-0.pulsar.svc", err: ErrTargetNotAllowed}, // the Kelvin sign lowers to k: not the broker's name
 		{name: "localhost", err: ErrTargetNotAllowed},
 		{name: "example.com", err: ErrTargetNotAllowed},
 	} {

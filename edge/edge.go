@@ -34,6 +34,9 @@ const (
 	// lookup connection, everything else as on a multiplexed one (its producers and consumers
 	// go to their topics' owners over shared broker connections).
 	Routed
+	// WebSocket: Pulsar's WebSocket API, whose producers and consumers the proxy makes at
+	// brokers itself (the role as original_principal).
+	WebSocket
 	planes
 )
 
@@ -67,6 +70,8 @@ func (p Plane) String() string {
 		return "http"
 	case Routed:
 		return "routed"
+	case WebSocket:
+		return "websocket"
 	}
 	return "unknown"
 }

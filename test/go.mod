@@ -4,6 +4,7 @@ go 1.26.7
 
 require (
 	github.com/apache/pulsar-client-go v0.19.0
+	github.com/coder/websocket v1.8.15
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/miekg/dns v1.1.72

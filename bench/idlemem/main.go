@@ -1,13 +1,16 @@
 // Command idlemem measures what an idle client connection costs the proxy, as an operator
 // sees it when clients reconnect to a new replica: a fresh proxy process, n connections that
 // CONNECT and stay (lookup mode, or direct mode to a broker that answers CONNECT and then
-// idles), and the process's RSS growth and live heap (after a GC) per connection.
+// idles), or n WebSocket consumer sessions (the broker stand-in answers their lookups and
+// SUBSCRIBE, then sends nothing), and the process's RSS growth and live heap (after a GC)
+// per connection.
 //
 //	go run -C bench ./idlemem -n 1000,10000
 package main
 
 import (
 	"bufio"
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coder/websocket"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
@@ -61,17 +65,16 @@ func run(counts, binary string) error {
 		if err != nil {
 			return err
 		}
-		for _, direct := range []bool{false, true} {
-			if direct && 2*n+200 > fileLimit() {
-				// A direct session is two sockets in the proxy (and two here).
-				fmt.Printf("| direct | %d | (skipped: needs %d descriptors, the limit is %d) | | | |\n", n, 2*n+200, fileLimit())
+		for _, mode := range []string{modeLookup, modeDirect, modeWebSocket} {
+			if mode != modeLookup && 2*n+200 > fileLimit() {
+				// A direct or WebSocket session is two sockets in the proxy (and two here).
+				fmt.Printf("| %s | %d | (skipped: needs %d descriptors, the limit is %d) | | | |\n", mode, n, 2*n+200, fileLimit())
 				continue
 			}
-			m, err := measure(binary, filepath.Join(dir, fmt.Sprint(n, direct)), broker, n, direct)
+			m, err := measure(binary, filepath.Join(dir, fmt.Sprint(n, mode)), broker, n, mode)
 			if err != nil {
 				return err
 			}
-			mode := map[bool]string{false: "lookup", true: "direct"}[direct]
 			per := func(v float64) float64 { return v / 1024 / float64(n) }
 			fmt.Printf("| %s | %d | %.1f | %.1f | %.1f | %.2f |\n", mode, n, per(m.rss), per(m.heap), per(m.stack), m.goroutines/float64(n))
 		}
@@ -85,8 +88,15 @@ var profileDir string
 
 type cost struct{ rss, heap, stack, goroutines float64 }
 
+// The kinds of idle connection measured.
+const (
+	modeLookup    = "lookup"
+	modeDirect    = "direct"
+	modeWebSocket = "websocket consumer"
+)
+
 // measure starts a fresh proxy, reads its footprint, opens n idle connections, reads it again.
-func measure(binary, dir, broker string, n int, direct bool) (cost, error) {
+func measure(binary, dir, broker string, n int, mode string) (cost, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return cost{}, err
 	}
@@ -94,9 +104,10 @@ func measure(binary, dir, broker string, n int, direct bool) (cost, error) {
 	if err != nil {
 		return cost{}, err
 	}
-	os.Setenv("PULSAR_PROXY_LISTEN_PPROF", pprof)
+	// proxyproc passes no PULSAR_PROXY_* of this process on, only its Env.
+	proxyproc.Env = []string{"PULSAR_PROXY_LISTEN_PPROF=" + pprof}
 	p, err := proxyproc.Start(binary, dir, []string{"pulsar://" + broker},
-		"session:\n  keepAliveInterval: 10m\nlog:\n  level: info\n  sessionSummary: \"off\"\n")
+		"session:\n  keepAliveInterval: 10m\nlog:\n  level: info\n  sessionSummary: \"off\"\nwebsocket:\n  enabled: true\n  maxSessions: 100000\n")
 	if err != nil {
 		return cost{}, err
 	}
@@ -105,14 +116,14 @@ func measure(binary, dir, broker string, n int, direct bool) (cost, error) {
 	if err != nil {
 		return cost{}, err
 	}
-	var conns []net.Conn
+	var conns []io.Closer
 	defer func() {
 		for _, c := range conns {
 			c.Close()
 		}
 	}()
 	for i := 0; i < n; i++ {
-		c, err := connect(p.Addr, broker, direct)
+		c, err := open(p, broker, mode, i)
 		if err != nil {
 			return cost{}, fmt.Errorf("connection %d: %w\n%s", i, err, p.LogTail(10))
 		}
@@ -124,7 +135,7 @@ func measure(binary, dir, broker string, n int, direct bool) (cost, error) {
 		return cost{}, err
 	}
 	if profileDir != "" {
-		if err := saveProfiles(pprof, fmt.Sprintf("%s-%d", map[bool]string{false: "lookup", true: "direct"}[direct], n)); err != nil {
+		if err := saveProfiles(pprof, fmt.Sprintf("%s-%d", strings.ReplaceAll(mode, " ", "-"), n)); err != nil {
 			return cost{}, err
 		}
 	}
@@ -229,30 +240,73 @@ func connect(proxy, broker string, direct bool) (net.Conn, error) {
 	return c, nil
 }
 
-// idleBroker answers each CONNECT with CONNECTED, then reads until the connection ends.
+// idleBroker answers each CONNECT with CONNECTED and, for the WebSocket sessions, their
+// partition metadata, lookups (itself) and SUBSCRIBE; then it reads until the connection ends.
 func idleBroker() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
+	self := ln.Addr().String()
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				if _, err := frame.NewReader(c, 0).ReadCommand(); err != nil {
-					return
-				}
-				frame.WriteCommand(c, frame.Connected("idle-broker", 21, 5<<20))
-				io.Copy(io.Discard, c)
-			}()
+			go idleServe(c, self)
 		}
 	}()
-	return ln.Addr().String(), nil
+	return self, nil
 }
+
+func idleServe(c net.Conn, self string) {
+	defer c.Close()
+	r := frame.NewReader(c, 0)
+	for {
+		cmd, err := r.ReadCommand()
+		if err != nil {
+			return
+		}
+		var resp *pb.BaseCommand
+		switch cmd.GetType() {
+		case pb.BaseCommand_CONNECT:
+			resp = frame.Connected("idle-broker", 21, 5<<20)
+		case pb.BaseCommand_PARTITIONED_METADATA:
+			resp = &pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA_RESPONSE.Enum(), PartitionMetadataResponse: &pb.CommandPartitionedTopicMetadataResponse{
+				RequestId: cmd.PartitionMetadata.RequestId, Partitions: proto.Uint32(0)}}
+		case pb.BaseCommand_LOOKUP:
+			resp = &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
+				RequestId: cmd.LookupTopic.RequestId, Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: proto.String("pulsar://" + self)}}
+		case pb.BaseCommand_SUBSCRIBE:
+			resp = &pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: cmd.Subscribe.RequestId}}
+		case pb.BaseCommand_PING:
+			resp = frame.Pong()
+		}
+		if resp != nil {
+			frame.WriteCommand(c, resp)
+		}
+	}
+}
+
+// open opens connection i of a mode.
+func open(p *proxyproc.Proc, broker, mode string, i int) (io.Closer, error) {
+	if mode != modeWebSocket {
+		return connect(p.Addr, broker, mode == modeDirect)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := fmt.Sprintf("ws%s/ws/v2/consumer/persistent/public/default/idle/s-%d", strings.TrimPrefix(p.HTTPURL, "http"), i)
+	c, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return closer{c}, nil
+}
+
+type closer struct{ c *websocket.Conn }
+
+func (c closer) Close() error { return c.c.CloseNow() }
 
 // raiseFileLimit lifts the descriptor limit (the proxy inherits it): 10,000 direct sessions
 // are 20,000 sockets in each process. Root may raise the hard limit too.

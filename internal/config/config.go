@@ -35,8 +35,9 @@ type Config struct {
 	TLS           TLS           `yaml:"tls" envPrefix:"TLS_"`
 	ProxyProtocol ProxyProtocol `yaml:"proxyProtocol" envPrefix:"PROXY_PROTOCOL_"`
 
-	Admin Admin `yaml:"admin" envPrefix:"ADMIN_"`
-	SNI   SNI   `yaml:"sni" envPrefix:"SNI_"`
+	Admin     Admin     `yaml:"admin" envPrefix:"ADMIN_"`
+	SNI       SNI       `yaml:"sni" envPrefix:"SNI_"`
+	WebSocket WebSocket `yaml:"websocket" envPrefix:"WEBSOCKET_"`
 
 	implied []Implied // what Load derived from other settings (Implied)
 }
@@ -379,9 +380,10 @@ func defaults() *Config {
 			RefreshTimeout: 30 * time.Second,
 			BrokerClient:   BrokerClient{OwnPrincipal: "pulsar-proxy"},
 		},
-		Authz: Authz{ReloadInterval: 2 * time.Second},
-		Admin: adminDefaults(),
-		SNI:   SNI{ServiceNames: []string{}, MaxClientHelloBytes: 16 << 10, ProxyProtocol: "off"},
+		Authz:     Authz{ReloadInterval: 2 * time.Second},
+		Admin:     adminDefaults(),
+		WebSocket: webSocketDefaults(),
+		SNI:       SNI{ServiceNames: []string{}, MaxClientHelloBytes: 16 << 10, ProxyProtocol: "off"},
 	}
 }
 

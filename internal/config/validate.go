@@ -29,6 +29,7 @@ func (c *Config) validate() error {
 	c.validateAuth(&p)
 	c.validateAuthz(&p)
 	c.validateAdmin(&p)
+	c.validateWebSocket(&p)
 	c.validateSNI(&p)
 	p.oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
 	p.oneOf("log.format", c.Log.Format, "json", "console")

@@ -64,12 +64,26 @@ func (c *Config) exposureWarnings(w *warnings) {
 	if !certOnly {
 		open("listen.pulsarTLS", c.Listen.PulsarTLS, "the Pulsar TLS listener")
 	}
-	if c.Admin.Enabled {
-		open("listen.http", c.Listen.HTTP, "the admin API (admin.enabled)")
+	if what := c.httpPlanes(); what != "" {
+		open("listen.http", c.Listen.HTTP, what)
 		if !certOnly {
-			open("admin.listenHTTPS", c.Admin.ListenHTTPS, "the admin API over HTTPS")
+			open("admin.listenHTTPS", c.Admin.ListenHTTPS, what+" over HTTPS")
 		}
 	}
+}
+
+// httpPlanes names what the HTTP listeners serve clients, for the exposure warning: the
+// admin API, the WebSocket API (its producers and consumers), or both; "" for neither.
+func (c *Config) httpPlanes() string {
+	switch {
+	case c.Admin.Enabled && c.WebSocket.Enabled:
+		return "the admin API (admin.enabled) and the WebSocket API (websocket.enabled)"
+	case c.Admin.Enabled:
+		return "the admin API (admin.enabled)"
+	case c.WebSocket.Enabled:
+		return "the WebSocket API (websocket.enabled)"
+	}
+	return ""
 }
 
 // unusedWarnings are settings given a value that nothing uses, because the switch that

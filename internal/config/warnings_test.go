@@ -26,6 +26,8 @@ func TestWarnings(t *testing.T) {
 			"discovery: {static: {brokers: [\"pulsar://b:6650\"], webBrokers: [\"http://b:8080\"]}}\n", []string{"listen.pulsar"}},
 		{"admin API off", "listen: {pulsar: \"127.0.0.1:6650\", http: \"0.0.0.0:8080\"}\nadmin: {enabled: false}\n" +
 			"discovery: {static: {brokers: [\"pulsar://b:6650\"]}}\n", nil},
+		{"the WebSocket API alone", "listen: {pulsar: \"127.0.0.1:6650\", http: \"0.0.0.0:8080\"}\nadmin: {enabled: false}\nwebsocket: {enabled: true}\n" +
+			"discovery: {static: {brokers: [\"pulsar://b:6650\"]}}\n", []string{"listen.http"}},
 		{"authenticated", "listen: {pulsar: \"0.0.0.0:6650\", http: \"0.0.0.0:8080\"}\nauth: {token: {secretKeyFile: /k}}\n" +
 			"discovery: {static: {brokers: [\"pulsar://b:6650\"], webBrokers: [\"http://b:8080\"]}}\n", nil},
 		{"TLS listeners", quietDiscovery + "listen: {pulsar: \"\", pulsarTLS: \"10.1.2.3:6651\", http: \"127.0.0.1:8080\"}\n" +

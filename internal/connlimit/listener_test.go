@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/prereq"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
@@ -52,7 +53,7 @@ func dialFrom(t *testing.T, src, addr string) net.Conn {
 	}
 	c, err := d.Dial("tcp", addr)
 	if errors.Is(err, syscall.EADDRNOTAVAIL) {
-		t.Skipf("cannot connect from %s here: %v", src, err)
+		prereq.Need(t, "a connection from "+src, err)
 	}
 	if err != nil {
 		t.Fatal(err)

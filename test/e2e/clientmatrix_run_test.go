@@ -199,7 +199,9 @@ func renderMatrix(clients []*matrixClient, cells map[string]map[string]cell) str
 		names = append(names, fmt.Sprintf("%s %s", c.name, c.version))
 	}
 	b.WriteString(strings.Join(names, ", ") + " (Go: pulsar-client-go; Java: the client of the rig's Pulsar jars, " +
-		"`test/e2e/testdata/MatrixClient.java`; Python: pulsar-client, `test/e2e/testdata/matrixclient.py`).\n\n")
+		"`test/e2e/testdata/MatrixClient.java`; Python: pulsar-client, `test/e2e/testdata/matrixclient.py`; WebSocket: " +
+		"Pulsar's WebSocket API on the proxy's HTTP and HTTPS listeners, `test/e2e/clientmatrix_ws_test.go`, " +
+		"compared where it fails with a broker's own WebSocket service).\n\n")
 	b.WriteString("`pass`: works through the proxy. `fail`: does not (the note says why, and whether it also fails " +
 		"directly against a broker). `not supported`: the client has no API for it (the note says what is missing).\n\n")
 	b.WriteString("| feature |")

@@ -95,6 +95,8 @@ var passNotes = map[string]map[string]string{
 type matrixEnv struct {
 	URL, TLSURL, CAFile, MTLSURL, CertFile, KeyFile, AuthURL, TokenFile string
 	Prefix, Partitioned, Terminated                                     string
+	// The WebSocket column's endpoints (ws:// and wss:// bases), not passed to the programs.
+	WSURL, WSSURL, MTLSWSSURL string
 }
 
 // args are env as the Java and Python programs take it (key=value), with the feature list.
@@ -116,7 +118,7 @@ func TestClientFeatureMatrix(t *testing.T) {
 	began := time.Now()
 	committed := readCommittedMatrix(t)
 	rigs := startMatrixProxies(t)
-	clients := []*matrixClient{mxGoColumn(), mxJavaColumn(t), mxPythonColumn(t)}
+	clients := []*matrixClient{mxGoColumn(), mxJavaColumn(t), mxPythonColumn(t), mxWebSocketColumn()}
 	cells := map[string]map[string]cell{} // feature -> client -> cell
 	for _, row := range matrixRows {
 		cells[row.id] = map[string]cell{}
@@ -170,7 +172,9 @@ func startMatrixProxies(t *testing.T) *matrixProxies {
 	ca := certs.NewCA(t, dir, "ca")
 	server := ca.Server(t, "proxy", time.Now().Add(24*time.Hour))
 	alice := ca.Client(t, "alice")
-	plain := startProxy(t, brokerURLs(), fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n", server.CertFile, server.KeyFile))
+	// Both serve the WebSocket API, on their HTTP and HTTPS listeners, for its column.
+	const ws = "websocket:\n  enabled: true\nadmin:\n  listenHTTPS: \"127.0.0.1:0\"\n"
+	plain := startProxy(t, brokerURLs(), fmt.Sprintf("tls:\n  certFile: %q\n  keyFile: %q\n", server.CertFile, server.KeyFile)+ws)
 	secret := filepath.Join(dir, "token.key")
 	if err := newSecretKey(secret); err != nil {
 		t.Fatal(err)
@@ -188,7 +192,7 @@ auth:
     leeway: 1s
   tls:
     roleFrom: cn
-`, server.CertFile, server.KeyFile, ca.CertFile, secret))
+`, server.CertFile, server.KeyFile, ca.CertFile, secret)+ws)
 	tokenFile := filepath.Join(dir, "token")
 	renewTokens(t, secret, tokenFile)
 	return &matrixProxies{plain: plain, auth: auth, ca: ca.CertFile, cert: alice.CertFile, key: alice.KeyFile,
@@ -247,10 +251,13 @@ func (m *matrixProxies) env(t *testing.T, client string, direct bool) matrixEnv 
 	}
 	e := matrixEnv{URL: m.plain.PulsarURL, TLSURL: m.plain.PulsarTLSURL, CAFile: m.ca, MTLSURL: m.auth.PulsarTLSURL,
 		CertFile: m.cert, KeyFile: m.key, AuthURL: m.auth.PulsarURL, TokenFile: m.tokenFile,
-		Prefix: "persistent://public/default/" + prefix, Partitioned: part, Terminated: "persistent://public/default/" + prefix + "-terminated"}
+		Prefix: "persistent://public/default/" + prefix, Partitioned: part, Terminated: "persistent://public/default/" + prefix + "-terminated",
+		WSURL: "ws" + strings.TrimPrefix(m.plain.HTTPURL, "http"), WSSURL: "wss" + strings.TrimPrefix(m.plain.HTTPSURL, "https"),
+		MTLSWSSURL: "wss" + strings.TrimPrefix(m.auth.HTTPSURL, "https")}
 	if direct {
 		e.URL = theRig.Brokers[0].URL
-		e.TLSURL, e.MTLSURL, e.AuthURL = "", "", ""
+		e.WSURL = "ws" + strings.TrimPrefix(theRig.Brokers[0].HTTP, "http")
+		e.TLSURL, e.MTLSURL, e.AuthURL, e.WSSURL, e.MTLSWSSURL = "", "", "", "", ""
 	}
 	if err := prepareTerminated(ctx, e.URL, e.Terminated); err != nil {
 		t.Fatal(err)

@@ -119,7 +119,7 @@ func runBothModes(m *testing.M) int {
 
 // disruptiveTests stop the rig's ZooKeeper or kill and restart its brokers; the brokers take a
 // while to serve every bundle again afterwards.
-const disruptiveTests = "^(TestRigBrokerRestart|TestDiscoveryMetadataStoreFollowsBrokers|TestDiscoveryMetadataStoreOutage)$"
+const disruptiveTests = "^(TestRigBrokerRestart|TestWebSocketSurvivesUnloadAndRestart|TestDiscoveryMetadataStoreFollowsBrokers|TestDiscoveryMetadataStoreOutage)$"
 
 // EnvBothModes (E2E_BOTH_MODES=1, set by make test) runs the direct-session tests a second
 // time, on the same rig, with every proxy multiplexing its broker connections.
@@ -175,7 +175,9 @@ func startRig(ctx context.Context) (*rig.Rig, error) {
 	}
 	conf := filepath.Join(dir, "broker-tls.conf")
 	err = os.WriteFile(conf, []byte("tlsCertificateFilePath="+cert.CertFile+"\ntlsKeyFilePath="+cert.KeyFile+
-		"\ntlsTrustCertsFilePath="+ca.CertFile+"\ntlsRequireTrustedClientCertOnConnect=true\nhaProxyProtocolEnabled=true\n"), 0o600)
+		"\ntlsTrustCertsFilePath="+ca.CertFile+"\ntlsRequireTrustedClientCertOnConnect=true\nhaProxyProtocolEnabled=true\n"+
+		// The brokers' own WebSocket service, the reference of the WebSocket differential.
+		"webSocketServiceEnabled=true\n"), 0o600)
 	if err != nil {
 		return nil, err
 	}

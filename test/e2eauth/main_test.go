@@ -141,6 +141,7 @@ authenticateOriginalAuthData=`+fmt.Sprint(verifyOriginal)+`
 authenticationRefreshCheckSeconds=5
 brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken
 brokerClientAuthenticationParameters=token:`+admin+`
+webSocketServiceEnabled=true
 `), 0o600)
 	if err != nil {
 		return nil, err

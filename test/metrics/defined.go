@@ -16,6 +16,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
+	"github.com/pulsar-proxy/pulsar-proxy/websocket"
 )
 
 // Defined reports whether the proxy's packages define a metric called name, and its label
@@ -47,6 +48,7 @@ func readDefinitions() map[string][]string {
 	mux.NewMetrics(r)
 	connlimit.NewBudgetMetrics(r)
 	connlimit.NewListenerMetrics(r)
+	websocket.NewMetrics(r)
 	return r.names
 }
 

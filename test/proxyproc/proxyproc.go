@@ -140,6 +140,7 @@ func start(binary, dir, cfgPath string, env []string, withTLS bool) (*Proc, erro
 	p.cmd = exec.Command(binary, "--config", cfgPath)
 	p.cmd.Env = append(append(Environ(), Env...), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	dieWithParent(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, err

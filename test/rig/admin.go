@@ -221,6 +221,18 @@ func (r *Rig) CreateNamespace(ctx context.Context, ns string, bundles int) error
 	return r.admin(ctx, http.MethodPut, "/admin/v2/namespaces/"+p, body, nil)
 }
 
+// CreateNamespaceV1 creates tenant/cluster/namespace through the v1 admin API: a namespace
+// of the rig's cluster whose topics' names carry the cluster (persistent://t/c/ns/x), as the
+// v1 paths of the WebSocket API name them. One that exists already is no error.
+func (r *Rig) CreateNamespaceV1(ctx context.Context, tenant, namespace string) error {
+	p := url.PathEscape(tenant) + "/" + url.PathEscape(r.Cluster) + "/" + url.PathEscape(namespace)
+	err := r.admin(ctx, http.MethodPut, "/admin/namespaces/"+p, map[string]any{}, nil)
+	if IsStatus(err, http.StatusConflict) {
+		return nil
+	}
+	return err
+}
+
 // CreatePartitionedTopic creates a partitioned topic.
 func (r *Rig) CreatePartitionedTopic(ctx context.Context, topic string, partitions int) error {
 	p, err := topicPath(topic)

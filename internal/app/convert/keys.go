@@ -31,7 +31,7 @@ const (
 	reasonKeyStore      = "pulsar-proxy reads PEM files only: export the KeyStore to PEM (keytool -importkeystore -deststoretype PKCS12, then openssl pkcs12 -nodes) and set the PEM paths"
 	reasonSASL          = "Kerberos (SASL) authentication is not supported"
 	reasonPlugins       = "pulsar-proxy loads no extensions, servlets or NAR packages"
-	reasonWebSocket     = "the WebSocket API is not served by pulsar-proxy"
+	reasonWebSocket     = "not converted: set websocket.* by hand (docs/websocket.md)"
 	reasonMetrics       = "/metrics is served on listen.http without authentication or time-out settings; restrict who reaches that port (the chart's Service, a NetworkPolicy)"
 	reasonAuthz         = "Apache's proxy authorizes against the namespace permissions in the metadata store; pulsar-proxy leaves that to the brokers, which authorize the original_principal it sends, or applies its own policy file (authz.enabled, authz.policyFile; super-user roles go in that file's superUserRoles)"
 	reasonWebTLS        = "admin.listenHTTPS serves the client listener's TLS settings (tls.minVersion, tls.cipherSuites): set those"

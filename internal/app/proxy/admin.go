@@ -75,11 +75,15 @@ func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, cred
 	return adminproxy.New(c)
 }
 
-// httpHandler is the HTTP plane: /healthz, /readyz, /metrics, and the admin API when on.
+// httpHandler is the HTTP plane: /healthz, /readyz, /metrics, the admin API and the
+// WebSocket API when on.
 func (p *Proxy) httpHandler() http.Handler {
 	h := httpapi.Handler(p.reg, p.ready)
 	if p.admin != nil {
 		h = p.admin.Handler(h)
+	}
+	if p.ws != nil {
+		h = p.ws.Handler(h)
 	}
 	return h
 }

@@ -116,6 +116,7 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 		return err
 	}
 	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.advertise, p.reg, log, p.refusals)
+	p.ws = buildWebSocket(cfg, connector, resolver, p.brokers, p.sec, p.reg, log, p.refusals)
 	return err
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/certs"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/prereq"
 )
 
 // startProxy builds the proxy of env (beside listeners on 127.0.0.1 and a static broker that
@@ -42,9 +43,7 @@ func startProxy(t *testing.T, env ...string) (*Proxy, Addrs) {
 func openFiles(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot count descriptors here: %v", err)
-	}
+	prereq.Need(t, "/proc/self/fd to count descriptors", err)
 	return len(ents)
 }
 
@@ -55,7 +54,7 @@ func dialFrom(t *testing.T, src, addr string) net.Conn {
 	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 	c, err := d.Dial("tcp", addr)
 	if errors.Is(err, syscall.EADDRNOTAVAIL) {
-		t.Skipf("cannot connect from %s here: %v", src, err)
+		prereq.Need(t, "a connection from "+src, err)
 	}
 	if err != nil {
 		t.Fatal(err)

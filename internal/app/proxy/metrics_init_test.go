@@ -44,7 +44,7 @@ func registered(t *testing.T, reg *prometheus.Registry) []string {
 
 // TestEveryFamilyHasSeriesAtStart: a fresh proxy with every part that exports metrics on
 // (static discovery, TLS listener, tokens from a key set, Basic credentials, the policy, the
-// admin API, multiplexing) exports a series of every family it registers before any client came, so
+// admin API, the WebSocket API, multiplexing) exports a series of every family it registers before any client came, so
 // that a dashboard panel shows 0 rather than "No data" and an alert's rate() sees the first
 // event. Families with a broker label have their brokers' series once discovery lists them.
 func TestEveryFamilyHasSeriesAtStart(t *testing.T) {
@@ -71,6 +71,7 @@ session: {drainTimeout: 2s, passthrough: false}
 auth: {enabled: true, token: {jwksURL: %q, issuers: ["https://idp.example"], audience: pulsar}, basic: {credentialsFile: %q}}
 authz: {enabled: true, policyFile: %q}
 admin: {enabled: true}
+websocket: {enabled: true}
 `, server.CertFile, server.KeyFile, broker.Addr, portOf(broker.Addr), jwks.URL, basic, policy))
 	cfg, err := config.Load(cfgPath, nil)
 	if err != nil {

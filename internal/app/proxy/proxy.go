@@ -30,6 +30,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 	"github.com/pulsar-proxy/pulsar-proxy/sni"
 	"github.com/pulsar-proxy/pulsar-proxy/upstream"
+	"github.com/pulsar-proxy/pulsar-proxy/websocket"
 )
 
 // Options are what Build takes from the process rather than from the configuration.
@@ -68,6 +69,7 @@ type Proxy struct {
 	basic          *authn.BasicProvider // nil without auth.basic.credentialsFile
 	brokerTLS      bool
 	admin          *adminproxy.Proxy // nil without admin.enabled
+	ws             *websocket.Server // nil without websocket.enabled
 	listening      atomic.Bool       // the Pulsar listeners are serving (for /readyz)
 	// The descriptor budget of client connections and each listener's part (https nil without
 	// admin.listenHTTPS), and the HTTP listeners' metrics.

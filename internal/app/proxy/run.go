@@ -200,7 +200,7 @@ func (p *Proxy) logStarted(lns listeners) {
 	if lns.https != nil {
 		started = started.Str("https", lns.https.Addr().String())
 	}
-	started.Str("http", lns.http.Addr().String()).Bool("admin_api", p.admin != nil).
+	started.Str("http", lns.http.Addr().String()).Bool("admin_api", p.admin != nil).Bool("websocket_api", p.ws != nil).
 		Strs("discovery", providerNames).Str("version", p.version).
 		Str("forwarding", p.forwarding()).Bool("broker_tls", p.brokerTLS).
 		Str("broker_proxy_protocol", p.cfg.Broker.ProxyProtocol).
@@ -236,6 +236,7 @@ func (p *Proxy) drain(httpSrvs *httpServers) {
 	default:
 		jsonlog.Seconds(p.log.Info(), "took", time.Since(began)).Msg("every session handed over")
 	}
+	p.closeWebSockets(httpShutdownTimeout)
 	httpSrvs.stop(httpShutdownTimeout)
 	if p.admin != nil {
 		p.admin.Close()
@@ -260,5 +261,19 @@ func (p *Proxy) halt(httpSrvs *httpServers) {
 	now, cancel := context.WithCancel(context.Background())
 	cancel()
 	p.shutdownPlanes(now)
+	p.closeWebSockets(0)
 	httpSrvs.stop(0)
+}
+
+// closeWebSockets tells the WebSocket sessions the proxy goes away (1001) and waits up to
+// timeout for them to end: the HTTP servers do not track the connections they upgraded.
+func (p *Proxy) closeWebSockets(timeout time.Duration) {
+	if p.ws == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, time.Millisecond))
+	defer cancel()
+	if err := p.ws.Shutdown(ctx); err != nil {
+		p.log.Warn().Err(err).Msg("WebSocket sessions still open at the deadline")
+	}
 }

@@ -1,0 +1,188 @@
+package websocket
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/pulsar-proxy/pulsar-proxy/authn"
+	"github.com/pulsar-proxy/pulsar-proxy/authz"
+	"github.com/pulsar-proxy/pulsar-proxy/edge"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/pulsarclient"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/refusal"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/promtest"
+	"github.com/pulsar-proxy/pulsar-proxy/websocket/wsapi"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// tokens is an authenticator that knows two tokens.
+type tokens struct{}
+
+func (tokens) Authenticate(c authn.Credentials) (authn.Identity, error) {
+	switch {
+	case c.Method == "token" && string(c.Data) == "alice-token":
+		return authn.Identity{Role: "alice", Method: "token"}, nil
+	case c.Method == "token" && string(c.Data) == "bob-token":
+		return authn.Identity{Role: "bob", Method: "token"}, nil
+	}
+	return authn.Identity{}, &authn.Error{Method: c.Method, Reason: authn.ReasonMalformed}
+}
+
+type policy struct{ p *authz.Policy }
+
+func (p policy) Policy() *authz.Policy { return p.p }
+
+// newTestServer is the plane with authentication, a policy granting alice produce on
+// acme/a, and no broker: what it answers before anything is made at a broker.
+func newTestServer(t *testing.T, maxSessions int) (*Server, *promtest.Registry) {
+	s, reg, _ := newTestServerTold(t, maxSessions)
+	return s, reg
+}
+
+// told records what the plane tells the log's refusal summaries.
+type told struct{ lines []string }
+
+func (r *told) Refused(k refusal.Kind, detail, _, msg string) {
+	r.lines = append(r.lines, string(k)+" "+detail+": "+msg)
+}
+
+func newTestServerTold(t *testing.T, maxSessions int) (*Server, *promtest.Registry, *told) {
+	p, err := authz.ParsePolicy([]byte("rules:\n  - {roles: [alice], resources: [\"acme/a/*\"], actions: [produce]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, log := promtest.New(), &told{}
+	return New(Config{Clients: pulsarclient.NewFactory(pulsarclient.Config{}), Auth: tokens{}, Policy: edge.New(edge.Config{Policy: policy{p}}),
+		Refusals: log, MaxSessions: maxSessions, MaxPendingMessages: 10, MaxBufferedBytes: 1 << 20, Metrics: NewMetrics(reg)}), reg, log
+}
+
+// TestRefusedBeforeTheBrokers: every refusal the plane makes on its own, with its status.
+func TestRefusedBeforeTheBrokers(t *testing.T) {
+	s, reg, log := newTestServerTold(t, 10)
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	h := s.Handler(next)
+	cases := []struct {
+		name, path, auth string
+		status           int
+	}{
+		{"another plane's path", "/metrics", "", http.StatusTeapot},
+		{"a path of no endpoint", "/ws/v2/other/persistent/acme/a/t", "", http.StatusNotFound},
+		{"a bad path", "/ws/v2/producer/other/acme/a/t", "", http.StatusBadRequest},
+		{"no credentials", "/ws/v2/producer/persistent/acme/a/t", "", http.StatusUnauthorized},
+		{"a bad token", "/ws/v2/producer/persistent/acme/a/t", "Bearer nope", http.StatusUnauthorized},
+		{"not granted: consume", "/ws/v2/consumer/persistent/acme/a/t/s", "Bearer alice-token", http.StatusForbidden},
+		{"not granted: another namespace", "/ws/v2/producer/persistent/acme/b/t", "Bearer alice-token", http.StatusForbidden},
+		{"not granted: bob", "/ws/v2/reader/persistent/acme/a/t", "Bearer bob-token", http.StatusForbidden},
+		{"the token parameter, not granted", "/ws/v2/reader/persistent/acme/a/t?token=bob-token", "", http.StatusForbidden},
+		{"a bad parameter", "/ws/v2/producer/persistent/acme/a/t?sendTimeoutMillis=x", "Bearer alice-token", http.StatusBadRequest},
+		{"a v1 path, its cluster in the name", "/ws/producer/persistent/acme/c1/a/t", "Bearer alice-token", http.StatusForbidden},
+		{"a v1 consumer without a subscription", "/ws/consumer/persistent/acme/c1/a/t", "Bearer alice-token", http.StatusBadRequest},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, c.path, nil)
+			if c.auth != "" {
+				r.Header.Set("Authorization", c.auth)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != c.status {
+				t.Fatalf("status %d (%s), want %d", w.Code, strings.TrimSpace(w.Body.String()), c.status)
+			}
+		})
+	}
+	if v := reg.Value(t, "pulsar_proxy_websocket_sessions_refused_total", "endpoint", "consumer", "code", "403"); v != 1 {
+		t.Errorf("refused consumers counted %v, want 1", v)
+	}
+	// The two refused authentications reach the log's summaries; the policy's refusals are
+	// the edge's to tell.
+	if len(log.lines) != 2 || !strings.HasPrefix(log.lines[0], "authentication_failed ") {
+		t.Errorf("refusal summaries told %q, want the two authentication failures", log.lines)
+	}
+}
+
+// TestMaxSessions: past websocket.maxSessions a request is answered 503 before anything
+// else, and a shut-down plane takes none.
+func TestMaxSessions(t *testing.T) {
+	s, _ := newTestServer(t, 1)
+	if !s.admit() {
+		t.Fatal("the first request refused")
+	}
+	w := httptest.NewRecorder()
+	s.Handler(nil).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ws/v2/producer/persistent/acme/a/t", nil))
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("over maxSessions: %d, want 503", w.Code)
+	}
+	s.settled(nil)
+	if err := s.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if s.admit() {
+		t.Fatal("a request admitted after Shutdown")
+	}
+}
+
+// TestCreateErrors: a broker's refusal of a producer or consumer is the status Pulsar's
+// service gives.
+func TestCreateErrors(t *testing.T) {
+	for _, c := range []struct {
+		kind   string
+		code   string
+		status int
+	}{
+		{"producer", "ProducerBusy", 409}, {"producer", "TopicNotFound", 500}, {"producer", "AuthorizationError", 403},
+		{"consumer", "ConsumerBusy", 409}, {"consumer", "TopicNotFound", 404}, {"consumer", "TooManyRequests", 429},
+		{"reader", "ConsumerBusy", 500}, {"reader", "AuthenticationError", 401},
+	} {
+		err := createError(kindOf(c.kind), &pulsarclient.Error{Code: serverError(c.code), Message: "x"})
+		status, _ := refusalOf(err)
+		if status != c.status {
+			t.Errorf("%s refused with %s: %d, want %d", c.kind, c.code, status, c.status)
+		}
+	}
+	if status, _ := refusalOf(errors.New("other")); status != 500 {
+		t.Errorf("another error: %d", status)
+	}
+}
+
+func kindOf(s string) wsapi.Kind {
+	switch s {
+	case "producer":
+		return wsapi.Producer
+	case "consumer":
+		return wsapi.Consumer
+	}
+	return wsapi.Reader
+}
+
+func serverError(name string) pb.ServerError { return pb.ServerError(pb.ServerError_value[name]) }
+
+// A consumer's dead-letter topic is produced to in the role's name: a role that may consume
+// but not produce there is refused before anything is made at a broker.
+func TestDeadLetterTopicNeedsProduce(t *testing.T) {
+	p, err := authz.ParsePolicy([]byte("rules:\n  - {roles: [bob], resources: [\"acme/a/*\"], actions: [lookup, consume]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Clients: pulsarclient.NewFactory(pulsarclient.Config{}), Auth: tokens{}, Policy: edge.New(edge.Config{Policy: policy{p}}),
+		MaxSessions: 10, MaxPendingMessages: 10, MaxBufferedBytes: 1 << 20, Metrics: NewMetrics(promtest.New())})
+	h := s.Handler(http.NotFoundHandler())
+	for _, query := range []string{
+		"deadLetterTopic=persistent://victim/ns/x&maxRedeliverCount=1",
+		"maxRedeliverCount=1", // the default, <topic>-<subscription>-DLQ: still a produce
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/ws/v2/consumer/persistent/acme/a/t/s?"+query, nil)
+		r.Header.Set("Authorization", "Bearer bob-token")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "produce") {
+			t.Errorf("%s: %d %s, want 403 naming produce", query, w.Code, strings.TrimSpace(w.Body.String()))
+		}
+	}
+}
