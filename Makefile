@@ -161,11 +161,13 @@ e2e-run:
 # The peer suite gate (test/peer/README.md): pulsar-client-go's own tests, from the module cache
 # at the version test/go.mod pins, directly and through the proxy, each run in a network
 # namespace of its own (unshare -rn; the test process's in the proxy run reaches no broker);
-# fails on a test that passes directly and fails through the proxy. peer-suite runs them all
+# fails on a test that passes directly and fails through the proxy (a difference is rerun
+# PEER_RERUNS times in both modes first: test/peer/README.md). peer-suite runs them all
 # (about an hour) and writes docs/peer-suite.md; peer-suite-quick, part of test-e2e, runs
 # PEER_QUICK (the tests of HTTP lookups, Basic authentication, schemas and transactions). Both
 # then run the Java and the Python client with the proxy's HTTP URL on the same rig
 # (peer-clients alone: that check only; the full run writes docs/peer-clients.md).
+# Selecting tests: make peer-suite-quick PEER_QUICK='^TestName$$' PEER_COUNT=10.
 PEER_QUICK ?= ^(TestHTTPBasicAuth|TestHTTPSBasicAuth|TestServiceUrlTLSWithTLSTransportWithBasicAuth|TestWebServiceUrlTLSWithTLSTransportWithBasicAuth|TestProducerWithSchemaAndConsumerSchemaNotFound|TestHTTPLookupJsonSchema|TestHTTPTopicPartitions|TestRetryWithMultipleHttpHosts|TestHTTPTokenAuth|TestTxn_ConsumeAndProduce|TestTxn_AckAndSend)$$
 .PHONY: peer-prepare peer-suite peer-suite-quick peer-clients
 peer-prepare:

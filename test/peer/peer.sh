@@ -7,7 +7,9 @@
 #
 #   peer.sh prepare           outside any namespace (downloads): the client's test binary, the
 #                             proxy, peertool, the rig's jars
-#   peer.sh run [REGEX] [PAGE]  inside `unshare -rn` (its own loopback): rig, proxy, both runs,
+#   peer.sh run [REGEX] [PAGE]  inside `unshare -rn` (its own loopback): rig, proxy, both runs
+#                             (the tests REGEX selects, each PEER_COUNT times, default 1), the
+#                             reruns of the differences (PEER_RERUNS in each mode, default 5),
 #                             the comparison (written to PAGE when given), everything stopped;
 #                             with PEER_CLIENTS=PAGE2 the clients check below too, on the same rig
 #   peer.sh clients [PAGE]    inside `unshare -rn`: the Java and the Python client, with the
@@ -184,7 +186,7 @@ suite() {
   say "running pulsar-client-go's tests $name${regex:+ (-run $regex)}"
   (cd "$PEER_DIR/client/pulsar" && in_namespace "$name" "$ports" \
     "$PEER_DIR/test2json" -t -p github.com/apache/pulsar-client-go/pulsar \
-    "$PEER_DIR/pulsar.test" -test.v=test2json -test.count=1 -test.timeout=60m -test.skip "$PEER_SKIP" ${regex:+-test.run "$regex"}) \
+    "$PEER_DIR/pulsar.test" -test.v=test2json -test.count="${PEER_COUNT:-1}" -test.timeout=60m -test.skip "$PEER_SKIP" ${regex:+-test.run "$regex"}) \
     >"$PEER_DIR/$name.json" 2>"$PEER_DIR/logs/$name.stderr" || true
 }
 
@@ -218,9 +220,9 @@ run() {
   start
   suite direct "$regex"
   suite proxy "$regex"
-  rerun_failures "$regex"
+  rerun_failures
   PEER_COMMIT="$commit" PEER_CLIENT_VERSION="$client_version" PEER_PULSAR_VERSION="$pulsar_version" PEER_SKIP="$PEER_SKIP" \
-    "$PEER_DIR/peertool" report "$PEER_DIR/direct.json" "$PEER_DIR/proxy.json" "$page" "$PEER_DIR"/proxy-rerun*.json || rc=$?
+    "$PEER_DIR/peertool" report "$PEER_DIR/direct.json" "$PEER_DIR/proxy.json" "$page" $(reruns) || rc=$?
   # The Java and the Python client on the same rig (PEER_CLIENTS: their page).
   if [[ -n "${PEER_CLIENTS:-}" ]]; then clients_check "$PEER_CLIENTS" || rc=1; fi
   stop_proxy
@@ -238,14 +240,27 @@ stop_proxy() {
   rm -f "$PEER_DIR/pids/proxy"
 }
 
-# rerun_failures runs once more, through the proxy, the tests that passed directly and failed
-# through it: a test that passes then is flaky, not broken by the proxy (the page lists it).
+# rerun_failures runs the tests that passed directly and failed through the proxy again,
+# PEER_RERUNS times in each mode (each run on emptied namespaces): a client's test can be
+# timing-sensitive, and peertool report counts one against the proxy only if its reruns say
+# the proxy fails it (passes directly every time and fails through the proxy again, or never
+# passes through the proxy), not when it fails directly too (flaky in both modes).
 rerun_failures() {
-  local failed
+  local failed i
   failed="$("$PEER_DIR/peertool" failed "$PEER_DIR/direct.json" "$PEER_DIR/proxy.json")"
-  rm -f "$PEER_DIR"/proxy-rerun*.json
+  rm -f "$PEER_DIR"/direct-rerun-*.json "$PEER_DIR"/proxy-rerun-*.json
   [[ -n "$failed" ]] || return 0
-  suite proxy-rerun "$failed"
+  for i in $(seq "${PEER_RERUNS:-5}"); do
+    suite "direct-rerun-$i" "$failed"
+    suite "proxy-rerun-$i" "$failed"
+  done
+}
+
+# reruns lists the reruns' result files.
+reruns() {
+  local f
+  for f in "$PEER_DIR"/direct-rerun-*.json "$PEER_DIR"/proxy-rerun-*.json; do [[ -f "$f" ]] && echo "$f"; done
+  return 0
 }
 
 # start brings the rig, the proxy and the outer relays up (stopped at exit).

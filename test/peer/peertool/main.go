@@ -5,9 +5,10 @@
 //	peertool token  KEYFILE ROLE      an HS256 token for ROLE signed with the raw key in KEYFILE
 //	peertool failed DIRECT.json PROXY.json  a -run pattern of the tests that passed directly and
 //	                                  failed through the proxy ("" when none)
-//	peertool report DIRECT.json PROXY.json PAGE.md [RERUN.json...]
-//	                                  compare two `go test -json` runs; write the page; exit 1 when
-//	                                  a test passed directly and failed through the proxy
+//	peertool report DIRECT.json PROXY.json PAGE.md [direct-rerun-N.json proxy-rerun-N.json...]
+//	                                  compare two `go test -json` runs and the reruns of their
+//	                                  differences in each mode; write the page; exit 1 when a test
+//	                                  passed directly and its reruns say the proxy fails it
 //	peertool logcheck LOG             the proxy's log held to the rules of every proxy's log in
 //	                                  the e2e suites (test/proxyproc): one JSON object a line
 //

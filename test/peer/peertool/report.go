@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -20,7 +21,9 @@ type event struct {
 
 // run is one run's outcome per top-level test, and why each failed or skipped.
 type run struct {
-	outcome map[string]string // pass, fail, skip; a test that never ended (timeout, panic): fail
+	// outcome is pass, fail or skip. A test that never ended (timeout, panic) failed; a test
+	// run more than once (-test.count) passed only if it passed every time.
+	outcome map[string]string
 	why     map[string]string
 	seconds float64
 }
@@ -32,6 +35,7 @@ func readRun(path string) (*run, error) {
 	}
 	defer f.Close()
 	r := &run{outcome: map[string]string{}, why: map[string]string{}}
+	open := map[string]int{} // tests started and not yet ended
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -43,16 +47,31 @@ func readRun(path string) (*run, error) {
 		switch {
 		case e.Test == "" && (e.Action == "pass" || e.Action == "fail"):
 			r.seconds = e.Elapsed
-		case e.Test == "":
-		case e.Action == "run" && !sub:
-			r.outcome[top] = "fail" // until it says otherwise
-		case (e.Action == "pass" || e.Action == "fail" || e.Action == "skip") && !sub:
-			r.outcome[top] = e.Action
+		case e.Test == "" || sub:
+		case e.Action == "run":
+			open[top]++
+		case e.Action == "pass" || e.Action == "fail" || e.Action == "skip":
+			open[top]--
+			r.record(top, e.Action)
 		case e.Action == "output" && r.why[top] == "":
 			r.why[top] = reason(e.Output)
 		}
 	}
+	for top, n := range open {
+		if n > 0 {
+			r.record(top, "fail")
+		}
+	}
 	return r, sc.Err()
+}
+
+// record adds one ending of test top: a failure outweighs a pass, a pass a skip.
+func (r *run) record(top, action string) {
+	switch o := r.outcome[top]; {
+	case o == "fail", o == "pass" && action == "skip":
+	default:
+		r.outcome[top] = action
+	}
 }
 
 // reason picks a line that says why a test failed or skipped.
@@ -71,10 +90,10 @@ func reason(line string) string {
 }
 
 // report compares the runs, writes the page and fails on a test that passed directly and
-// failed through the proxy (a rerun through the proxy that passes clears it: counted flaky).
+// failed through the proxy, unless its reruns clear it (rerunVerdict).
 func report(args []string) error {
 	if len(args) < 3 {
-		return fmt.Errorf("report DIRECT.json PROXY.json PAGE.md [RERUN.json...]")
+		return fmt.Errorf("report DIRECT.json PROXY.json PAGE.md [direct-rerun-N.json proxy-rerun-N.json...]")
 	}
 	direct, err := readRun(args[0])
 	if err != nil {
@@ -84,29 +103,87 @@ func report(args []string) error {
 	if err != nil {
 		return err
 	}
-	var reruns []*run
+	var reruns reruns
 	for _, p := range args[3:] {
-		if r, err := readRun(p); err == nil {
-			reruns = append(reruns, r)
+		r, err := readRun(p)
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(filepath.Base(p), "direct") {
+			reruns.direct = append(reruns.direct, r)
+		} else {
+			reruns.proxy = append(reruns.proxy, r)
 		}
 	}
 	c := compare(direct, proxy, reruns)
 	if err := os.WriteFile(args[2], []byte(c.page(direct, proxy)), 0o644); err != nil {
 		return err
 	}
-	fmt.Printf("peer suite: %d tests; directly %d passed, through the proxy %d passed; %d pass only directly, %d flaky through the proxy (passed on rerun)\n",
-		len(c.names), count(direct, "pass"), count(proxy, "pass"), len(c.proxyOnly), len(c.flaky))
+	fmt.Printf("peer suite: %d tests; directly %d passed, through the proxy %d passed; %d pass only directly; rerun in both modes: %d, of which %d flaky in both, %d failed through the proxy once only\n",
+		len(c.names), count(direct, "pass"), count(proxy, "pass"), len(c.proxyOnly), len(c.rerun), len(c.flakyBoth), len(c.flaky))
 	if len(c.proxyOnly) > 0 {
 		return fmt.Errorf("tests that pass directly and fail through the proxy: %s", strings.Join(c.proxyOnly, ", "))
 	}
 	return nil
 }
 
-type comparison struct {
-	names, proxyOnly, flaky, bothFail, skipped, directOnly []string
+// reruns are the runs, in each mode, of the tests that passed directly and failed through
+// the proxy the first time.
+type reruns struct{ direct, proxy []*run }
+
+// tally is how many of runs ran test n and how many of those passed it.
+func tally(n string, runs []*run) (passed, ran int) {
+	for _, r := range runs {
+		switch r.outcome[n] {
+		case "pass":
+			passed++
+			ran++
+		case "fail":
+			ran++
+		}
+	}
+	return passed, ran
 }
 
-func compare(direct, proxy *run, reruns []*run) comparison {
+// Verdicts on a test that passed directly and failed through the proxy, from its reruns.
+const (
+	verdictProxy = "fails through the proxy" // the gate fails
+	verdictBoth  = "flaky in both modes"
+	verdictOnce  = "failed through the proxy once, passed on every rerun"
+)
+
+// rerunVerdict decides, from the reruns in both modes, whether a test that passed directly
+// and failed through the proxy fails because of the proxy. It does if it passed directly
+// every time and failed through the proxy again, or never passed through the proxy while it
+// passed directly more often than not. A test that also failed directly is flaky in both
+// modes: its first difference says nothing about the proxy. Without reruns the first
+// difference stands.
+func rerunVerdict(dPassed, dRan, pPassed, pRan int) string {
+	switch {
+	case pRan == 0 || dRan == 0:
+		return verdictProxy
+	case dPassed == dRan && pPassed < pRan:
+		return verdictProxy
+	case pPassed == 0 && 2*dPassed > dRan:
+		return verdictProxy
+	case dPassed < dRan:
+		return verdictBoth
+	}
+	return verdictOnce
+}
+
+// rerunRow is a rerun test's line on the page.
+type rerunRow struct {
+	name, verdict                string
+	dPassed, dRan, pPassed, pRan int
+}
+
+type comparison struct {
+	names, proxyOnly, flaky, flakyBoth, bothFail, skipped, directOnly []string
+	rerun                                                             []rerunRow
+}
+
+func compare(direct, proxy *run, again reruns) comparison {
 	var c comparison
 	for n := range direct.outcome {
 		c.names = append(c.names, n)
@@ -120,10 +197,8 @@ func compare(direct, proxy *run, reruns []*run) comparison {
 	for _, n := range c.names {
 		d, p := direct.outcome[n], proxy.outcome[n]
 		switch {
-		case d == "pass" && p != "pass" && passedIn(n, reruns):
-			c.flaky = append(c.flaky, n)
 		case d == "pass" && p != "pass":
-			c.proxyOnly = append(c.proxyOnly, n)
+			c.addRerun(n, again)
 		case d == "skip" || p == "skip":
 			c.skipped = append(c.skipped, n)
 		case d != "pass" && p != "pass":
@@ -135,13 +210,23 @@ func compare(direct, proxy *run, reruns []*run) comparison {
 	return c
 }
 
-func passedIn(name string, runs []*run) bool {
-	for _, r := range runs {
-		if r.outcome[name] == "pass" {
-			return true
-		}
+// addRerun files a test that passed directly and failed through the proxy by its verdict.
+func (c *comparison) addRerun(n string, again reruns) {
+	row := rerunRow{name: n}
+	row.dPassed, row.dRan = tally(n, again.direct)
+	row.pPassed, row.pRan = tally(n, again.proxy)
+	row.verdict = rerunVerdict(row.dPassed, row.dRan, row.pPassed, row.pRan)
+	switch row.verdict {
+	case verdictProxy:
+		c.proxyOnly = append(c.proxyOnly, n)
+	case verdictBoth:
+		c.flakyBoth = append(c.flakyBoth, n)
+	default:
+		c.flaky = append(c.flaky, n)
 	}
-	return false
+	if row.dRan+row.pRan > 0 {
+		c.rerun = append(c.rerun, row)
+	}
 }
 
 func count(r *run, outcome string) int {
@@ -169,7 +254,7 @@ func (c comparison) page(direct, proxy *run) string {
 	w("| through the proxy | %d | %d | %d | %.0f s |\n\n", count(proxy, "pass"), count(proxy, "fail"), count(proxy, "skip"), proxy.seconds)
 	w("**Pass directly, fail through the proxy: %d.**\n\n", len(c.proxyOnly))
 	c.list(&b, "Pass directly, fail through the proxy", c.proxyOnly, proxy)
-	c.list(&b, "Failed through the proxy, passed when run again (flaky)", c.flaky, proxy)
+	c.rerunTable(&b, proxy)
 	c.list(&b, "Fail directly and through the proxy", c.bothFail, direct)
 	c.list(&b, "Fail directly, pass through the proxy", c.directOnly, direct)
 	c.list(&b, "Skipped", c.skipped, direct)
@@ -178,6 +263,25 @@ func (c comparison) page(direct, proxy *run) string {
 		w("(testcontainers), which panics the test binary where Docker is not running.\n")
 	}
 	return b.String()
+}
+
+// rerunTable lists the tests rerun in both modes, their passes and the verdict.
+func (c comparison) rerunTable(b *strings.Builder, proxy *run) {
+	if len(c.rerun) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## Rerun in both modes (%d)\n\n", len(c.rerun))
+	b.WriteString("A test that passed directly and failed through the proxy is run again, on emptied namespaces,\n")
+	b.WriteString("a few times directly and as often through the proxy: a client's test can be timing-sensitive,\n")
+	b.WriteString("and one failure through the proxy does not say the proxy failed it. It counts against the proxy\n")
+	b.WriteString("(above) if it passed directly on every rerun and failed through the proxy again, or never passed\n")
+	b.WriteString("through the proxy while it passed directly more often than not. A test that also fails directly\n")
+	b.WriteString("is flaky in both modes.\n\n")
+	b.WriteString("| test | reruns passed directly | reruns passed through the proxy | verdict | why it failed through the proxy first |\n|---|---|---|---|---|\n")
+	for _, r := range c.rerun {
+		fmt.Fprintf(b, "| `%s` | %d of %d | %d of %d | %s | %s |\n", r.name, r.dPassed, r.dRan, r.pPassed, r.pRan, r.verdict, proxy.why[r.name])
+	}
+	b.WriteString("\n")
 }
 
 func (c comparison) list(b *strings.Builder, title string, names []string, r *run) {
@@ -205,7 +309,7 @@ func failed(args []string) error {
 	if err != nil {
 		return err
 	}
-	if c := compare(direct, proxy, nil); len(c.proxyOnly) > 0 {
+	if c := compare(direct, proxy, reruns{}); len(c.proxyOnly) > 0 {
 		fmt.Printf("^(%s)$", strings.Join(c.proxyOnly, "|"))
 	}
 	return nil
