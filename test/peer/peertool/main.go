@@ -5,6 +5,8 @@
 //	peertool token  KEYFILE ROLE      an HS256 token for ROLE signed with the raw key in KEYFILE
 //	peertool failed DIRECT.json PROXY.json  a -run pattern of the tests that passed directly and
 //	                                  failed through the proxy ("" when none)
+//	peertool remaining LIST RUN.json  a -run pattern of the tests in LIST that the run never
+//	                                  started ("" when none: no test ended the binary early)
 //	peertool report DIRECT.json PROXY.json PAGE.md [direct-rerun-N.json proxy-rerun-N.json...]
 //	                                  compare two `go test -json` runs and the reruns of their
 //	                                  differences in each mode; write the page; exit 1 when a test
@@ -39,6 +41,8 @@ func main() {
 		err = report(os.Args[2:])
 	case "failed":
 		err = failed(os.Args[2:])
+	case "remaining":
+		err = remaining(os.Args[2:])
 	case "logcheck":
 		err = logcheck(os.Args[2:])
 	default:
@@ -51,7 +55,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: peertool relay LISTEN=DIAL... | token KEYFILE ROLE | report DIRECT.json PROXY.json PAGE.md [RERUN.json...] | failed DIRECT.json PROXY.json | logcheck LOG")
+	fmt.Fprintln(os.Stderr, "usage: peertool relay LISTEN=DIAL... | token KEYFILE ROLE | report DIRECT.json PROXY.json PAGE.md [RERUN.json...] | failed DIRECT.json PROXY.json | remaining LIST RUN.json | logcheck LOG")
 	os.Exit(2)
 }
 

@@ -46,7 +46,7 @@ func readRun(path string) (*run, error) {
 		top, _, sub := strings.Cut(e.Test, "/")
 		switch {
 		case e.Test == "" && (e.Action == "pass" || e.Action == "fail"):
-			r.seconds = e.Elapsed
+			r.seconds += e.Elapsed // a run resumed after a panic is several
 		case e.Test == "" || sub:
 		case e.Action == "run":
 			open[top]++
@@ -311,6 +311,32 @@ func failed(args []string) error {
 	}
 	if c := compare(direct, proxy, reruns{}); len(c.proxyOnly) > 0 {
 		fmt.Printf("^(%s)$", strings.Join(c.proxyOnly, "|"))
+	}
+	return nil
+}
+
+// remaining prints a -run pattern of the tests in LIST (one name a line) that RUN.json never
+// started ("" when none): the binary ended early (a test panicked) and these are still to run.
+func remaining(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("remaining LIST RUN.json")
+	}
+	list, err := os.ReadFile(args[0])
+	if err != nil {
+		return err
+	}
+	r, err := readRun(args[1])
+	if err != nil {
+		return err
+	}
+	var left []string
+	for _, n := range strings.Fields(string(list)) {
+		if _, started := r.outcome[n]; !started {
+			left = append(left, n)
+		}
+	}
+	if len(left) > 0 {
+		fmt.Printf("^(%s)$", strings.Join(left, "|"))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,4 +88,40 @@ func TestReportGate(t *testing.T) {
 			t.Errorf("page lacks %q:\n%s", want, b)
 		}
 	}
+}
+
+// TestRemaining: after a test that ended the binary (B: started, never ended), the tests
+// never started are the ones to run again; none are when every test started.
+func TestRemaining(t *testing.T) {
+	dir := t.TempDir()
+	list := filepath.Join(dir, "list")
+	if err := os.WriteFile(list, []byte("A\nB\nC\nD\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cut := events(t, dir, "cut.json", "run A", "pass A", "run B", "fail ")
+	whole := events(t, dir, "whole.json", "run A", "pass A", "run B", "run C", "pass C", "run D", "skip D")
+	for _, c := range []struct{ run, want string }{{cut, "^(C|D)$"}, {whole, ""}} {
+		out := captureStdout(t, func() error { return remaining([]string{list, c.run}) })
+		if out != c.want {
+			t.Errorf("%s: %q, want %q", filepath.Base(c.run), out, c.want)
+		}
+	}
+}
+
+// captureStdout is what f prints.
+func captureStdout(t *testing.T, f func() error) string {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	ferr := f()
+	os.Stdout = stdout
+	w.Close()
+	b, _ := io.ReadAll(r)
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	return string(b)
 }
