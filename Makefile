@@ -109,6 +109,7 @@ test-e2e:
 	$(call timed,rig cache (Pulsar jars + Consul),$(MAKE) --no-print-directory e2e-prepare)
 	$(call timed,python client (virtualenv in .cache),$(MAKE) --no-print-directory e2e-python)
 	$(call timed,go test ./... in test/,$(MAKE) --no-print-directory e2e-run)
+	$(call timed,peer suite subset (pulsar-client-go's tests directly and through the proxy),$(MAKE) --no-print-directory peer-suite-quick)
 
 # Warms .cache (downloads the Pulsar jars, builds Consul). Outside CI a missing tool is left for
 # TestMain to report as a skip; on CI it fails here.
@@ -156,6 +157,32 @@ e2e-run:
 	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $(FIRSTDAY_RIG_DIR) running; stopping it"; RIG_DIR=$(FIRSTDAY_RIG_DIR) $(RIG) down; rc=1; fi; \
 	fi; \
 	exit $$rc
+
+# The peer suite gate (test/peer/README.md): pulsar-client-go's own tests, from the module cache
+# at the version test/go.mod pins, directly and through the proxy, each run in a network
+# namespace of its own (unshare -rn; the test process's in the proxy run reaches no broker);
+# fails on a test that passes directly and fails through the proxy (a difference is rerun
+# PEER_RERUNS times in both modes first: test/peer/README.md). peer-suite runs them all
+# (about an hour) and writes docs/peer-suite.md; peer-suite-quick, part of test-e2e, runs
+# PEER_QUICK (the tests of HTTP lookups, Basic authentication, schemas and transactions). Both
+# then run the Java and the Python client with the proxy's HTTP URL on the same rig
+# (peer-clients alone: that check only; the full run writes docs/peer-clients.md).
+# Selecting tests: make peer-suite-quick PEER_QUICK='^TestName$$' PEER_COUNT=10.
+PEER_QUICK ?= ^(TestHTTPBasicAuth|TestHTTPSBasicAuth|TestServiceUrlTLSWithTLSTransportWithBasicAuth|TestWebServiceUrlTLSWithTLSTransportWithBasicAuth|TestProducerWithSchemaAndConsumerSchemaNotFound|TestHTTPLookupJsonSchema|TestHTTPTopicPartitions|TestRetryWithMultipleHttpHosts|TestHTTPTokenAuth|TestTxn_ConsumeAndProduce|TestTxn_AckAndSend)$$
+.PHONY: peer-prepare peer-suite peer-suite-quick peer-clients
+peer-prepare:
+	test/peer/peer.sh prepare
+
+peer-suite: peer-prepare
+	unshare -rn sh -c 'ip link set lo up && PEER_CLIENTS=docs/peer-clients.md exec test/peer/peer.sh run "" docs/peer-suite.md'
+
+peer-suite-quick: peer-prepare
+	unshare -rn sh -c 'ip link set lo up && PEER_CLIENTS=bin/peer/peer-clients.md exec test/peer/peer.sh run "$(PEER_QUICK)"'
+
+# The Java and the Python client with the proxy's HTTP URL as service URL, no broker
+# reachable, produce and consume over partitions that both brokers own (docs/peer-clients.md).
+peer-clients: peer-prepare
+	unshare -rn sh -c 'ip link set lo up && exec test/peer/peer.sh clients docs/peer-clients.md'
 
 # The fault, storm and stuck-client tests alone (test/e2efault, its own rig; part of make test).
 .PHONY: test-fault test-fault-long

@@ -88,6 +88,10 @@ type Config struct {
 	ForwardClientCredentials bool
 	// TLS is the client configuration for https:// upstreams (nil: the system's roots).
 	TLS *tls.Config
+	// Advertise names the proxy's listeners as the client of a request reaches them, for the
+	// answers of HTTP topic lookups (see Advertised); nil: lookups are answered as the
+	// broker answered them.
+	Advertise func(*http.Request) Advertised
 
 	DialTimeout     time.Duration // connect (and TLS handshake) to a web service
 	ResponseTimeout time.Duration // from the request sent to the answer's headers
@@ -174,12 +178,12 @@ func New(cfg Config) (*Proxy, error) {
 		spool: newSpoolBudget(cfg.SpoolBudget, cfg.Metrics), transport: t}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		ModifyResponse: p.filterTopicList,
+		ModifyResponse: p.modifyResponse,
 		Transport:      &redirector{p: p, base: t},
 		FlushInterval:  100 * time.Millisecond, // answers of unknown length are flushed at once anyway
 		BufferPool:     newBufferPool(),
 		ErrorHandler:   p.proxyError,
-		ErrorLog:       nil,
+		ErrorLog:       jsonlog.StdLogger(cfg.Logger, "admin API proxy error"),
 	}
 	return p, nil
 }
@@ -206,6 +210,7 @@ func (p *Proxy) Handler(next http.Handler) http.Handler {
 // exchange is the state of one proxied request, shared by the handler, the rewrite hook, the
 // redirect-following transport and the error handler (through the request's context).
 type exchange struct {
+	in       *http.Request // the client's request
 	route    route
 	identity authn.Identity
 	authed   bool
@@ -241,7 +246,7 @@ func exchangeOf(ctx context.Context) *exchange {
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rt route, pathErr error) {
 	began := time.Now()
-	x := &exchange{route: rt}
+	x := &exchange{route: rt, in: r}
 	rec := &recorder{ResponseWriter: w, rc: http.NewResponseController(w), timeout: p.cfg.ReadTimeout}
 	rec.closeUnread = r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
 	rec.bodyDone = func() bool { return x.body != nil && x.body.srcErr == io.EOF }
@@ -402,9 +407,9 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	for _, o := range methodOverrides {
 		h.Del(o)
 	}
-	if x != nil && x.decision.FilterTopics {
-		// The answer is read to be filtered: it must come uncompressed (brokers gzip by
-		// default, and Go's HTTP client asks for it).
+	if x != nil && (x.decision.FilterTopics || (p.cfg.Advertise != nil && isTopicLookup(pr.In.URL.Path))) {
+		// The answer is read to be filtered or rewritten: it must come uncompressed (brokers
+		// gzip by default, and Go's HTTP client asks for it).
 		h.Del("Accept-Encoding")
 	}
 	if x == nil || !x.authed {

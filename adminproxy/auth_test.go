@@ -27,7 +27,11 @@ func TestCredentials(t *testing.T) {
 		{"certificate asked for by name", []string{"Authorization", "Bearer abc", headerAuthMethod, "tls"}, verified, "tls", "", true},
 		{"unverified certificate", nil, unverified, "", "", false},
 		{"bearer beats a certificate", []string{"Authorization", "Bearer abc"}, verified, "token", "abc", false},
-		{"basic", []string{"Authorization", "Basic dTpw"}, nil, "basic", "", false},
+		{"basic", []string{"Authorization", "Basic dTpw"}, nil, "basic", "u:p", false},
+		{"basic, any case", []string{"Authorization", "BASIC dTpw"}, nil, "basic", "u:p", false},
+		{"basic named by Pulsar's header", []string{"Authorization", "Basic dTpw", headerAuthMethod, "basic"}, verified, "basic", "u:p", false},
+		{"basic, two spaces (Pulsar's split refuses it)", []string{"Authorization", "Basic  dTpw"}, nil, "basic", "", false},
+		{"basic, not base64", []string{"Authorization", "Basic !!"}, nil, "basic", "", false},
 		{"another method", []string{headerAuthMethod, "athenz"}, nil, "athenz", "", false},
 	} {
 		r := httptest.NewRequest("GET", "/admin/v2/tenants", nil)

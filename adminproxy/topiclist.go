@@ -15,7 +15,16 @@ const maxTopicListBody = 64 << 20
 
 var errTopicListUnreadable = errors.New("the broker's topic list could not be read to filter it")
 
-// filterTopicList is the ReverseProxy's ModifyResponse hook: a successful answer to a route
+// modifyResponse is the ReverseProxy's ModifyResponse hook: topic lists filtered, lookups
+// answered with the proxy's URLs.
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	if err := p.filterTopicList(resp); err != nil {
+		return err
+	}
+	return p.rewriteLookup(resp)
+}
+
+// filterTopicList is part of the ReverseProxy's ModifyResponse: a successful answer to a route
 // whose answer lists topic names (the edge said so) is cut to the names the role may look
 // up, as a binary GET_TOPICS_OF_NAMESPACE answer is. An answer that cannot be read as a list
 // of names is not passed on (it might name what the role may not see).

@@ -51,7 +51,7 @@ func (m *Metrics) AuthFailure(method string, reason Reason) {
 		return
 	}
 	switch method { // a client-chosen string: keep the label set bounded
-	case methodToken, "tls", "none", "anonymous":
+	case methodToken, "tls", "none", "anonymous", methodBasic:
 	default:
 		method = "other"
 	}

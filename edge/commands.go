@@ -135,8 +135,10 @@ var topicChecks = map[pb.BaseCommand_Type]topicCheck{
 // coordinator N: the broker that owns the partition runs the coordinator.
 const CoordinatorAssignTopic = "persistent://pulsar/system/transaction_coordinator_assign"
 
-// coordinatorTopic is the topic of coordinator id, or "" (denied) for an id a broker would
-// read as another one: it takes the partition index as a 32-bit int.
+// CoordinatorTopic is the topic of coordinator id, whose owner runs it, or "" (denied) for
+// an id a broker would read as another one: it takes the partition index as a 32-bit int.
+func CoordinatorTopic(id uint64) string { return coordinatorTopic(id) }
+
 func coordinatorTopic(id uint64) string {
 	if id > math.MaxInt32 {
 		return ""

@@ -402,3 +402,36 @@ func TestMultiplexedSendPayloadIsRead(t *testing.T) {
 		}
 	}
 }
+
+// A routed connection decides its discovery requests as a lookup connection does and every
+// other command as a multiplexed one: no command type gets a third set of rules.
+func TestRoutedDecidesAsLookupOrMultiplexed(t *testing.T) {
+	routed, lookup, multiplexed := newTestEdge(t, testPolicy), newTestEdge(t, testPolicy), newTestEdge(t, testPolicy)
+	for _, v := range pb.BaseCommand_Type_value {
+		typ := pb.BaseCommand_Type(v)
+		as, other := multiplexed, Multiplexed
+		if servedOnLookup[typ] && typ != pb.BaseCommand_PING && typ != pb.BaseCommand_PONG && typ != pb.BaseCommand_AUTH_RESPONSE {
+			as, other = lookup, Lookup
+		}
+		for _, allowed := range []bool{true, false} {
+			raw := wellFormed(t, typ, allowed)
+			got, want := routed.Command(alice, Routed, typ, raw), as.Command(alice, other, typ, raw)
+			if got.Outcome != want.Outcome || got.Reason != want.Reason || got.Rewritten != want.Rewritten {
+				t.Errorf("%v (allowed %v) on a routed connection: %v %q, want %v %q as on %v", typ, allowed, got.Outcome, got.Reason, want.Outcome, want.Reason, other)
+			}
+		}
+	}
+}
+
+// A routed connection's LOOKUP goes through the lookup service as the proxy's own request,
+// the fields only a proxy sets dropped, as on a lookup connection (a multiplexed one refuses
+// them: there the command would reach a broker as the client sent it).
+func TestRoutedLookupDropsProxyFields(t *testing.T) {
+	e := newTestEdge(t, "")
+	cmd := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		Topic: proto.String(allowedTopic), RequestId: proto.Uint64(1), OriginalPrincipal: proto.String("root")}}
+	d := decided(t, e, alice, Routed, cmd)
+	if d.Outcome != Forward || d.Command.GetLookupTopic().OriginalPrincipal != nil {
+		t.Errorf("routed LOOKUP naming original_principal: %v %v, want forwarded without it", d.Outcome, d.Command)
+	}
+}

@@ -14,6 +14,7 @@ import (
 // session's hot path (SEND, ACK, FLOW, PING...) is decided without decoding; everything else
 // is read strictly (required fields included) before anything is decided.
 func (e *Edge) Command(id authn.Identity, p Plane, t pb.BaseCommand_Type, command []byte) Decision {
+	p = p.acting(t)
 	r := ruleFor(t)
 	if p == Direct && (r == pass || r == keepAlive) {
 		return Decision{Outcome: Forward}
@@ -31,6 +32,7 @@ func (e *Edge) Command(id authn.Identity, p Plane, t pb.BaseCommand_Type, comman
 // section, which a broker may have to read (an encrypted namespace's, a chunk's) and closes the
 // shared connection on when it cannot.
 func (e *Edge) Frame(id authn.Identity, p Plane, t pb.BaseCommand_Type, command, payload []byte) Decision {
+	p = p.acting(t)
 	d := e.Command(id, p, t, command)
 	if p != Multiplexed || t != pb.BaseCommand_SEND || d.Outcome != Forward {
 		return d
@@ -44,7 +46,7 @@ func (e *Edge) Frame(id authn.Identity, p Plane, t pb.BaseCommand_Type, command,
 // Decoded decides on a command the session has read decoded already (a lookup connection
 // reads its commands so).
 func (e *Edge) Decoded(id authn.Identity, p Plane, cmd *pb.BaseCommand) Decision {
-	return e.decide(id, p, ruleFor(cmd.GetType()), cmd)
+	return e.decide(id, p.acting(cmd.GetType()), ruleFor(cmd.GetType()), cmd)
 }
 
 func (e *Edge) decide(id authn.Identity, p Plane, r rule, cmd *pb.BaseCommand) Decision {

@@ -29,11 +29,33 @@ const (
 	Multiplexed
 	// HTTP: the admin REST API, lookups over HTTP, the REST producer and Functions.
 	HTTP
+	// Routed: a connection without proxy_to_broker_url whose client uses the proxy as its
+	// broker (it looked its topics up over HTTP): discovery requests are decided as on a
+	// lookup connection, everything else as on a multiplexed one (its producers and consumers
+	// go to their topics' owners over shared broker connections).
+	Routed
 	// WebSocket: Pulsar's WebSocket API, whose producers and consumers the proxy makes at
 	// brokers itself (the role as original_principal).
 	WebSocket
 	planes
 )
+
+// acting is the plane whose rules decide a command of type t arriving on p: a routed
+// connection's discovery requests are a lookup connection's, its other commands a
+// multiplexed connection's.
+func (p Plane) acting(t pb.BaseCommand_Type) Plane {
+	switch {
+	case p != Routed:
+		return p
+	case servedOnLookup[t] && t != pb.BaseCommand_PING && t != pb.BaseCommand_PONG && t != pb.BaseCommand_AUTH_RESPONSE:
+		return Lookup
+	}
+	return Multiplexed
+}
+
+// ServedOnLookup reports whether a lookup connection serves commands of type t (a routed
+// connection serves them the same way).
+func ServedOnLookup(t pb.BaseCommand_Type) bool { return servedOnLookup[t] }
 
 // String is the plane as a log field.
 func (p Plane) String() string {
@@ -46,6 +68,8 @@ func (p Plane) String() string {
 		return "multiplexed"
 	case HTTP:
 		return "http"
+	case Routed:
+		return "routed"
 	case WebSocket:
 		return "websocket"
 	}

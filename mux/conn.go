@@ -202,6 +202,37 @@ func (mb *Member) Leave() {
 	c.pool.metrics.leaveCloses.Add(float64(len(closes)))
 }
 
+// ReleaseProducer closes the client's producer id on the broker without the client asking
+// (a routed session moves it to its topic's new owner): the mapping forgets it at once, and
+// the broker's answer to the proxy's CLOSE_PRODUCER is dropped. An id the client does not
+// have here is ignored.
+func (mb *Member) ReleaseProducer(id uint64) { mb.release(producerID, id) }
+
+// ReleaseConsumer is ReleaseProducer for a consumer id.
+func (mb *Member) ReleaseConsumer(id uint64) { mb.release(consumerID, id) }
+
+func (mb *Member) release(k kind, id uint64) {
+	c := mb.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if mb.client.detached || c.dead {
+		return
+	}
+	mapped, ok := c.m.release(mb.client, k, id)
+	if !ok {
+		return
+	}
+	req := proto.Uint64(c.m.Request())
+	cmd := &pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: &pb.CommandCloseProducer{ProducerId: proto.Uint64(mapped), RequestId: req}}
+	if k == consumerID {
+		cmd = &pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: &pb.CommandCloseConsumer{ConsumerId: proto.Uint64(mapped), RequestId: req}}
+	}
+	if f, err := Encode(cmd, nil); err == nil {
+		c.own = append(c.own, f)
+		c.writable.Signal()
+	}
+}
+
 // detachLocked removes a member from the connection and the mapping.
 func (c *Conn) detachLocked(mb *Member) Held {
 	held := c.m.Detach(mb.client)

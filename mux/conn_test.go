@@ -232,3 +232,45 @@ func mustDecode(b []byte) *pb.BaseCommand {
 	}
 	return cmd
 }
+
+// A routed session moves a producer to its topic's new owner: ReleaseProducer closes it on
+// the broker as the proxy's own request (its answer reaches no client), and the client's id
+// is free at once, so a SEND for it is refused here and a new PRODUCER gets a new id.
+func TestReleaseProducerClosesItOnTheBroker(t *testing.T) {
+	c, broker := sharedConn(t)
+	delivered := make(chan *pb.BaseCommand, 4)
+	c.mu.Lock()
+	mb := c.attach(recorder{delivered})
+	c.mu.Unlock()
+	readyProducer(t, c, broker, mb, 7)
+	<-delivered // its PRODUCER_SUCCESS
+	mb.ReleaseProducer(7)
+	mb.ReleaseProducer(7) // twice, or an id it never had: nothing more is sent
+	mb.ReleaseConsumer(8)
+	closed := broker.next()
+	cp := closed.GetCloseProducer()
+	if closed.GetType() != pb.BaseCommand_CLOSE_PRODUCER || cp == nil {
+		t.Fatalf("broker got %v, want CLOSE_PRODUCER", closed)
+	}
+	broker.answer(&pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: cp.RequestId}})
+	if err := mb.Send(sendCmd(7, 1), []byte("x")); !errors.Is(err, ErrUnknownID) {
+		t.Errorf("SEND for a released producer: %v, want ErrUnknownID", err)
+	}
+	if err := mb.Send(producerCmd(7), nil); err != nil {
+		t.Fatal(err)
+	}
+	if again := broker.next().GetProducer(); again.GetProducerId() == cp.GetProducerId() {
+		t.Errorf("the new PRODUCER reuses connection id %d", again.GetProducerId())
+	}
+	select {
+	case d := <-delivered:
+		t.Errorf("the client was sent %v (the answer to the proxy's own close)", d)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// recorder is a handler that keeps what it is delivered.
+type recorder struct{ got chan *pb.BaseCommand }
+
+func (r recorder) Deliver(f Frame) error { r.got <- mustDecode(f.Command()); return nil }
+func (recorder) Lost(Held)               {}

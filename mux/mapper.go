@@ -355,3 +355,16 @@ func (m *Mapper) Detach(c *Client) Held {
 func marshalCommand(cmd *pb.BaseCommand) ([]byte, error) {
 	return proto.MarshalOptions{}.Marshal(cmd)
 }
+
+// release drops one of a client's producers or consumers (k) from the mapping, as a close
+// from the client would, and returns its connection id; false when the client has none.
+func (m *Mapper) release(c *Client, k kind, own uint64) (uint64, bool) {
+	mapped, ok := c.ids[k][own]
+	if !ok {
+		return 0, false
+	}
+	delete(c.ids[k], own)
+	delete(m.owner[k], mapped)
+	delete(m.pending, entity{k, mapped})
+	return mapped, true
+}

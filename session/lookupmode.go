@@ -13,6 +13,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
 	"github.com/pulsar-proxy/pulsar-proxy/lookup"
+	"github.com/pulsar-proxy/pulsar-proxy/mux"
 )
 
 // lookupMode sets up serving a client that connected without proxy_to_broker_url: the
@@ -57,6 +58,7 @@ type lookupSession struct {
 	watchers            *lookupWatchers // topic-list watchers, made by the first one opened
 	idle                *idlewait.Waiter
 	keepAlive           *time.Timer // wakes the parked client when its read deadline is due
+	routed              *routed     // set when the client sent a broker's command: it reads the client from then on
 }
 
 func (l *lookupSession) background(f func()) {
@@ -97,7 +99,12 @@ func (l *lookupSession) await() {
 // resume handles what the wait brought: input, the keep-alive deadline, a close or a drain.
 func (l *lookupSession) resume() {
 	s := l.s
-	if reason := l.step(s.client.awaitInput()); reason != "" {
+	reason := l.step(s.client.awaitInput())
+	if l.routed != nil {
+		l.routed.start(reason) // the lookup session's loop ends here; the routed one winds down
+		return
+	}
+	if reason != "" {
 		s.end(reason)
 		return
 	}
@@ -143,6 +150,11 @@ func (l *lookupSession) step(err error) CloseReason {
 // handle serves one command as the edge decides; a reason ends the session.
 func (l *lookupSession) handle(cmd *pb.BaseCommand) CloseReason {
 	s := l.s
+	if l.routed == nil && s.routes(cmd.GetType()) {
+		// A client that uses the proxy as its broker (it looked its topic up over HTTP).
+		l.routed = s.routedMode(l)
+		return l.routed.handle(cmd)
+	}
 	d := s.srv.sec.Edge.Decoded(s.identityNow(), edge.Lookup, cmd)
 	switch d.Outcome {
 	case edge.Refuse, edge.Close:
@@ -303,7 +315,10 @@ func (s *session) writeFailure(cmd *pb.BaseCommand, code pb.ServerError, msg str
 func (s *session) reply(cmd *pb.BaseCommand) error {
 	err := s.client.writeCommand(cmd, s.srv.cfg.KeepAliveInterval)
 	if err != nil {
-		if isTimeout(err) {
+		if errors.Is(err, mux.ErrQueueFull) { // a routed session's queue
+			abortive(s.client.conn)
+			s.close(ReasonSlowConsumer)
+		} else if isTimeout(err) {
 			s.close(ReasonClientNotReading)
 		} else {
 			s.close(ReasonIOError)

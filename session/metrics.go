@@ -27,6 +27,7 @@ type Metrics struct {
 	publishPaused     prometheus.Counter
 	stalled           *prometheus.CounterVec // reason
 	watchers          prometheus.Gauge
+	routed            *prometheus.CounterVec // result
 }
 
 // newGuardMetrics makes the series of what guards the proxy: the limits, the stall watchdog
@@ -57,7 +58,7 @@ const (
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		activeSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "pulsar_proxy_sessions_active", Help: "Client connections open now, by mode (handshake, lookup, direct).",
+			Name: "pulsar_proxy_sessions_active", Help: "Client connections open now, by mode (handshake, lookup, direct, routed).",
 		}, []string{"mode"}),
 		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pulsar_proxy_sessions_total", Help: "Client connections that reached a mode, by mode.",
@@ -102,7 +103,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"reason"}),
 	}
 	m.newGuardMetrics()
-	reg.MustRegister(m.watchers, m.stalled, m.limited, m.lookupsInFlight, m.publishPaused, m.refusedCommands, m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
+	m.routed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pulsar_proxy_routed_lookups_total", Help: "Owners looked up for routed sessions' producers, consumers, coordinators and schemas, by result: ok, moved (another broker than before: the client's producer or consumer follows its topic), failed.",
+	}, []string{"result"})
+	reg.MustRegister(m.routed, m.watchers, m.stalled, m.limited, m.lookupsInFlight, m.publishPaused, m.refusedCommands, m.activeSessions, m.sessions, m.brokerSessions, m.lookups, m.lookupSeconds,
 		m.frames, m.bytes, m.handshakeFailures, m.closes, m.brokerDialSeconds, m.clientIPs)
 	m.initSeries()
 	return m
@@ -120,7 +124,10 @@ var (
 // event too (a series that appears at 1 has no earlier sample to rise from), and a dashboard
 // shows 0 rather than no data. Broker labels are made as brokers join the live set (Broker).
 func (m *Metrics) initSeries() {
-	for _, mode := range []mode{modeHandshake, modeLookup, modeDirect} {
+	for _, r := range []string{"ok", "moved", "failed"} {
+		m.routed.WithLabelValues(r)
+	}
+	for _, mode := range []mode{modeHandshake, modeLookup, modeDirect, modeRouted} {
 		m.activeSessions.WithLabelValues(mode.String())
 		if mode != modeHandshake {
 			m.sessions.WithLabelValues(mode.String())

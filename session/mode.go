@@ -3,11 +3,13 @@ package session
 // sessionMode is what a session does once its handshake is done: a lookup connection
 // (lookupSession), a direct session with a broker connection of its own (directSession), or
 // one over a shared broker connection (multiplexed). The handshake returns one; run serves
-// every mode the same way.
+// every mode the same way. A lookup session whose client uses the proxy as its broker becomes
+// routed (routed.go) at its first such command; the handshake cannot tell.
 //
-//	accepted ──▶ handshake ──┬──▶ lookupSession ──┐
-//	                         ├──▶ directSession ──┼──▶ end (summary line)
-//	                         └──▶ multiplexed ────┘
+//	accepted ──▶ handshake ──┬──▶ lookupSession ──┬─────────────┐
+//	                         │         └──▶ routed ┘             │
+//	                         ├──▶ directSession ─────────────────┼──▶ end (summary line)
+//	                         └──▶ multiplexed ───────────────────┘
 //
 // A mode's serve hands its loop on to goroutines of its own, which park while the client is
 // idle where they can (see idle.go); the handshake's goroutine, whose stack grew, then ends.

@@ -49,6 +49,10 @@ type Config struct {
 	// Multiplex, when set (broker.multiplex), carries direct sessions over shared broker
 	// connections, per broker and principal, instead of one connection each.
 	Multiplex *mux.Pool
+	// Routed, when set, serves clients that use the proxy as their broker (routed sessions:
+	// they looked their topics up over HTTP) over its shared connections, per broker and
+	// principal; nil refuses their producers and consumers as a lookup connection does.
+	Routed *mux.Pool
 	// Passthrough lets a direct session without authentication or authorization forward
 	// socket to socket without reading frames (see pipe.passthrough).
 	Passthrough bool

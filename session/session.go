@@ -189,7 +189,7 @@ func (s *session) open() (sessionMode, CloseReason) {
 
 // mode is where a session is in its life:
 //
-//	handshake ──▶ lookup
+//	handshake ──▶ lookup ──▶ routed
 //	    └───────▶ direct
 type mode uint8
 
@@ -197,6 +197,7 @@ const (
 	modeHandshake mode = iota
 	modeLookup
 	modeDirect
+	modeRouted // a lookup connection whose client uses the proxy as its broker (routed)
 )
 
 // String is the mode as a metric label and log field.
@@ -206,6 +207,8 @@ func (m mode) String() string {
 		return "lookup"
 	case modeDirect:
 		return "direct"
+	case modeRouted:
+		return "routed"
 	}
 	return "handshake"
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
+	"github.com/pulsar-proxy/pulsar-proxy/mux"
 )
 
 // wire is one socket of a session: its reader of commands (the handshake, lookup mode), and
@@ -24,6 +25,9 @@ type wire struct {
 	idle atomic.Pointer[idlewait.Waiter] // parks the socket while idle (see idle.go); nil: waits hold a goroutine
 
 	wmu sync.Mutex // writers of decoded commands (lookup mode answers from several goroutines)
+	// queue, once set (a routed session's), owns the writes: commands go through it, so that
+	// none is written between the halves of one of its frames.
+	queue atomic.Pointer[mux.OutQueue]
 }
 
 func newWire(c net.Conn, limits frame.Limits) *wire {
@@ -75,9 +79,24 @@ func (w *wire) takeReadAhead() []byte {
 func (w *wire) writeCommand(cmd *pb.BaseCommand, timeout time.Duration) error {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
+	if q := w.queue.Load(); q != nil {
+		f, err := mux.Encode(cmd, nil)
+		if err != nil {
+			return err
+		}
+		return q.Push(f)
+	}
 	w.conn.SetWriteDeadline(time.Now().Add(timeout))
 	defer w.conn.SetWriteDeadline(time.Time{})
 	return frame.WriteCommand(w.conn, cmd)
+}
+
+// writeThrough makes q the only writer of the socket from now on: a write in progress
+// finishes first, every later one is queued.
+func (w *wire) writeThrough(q *mux.OutQueue) {
+	w.wmu.Lock()
+	w.queue.Store(q)
+	w.wmu.Unlock()
 }
 
 func eofIsUnexpected(err error) error {

@@ -18,6 +18,7 @@ require (
 require (
 	github.com/AthenZ/athenz v1.12.13 // indirect
 	github.com/DataDog/zstd v1.5.0 // indirect
+	github.com/GehirnInc/crypt v0.0.0-20230320061759-8cc1b52080c5 // indirect
 	github.com/RoaringBitmap/roaring/v2 v2.8.0 // indirect
 	github.com/agnivade/levenshtein v1.2.2 // indirect
 	github.com/ardielle/ardielle-go v1.5.2 // indirect

@@ -35,7 +35,7 @@ func wsRequest(path string) *http.Request {
 	return r
 }
 
-// tokens is an authenticator that knows two tokens.
+// tokens is an authenticator that knows two tokens and bob's Basic password.
 type tokens struct{}
 
 func (tokens) Authenticate(c authn.Credentials) (authn.Identity, error) {
@@ -44,6 +44,8 @@ func (tokens) Authenticate(c authn.Credentials) (authn.Identity, error) {
 		return authn.Identity{Role: "alice", Method: "token"}, nil
 	case c.Method == "token" && string(c.Data) == "bob-token":
 		return authn.Identity{Role: "bob", Method: "token"}, nil
+	case c.Method == "basic" && string(c.Data) == "bob:pw":
+		return authn.Identity{Role: "bob", Method: "basic"}, nil
 	}
 	return authn.Identity{}, &authn.Error{Method: c.Method, Reason: authn.ReasonMalformed}
 }
@@ -93,6 +95,7 @@ func TestRefusedBeforeTheBrokers(t *testing.T) {
 		{"not granted: consume", "/ws/v2/consumer/persistent/acme/a/t/s", "Bearer alice-token", http.StatusForbidden},
 		{"not granted: another namespace", "/ws/v2/producer/persistent/acme/b/t", "Bearer alice-token", http.StatusForbidden},
 		{"not granted: bob", "/ws/v2/reader/persistent/acme/a/t", "Bearer bob-token", http.StatusForbidden},
+		{"Basic credentials, not granted", "/ws/v2/reader/persistent/acme/a/t", "Basic Ym9iOnB3", http.StatusForbidden},
 		{"the token parameter, not granted", "/ws/v2/reader/persistent/acme/a/t?token=bob-token", "", http.StatusForbidden},
 		{"a bad parameter", "/ws/v2/producer/persistent/acme/a/t?sendTimeoutMillis=x", "Bearer alice-token", http.StatusBadRequest},
 		{"a v1 path, its cluster in the name", "/ws/producer/persistent/acme/c1/a/t", "Bearer alice-token", http.StatusForbidden},

@@ -80,6 +80,7 @@ type Auth struct {
 	AnonymousRole            string        `yaml:"anonymousRole" env:"ANONYMOUS_ROLE"`
 	Token                    AuthToken     `yaml:"token" envPrefix:"TOKEN_"`
 	ClientCert               AuthTLS       `yaml:"tls" envPrefix:"TLS_"`
+	Basic                    AuthBasic     `yaml:"basic" envPrefix:"BASIC_"`
 	RefreshTimeout           time.Duration `yaml:"refreshTimeout" env:"REFRESH_TIMEOUT"`
 	ForwardClientCredentials bool          `yaml:"forwardClientCredentials" env:"FORWARD_CLIENT_CREDENTIALS"`
 	BrokerClient             BrokerClient  `yaml:"brokerClient" envPrefix:"BROKER_CLIENT_"`
@@ -100,6 +101,13 @@ type AuthToken struct {
 	JWKSMinRefetchInterval time.Duration `yaml:"jwksMinRefetchInterval" env:"JWKS_MIN_REFETCH_INTERVAL"`
 	JWKSTimeout            time.Duration `yaml:"jwksTimeout" env:"JWKS_TIMEOUT"`
 	JWKSCAFile             string        `yaml:"jwksCAFile" env:"JWKS_CA_FILE"`
+}
+
+// AuthBasic checks users' passwords (auth method "basic") against the credentials file
+// Pulsar's AuthenticationProviderBasic reads.
+type AuthBasic struct {
+	CredentialsFile string        `yaml:"credentialsFile" env:"CREDENTIALS_FILE"` // user:hash lines, Apache MD5 ($apr1$)
+	ReloadInterval  time.Duration `yaml:"reloadInterval" env:"RELOAD_INTERVAL"`
 }
 
 // AuthTLS names the role of a verified client certificate (auth method "tls").
@@ -133,6 +141,19 @@ type Listen struct {
 	PulsarTLS string `yaml:"pulsarTLS" env:"PULSAR_TLS"`
 	// PulsarSNI relays TLS unread to the broker its server name names (see SNI); empty = off.
 	PulsarSNI string `yaml:"pulsarSNI" env:"PULSAR_SNI"`
+	// Advertised are the listeners' URLs as clients reach them, which HTTP topic lookups
+	// answer with (never a broker's); each "" is the host the client named in its lookup
+	// request with the listener's port.
+	Advertised Advertised `yaml:"advertised" envPrefix:"ADVERTISED_"`
+}
+
+// Advertised are the URLs of the proxy's listeners as clients reach them (behind a load
+// balancer or a NAT, not the addresses bound).
+type Advertised struct {
+	Pulsar    string `yaml:"pulsar" env:"PULSAR"`        // pulsar://host:port of listen.pulsar
+	PulsarTLS string `yaml:"pulsarTLS" env:"PULSAR_TLS"` // pulsar+ssl://host:port of listen.pulsarTLS
+	HTTP      string `yaml:"http" env:"HTTP"`            // http://host:port of listen.http
+	HTTPS     string `yaml:"https" env:"HTTPS"`          // https://host:port of admin.listenHTTPS
 }
 
 // Discovery says how the proxy finds brokers and how it keeps track of
@@ -355,6 +376,7 @@ func defaults() *Config {
 			Token: AuthToken{RoleClaim: "sub", Leeway: 5 * time.Second, Issuers: []string{},
 				JWKSRefreshInterval: 5 * time.Minute, JWKSMinRefetchInterval: 10 * time.Second, JWKSTimeout: 5 * time.Second},
 			ClientCert:     AuthTLS{RoleFrom: "cn"},
+			Basic:          AuthBasic{ReloadInterval: 2 * time.Second},
 			RefreshTimeout: 30 * time.Second,
 			BrokerClient:   BrokerClient{OwnPrincipal: "pulsar-proxy"},
 		},

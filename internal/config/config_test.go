@@ -656,6 +656,18 @@ func TestAuthValidation(t *testing.T) {
 	}
 }
 
+func TestAdvertisedValidation(t *testing.T) {
+	checkEnvCases(t, []envCase{
+		{[]string{"PULSAR_PROXY_LISTEN_ADVERTISED_PULSAR=pulsar://gw.example:6650"}, ""},
+		{[]string{"PULSAR_PROXY_LISTEN_ADVERTISED_HTTP=http://[::1]:8080/"}, ""},
+		{[]string{"PULSAR_PROXY_LISTEN_ADVERTISED_PULSAR=pulsar+ssl://gw:6651"}, "listen.advertised.pulsar: \"pulsar+ssl://gw:6651\" is not pulsar://host:port"},
+		{[]string{"PULSAR_PROXY_LISTEN_ADVERTISED_PULSAR=pulsar://gw"}, "is not pulsar://host:port"},
+		{[]string{"PULSAR_PROXY_LISTEN_ADVERTISED_HTTP=http://u@gw:80"}, "is not http://host:port"},
+		{[]string{"PULSAR_PROXY_LISTEN_ADVERTISED_PULSAR_TLS=pulsar+ssl://gw:6651"}, "listen.advertised.pulsarTLS: set, but its listener is off"},
+		{[]string{"PULSAR_PROXY_LISTEN_ADVERTISED_HTTPS=https://gw:8443"}, "listen.advertised.https: set, but its listener is off"},
+	})
+}
+
 func TestJWKSValidation(t *testing.T) {
 	const (
 		url     = "PULSAR_PROXY_AUTH_TOKEN_JWKS_URL="

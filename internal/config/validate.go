@@ -86,6 +86,7 @@ func (c *Config) validateListen(p *problems) {
 		p.listenAddr("listen.pulsar", l.Pulsar)
 	}
 	p.listenAddr("listen.http", l.HTTP)
+	c.validateAdvertised(p)
 	// Port 0 (tests) is a different port on each listener.
 	anyPort := strings.HasSuffix(l.Pulsar, ":0")
 	if l.Pulsar != "" && l.Pulsar == l.HTTP && !anyPort {
@@ -100,6 +101,31 @@ func (c *Config) validateListen(p *problems) {
 	}
 	if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
 		p.bad("tls.certFile", "listen.pulsarTLS needs tls.certFile and tls.keyFile")
+	}
+}
+
+// validateAdvertised checks each advertised URL: the scheme its listener speaks, a host and
+// a port, nothing else; and no URL for a listener that is off.
+func (c *Config) validateAdvertised(p *problems) {
+	a, l := c.Listen.Advertised, c.Listen
+	for _, u := range []struct{ key, url, scheme, listener string }{
+		{"listen.advertised.pulsar", a.Pulsar, "pulsar", l.Pulsar},
+		{"listen.advertised.pulsarTLS", a.PulsarTLS, "pulsar+ssl", l.PulsarTLS},
+		{"listen.advertised.http", a.HTTP, "http", l.HTTP},
+		{"listen.advertised.https", a.HTTPS, "https", c.Admin.ListenHTTPS},
+	} {
+		if u.url == "" {
+			continue
+		}
+		if u.listener == "" {
+			p.bad(u.key, "set, but its listener is off")
+			continue
+		}
+		parsed, err := url.Parse(u.url)
+		if err != nil || parsed.Scheme != u.scheme || parsed.Hostname() == "" || parsed.Port() == "" ||
+			(parsed.Path != "" && parsed.Path != "/") || parsed.RawQuery != "" || parsed.User != nil {
+			p.bad(u.key, "%q is not %s://host:port", u.url, u.scheme)
+		}
 	}
 }
 
@@ -300,9 +326,10 @@ func (c *Config) validateSession(p *problems) {
 
 func (c *Config) validateAuth(p *problems) {
 	tok := c.Auth.Token
-	if c.Auth.Enabled && tok.SecretKeyFile == "" && tok.PublicKeyFile == "" && tok.JWKSURL == "" {
-		p.bad("auth.token", "auth.enabled needs token.secretKeyFile, token.publicKeyFile or token.jwksURL")
+	if c.Auth.Enabled && tok.SecretKeyFile == "" && tok.PublicKeyFile == "" && tok.JWKSURL == "" && c.Auth.Basic.CredentialsFile == "" {
+		p.bad("auth.token", "auth.enabled needs token.secretKeyFile, token.publicKeyFile, token.jwksURL or basic.credentialsFile")
 	}
+	p.positive("auth.basic.reloadInterval", c.Auth.Basic.ReloadInterval)
 	c.validateJWKS(p)
 	if tok.RoleClaim == "" {
 		p.bad("auth.token.roleClaim", "must not be empty")

@@ -105,18 +105,28 @@ func (c *Config) unusedWarnings(w *warnings) {
 	if c.Authz.PolicyFile != "" && !c.Authz.Enabled {
 		w.add("authz.policyFile", "set but authz.enabled is false: the policy is not applied")
 	}
+	if c.Auth.Basic.CredentialsFile != "" && !c.Auth.Enabled {
+		w.add("auth.basic.credentialsFile", "set but auth.enabled is false: clients are not authenticated")
+	}
+	if a := c.Listen.Advertised; !c.Admin.Enabled && (a.Pulsar != "" || a.PulsarTLS != "" || a.HTTP != "" || a.HTTPS != "") {
+		w.add("listen.advertised", "set but admin.enabled is false: the proxy answers no HTTP lookup, the only answer that carries these URLs")
+	}
 	if pp := c.ProxyProtocol; !pp.Enabled && len(pp.TrustedCIDRs) > 0 {
 		w.add("proxyProtocol.trustedCIDRs", "set but proxyProtocol.enabled is false: PROXY headers are refused from every source")
 	}
 }
 
-// adminWarnings are the admin API's: on, but with no broker web service it could reach.
+// adminWarnings are the admin API's: on, but with no broker web service it could reach, or
+// with HTTP-lookup clients it cannot route.
 func (c *Config) adminWarnings(w *warnings) {
 	if !c.Admin.Enabled {
 		return
 	}
 	if d := c.Discovery; len(d.Static.Brokers) > 0 && len(d.Static.WebBrokers) == 0 && d.Consul.Service == "" && d.DNS.Name == "" && d.MetadataStore.URL == "" {
 		w.add("discovery.static.webBrokers", "empty with the admin API on (admin.enabled), so no broker web service is known and admin requests are answered 502; list the brokers' web service URLs there, or set admin.enabled: false")
+	}
+	if c.Auth.ForwardClientCredentials {
+		w.add("auth.forwardClientCredentials", "on with the admin API on: a client that looks topics up over HTTP (an http:// or https:// service URL) is told the proxy's URLs, but its producers and consumers are refused, since a routed session speaks with the proxy's credentials (docs/routed-sessions.md); give such clients a pulsar:// service URL")
 	}
 	if len(c.Broker.AllowedWebPorts) == 0 {
 		w.add("broker.allowedWebPorts", "empty with the admin API on (admin.enabled), so no broker web service is used; admin requests reach admin.functionWorkers only, others are answered 502")

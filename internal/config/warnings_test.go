@@ -47,6 +47,9 @@ func TestWarnings(t *testing.T) {
 			[]string{"broker.tls.skipHostnameVerification"}},
 		{"a token key, auth off", quiet + "auth: {enabled: false, token: {secretKeyFile: /k}}\n", []string{"auth.token.secretKeyFile"}},
 		{"a policy, authz off", quiet + "authz: {enabled: false, policyFile: /p.yaml}\n", []string{"authz.policyFile"}},
+		{"basic credentials, auth off", quiet + "auth: {enabled: false, basic: {credentialsFile: /htpasswd}}\n", []string{"auth.basic.credentialsFile"}},
+		{"advertised URLs, admin API off", quietDiscovery + "admin: {enabled: false}\nlisten: {pulsar: \"127.0.0.1:6650\", http: \"127.0.0.1:8080\", advertised: {http: \"http://proxy:8080\"}}\n", []string{"listen.advertised"}},
+		{"client credentials forwarded, admin API on", quiet + "auth: {token: {secretKeyFile: /k}, forwardClientCredentials: true}\n", []string{"auth.forwardClientCredentials"}},
 		{"a key set any application's tokens open", quiet + "auth: {token: {jwksURL: \"https://idp/keys\", issuers: [\"https://idp\"]}}\n", []string{"auth.token.audience"}},
 		{"no broker web port", quietListen + "broker: {allowedWebPorts: []}\ndiscovery: {static: {brokers: [\"pulsar://b:6650\"]}}\n", []string{"discovery.static.webBrokers", "broker.allowedWebPorts"}},
 	} {

@@ -15,9 +15,9 @@ import (
 // a logger exists or after it is done).
 const exitMessage = "pulsar-proxy: "
 
-// checkLog holds a proxy's log to jsonlog's rules: every line one JSON object with no key
+// CheckLog holds a proxy's log to jsonlog's rules: every line one JSON object with no key
 // twice, but for the process's exit message. It returns one error per bad line (at most 20).
-func checkLog(path string) []error {
+func CheckLog(path string) []error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return []error{err}
@@ -42,7 +42,7 @@ var badLogs struct {
 // checkAtExit checks the log once the process has exited; a bad log is kept for the test
 // (LogErrors) and for LogsMain.
 func (p *Proc) checkAtExit() {
-	p.logErrs = checkLog(p.LogPath)
+	p.logErrs = CheckLog(p.LogPath)
 	if len(p.logErrs) == 0 {
 		return
 	}
@@ -60,7 +60,7 @@ func describe(path string, errs []error) string {
 	return b.String()
 }
 
-// LogErrors are the bad lines of the proxy's log (see checkLog), once it has exited: nil
+// LogErrors are the bad lines of the proxy's log (see CheckLog), once it has exited: nil
 // while it runs.
 func (p *Proc) LogErrors() []error {
 	select {

@@ -19,9 +19,9 @@ panic: runtime error
 	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	errs := checkLog(path)
+	errs := CheckLog(path)
 	if len(errs) != 2 || !strings.HasPrefix(errs[0].Error(), `line 3: duplicate key "message"`) || !strings.HasPrefix(errs[1].Error(), "line 4: not JSON") {
-		t.Fatalf("checkLog = %v", errs)
+		t.Fatalf("CheckLog = %v", errs)
 	}
 }
 

@@ -45,6 +45,9 @@ export RIG_DIR
 
 # ---- settings (env overrides) ----
 HOST=127.0.0.1
+# The name brokers advertise (and are known by: their ids); they still bind HOST. A client that
+# checks the host name of a broker's certificate needs the name the certificate holds.
+ADV_HOST="${RIG_ADVERTISED_ADDRESS:-$HOST}"
 # The Pulsar cluster's name (test/e2esni runs two rigs, two clusters, for geo-replication).
 CLUSTER="${RIG_CLUSTER:-standalone}"
 # How many brokers (1 or 2; broker 2's settings are ignored with 1) and whether Consul runs
@@ -127,7 +130,8 @@ broker_web_tls_port() { if [[ "$1" == 1 ]]; then echo "$B1_WEB_TLS_PORT"; else e
 broker_https() { if [[ -n "$(broker_web_tls_port "$1")" ]]; then echo "https://$(broker_host "$1"):$(broker_web_tls_port "$1")"; fi; }
 broker_http_port() { if [[ "$1" == 1 ]]; then echo "$B1_HTTP_PORT"; else echo "$B2_HTTP_PORT"; fi; }
 broker_http() { echo "http://$(broker_host "$1"):$(broker_http_port "$1")"; }
-broker_id() { echo "$(broker_host "$1"):$(broker_http_port "$1")"; }
+# A broker's id: its own host name, else the name brokers advertise (RIG_ADVERTISED_ADDRESS).
+broker_id() { local h; h="$(broker_host "$1")"; if [[ "$h" == "$HOST" ]]; then h="$ADV_HOST"; fi; echo "$h:$(broker_http_port "$1")"; }
 # broker_numbers: the brokers this rig runs, "1 2" or "1".
 broker_numbers() { if [[ "$BROKERS" == 1 ]]; then echo 1; else echo 1 2; fi; }
 
@@ -285,7 +289,7 @@ common_conf() {
 clusterName=$CLUSTER
 metadataStoreUrl=zk:$HOST:$ZK_PORT
 configurationMetadataStoreUrl=zk:$HOST:$ZK_PORT
-advertisedAddress=$HOST
+advertisedAddress=$ADV_HOST
 bindAddress=$HOST
 brokerServicePort=$1
 webServicePort=$2

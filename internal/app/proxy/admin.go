@@ -14,6 +14,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/brokers"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/config"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/httpapi"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/jsonlog"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/listener"
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 )
@@ -23,7 +24,7 @@ import (
 // client authentication as on the binary listener, TLS to https:// web services with the
 // trust settings of broker.tls.
 func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, creds func() (string, []byte, error),
-	reg prometheus.Registerer, log zerolog.Logger, refusals adminproxy.Refusals) (*adminproxy.Proxy, error) {
+	advertise func(*http.Request) adminproxy.Advertised, reg prometheus.Registerer, log zerolog.Logger, refusals adminproxy.Refusals) (*adminproxy.Proxy, error) {
 	a := cfg.Admin
 	if !a.Enabled {
 		return nil, nil
@@ -36,6 +37,7 @@ func buildAdmin(cfg *config.Config, set *brokers.Set, sec session.Security, cred
 		Policy:                    sec.Edge,
 		ProxyCredentials:          creds,
 		ForwardClientCredentials:  cfg.Auth.ForwardClientCredentials,
+		Advertise:                 advertise,
 		DialTimeout:               cfg.Broker.DialTimeout,
 		ResponseTimeout:           a.ResponseTimeout,
 		RequestTimeout:            a.RequestTimeout,
@@ -95,7 +97,7 @@ func (p *Proxy) newHTTPServer() *http.Server {
 		headers = p.cfg.Admin.ReadTimeout
 	}
 	return &http.Server{Handler: p.httpHandler(), ReadHeaderTimeout: headers, IdleTimeout: 2 * time.Minute,
-		ErrorLog: nil, MaxHeaderBytes: 64 << 10}
+		ErrorLog: jsonlog.StdLogger(p.log, "HTTP server error"), MaxHeaderBytes: 64 << 10}
 }
 
 // httpsListener opens admin.listenHTTPS with the certificate of tls.certFile/keyFile,

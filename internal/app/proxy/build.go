@@ -46,6 +46,35 @@ const protocolVersion = 21
 // client connection is bounded separately by session.maxPendingLookups.
 const maxPendingPerBrokerConn = 10000
 
+// buildPool makes the pool of shared broker connections and gives it to the sessions that use
+// it: multiplexed direct sessions (broker.multiplex) and routed sessions (the clients of HTTP
+// lookups). A routed client speaks for itself only with its role, so with
+// auth.forwardClientCredentials there are none.
+func (p *Proxy) buildPool(connector *upstream.Connector, sc *session.Config) {
+	cfg := p.cfg
+	// Registered with multiplexing off too (all zero), so that the dashboard's panels and
+	// queries hold whichever way a replica runs.
+	muxMetrics := mux.NewMetrics(p.reg)
+	if !cfg.Broker.Multiplex && cfg.Auth.ForwardClientCredentials {
+		return
+	}
+	p.muxPool = mux.NewPool(mux.Config{
+		Connector:            connector,
+		MaxConnections:       cfg.Broker.MultiplexConnections,
+		ClientsPerConnection: clientsPerMuxConnection,
+		ClientQueueBytes:     cfg.Broker.MultiplexClientQueueBytes,
+		Linger:               muxLinger,
+		Logger:               p.log,
+		Metrics:              muxMetrics,
+	})
+	if cfg.Broker.Multiplex {
+		sc.Multiplex = p.muxPool
+	}
+	if !cfg.Auth.ForwardClientCredentials {
+		sc.Routed = p.muxPool
+	}
+}
+
 // build makes every part of the proxy but the logger (see Build).
 func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	cfg, log := p.cfg, p.log
@@ -58,9 +87,11 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	}
 	p.brokers = newLiveSet(cfg.Broker, cfg.SNI.ServiceNames, p.providers, log)
 	p.brokers.RegisterMetrics(p.reg)
-	if p.sec, p.policy, p.jwks, err = newSecurity(cfg, p.reg, log, p.refusals); err != nil {
+	var bg reloading
+	if p.sec, p.policy, bg, err = newSecurity(cfg, p.reg, log, p.refusals); err != nil {
 		return err
 	}
+	p.jwks, p.basic = bg.jwks, bg.basic
 	connector, err := newConnector(cfg, p.version, log)
 	if err != nil {
 		return err
@@ -76,21 +107,7 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	p.budgetShares()
 	sc := sessionConfig(cfg, connector, p.version, summaryLevel)
 	sc.Descriptors, sc.Refusals = p.fdPulsar, p.refusals
-	// Registered with multiplexing off too (all zero), so that the dashboard's panels and
-	// queries hold whichever way a replica runs.
-	muxMetrics := mux.NewMetrics(p.reg)
-	if cfg.Broker.Multiplex {
-		p.muxPool = mux.NewPool(mux.Config{
-			Connector:            connector,
-			MaxConnections:       cfg.Broker.MultiplexConnections,
-			ClientsPerConnection: clientsPerMuxConnection,
-			ClientQueueBytes:     cfg.Broker.MultiplexClientQueueBytes,
-			Linger:               muxLinger,
-			Logger:               log,
-			Metrics:              muxMetrics,
-		})
-		sc.Multiplex = p.muxPool
-	}
+	p.buildPool(connector, &sc)
 	p.sessionMetrics = session.NewMetrics(p.reg)
 	p.sessions = session.NewServer(sc, resolver, p.brokers, p.sessionMetrics, log)
 	p.sessions.SetSecurity(p.sec)
@@ -98,8 +115,13 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	if p.sni, err = p.buildSNI(summaryLevel); err != nil {
 		return err
 	}
+<<<<<<< HEAD
 	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log, p.refusals)
 	p.ws = buildWebSocket(cfg, connector, resolver, p.brokers, p.sec, p.reg, log, p.refusals, p.sessionMetrics.PublishPaused())
+=======
+	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.advertise, p.reg, log, p.refusals)
+	p.ws = buildWebSocket(cfg, connector, resolver, p.brokers, p.sec, p.reg, log, p.refusals)
+>>>>>>> routed
 	return err
 }
 

@@ -43,8 +43,8 @@ func registered(t *testing.T, reg *prometheus.Registry) []string {
 }
 
 // TestEveryFamilyHasSeriesAtStart: a fresh proxy with every part that exports metrics on
-// (static discovery, TLS listener, tokens from a key set, the policy, the admin API,
-// the WebSocket API, multiplexing) exports a series of every family it registers before any client came, so
+// (static discovery, TLS listener, tokens from a key set, Basic credentials, the policy, the
+// admin API, the WebSocket API, multiplexing) exports a series of every family it registers before any client came, so
 // that a dashboard panel shows 0 rather than "No data" and an alert's rate() sees the first
 // event. Families with a broker label have their brokers' series once discovery lists them.
 func TestEveryFamilyHasSeriesAtStart(t *testing.T) {
@@ -57,6 +57,8 @@ func TestEveryFamilyHasSeriesAtStart(t *testing.T) {
 	}))
 	defer jwks.Close()
 	policy := filepath.Join(dir, "policy.yaml")
+	basic := filepath.Join(dir, "basic.conf")
+	writeFile(t, basic, "alice:$apr1$8DXXXVmK$dQp0kQdlfQKN0GTGJQOsU0\n")
 	writeFile(t, policy, "rules:\n  - roles: [alice]\n    resources: [\"public/default/*\"]\n    actions: [lookup]\n")
 	cfgPath := filepath.Join(dir, "config.yaml")
 	writeFile(t, cfgPath, fmt.Sprintf(`listen: {pulsar: "127.0.0.1:0", pulsarTLS: "127.0.0.1:0", http: "127.0.0.1:0"}
@@ -66,11 +68,11 @@ discovery:
   static: {brokers: ["pulsar://%s"], webBrokers: ["http://127.0.0.1:8080"]}
 broker: {allowedPorts: [%s], allowedWebPorts: [8080], multiplex: true}
 session: {drainTimeout: 2s, passthrough: false}
-auth: {enabled: true, token: {jwksURL: %q, issuers: ["https://idp.example"], audience: pulsar}}
+auth: {enabled: true, token: {jwksURL: %q, issuers: ["https://idp.example"], audience: pulsar}, basic: {credentialsFile: %q}}
 authz: {enabled: true, policyFile: %q}
 admin: {enabled: true}
 websocket: {enabled: true}
-`, server.CertFile, server.KeyFile, broker.Addr, portOf(broker.Addr), jwks.URL, policy))
+`, server.CertFile, server.KeyFile, broker.Addr, portOf(broker.Addr), jwks.URL, basic, policy))
 	cfg, err := config.Load(cfgPath, nil)
 	if err != nil {
 		t.Fatal(err)

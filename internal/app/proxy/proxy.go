@@ -64,8 +64,9 @@ type Proxy struct {
 	lookupMetrics  *lookup.Metrics
 	sni            *sni.Server // nil without listen.pulsarSNI
 	sec            session.Security
-	policy         *authz.PolicyStore // nil without authz.enabled
-	jwks           *authn.JWKS        // nil without auth.token.jwksURL
+	policy         *authz.PolicyStore   // nil without authz.enabled
+	jwks           *authn.JWKS          // nil without auth.token.jwksURL
+	basic          *authn.BasicProvider // nil without auth.basic.credentialsFile
 	brokerTLS      bool
 	admin          *adminproxy.Proxy // nil without admin.enabled
 	ws             *websocket.Server // nil without websocket.enabled

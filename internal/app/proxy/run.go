@@ -70,6 +70,9 @@ func (p *Proxy) startBackground(ctx context.Context) (stop func()) {
 	if p.policy != nil {
 		wg.Go(func() { p.policy.Watch(ctx, p.cfg.Authz.ReloadInterval, p.reload) })
 	}
+	if p.basic != nil {
+		wg.Go(func() { p.basic.Watch(ctx, p.cfg.Auth.Basic.ReloadInterval) })
+	}
 	return func() { cancel(); wg.Wait() }
 }
 
@@ -208,7 +211,7 @@ func (p *Proxy) logStarted(lns listeners) {
 // forwarding names how direct sessions move bytes, for the startup line: passthrough
 // (socket to socket, see session.passthrough) needs nothing to inspect the frames.
 func (p *Proxy) forwarding() string {
-	if p.muxPool != nil {
+	if p.cfg.Broker.Multiplex {
 		return "multiplexed (shared broker connections per broker and principal)"
 	}
 	if p.cfg.Session.Passthrough && !p.sec.InspectsFrames() {

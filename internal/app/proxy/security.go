@@ -13,54 +13,72 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/session"
 )
 
-// newSecurity builds authentication, the policy store, the identity provider's key set (nil
-// without auth.token.jwksURL; main runs it) and the proxy's broker credentials from the
-// configuration.
-func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger, refusals edge.Refusals) (session.Security, *authz.PolicyStore, *authn.JWKS, error) {
-	sec, jwks, err := newAuthentication(cfg, reg, log)
+// reloading are the parts of security that run in the background: the identity provider's
+// key set (nil without auth.token.jwksURL) and the basic credentials file (nil without
+// auth.basic.credentialsFile).
+type reloading struct {
+	jwks  *authn.JWKS
+	basic *authn.BasicProvider
+}
+
+// newSecurity builds authentication, the policy store, what of them reloads in the
+// background (Run runs it) and the proxy's broker credentials from the configuration.
+func newSecurity(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger, refusals edge.Refusals) (session.Security, *authz.PolicyStore, reloading, error) {
+	sec, bg, err := newAuthentication(cfg, reg, log)
 	policyMetrics := authz.NewMetrics(reg)
 	if err != nil || !cfg.Authz.Enabled {
 		sec.Edge = edge.New(edge.Config{Metrics: policyMetrics, Refusals: refusals})
-		return sec, nil, jwks, err
+		return sec, nil, bg, err
 	}
 	store, err := authz.NewPolicyStore(cfg.Authz.PolicyFile, policyMetrics, log)
 	if err != nil {
-		return sec, nil, nil, fmt.Errorf("authz.policyFile: %w", err)
+		return sec, nil, reloading{}, fmt.Errorf("authz.policyFile: %w", err)
 	}
 	sec.Edge = edge.New(edge.Config{Policy: store, Metrics: policyMetrics, Refusals: refusals})
-	return sec, store, jwks, nil
+	return sec, store, bg, nil
 }
 
 // newAuthentication builds the client authenticator (nil when auth is off) and the proxy's
 // own broker credentials.
-func newAuthentication(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, *authn.JWKS, error) {
+func newAuthentication(cfg *config.Config, reg prometheus.Registerer, log zerolog.Logger) (session.Security, reloading, error) {
 	sec := session.Security{
 		Metrics:                  authn.NewMetrics(reg),
 		ForwardClientCredentials: cfg.Auth.ForwardClientCredentials,
 		RefreshTimeout:           cfg.Auth.RefreshTimeout,
 	}
+	var bg reloading
 	if !cfg.Auth.Enabled {
-		return sec, nil, nil
+		return sec, bg, nil
 	}
-	tc, jwks, err := tokenConfig(cfg.Auth.Token, reg, log)
-	if err != nil {
-		return sec, nil, err
+	var providers []authn.Provider
+	if t := cfg.Auth.Token; t.SecretKeyFile != "" || t.PublicKeyFile != "" || t.JWKSURL != "" {
+		tc, keys, err := tokenConfig(t, reg, log)
+		if err != nil {
+			return sec, bg, err
+		}
+		tp, err := authn.NewTokenProvider(tc)
+		if err != nil {
+			return sec, bg, fmt.Errorf("auth.token: %w", err)
+		}
+		providers, bg.jwks = append(providers, tp), keys
 	}
-	tp, err := authn.NewTokenProvider(tc)
-	if err != nil {
-		return sec, nil, fmt.Errorf("auth.token: %w", err)
+	if f := cfg.Auth.Basic.CredentialsFile; f != "" {
+		bp, err := authn.NewBasicProvider(f, authn.NewBasicMetrics(reg), log)
+		if err != nil {
+			return sec, bg, fmt.Errorf("auth.basic.credentialsFile: %w", err)
+		}
+		providers, bg.basic = append(providers, bp), bp
 	}
-	providers := []authn.Provider{tp}
 	if (cfg.Listen.PulsarTLS != "" || cfg.Admin.ListenHTTPS != "") && cfg.TLS.ClientCAFile != "" {
 		// Verified client certificates can name a role: the "tls" method.
 		roleOf, err := authn.CertificateRole(cfg.Auth.ClientCert.RoleFrom, cfg.Auth.ClientCert.URIPrefix)
 		if err != nil {
-			return sec, nil, fmt.Errorf("auth.tls.roleFrom: %w", err)
+			return sec, bg, fmt.Errorf("auth.tls.roleFrom: %w", err)
 		}
 		providers = append(providers, authn.TLSProvider{Role: roleOf})
 	}
 	sec.Authenticator = authn.NewAuthenticator(cfg.Auth.AnonymousRole, providers...)
-	return sec, jwks, nil
+	return sec, bg, nil
 }
 
 // tokenConfig reads the token keys: a static key file, or the identity provider's key set.
