@@ -115,13 +115,8 @@ func (p *Proxy) build(summaryLevel zerolog.Level) error {
 	if p.sni, err = p.buildSNI(summaryLevel); err != nil {
 		return err
 	}
-<<<<<<< HEAD
-	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.reg, log, p.refusals)
-	p.ws = buildWebSocket(cfg, connector, resolver, p.brokers, p.sec, p.reg, log, p.refusals, p.sessionMetrics.PublishPaused())
-=======
 	p.admin, err = buildAdmin(cfg, p.brokers, p.sec, connector.Credentials, p.advertise, p.reg, log, p.refusals)
-	p.ws = buildWebSocket(cfg, connector, resolver, p.brokers, p.sec, p.reg, log, p.refusals)
->>>>>>> routed
+	p.ws = buildWebSocket(cfg, connector, resolver, p.brokers, p.sec, p.reg, log, p.refusals, p.sessionMetrics.PublishPaused())
 	return err
 }
 
