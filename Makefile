@@ -108,8 +108,7 @@ fuzz:
 test-e2e:
 	$(call timed,rig cache (Pulsar jars + Consul),$(MAKE) --no-print-directory e2e-prepare)
 	$(call timed,python client (virtualenv in .cache),$(MAKE) --no-print-directory e2e-python)
-	$(call timed,go test ./... in test/,$(MAKE) --no-print-directory e2e-run)
-	$(call timed,peer suite subset (pulsar-client-go's tests directly and through the proxy),$(MAKE) --no-print-directory peer-suite-quick)
+	$(call timed,go test ./... in test/ and the peer suite's subset (pulsar-client-go's tests directly and through the proxy),$(MAKE) --no-print-directory e2e-run)
 
 # Warms .cache (downloads the Pulsar jars, builds Consul). Outside CI a missing tool is left for
 # TestMain to report as a skip; on CI it fails here.
@@ -132,12 +131,13 @@ e2e-python:
 # test/run-e2e.sh runs two lanes side by side: test/e2e (E2E_BOTH_MODES: its direct-session
 # tests again on the same rig with broker.multiplex on, then the tests that stop ZooKeeper or
 # kill brokers last of all), and the other packages one at a time (test/e2eauth, test/e2efault
-# and test/firstday each with a rig of its own port block). At most two rigs share the cores.
+# and test/firstday each with a rig of its own port block), then the peer suite's subset in a
+# network namespace of its own. At most two rigs share the cores.
 AUTH_RIG_DIR = $${RIG_AUTH_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-auth}
 FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-fault}
 FIRSTDAY_RIG_DIR = $${RIG_FIRSTDAY_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-firstday}
 e2e-run:
-	@rc=0; test/run-e2e.sh "$(GO)" $(E2E_TIMEOUT) || rc=$$?; \
+	@rc=0; test/run-e2e.sh "$(GO)" $(E2E_TIMEOUT) $(MAKE) --no-print-directory peer-suite-quick || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
 	  st=0; $(RIG) status >/dev/null 2>&1 || st=$$?; \
 	  if [[ $$st -ne 3 ]]; then echo "test-e2e left rig processes running; stopping them"; $(RIG) down; rc=1; fi; \

@@ -4,12 +4,15 @@
 # own rigs, one at a time, then the small ones) in the other. The rigs use separate port blocks
 # and folders; the lanes share only the two cores. Each lane's output goes to a file and is
 # printed when both have ended, a failed lane's last, so that the end of the output shows the
-# failure. An interrupt stops both lanes and prints what they had printed.
+# failure. An interrupt stops both lanes and prints what they had printed. A COMMAND given runs
+# in the other lane after its packages (make test: the peer suite's subset, in a network
+# namespace of its own), where it fits in the time the e2e lane takes longer.
 #
-#   test/run-e2e.sh GO TIMEOUT
+#   test/run-e2e.sh GO TIMEOUT [COMMAND...]
 set -uo pipefail
 set -m # each lane in a process group of its own, so that it can be stopped whole
 go_cmd="${1:-go}" timeout="${2:-40m}"
+shift $(($# < 2 ? $# : 2))
 here="$(cd "$(dirname "$0")" && pwd)"
 
 all="$("$go_cmd" list -C "$here" ./...)" || exit 1
@@ -29,8 +32,18 @@ lane() { # lane NAME COMMAND...: runs COMMAND into $logs/NAME.log and its durati
 }
 count() { grep -c "$1" "$logs/$2.log" 2>/dev/null || true; }
 
-# shellcheck disable=SC2086 # $others is a list of package paths
-lane others "$go_cmd" test -C "$here" -p 1 -count=1 -timeout "$timeout" -v $others &
+others_lane() { # the other packages, then COMMAND if any; fails if either failed
+  local rc=0
+  # shellcheck disable=SC2086 # $others is a list of package paths
+  "$go_cmd" test -C "$here" -p 1 -count=1 -timeout "$timeout" -v $others || rc=$?
+  if (($#)); then
+    echo "== then: $*"
+    "$@" || rc=1
+  fi
+  return "$rc"
+}
+
+lane others others_lane "$@" &
 others_pid=$!
 E2E_BOTH_MODES=1 lane e2e "$go_cmd" test -C "$here" -count=1 -timeout "$timeout" -v ./e2e &
 e2e_pid=$!
