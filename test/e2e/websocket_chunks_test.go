@@ -102,3 +102,22 @@ func TestWebSocketChunkedMessages(t *testing.T) {
 	}
 	again.Close()
 }
+
+// wsChunked (a differential script): messages the Java client produced in chunks, straight to
+// a broker, consumed whole over WebSocket with a chunked message's id and acknowledged; a
+// consumer back on the subscription gets nothing again.
+func wsChunked(t *testing.T, ctx context.Context, base, topic string, tr *transcript) {
+	c := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "s", nil))
+	produceChunked(t, brokerURLs()[0], topic)
+	for range wsChunkCount {
+		m := wsNext(t, ctx, c)
+		i := wholeChunked(t, m)
+		first, last := chunkedID(t, m)
+		tr.add("got key %d whole, %d chunks, redeliveryCount %v", i, last-first+1, m["redeliveryCount"])
+		wsSend(t, ctx, c, map[string]any{"messageId": m["messageId"]})
+	}
+	c.Close()
+	again := wsRedial(t, ctx, base, wsclient.Path("consumer", topic, "s", nil))
+	wsQuiet(t, again, 2*time.Second, tr, "again")
+	again.Close()
+}
