@@ -1,6 +1,7 @@
 package pulsarclient
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"time"
@@ -44,7 +45,8 @@ type assembly struct {
 	chunks  int // num_chunks_from_msg
 	total   int // total_chunk_msg_size: the whole payload
 	last    int // the last chunk id taken
-	data    []byte
+	parts   [][]byte // the chunks' bytes, kept as received (no copy before the last)
+	have    int      // their length together
 	ids     []MessageID // the entries of the chunks taken
 	started time.Time
 	size    int // counted against the consumer's queue
@@ -134,7 +136,7 @@ func (pc *partConsumer) takeChunkLocked(md *pb.MessageMetadata, data []byte, ent
 			co.tracker.watch(entry)
 		}
 		return nil, false
-	case len(a.data)+len(data) > a.total:
+	case a.have+len(data) > a.total:
 		co.c.log.Warn().Str("topic", pc.topic).Msg("discarding a chunked message whose chunks exceed its size")
 		co.dropAssemblyLocked(a, dropCorrupt)
 		pc.ackAllLocked([]MessageID{entry}, pb.CommandAck_ChecksumMismatch.Enum())
@@ -182,10 +184,8 @@ func (co *Consumer) addChunkLocked(a *assembly, id int, data []byte, entry Messa
 	for co.assemblingLocked()+len(data) > co.chunkLimit() && co.chunks.order[0] != a {
 		co.dropAssemblyLocked(co.chunks.order[0], dropWatched)
 	}
-	if a.data == nil {
-		a.data = make([]byte, 0, a.total)
-	}
-	a.data = append(a.data, data...)
+	a.parts = append(a.parts, data)
+	a.have += len(data)
 	a.ids = append(a.ids, entry)
 	a.last = id
 	co.resizeLocked(a)
@@ -201,7 +201,7 @@ func (co *Consumer) assemblingLocked() int {
 
 // resizeLocked counts what an assembly holds against the consumer's queue.
 func (co *Consumer) resizeLocked(a *assembly) {
-	size := messageOverhead + len(a.key.uuid) + len(a.data) + chunkIDCost*len(a.ids)
+	size := messageOverhead + len(a.key.uuid) + a.have + chunkIDCost*len(a.ids)
 	co.addBytes(size - a.size)
 	a.size = size
 }
@@ -285,14 +285,14 @@ func (co *Consumer) dropPartitionChunksLocked(partition int32) {
 // assembled is a completed assembly's message: decompressed (or as it is, encrypted) with
 // its last chunk's metadata, its id the last chunk's with the first's.
 func (z *codecs) assembled(m *pb.CommandMessage, md *pb.MessageMetadata, a *assembly, partition int32, maxSize int, consume bool) ([]*Message, error) {
-	if len(a.data) != a.total {
-		return nil, fmt.Errorf("a chunked message of %d bytes where its chunks said %d", len(a.data), a.total)
+	if a.have != a.total {
+		return nil, fmt.Errorf("a chunked message of %d bytes where its chunks said %d", a.have, a.total)
 	}
 	first, last := a.ids[0], a.ids[len(a.ids)-1]
 	id := last
 	id.Chunked, id.FirstLedger, id.FirstEntry = true, first.Ledger, first.Entry
 	base := Message{ID: id, PublishTime: md.GetPublishTime(), RedeliveryCount: m.GetRedeliveryCount(), chunks: a.ids}
-	msg, err := z.single(base, md, a.data, maxSize, consume)
+	msg, err := z.single(base, md, bytes.Join(a.parts, nil), maxSize, consume)
 	if err != nil {
 		return nil, err
 	}
