@@ -42,11 +42,11 @@ type chunkKey struct {
 // assembly is one message being put together.
 type assembly struct {
 	key     chunkKey
-	chunks  int // num_chunks_from_msg
-	total   int // total_chunk_msg_size: the whole payload
-	last    int // the last chunk id taken
-	parts   [][]byte // the chunks' bytes, kept as received (no copy before the last)
-	have    int      // their length together
+	chunks  int         // num_chunks_from_msg
+	total   int         // total_chunk_msg_size: the whole payload
+	last    int         // the last chunk id taken
+	parts   [][]byte    // the chunks' bytes, kept as received (no copy before the last)
+	have    int         // their length together
 	ids     []MessageID // the entries of the chunks taken
 	started time.Time
 	size    int // counted against the consumer's queue
