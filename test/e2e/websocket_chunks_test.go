@@ -104,20 +104,44 @@ func TestWebSocketChunkedMessages(t *testing.T) {
 }
 
 // wsChunked (a differential script): messages the Java client produced in chunks, straight to
-// a broker, consumed whole over WebSocket with a chunked message's id and acknowledged; a
-// consumer back on the subscription gets nothing again.
+// a broker, consumed whole over WebSocket with a chunked message's id and acknowledged (a
+// consumer back on the subscription gets nothing again); read whole by a reader from the
+// earliest, and by one from the first message's id.
 func wsChunked(t *testing.T, ctx context.Context, base, topic string, tr *transcript) {
 	c := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "s", nil))
 	produceChunked(t, brokerURLs()[0], topic)
+	var firstID any
 	for range wsChunkCount {
 		m := wsNext(t, ctx, c)
-		i := wholeChunked(t, m)
-		first, last := chunkedID(t, m)
-		tr.add("got key %d whole, %d chunks, redeliveryCount %v", i, last-first+1, m["redeliveryCount"])
+		if firstID == nil {
+			firstID = m["messageId"]
+		}
+		chunkedLine(t, tr, "got", m)
 		wsSend(t, ctx, c, map[string]any{"messageId": m["messageId"]})
 	}
 	c.Close()
 	again := wsRedial(t, ctx, base, wsclient.Path("consumer", topic, "s", nil))
 	wsQuiet(t, again, 2*time.Second, tr, "again")
 	again.Close()
+	for _, from := range []string{"earliest", firstID.(string)} {
+		r := wsDial(t, ctx, base, wsclient.Path("reader", topic, "", wsQ("messageId", from)))
+		n := wsChunkCount
+		if from != "earliest" {
+			n--
+		}
+		for range n {
+			chunkedLine(t, tr, "read", wsNext(t, ctx, r))
+		}
+		wsQuiet(t, r, time.Second, tr, "read then")
+		r.Close()
+	}
+}
+
+// chunkedLine adds what the transcript keeps of a chunked message: which it is, that it is
+// whole, its chunks and redelivery count.
+func chunkedLine(t *testing.T, tr *transcript, label string, m map[string]any) {
+	t.Helper()
+	i := wholeChunked(t, m)
+	first, last := chunkedID(t, m)
+	tr.add("%s key %d whole, %d chunks, redeliveryCount %v", label, i, last-first+1, m["redeliveryCount"])
 }
