@@ -92,7 +92,7 @@ func messageID(s *string) (pulsarclient.MessageID, error) {
 	if err != nil {
 		return pulsarclient.MessageID{}, err
 	}
-	return pulsarclient.MessageID{Ledger: id.Ledger, Entry: id.Entry, Partition: id.Partition, BatchIndex: id.BatchIndex, BatchSize: id.BatchSize}, nil
+	return clientID(id), nil
 }
 
 // deliver writes messages to the client as the gate lets them through.

@@ -77,7 +77,8 @@ func (q *request) reader() (maker, error) {
 	}
 	start := &pulsarclient.Start{Earliest: p.Start.Earliest}
 	if id := p.Start.ID; id != nil {
-		start.ID = &pulsarclient.MessageID{Ledger: id.Ledger, Entry: id.Entry, Partition: id.Partition, BatchIndex: id.BatchIndex, BatchSize: id.BatchSize}
+		sid := clientID(*id)
+		start.ID = &sid
 	}
 	opts := pulsarclient.ConsumerOptions{Topic: q.endpoint.Topic, Name: p.Name, QueueSize: p.ReceiverQueueSize,
 		MaxQueuedBytes: q.s.cfg.MaxBufferedBytes, Start: start,

@@ -170,7 +170,14 @@ func encryption(m *wsapi.ProducerMessage, out *pulsarclient.OutMessage) string {
 }
 
 func encodeID(id pulsarclient.MessageID) string {
-	return wsapi.MessageID{Ledger: id.Ledger, Entry: id.Entry, Partition: id.Partition, BatchIndex: id.BatchIndex, BatchSize: id.BatchSize}.Encode()
+	return wsapi.MessageID{Ledger: id.Ledger, Entry: id.Entry, Partition: id.Partition, BatchIndex: id.BatchIndex, BatchSize: id.BatchSize,
+		Chunked: id.Chunked, FirstLedger: id.FirstLedger, FirstEntry: id.FirstEntry}.Encode()
+}
+
+// clientID is an id the client sent, as the proxy's client takes it.
+func clientID(id wsapi.MessageID) pulsarclient.MessageID {
+	return pulsarclient.MessageID{Ledger: id.Ledger, Entry: id.Entry, Partition: id.Partition, BatchIndex: id.BatchIndex, BatchSize: id.BatchSize,
+		Chunked: id.Chunked, FirstLedger: id.FirstLedger, FirstEntry: id.FirstEntry}
 }
 
 // budget bounds a producer's messages in flight: their number and payload bytes.

@@ -22,6 +22,7 @@ type tracker struct {
 	unacked     map[MessageID]time.Time
 	nacks       map[MessageID]time.Time
 	dead        map[MessageID][]*Message
+	chunked     map[MessageID][]MessageID // a chunked message's last entry → all its chunks' entries
 	timer       *time.Timer
 	timerAt     time.Time
 	stopped     bool
@@ -34,6 +35,7 @@ func (t *tracker) init(co *Consumer) {
 	t.unacked = map[MessageID]time.Time{}
 	t.nacks = map[MessageID]time.Time{}
 	t.dead = map[MessageID][]*Message{}
+	t.chunked = map[MessageID][]MessageID{}
 }
 
 func (t *tracker) stop() {
@@ -53,6 +55,9 @@ func (t *tracker) delivered(m *Message) {
 	if _, ok := t.outstanding[entry]; !ok {
 		t.outstanding[entry] = m.carried
 	}
+	if m.chunks != nil {
+		t.chunked[entry] = m.chunks
+	}
 	if d := t.co.opts.AckTimeout; d > 0 {
 		if _, ok := t.unacked[entry]; !ok {
 			t.unacked[entry] = time.Now().Add(d)
@@ -62,6 +67,29 @@ func (t *tracker) delivered(m *Message) {
 }
 
 func (t *tracker) deadLetterCandidate(entry MessageID, msgs []*Message) { t.dead[entry] = msgs }
+
+// entries are what acknowledging or redelivering an entry covers: a chunked message's every
+// chunk, else the entry.
+func (t *tracker) entries(entry MessageID) []MessageID {
+	if ids, ok := t.chunked[entry]; ok {
+		return ids
+	}
+	return []MessageID{entry}
+}
+
+// watch has an entry the consumer did not deliver (a chunk of a message it could not
+// assemble) redelivered after the ack timeout, as the Java consumer's trackMessage; without
+// an ack timeout, and at MaxUnacked entries watched, nothing is done.
+func (t *tracker) watch(entry MessageID) {
+	d := t.co.opts.AckTimeout
+	if d <= 0 || t.co.opts.Start != nil || t.full() || len(t.unacked) >= t.limit() {
+		return
+	}
+	if _, ok := t.unacked[entry]; !ok {
+		t.unacked[entry] = time.Now().Add(d)
+		t.arm(time.Now().Add(d))
+	}
+}
 
 // redeliverSoon has an entry redelivered (or dead-lettered) at the next tick.
 func (t *tracker) redeliverSoon(entry MessageID) {
@@ -90,14 +118,15 @@ func (t *tracker) arm(at time.Time) {
 // consumer of a shared subscription (maxUnackedMessagesPerConsumer).
 const DefaultMaxUnacked = 50_000
 
-// full reports whether no more entries may be delivered until some are acknowledged.
-func (t *tracker) full() bool {
-	limit := t.co.opts.MaxUnacked
-	if limit <= 0 {
-		limit = DefaultMaxUnacked
+func (t *tracker) limit() int {
+	if limit := t.co.opts.MaxUnacked; limit > 0 {
+		return limit
 	}
-	return len(t.outstanding) >= limit
+	return DefaultMaxUnacked
 }
+
+// full reports whether no more entries may be delivered until some are acknowledged.
+func (t *tracker) full() bool { return len(t.outstanding) >= t.limit() }
 
 // room reports whether m may be delivered: below MaxUnacked, or a message of an entry
 // outstanding already (a redelivery adds nothing to hold).
@@ -134,8 +163,9 @@ func (co *Consumer) Ack(id MessageID) {
 			return
 		}
 	}
+	ids := co.tracker.entries(entry)
 	co.tracker.forget(entry)
-	pc.ackLocked(entry, nil)
+	pc.ackAllLocked(ids, nil)
 }
 
 // ackSlot marks one message of a batch acknowledged; true once all it carried are (the
@@ -168,6 +198,7 @@ func (t *tracker) forget(entry MessageID) {
 	delete(t.unacked, entry)
 	delete(t.nacks, entry)
 	delete(t.dead, entry)
+	delete(t.chunked, entry)
 }
 
 // Nack has a message's entry delivered again after the negative-ack delay; an entry this
@@ -211,6 +242,7 @@ func (co *Consumer) tick() {
 	if !next.IsZero() {
 		t.arm(next)
 	}
+	co.expireChunksLocked(now)
 	co.redeliverLocked(due)
 	co.mu.Unlock()
 }
@@ -227,7 +259,9 @@ func (co *Consumer) redeliverLocked(entries []MessageID) {
 			continue
 		}
 		if pc := co.partOf(e.Partition); pc != nil {
-			byPart[pc] = append(byPart[pc], &pb.MessageIdData{LedgerId: proto.Uint64(e.Ledger), EntryId: proto.Uint64(e.Entry)})
+			for _, c := range co.tracker.entries(e) {
+				byPart[pc] = append(byPart[pc], &pb.MessageIdData{LedgerId: proto.Uint64(c.Ledger), EntryId: proto.Uint64(c.Entry)})
+			}
 		}
 	}
 	shared := co.opts.Type == pb.CommandSubscribe_Shared || co.opts.Type == pb.CommandSubscribe_Key_Shared

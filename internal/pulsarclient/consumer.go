@@ -39,6 +39,9 @@ type ConsumerOptions struct {
 	// MaxUnacked bounds the entries delivered and not yet acknowledged: at the bound Receive
 	// waits for acknowledgements, as a broker stops dispatching (0: DefaultMaxUnacked).
 	MaxUnacked int
+	// ChunkExpiry is how long a chunked message may take to be assembled (0:
+	// DefaultChunkExpiry).
+	ChunkExpiry time.Duration
 	// Start makes a reader: a non-durable exclusive subscription from the earliest message,
 	// the latest, or just after an id.
 	Start *Start
@@ -63,6 +66,7 @@ type Consumer struct {
 	closed  bool
 	tracker tracker
 	dlq     deadLetters
+	chunks  assembler
 }
 
 // partConsumer is the consumer of one partition; its state is guarded by Consumer.mu.
@@ -211,6 +215,7 @@ func (pc *partConsumer) disconnected(c *conn) {
 	}
 	pc.cn = nil
 	co.dropQueuedLocked(pc)
+	co.dropPartitionChunksLocked(pc.partition)
 	co.mu.Unlock()
 	go pc.reconnect()
 }
@@ -318,6 +323,7 @@ func (co *Consumer) Close() {
 	co.closed = true
 	co.addBytes(-co.bytes)
 	co.queue = nil
+	co.chunks = assembler{}
 	for _, pc := range co.parts {
 		if pc.cn != nil {
 			pc.cn.removeConsumer(pc.id)

@@ -46,8 +46,12 @@ func (co *Consumer) deadLetter(entry MessageID, msgs []*Message) {
 	co.dlq.failing = false
 	co.dlq.retry.reset()
 	if pc := co.partOf(entry.Partition); pc != nil {
+		ids := []MessageID{entry}
+		if len(msgs) == 1 && msgs[0].chunks != nil {
+			ids = msgs[0].chunks // a chunked message: every chunk
+		}
 		co.tracker.forget(entry)
-		pc.ackLocked(entry, nil)
+		pc.ackAllLocked(ids, nil)
 	}
 }
 
@@ -99,11 +103,15 @@ func sendAll(p *Producer, subscription string, msgs []*Message) error {
 }
 
 // String is the id as Pulsar's MessageIdImpl prints it: ledger:entry:partition, and the
-// batch index of a batched message.
+// batch index of a batched message; a chunked message's first chunk, ';', its last (as
+// ChunkMessageIdImpl prints it).
 func (m MessageID) String() string {
 	s := fmt.Sprintf("%d:%d:%d", m.Ledger, m.Entry, m.Partition)
 	if m.BatchIndex >= 0 {
 		s += fmt.Sprintf(":%d", m.BatchIndex)
+	}
+	if m.Chunked {
+		s = fmt.Sprintf("%d:%d:%d;", m.FirstLedger, m.FirstEntry, m.Partition) + s
 	}
 	return s
 }

@@ -11,17 +11,21 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 )
 
-// MessageID is a message's position (wsapi.MessageID's fields, without the import).
+// MessageID is a message's position (wsapi.MessageID's fields, without the import). A
+// message assembled from chunks has its last chunk's ledger and entry, and its first's.
 type MessageID struct {
-	Ledger, Entry uint64
-	Partition     int32 // -1: not a partition
-	BatchIndex    int32 // -1: not in a batch
-	BatchSize     int32
+	Ledger, Entry           uint64
+	Partition               int32 // -1: not a partition
+	BatchIndex              int32 // -1: not in a batch
+	BatchSize               int32
+	Chunked                 bool
+	FirstLedger, FirstEntry uint64 // the first chunk's, when Chunked
 }
 
-// entry is the id of the entry a message is in.
+// entry is the id of the entry a message is in (a chunked message's last chunk).
 func (m MessageID) entry() MessageID {
 	m.BatchIndex, m.BatchSize = -1, 0
+	m.Chunked, m.FirstLedger, m.FirstEntry = false, 0, 0
 	return m
 }
 
@@ -38,8 +42,9 @@ type Message struct {
 	RedeliveryCount uint32
 	// Encryption is the metadata of a message delivered undecrypted (CryptoConsume).
 	Encryption *pb.MessageMetadata
-	size       int    // bytes counted against the consumer's queue
-	carried    []bool // a batch's slots this delivery of its entry carries (shared by them); nil: no batch
+	size       int         // bytes counted against the consumer's queue
+	carried    []bool      // a batch's slots this delivery of its entry carries (shared by them); nil: no batch
+	chunks     []MessageID // the entries of a chunked message's chunks, first to last; nil: no chunks
 }
 
 // errUndecryptable marks an entry whose messages the proxy cannot read (they are encrypted).
@@ -49,41 +54,64 @@ var errUndecryptable = errors.New("message is encrypted")
 // taken apart, discarded slots (compacted out, acknowledged in ack_set) left out. An
 // encrypted entry is one message as it is when consume is set, errUndecryptable otherwise.
 func (z *codecs) decodeEntry(m *pb.CommandMessage, payload []byte, partition int32, maxSize int, consume bool) ([]*Message, error) {
-	p, err := frame.ParsePayload(payload)
+	md, data, err := readEntry(payload)
 	if err != nil {
 		return nil, err
 	}
+	return z.decodeMessages(m, md, data, partition, maxSize, consume)
+}
+
+// readEntry reads a MESSAGE's payload section: its metadata and its data.
+func readEntry(payload []byte) (*pb.MessageMetadata, []byte, error) {
+	p, err := frame.ParsePayload(payload)
+	if err != nil {
+		return nil, nil, err
+	}
 	md := new(pb.MessageMetadata)
 	if err := proto.Unmarshal(p.Metadata, md); err != nil {
-		return nil, fmt.Errorf("message metadata: %w", err)
+		return nil, nil, fmt.Errorf("message metadata: %w", err)
 	}
+	return md, p.Data, nil
+}
+
+// decodeMessages is decodeEntry once the metadata is read.
+func (z *codecs) decodeMessages(m *pb.CommandMessage, md *pb.MessageMetadata, data []byte, partition int32, maxSize int, consume bool) ([]*Message, error) {
 	id := MessageID{Ledger: m.GetMessageId().GetLedgerId(), Entry: m.GetMessageId().GetEntryId(), Partition: partition, BatchIndex: -1}
 	base := Message{ID: id, PublishTime: md.GetPublishTime(), RedeliveryCount: m.GetRedeliveryCount()}
+	if md.NumMessagesInBatch == nil || len(md.EncryptionKeys) > 0 {
+		msg, err := z.single(base, md, data, maxSize, consume)
+		if err != nil {
+			return nil, err
+		}
+		return []*Message{msg}, nil
+	}
+	data, err := z.decompress(md.GetCompression(), data, md.GetUncompressedSize(), maxSize)
+	if err != nil {
+		return nil, err
+	}
+	return splitBatch(base, data, int(md.GetNumMessagesInBatch()), m.GetAckSet())
+}
+
+// single is a message that is no batch (or an encrypted one, which the proxy cannot take
+// apart): decompressed, or as it is with its encryption metadata when consume is set.
+func (z *codecs) single(base Message, md *pb.MessageMetadata, data []byte, maxSize int, consume bool) (*Message, error) {
+	msg := base
 	if len(md.EncryptionKeys) > 0 {
 		if !consume {
 			return nil, errUndecryptable
 		}
-		msg := base
-		msg.Payload, msg.Encryption = p.Data, md
-		msg.Properties = properties(md.GetProperties())
-		msg.Key, msg.HasKey = md.GetPartitionKey(), md.PartitionKey != nil
-		msg.EventTime = md.GetEventTime()
-		msg.size = msg.charge()
-		return []*Message{&msg}, nil
+		msg.Payload, msg.Encryption = data, md
+	} else {
+		var err error
+		if msg.Payload, err = z.decompress(md.GetCompression(), data, md.GetUncompressedSize(), maxSize); err != nil {
+			return nil, err
+		}
 	}
-	data, err := z.decompress(md.GetCompression(), p.Data, md.GetUncompressedSize(), maxSize)
-	if err != nil {
-		return nil, err
-	}
-	if md.NumMessagesInBatch == nil {
-		msg := base
-		msg.Payload, msg.Properties = data, properties(md.GetProperties())
-		msg.Key, msg.HasKey = md.GetPartitionKey(), md.PartitionKey != nil
-		msg.EventTime = md.GetEventTime()
-		msg.size = msg.charge()
-		return []*Message{&msg}, nil
-	}
-	return splitBatch(base, data, int(md.GetNumMessagesInBatch()), m.GetAckSet())
+	msg.Properties = properties(md.GetProperties())
+	msg.Key, msg.HasKey = md.GetPartitionKey(), md.PartitionKey != nil
+	msg.EventTime = md.GetEventTime()
+	msg.size = msg.charge()
+	return &msg, nil
 }
 
 // maxBatchMessages bounds the messages of a batch the proxy takes apart. The count is the

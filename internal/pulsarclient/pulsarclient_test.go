@@ -125,6 +125,8 @@ type fakeCluster struct {
 	conn    net.Conn
 	sends   int
 	acked   []uint64 // entries of the ACKs received
+	corrupt []uint64 // those of them acknowledged with a validation error
+	resent  []uint64 // entries asked for again (REDELIVER_UNACKNOWLEDGED_MESSAGES)
 
 	producers       int  // PRODUCER commands received
 	refuseProducers bool // answer them AuthorizationError
@@ -165,6 +167,15 @@ func (f *fakeCluster) handle(c net.Conn, cmd *pb.BaseCommand) {
 		f.mu.Lock()
 		for _, id := range cmd.Ack.MessageId {
 			f.acked = append(f.acked, id.GetEntryId())
+			if cmd.Ack.ValidationError != nil {
+				f.corrupt = append(f.corrupt, id.GetEntryId())
+			}
+		}
+		f.mu.Unlock()
+	case pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES:
+		f.mu.Lock()
+		for _, id := range cmd.RedeliverUnacknowledgedMessages.MessageIds {
+			f.resent = append(f.resent, id.GetEntryId())
 		}
 		f.mu.Unlock()
 	case pb.BaseCommand_SEND:

@@ -11,33 +11,61 @@ import (
 
 // message takes a MESSAGE from the broker (on the connection's goroutine): its messages join
 // the queue, or are dropped (before a reader's start, undecryptable, for the dead-letter
-// topic) with their permits given back.
+// topic) with their permits given back. A chunk joins its message's assembly; the message
+// is decoded once its last chunk is in.
 func (pc *partConsumer) message(m *pb.CommandMessage, payload []byte) {
 	co := pc.co
-	o := co.opts
-	msgs, err := co.c.codecs.decodeEntry(m, payload, pc.partition, co.c.cfg.MaxMessageSize, o.CryptoConsume)
 	entry := MessageID{Ledger: m.GetMessageId().GetLedgerId(), Entry: m.GetMessageId().GetEntryId(), Partition: pc.partition, BatchIndex: -1}
+	ids := []MessageID{entry} // what acknowledges an unreadable message
+	md, data, err := readEntry(payload)
+	var msgs []*Message
+	switch {
+	case err == nil && isChunk(md, co.opts.CryptoConsume):
+		co.mu.Lock()
+		var a *assembly
+		if !co.closed {
+			a = pc.chunkLocked(md, data, entry)
+		}
+		co.mu.Unlock()
+		if a == nil {
+			return
+		}
+		ids = a.ids
+		msgs, err = co.c.codecs.assembled(m, md, a, pc.partition, co.chunkLimit(), co.opts.CryptoConsume)
+	case err == nil:
+		msgs, err = co.c.codecs.decodeMessages(m, md, data, pc.partition, co.c.cfg.MaxMessageSize, co.opts.CryptoConsume)
+	}
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if co.closed {
 		return
 	}
-	switch {
-	case errors.Is(err, errUndecryptable) && o.CryptoDiscard:
-		pc.ackLocked(entry, nil)
-		pc.returnPermitsLocked(1)
-		return
-	case err != nil:
-		// Unreadable (or encrypted, with nothing to do about it): as Pulsar's clients, the
-		// entry is acknowledged as corrupt unless it is only encrypted (then it stays for a
-		// client that can decrypt it), and its permit comes back.
-		if !errors.Is(err, errUndecryptable) {
-			co.c.log.Warn().Err(err).Str("topic", pc.topic).Msg("discarding a message the proxy cannot read")
-			pc.ackLocked(entry, pb.CommandAck_ChecksumMismatch.Enum())
-		}
-		pc.returnPermitsLocked(1)
+	if err != nil {
+		pc.unreadableLocked(err, ids)
 		return
 	}
+	pc.enqueueLocked(m, entry, msgs)
+}
+
+// unreadableLocked drops what cannot be read: acknowledged if it cannot be decrypted and
+// the consumer discards such, or (as Pulsar's clients do) as corrupt unless it is only
+// encrypted (then it stays for a client that can decrypt it); its permit comes back.
+func (pc *partConsumer) unreadableLocked(err error, ids []MessageID) {
+	switch {
+	case errors.Is(err, errUndecryptable) && pc.co.opts.CryptoDiscard:
+		pc.ackAllLocked(ids, nil)
+	case !errors.Is(err, errUndecryptable):
+		pc.co.c.log.Warn().Err(err).Str("topic", pc.topic).Msg("discarding a message the proxy cannot read")
+		pc.ackAllLocked(ids, pb.CommandAck_ChecksumMismatch.Enum())
+	}
+	pc.returnPermitsLocked(1)
+}
+
+// enqueueLocked queues an entry's messages, but those before a reader's start and those
+// redelivered past MaxRedeliverCount (for the dead-letter topic).
+func (pc *partConsumer) enqueueLocked(m *pb.CommandMessage, entry MessageID, msgs []*Message) {
+	co := pc.co
+	o := co.opts
 	for _, msg := range msgs {
 		msg.Topic = pc.topic
 	}
@@ -94,15 +122,28 @@ func (pc *partConsumer) returnPermitsLocked(n int) {
 // flowLocked grants a partition the permits its received messages freed, once they are
 // half its share and the queue is within its byte bound.
 func (co *Consumer) flowLocked(pc *partConsumer) {
-	if pc.cn == nil || pc.consumed < max(1, pc.permits/2) {
-		return
-	}
-	if limit := co.opts.MaxQueuedBytes; limit > 0 && co.bytes > limit {
+	if pc.cn == nil || pc.consumed < max(1, pc.permits/2) || co.heldLocked() {
 		return
 	}
 	n := pc.consumed
 	pc.consumed = 0
 	pc.cn.flow(pc.id, uint32(n))
+}
+
+// heldLocked reports whether permits are held back: the consumer holds more than its byte
+// bound and the client has messages to take. Chunked messages being assembled count, but
+// hold nothing back by themselves: they need more chunks to be taken at all (and are
+// bounded by chunkLimit).
+func (co *Consumer) heldLocked() bool {
+	limit := co.opts.MaxQueuedBytes
+	return limit > 0 && co.bytes > limit && len(co.queue) > 0
+}
+
+// flowAllLocked grants every partition what it may have been held back.
+func (co *Consumer) flowAllLocked() {
+	for _, pc := range co.parts {
+		co.flowLocked(pc)
+	}
 }
 
 // ErrConsumerFailed wraps why a consumer gave up coming back.
@@ -153,10 +194,8 @@ func (co *Consumer) takeLocked() *Message {
 	pc.start = &id
 	co.tracker.delivered(m)
 	co.flowLocked(pc)
-	if limit := co.opts.MaxQueuedBytes; limit > 0 && co.bytes <= limit {
-		for _, other := range co.parts { // permits held back while the queue was over its bytes
-			co.flowLocked(other)
-		}
+	if co.opts.MaxQueuedBytes > 0 && !co.heldLocked() {
+		co.flowAllLocked() // permits held back while the queue was over its bytes
 	}
 	return m
 }
@@ -168,12 +207,15 @@ func (co *Consumer) QueuedBytes() int {
 	return co.bytes
 }
 
-// ackLocked acknowledges a whole entry (validation: as corrupt).
-func (pc *partConsumer) ackLocked(entry MessageID, validation *pb.CommandAck_ValidationError) {
-	if pc.cn == nil {
-		return // the broker sends it again; it is acknowledged then
+// ackAllLocked acknowledges whole entries, in one ACK (validation: as corrupt).
+func (pc *partConsumer) ackAllLocked(entries []MessageID, validation *pb.CommandAck_ValidationError) {
+	if pc.cn == nil || len(entries) == 0 {
+		return // the broker sends them again; they are acknowledged then
+	}
+	ids := make([]*pb.MessageIdData, len(entries))
+	for i, e := range entries {
+		ids[i] = &pb.MessageIdData{LedgerId: proto.Uint64(e.Ledger), EntryId: proto.Uint64(e.Entry)}
 	}
 	pc.cn.write(nil, &pb.BaseCommand{Type: pb.BaseCommand_ACK.Enum(), Ack: &pb.CommandAck{
-		ConsumerId: proto.Uint64(pc.id), AckType: pb.CommandAck_Individual.Enum(), ValidationError: validation,
-		MessageId: []*pb.MessageIdData{{LedgerId: proto.Uint64(entry.Ledger), EntryId: proto.Uint64(entry.Entry)}}}})
+		ConsumerId: proto.Uint64(pc.id), AckType: pb.CommandAck_Individual.Enum(), ValidationError: validation, MessageId: ids}})
 }

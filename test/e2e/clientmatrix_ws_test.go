@@ -59,7 +59,7 @@ var mxWSFeatures = map[string]mxWSFeature{
 	"exclusive-producer": mxWSUnsupported("the WebSocket API's producer has no access mode"),
 	"termination":        mxWSTermination,
 	"transactions":       mxWSUnsupported("the WebSocket API has no transactions"),
-	"chunking":           mxWSUnsupported("the WebSocket API's producer does not chunk (its messages are at most websocket.maxTextMessageSize)"),
+	"chunking":           mxWSUnsupported("the WebSocket API's producer does not chunk (its messages are at most websocket.maxTextMessageSize); its consumers and readers get chunked messages other clients produced whole (TestWebSocketChunkedMessages)"),
 	"token-refresh":      mxWSUnsupported("a WebSocket session authenticates once, at its upgrade; nothing asks for its credentials again"),
 	"tls":                mxWSTLS,
 	"mtls":               mxWSMTLS,

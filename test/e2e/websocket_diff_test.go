@@ -132,6 +132,7 @@ func TestWebSocketDifferential(t *testing.T) {
 		{"producer-errors", wsProducerErrors},
 		{"consumer-errors", wsConsumerErrors},
 		{"bad-requests", wsBadRequests},
+		{"chunked", wsChunked},
 	}
 	for _, s := range scripts {
 		t.Run(s.name, func(t *testing.T) {

@@ -11,12 +11,16 @@ import (
 )
 
 // MessageID is a message's position: ledger and entry, the partition of a partitioned
-// topic (-1 for none), and its index in a batch (-1 for none) of BatchSize messages.
+// topic (-1 for none), and its index in a batch (-1 for none) of BatchSize messages. A
+// message assembled from chunks has its last chunk's position and, Chunked, its first
+// chunk's ledger and entry (Pulsar's ChunkMessageIdImpl).
 type MessageID struct {
-	Ledger, Entry uint64
-	Partition     int32
-	BatchIndex    int32
-	BatchSize     int32
+	Ledger, Entry           uint64
+	Partition               int32
+	BatchIndex              int32
+	BatchSize               int32
+	Chunked                 bool
+	FirstLedger, FirstEntry uint64
 }
 
 // Encode is the id as clients see it: a MessageIdData in standard base64, with the fields
@@ -26,7 +30,9 @@ func (m MessageID) Encode() string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-// Data is the id as the protocol carries it.
+// Data is the id as the protocol carries it; a chunked message's as Pulsar 4.0.8's
+// ChunkMessageIdImpl writes it: the last chunk's id with the first chunk's in
+// first_chunk_message_id, both with their partition and a batch size of 0.
 func (m MessageID) Data() *pb.MessageIdData {
 	d := &pb.MessageIdData{LedgerId: proto.Uint64(m.Ledger), EntryId: proto.Uint64(m.Entry)}
 	if m.Partition >= 0 {
@@ -38,29 +44,43 @@ func (m MessageID) Data() *pb.MessageIdData {
 	if m.BatchSize >= 0 {
 		d.BatchSize = proto.Int32(m.BatchSize) // a Java client writes 0 for a message not in a batch
 	}
+	if m.Chunked {
+		first := MessageID{Ledger: m.FirstLedger, Entry: m.FirstEntry, Partition: m.Partition, BatchIndex: -1}
+		d.FirstChunkMessageId = first.Data()
+	}
 	return d
 }
 
 // String is the id as Pulsar's MessageIdImpl prints it (ledger:entry:partition, and the
-// batch index of a batched message): a dead-lettered message's ORIGIN_MESSAGE_ID.
+// batch index of a batched message; a chunked message's first chunk, then ';' and its last,
+// as ChunkMessageIdImpl prints it): a dead-lettered message's ORIGIN_MESSAGE_ID.
 func (m MessageID) String() string {
 	s := strconv.FormatUint(m.Ledger, 10) + ":" + strconv.FormatUint(m.Entry, 10) + ":" + strconv.Itoa(int(m.Partition))
 	if m.BatchIndex >= 0 {
 		s += ":" + strconv.Itoa(int(m.BatchIndex))
 	}
+	if m.Chunked {
+		s = strconv.FormatUint(m.FirstLedger, 10) + ":" + strconv.FormatUint(m.FirstEntry, 10) + ":" + strconv.Itoa(int(m.Partition)) + ";" + s
+	}
 	return s
 }
 
-// Entry is the id of the whole entry (the batch a message is in).
+// WholeEntry is the id of the whole entry (the batch a message is in, a chunked message's
+// last chunk).
 func (m MessageID) WholeEntry() MessageID {
 	m.BatchIndex, m.BatchSize = -1, 0
+	m.Chunked, m.FirstLedger, m.FirstEntry = false, 0, 0
 	return m
 }
 
-// FromData reads a MessageIdData.
+// FromData reads a MessageIdData (with first_chunk_message_id: a chunked message's).
 func FromData(d *pb.MessageIdData) MessageID {
-	return MessageID{Ledger: d.GetLedgerId(), Entry: d.GetEntryId(), Partition: d.GetPartition(),
+	m := MessageID{Ledger: d.GetLedgerId(), Entry: d.GetEntryId(), Partition: d.GetPartition(),
 		BatchIndex: d.GetBatchIndex(), BatchSize: d.GetBatchSize()}
+	if f := d.GetFirstChunkMessageId(); f != nil {
+		m.Chunked, m.FirstLedger, m.FirstEntry = true, f.GetLedgerId(), f.GetEntryId()
+	}
+	return m
 }
 
 // ErrNotMessageID: base64 that is not a MessageIdData.

@@ -161,7 +161,20 @@ func TestMessageID(t *testing.T) {
 	if got := (MessageID{Ledger: 5, Entry: 0, Partition: -1, BatchIndex: -1}).Encode(); got != "CAUQADAA" {
 		t.Fatalf("encoded as %s, want CAUQADAA", got)
 	}
-	for _, id := range []MessageID{{1, 2, -1, -1, 0}, {1, 2, 3, -1, 0}, {7, 8, 0, 4, 10}} {
+	// A chunked message's id, as Pulsar 4.0.8's ChunkMessageIdImpl.toByteArray writes it
+	// (these two strings are what the 4.0.8 client jar printed for the same ids).
+	chunked := map[string]MessageID{
+		"CAUQAzAAOgYIBRABMAA=":     {Ledger: 5, Entry: 3, Partition: -1, BatchIndex: -1, Chunked: true, FirstLedger: 5, FirstEntry: 1},
+		"CAcQDBgCMAA6CAgHEAoYAjAA": {Ledger: 7, Entry: 12, Partition: 2, BatchIndex: -1, Chunked: true, FirstLedger: 7, FirstEntry: 10},
+	}
+	for want, id := range chunked {
+		if got := id.Encode(); got != want {
+			t.Errorf("chunked %+v encoded as %s, want %s", id, got, want)
+		}
+	}
+	ids := []MessageID{{Ledger: 1, Entry: 2, Partition: -1, BatchIndex: -1}, {Ledger: 1, Entry: 2, Partition: 3, BatchIndex: -1},
+		{Ledger: 7, Entry: 8, Partition: 0, BatchIndex: 4, BatchSize: 10}, chunked["CAcQDBgCMAA6CAgHEAoYAjAA"]}
+	for _, id := range ids {
 		back, err := DecodeMessageID(id.Encode())
 		if err != nil || back != id {
 			t.Errorf("%+v came back as %+v %v", id, back, err)
@@ -175,6 +188,9 @@ func TestMessageID(t *testing.T) {
 	}
 	if s := (MessageID{Ledger: 3, Entry: 4, Partition: -1, BatchIndex: 2}).String(); s != "3:4:-1:2" {
 		t.Errorf("String: %s", s)
+	}
+	if s := chunked["CAcQDBgCMAA6CAgHEAoYAjAA"].String(); s != "7:10:2;7:12:2" {
+		t.Errorf("String of a chunked id: %s", s)
 	}
 }
 
