@@ -30,6 +30,11 @@ const (
 	DefaultMaxChunkedSize = 64 << 20
 	// chunkIDCost is what one chunk's id costs an assembly.
 	chunkIDCost = 48
+	// MaxChunks bounds the chunks of one message. A client cuts a message in chunks of its
+	// broker's maxMessageSize (5 MB by default): a few for a message the consumer can hold. The
+	// bound keeps the ACK or REDELIVER of every chunk one frame far under a broker's limit
+	// (about 10 bytes an id) and the ids an assembly keeps small.
+	MaxChunks = 10_000
 )
 
 // chunkKey names a message being assembled: its producer's uuid, on its partition (each
@@ -147,16 +152,19 @@ func (pc *partConsumer) takeChunkLocked(md *pb.MessageMetadata, data []byte, ent
 }
 
 // badChunk says why a chunk's metadata cannot be followed: a chunk id outside its count,
-// fewer bytes than chunks, or a message over chunkLimit.
+// more chunks than MaxChunks or than bytes, or a message whose assembly (its bytes and its
+// chunks' ids) would be over chunkLimit.
 func (co *Consumer) badChunk(md *pb.MessageMetadata) error {
 	n, total, id := int(md.GetNumChunksFromMsg()), int(md.GetTotalChunkMsgSize()), int(md.GetChunkId())
 	switch {
 	case id < 0 || id >= n:
 		return fmt.Errorf("chunk %d of %d", id, n)
+	case n > MaxChunks:
+		return fmt.Errorf("a message in %d chunks, over %d", n, MaxChunks)
 	case total < n:
 		return fmt.Errorf("%d chunks of a message of %d bytes", n, total)
-	case total > co.chunkLimit():
-		return fmt.Errorf("a chunked message of %d bytes, over the consumer's bound of %d", total, co.chunkLimit())
+	case messageOverhead+total+chunkIDCost*n > co.chunkLimit():
+		return fmt.Errorf("a chunked message of %d bytes in %d chunks, over the consumer's bound of %d", total, n, co.chunkLimit())
 	}
 	return nil
 }
@@ -184,7 +192,9 @@ func (co *Consumer) addChunkLocked(a *assembly, id int, data []byte, entry Messa
 	for co.assemblingLocked()+len(data) > co.chunkLimit() && co.chunks.order[0] != a {
 		co.dropAssemblyLocked(co.chunks.order[0], dropWatched)
 	}
-	a.parts = append(a.parts, data)
+	// A copy: data is a part of the entry's frame, which holds the chunk's metadata too (its
+	// properties may be far larger than the data counted).
+	a.parts = append(a.parts, bytes.Clone(data))
 	a.have += len(data)
 	a.ids = append(a.ids, entry)
 	a.last = id

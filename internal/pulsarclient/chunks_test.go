@@ -3,6 +3,7 @@ package pulsarclient
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
+	"github.com/pulsar-proxy/pulsar-proxy/upstream"
 )
 
 // chunk is one chunk as a producer sends it: entry, the message's uuid, its place and count,
@@ -24,6 +26,7 @@ type chunk struct {
 	data      []byte
 	published time.Time // zero: now
 	mutate    func(*pb.MessageMetadata)
+	delivered uint32 // the broker's redelivery count
 }
 
 func (f *fakeCluster) sendChunk(t *testing.T, consumerID uint64, c chunk) {
@@ -38,7 +41,7 @@ func (f *fakeCluster) sendChunk(t *testing.T, consumerID uint64, c chunk) {
 		c.mutate(md)
 	}
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{ConsumerId: proto.Uint64(consumerID),
-		MessageId: &pb.MessageIdData{LedgerId: proto.Uint64(1), EntryId: proto.Uint64(c.entry)}}}
+		MessageId: &pb.MessageIdData{LedgerId: proto.Uint64(1), EntryId: proto.Uint64(c.entry)}, RedeliveryCount: proto.Uint32(c.delivered)}}
 	b, err := frame.AppendPayloadCommand(nil, cmd, nil, md, c.data)
 	if err != nil {
 		t.Fatal(err)
@@ -239,5 +242,86 @@ func TestChunkedBytesBound(t *testing.T) {
 	}
 	if co.assembling() != 0 || co.QueuedBytes() != 0 {
 		t.Fatalf("%d assembling, %d bytes still held", co.assembling(), co.QueuedBytes())
+	}
+}
+
+// TestChunkedAssemblyWithinItsBound: one message's assembly, its chunks' ids counted, stays
+// under the consumer's byte bound however many chunks it claims: a message of more chunks
+// than the bound can hold is refused at its first chunk (a message of 5,000 empty chunks grew
+// one assembly past the bound, and the ACK of all its chunks towards a broker's frame limit).
+func TestChunkedAssemblyWithinItsBound(t *testing.T) {
+	f := newFakeCluster(t)
+	const limit = 64 << 10
+	co := subscribed(t, f, ConsumerOptions{QueueSize: 1000, MaxQueuedBytes: limit})
+	for i := range 3000 {
+		f.sendChunk(t, co.parts[0].id, chunk{entry: uint64(i), uuid: "u", id: int32(i), n: 5000, total: 5000})
+	}
+	wait.Until(t, 10*time.Second, "every chunk answered", func() bool { return len(f.acks()) == 3000 })
+	if b := co.QueuedBytes(); b > limit {
+		t.Fatalf("one assembly holds %d bytes, over MaxQueuedBytes %d", b, limit)
+	}
+}
+
+// TestChunkMetadataNotHeld: an assembly keeps its chunks' bytes, not the entries they came
+// in, whose metadata (properties of a megabyte) is not counted.
+func TestChunkMetadataNotHeld(t *testing.T) {
+	f := newFakeCluster(t)
+	co := subscribed(t, f, ConsumerOptions{QueueSize: 1000, MaxQueuedBytes: 64 << 10})
+	big := string(bytes.Repeat([]byte("p"), 1<<20))
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	const k = 40
+	for i := range k {
+		f.sendChunk(t, co.parts[0].id, chunk{entry: uint64(i), uuid: "m", id: int32(i), n: 1000, total: 1000, data: []byte("x"),
+			mutate: func(md *pb.MessageMetadata) { md.Properties = []*pb.KeyValue{{Key: proto.String("k"), Value: proto.String(big)}} }})
+	}
+	wait.Until(t, 10*time.Second, "the chunks taken", func() bool { return co.assembling() > 0 && co.chunkCount("m") == k })
+	if grown := int64(heap()) - int64(before); grown > 8<<20 {
+		t.Fatalf("the heap grew %d MiB for chunks counted as %d bytes", grown>>20, co.QueuedBytes())
+	}
+}
+
+func (co *Consumer) chunkCount(uuid string) int {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if a := co.chunks.pending[chunkKey{partition: -1, uuid: uuid}]; a != nil {
+		return len(a.ids)
+	}
+	return 0
+}
+
+// TestChunkedTooBigToDeadLetterIsDelivered: a chunked message over the brokers' message size,
+// redelivered past MaxRedeliverCount, cannot be sent to the dead-letter topic (the proxy's
+// producer does not cut messages in chunks): it is delivered again, not held and retried.
+func TestChunkedTooBigToDeadLetterIsDelivered(t *testing.T) {
+	f := newFakeCluster(t)
+	factory := NewFactory(Config{Connector: &upstream.Connector{Dialer: &upstream.Dialer{Timeout: 5 * time.Second}, Timeout: 5 * time.Second},
+		Resolver: fakeResolver{f.b.Addr}, Targets: allowAll{}, OperationTimeout: 5 * time.Second, MaxMessageSize: 5 << 20})
+	c := factory.New(upstream.Client{Principal: "alice"}, nil)
+	t.Cleanup(c.Close)
+	co, err := c.Subscribe(context.Background(), ConsumerOptions{Topic: "persistent://a/b/t", Subscription: "s", Durable: true, QueueSize: 10,
+		Type: pb.CommandSubscribe_Shared, MaxQueuedBytes: 16 << 20, MaxRedeliverCount: 1, DeadLetterTopic: "persistent://a/b/t-DLQ"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(co.Close)
+	wait.Until(t, 5*time.Second, "the initial permits", func() bool { return f.granted() > 0 })
+	for _, ch := range chunksOf("big", 40, bytes.Repeat([]byte("z"), 6<<20), 2) {
+		ch.delivered = 2
+		f.sendChunk(t, co.parts[0].id, ch)
+	}
+	m, err := receiveWithin(t, co, 10*time.Second)
+	if err != nil || len(m.Payload) != 6<<20 {
+		t.Fatalf("the chunked message redelivered past the count: %v", err)
+	}
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if n := len(co.tracker.dead); n != 0 {
+		t.Fatalf("%d entries held for the dead-letter topic", n)
 	}
 }

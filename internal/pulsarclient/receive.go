@@ -70,7 +70,7 @@ func (pc *partConsumer) enqueueLocked(m *pb.CommandMessage, entry MessageID, msg
 		msg.Topic = pc.topic
 	}
 	msgs = pc.afterStartLocked(msgs)
-	if o.MaxRedeliverCount > 0 && m.GetRedeliveryCount() >= uint32(o.MaxRedeliverCount) && len(msgs) > 0 {
+	if o.MaxRedeliverCount > 0 && m.GetRedeliveryCount() >= uint32(o.MaxRedeliverCount) && len(msgs) > 0 && co.deadLetterable(msgs) {
 		co.tracker.deadLetterCandidate(entry, msgs)
 		if m.GetRedeliveryCount() > uint32(o.MaxRedeliverCount) {
 			pc.returnPermitsLocked(len(msgs))
@@ -218,4 +218,17 @@ func (pc *partConsumer) ackAllLocked(entries []MessageID, validation *pb.Command
 	}
 	pc.cn.write(nil, &pb.BaseCommand{Type: pb.BaseCommand_ACK.Enum(), Ack: &pb.CommandAck{
 		ConsumerId: proto.Uint64(pc.id), AckType: pb.CommandAck_Individual.Enum(), ValidationError: validation, MessageId: ids}})
+}
+
+// deadLetterable reports whether messages can go to the dead-letter topic: the proxy's
+// producer does not cut messages in chunks, so a chunked one over the brokers' message size
+// cannot, and is delivered again instead (where it would be retried, held and uncounted).
+func (co *Consumer) deadLetterable(msgs []*Message) bool {
+	limit := co.c.cfg.MaxMessageSize
+	for _, m := range msgs {
+		if limit > 0 && m.chunks != nil && len(m.Payload) > limit {
+			return false
+		}
+	}
+	return true
 }
