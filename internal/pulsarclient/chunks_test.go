@@ -278,7 +278,9 @@ func TestChunkMetadataNotHeld(t *testing.T) {
 	const k = 40
 	for i := range k {
 		f.sendChunk(t, co.parts[0].id, chunk{entry: uint64(i), uuid: "m", id: int32(i), n: 1000, total: 1000, data: []byte("x"),
-			mutate: func(md *pb.MessageMetadata) { md.Properties = []*pb.KeyValue{{Key: proto.String("k"), Value: proto.String(big)}} }})
+			mutate: func(md *pb.MessageMetadata) {
+				md.Properties = []*pb.KeyValue{{Key: proto.String("k"), Value: proto.String(big)}}
+			}})
 	}
 	wait.Until(t, 10*time.Second, "the chunks taken", func() bool { return co.assembling() > 0 && co.chunkCount("m") == k })
 	if grown := int64(heap()) - int64(before); grown > 8<<20 {
