@@ -355,16 +355,26 @@ type LookupData struct {
 }
 
 // Lookup runs GET /lookup/v2/topic/... (through broker 1 unless it is stopped), following
-// redirects. A lookup assigns
-// the topic's bundle to a broker when nobody owns it.
+// redirects. A lookup assigns the topic's bundle to a broker when nobody owns it.
 func (r *Rig) Lookup(ctx context.Context, topic string) (LookupData, error) {
 	var ld LookupData
 	p, err := topicPath(topic)
 	if err != nil {
 		return ld, err
 	}
-	err = r.admin(ctx, http.MethodGet, "/lookup/v2/topic/"+p, nil, &ld)
-	return ld, err
+	// A lookup that assigns a bundle both brokers are taking at once is answered 500 ("Failed
+	// to acquire ownership"); the next one finds the owner. A few tries, a second apart.
+	for attempt := 1; ; attempt++ {
+		err = r.admin(ctx, http.MethodGet, "/lookup/v2/topic/"+p, nil, &ld)
+		if attempt == 5 || !IsStatus(err, http.StatusInternalServerError) || !strings.Contains(err.Error(), "acquire ownership") {
+			return ld, err
+		}
+		select {
+		case <-ctx.Done():
+			return ld, err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // TopicOwner returns the broker that owns the topic (looking it up, which assigns an owner if
