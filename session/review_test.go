@@ -78,19 +78,25 @@ func TestReviewWideTypeTagSmugglesProducer(t *testing.T) {
 // included. A frame over it fails the decoder and the broker closes the connection. It
 // counts those closes.
 type frameLimitRelay struct {
-	ln     net.Listener
 	limit  int
 	mu     sync.Mutex
 	closes []int // the sizes of the frames that closed a connection
 }
 
 func newFrameLimitRelay(t *testing.T, to brokers.Broker, limit int) (*frameLimitRelay, brokers.Broker) {
+	r := &frameLimitRelay{limit: limit}
+	return r, relayTo(t, to, r.upstream)
+}
+
+// relayTo stands a relay on loopback in front of the broker to: what the broker sends goes to
+// the client as it is, what the client sends through upstream, which judges it as a broker
+// would (and closes the connection as that broker would).
+func relayTo(t *testing.T, to brokers.Broker, upstream func(client, broker net.Conn)) brokers.Broker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &frameLimitRelay{ln: ln, limit: limit}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	wg.Add(1)
@@ -108,11 +114,11 @@ func newFrameLimitRelay(t *testing.T, to brokers.Broker, limit int) (*frameLimit
 			}
 			wg.Add(2)
 			go func() { defer wg.Done(); io.Copy(c, b); c.Close() }()
-			go func() { defer wg.Done(); r.upstream(c, b) }()
+			go func() { defer wg.Done(); upstream(c, b) }()
 		}
 	}()
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	return r, brokers.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
+	return brokers.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
 }
 
 func (r *frameLimitRelay) upstream(c, b net.Conn) {

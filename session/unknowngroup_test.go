@@ -26,34 +26,8 @@ type lightProtoRelay struct {
 }
 
 func newLightProtoRelay(t *testing.T, to brokers.Broker) (*lightProtoRelay, brokers.Broker) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &lightProtoRelay{}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b, err := net.Dial("tcp", to.Addr())
-			if err != nil {
-				c.Close()
-				continue
-			}
-			wg.Add(2)
-			go func() { defer wg.Done(); io.Copy(c, b); c.Close() }()
-			go func() { defer wg.Done(); r.upstream(c, b) }()
-		}
-	}()
-	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	return r, brokers.Broker{URL: "pulsar://" + ln.Addr().String(), Host: host, Port: port}
+	return r, relayTo(t, to, r.upstream)
 }
 
 func (r *lightProtoRelay) upstream(c, b net.Conn) {
