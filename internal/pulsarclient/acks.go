@@ -255,7 +255,8 @@ func (co *Consumer) redeliverLocked(entries []MessageID) {
 	for _, e := range entries {
 		if msgs, ok := co.tracker.dead[e]; ok {
 			delete(co.tracker.dead, e)
-			go co.deadLetter(e, msgs)
+			_, delivered := co.tracker.outstanding[e]
+			go co.deadLetter(e, msgs, delivered)
 			continue
 		}
 		if pc := co.partOf(e.Partition); pc != nil {

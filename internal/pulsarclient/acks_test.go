@@ -189,3 +189,31 @@ func TestDeadLetterRefusedBacksOff(t *testing.T) {
 		t.Fatalf("%d attempts at a refusing dead-letter topic within a second", n)
 	}
 }
+
+// TestDeadLetterFailureAfterAck: an entry the client acknowledged while its dead-letter
+// attempt ran must not come back into the tracker (held payloads, retried for ever, past
+// MaxUnacked since its slot was freed).
+func TestDeadLetterFailureAfterAck(t *testing.T) {
+	f := newFakeCluster(t)
+	f.mu.Lock()
+	f.refuseProducers = true
+	f.mu.Unlock()
+	co := subscribed(t, f, ConsumerOptions{QueueSize: 10, Type: pb.CommandSubscribe_Shared, MaxRedeliverCount: 1,
+		DeadLetterTopic: "persistent://a/b/dlq"})
+	f.sendMessage(co.parts[0].id, 0, 10)
+	m, err := co.Receive(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := m.ID.entry()
+	co.Ack(m.ID) // the ack lands while deadLetter's attempt is under way
+	co.deadLetter(entry, []*Message{m}, true)
+	co.mu.Lock()
+	_, dead := co.tracker.dead[entry]
+	_, nack := co.tracker.nacks[entry]
+	_, out := co.tracker.outstanding[entry]
+	co.mu.Unlock()
+	if (dead || nack) && !out {
+		t.Fatalf("an acknowledged entry is back in the tracker: dead %v nack %v outstanding %v", dead, nack, out)
+	}
+}

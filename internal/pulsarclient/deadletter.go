@@ -20,8 +20,9 @@ type deadLetters struct {
 // deadLetter sends an entry's messages to the dead-letter topic and acknowledges the entry.
 // If that fails (the topic refused, a broker away), the entry is tried again after a backoff
 // that grows to 30 s: a dead-letter topic that always refuses must not cost a lookup and a
-// log line per broker round trip.
-func (co *Consumer) deadLetter(entry MessageID, msgs []*Message) {
+// log line per broker round trip. An entry the client had (delivered) and acknowledged while
+// the attempt ran is not tried again: its state is gone, and must stay so.
+func (co *Consumer) deadLetter(entry MessageID, msgs []*Message, delivered bool) {
 	p, err := co.deadLetterProducer()
 	if err == nil {
 		err = sendAll(p, co.opts.Subscription, msgs)
@@ -29,6 +30,9 @@ func (co *Consumer) deadLetter(entry MessageID, msgs []*Message) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if co.closed {
+		return
+	}
+	if _, still := co.tracker.outstanding[entry]; err != nil && delivered && !still {
 		return
 	}
 	if err != nil {
