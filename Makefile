@@ -128,22 +128,26 @@ e2e-python:
 	fi
 
 # Runs the end-to-end tests, then checks that they left no rig process behind.
-# test/run-e2e.sh runs two lanes side by side: test/e2e (E2E_BOTH_MODES: its direct-session
-# tests again on the same rig with broker.multiplex on, then the tests that stop ZooKeeper or
-# kill brokers last of all), and the other packages one at a time (test/e2eauth, test/e2efault
-# and test/firstday each with a rig of its own port block), then the peer suite's subset in a
-# network namespace of its own. At most two rigs share the cores.
-# The peer suite's subset, run by test/run-e2e.sh in the other lane. Named through a variable:
+# test/run-e2e.sh runs three lanes side by side: test/e2e's two halves (E2E_HALF: half 1 the
+# direct tests, then the peer suite's subset in a network namespace of its own; half 2, with a
+# rig of its own in a network namespace of its own, the long direct tests, the direct-session
+# tests again with broker.multiplex on, then the tests that stop ZooKeeper or kill brokers), and
+# the other packages one at a time (test/e2eauth, test/e2efault and test/firstday each with a
+# rig of its own port block). At most three rigs share the cores.
+# The peer suite's subset, run by test/run-e2e.sh after half 1. Named through a variable:
 # a recipe line that names MAKE itself runs even under make -n, and this one runs the suite.
 PEER_QUICK_RUN = $(MAKE) --no-print-directory peer-suite-quick
 AUTH_RIG_DIR = $${RIG_AUTH_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-auth}
 FAULT_RIG_DIR = $${RIG_FAULT_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-fault}
 FIRSTDAY_RIG_DIR = $${RIG_FIRSTDAY_DIR:-$${RIG_STATE:-$(CURDIR)/.rigs}/rig-firstday}
+HALF2_RIG_DIR = $${RIG_STATE:-$(CURDIR)/.rigs}/e2e-half2/rig
 e2e-run:
 	@rc=0; test/run-e2e.sh "$(GO)" $(E2E_TIMEOUT) $(PEER_QUICK_RUN) || rc=$$?; \
 	if [[ -z "$$PULSAR_PROXY_RIG" ]]; then \
 	  st=0; $(RIG) status >/dev/null 2>&1 || st=$$?; \
 	  if [[ $$st -ne 3 ]]; then echo "test-e2e left rig processes running; stopping them"; $(RIG) down; rc=1; fi; \
+	  st=0; RIG_DIR=$(HALF2_RIG_DIR) $(RIG) status >/dev/null 2>&1 || st=$$?; \
+	  if [[ $$st -ne 3 ]]; then echo "test-e2e left the rig in $(HALF2_RIG_DIR) running; stopping it"; RIG_DIR=$(HALF2_RIG_DIR) $(RIG) down; rc=1; fi; \
 	fi; \
 	if [[ -z "$$PULSAR_PROXY_AUTH_RIG" ]]; then \
 	  for d in $(AUTH_RIG_DIR) $(AUTH_RIG_DIR)-trusting; do \

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -87,61 +86,10 @@ func runMain(m *testing.M) int {
 			fmt.Printf("setup %s: %s\n", s.name, time.Since(t0).Round(100*time.Millisecond))
 		}
 	}
-	if os.Getenv(EnvBothModes) == "1" && !multiplexed() {
-		return runBothModes(m)
+	if passes, ok := passesFromEnv(); ok {
+		return runPasses(m, passes)
 	}
 	return m.Run()
-}
-
-// runBothModes runs the package as make test does: every test but the disruptive ones, then
-// the direct-session tests again multiplexed, then the disruptive tests, so that no test runs
-// on a rig still recovering from a ZooKeeper outage or a killed broker.
-func runBothModes(m *testing.M) int {
-	if err := flag.Set("test.skip", disruptiveTests); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		return 1
-	}
-	code := m.Run()
-	if code == 0 {
-		code = runMultiplexed(m)
-	}
-	if code != 0 {
-		return code
-	}
-	fmt.Printf("== the disruptive tests, last (%s)\n", disruptiveTests)
-	setPerClient()
-	if err := errors.Join(flag.Set("test.skip", ""), flag.Set("test.run", disruptiveTests)); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		return 1
-	}
-	return m.Run()
-}
-
-// disruptiveTests stop the rig's ZooKeeper or kill and restart its brokers; the brokers take a
-// while to serve every bundle again afterwards.
-const disruptiveTests = "^(TestRigBrokerRestart|TestWebSocketSurvivesUnloadAndRestart|TestDiscoveryMetadataStoreFollowsBrokers|TestDiscoveryMetadataStoreOutage)$"
-
-// EnvBothModes (E2E_BOTH_MODES=1, set by make test) runs the direct-session tests a second
-// time, on the same rig, with every proxy multiplexing its broker connections.
-const EnvBothModes = "E2E_BOTH_MODES"
-
-// directSessionTests are the tests that exercise direct sessions with every client: Go, Java
-// and Python clients, chunking, TLS on both sides, unload, drain, pattern consumers.
-const directSessionTests = "^(TestGateway|TestDataPath|TestBrokerTLS|TestDrain|TestPython|TestTLS)"
-
-// runMultiplexed is the second pass of EnvBothModes (testing.M.Run may run again; only the
-// tests the -run pattern selects do).
-func runMultiplexed(m *testing.M) int {
-	began := time.Now()
-	fmt.Printf("== the direct-session tests again with broker.multiplex on (%s)\n", directSessionTests)
-	setMultiplexed()
-	if err := flag.Set("test.run", directSessionTests); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		return 1
-	}
-	code := m.Run()
-	fmt.Printf("== multiplexed pass: exit %d in %s\n", code, time.Since(began).Round(time.Second))
-	return code
 }
 
 // startRig attaches to the rig named by PULSAR_PROXY_RIG, or starts one whose brokers also
