@@ -108,7 +108,7 @@ func runJavaProbe(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	prog, err := rig.CompileJava(ctx, filepath.Join("testdata", name+".java"), t.TempDir())
+	prog, err := rig.CompileJava(ctx, filepath.Join("testdata", name+".java"))
 	rig.Need(t, "the Java client", err)
 	java := prog.Command(ctx, args...)
 	var stderr bytes.Buffer

@@ -25,7 +25,7 @@ import (
 func mxJavaColumn(t *testing.T) *matrixClient {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	prog, err := rig.CompileJava(ctx, filepath.Join("testdata", "MatrixClient.java"), t.TempDir())
+	prog, err := rig.CompileJava(ctx, filepath.Join("testdata", "MatrixClient.java"))
 	rig.Need(t, "the Java client", err)
 	return &matrixClient{name: "Java", run: func(ctx context.Context, env matrixEnv, features []string) (map[string]cell, string, error) {
 		return runMatrixProgram(prog.Command(ctx, env.args(features)...))

@@ -27,7 +27,7 @@ func TestPatternConsumerWatcherThroughProxy(t *testing.T) {
 	p := startProxy(t, allowAll, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	prog, err := rig.CompileJava(ctx, filepath.Join("testdata", "PatternProbe.java"), t.TempDir())
+	prog, err := rig.CompileJava(ctx, filepath.Join("testdata", "PatternProbe.java"))
 	rig.Need(t, "the Java client", err)
 
 	prefix := strings.TrimPrefix(uniqueTopic(nsShared, "watch"), "persistent://")

@@ -128,13 +128,14 @@ func runJavaClient(t *testing.T, p *proxyproc.Proc, topic string, count int, cer
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	prog, err := rig.CompileJava(ctx, filepath.Join("testdata", "SniClient.java"), dir)
+	prog, err := rig.CompileJava(ctx, filepath.Join("testdata", "SniClient.java"))
 	rig.Need(t, "the Java client", err)
 	hosts := filepath.Join(dir, "client-hosts")
 	self, _ := os.Hostname() // the JVM looks its own name up
 	os.WriteFile(hosts, []byte(decoy+" "+broker1Name+" "+broker2Name+" "+serviceName+"\n127.0.0.1 localhost "+self+"\n"), 0o644)
-	args := append([]string{"-Xmx512m", "-Djdk.net.hosts.file=" + hosts, "-cp", prog.Classes + ":" + prog.CP, prog.Main,
-		"pulsar+ssl://" + serviceName + ":6651", "pulsar+ssl://" + p.SNIAddr, ca.CertFile, topic, fmt.Sprint(count)}, cert...)
+	args := append(append([]string{"-Xmx512m"}, rig.ClientJVMFlags...), "-Djdk.net.hosts.file="+hosts, "-cp", prog.Classes+":"+prog.CP, prog.Main,
+		"pulsar+ssl://"+serviceName+":6651", "pulsar+ssl://"+p.SNIAddr, ca.CertFile, topic, fmt.Sprint(count))
+	args = append(args, cert...)
 	cmd := exec.CommandContext(ctx, "java", args...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()

@@ -2,6 +2,8 @@ package rig
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -103,9 +105,11 @@ type JavaProgram struct {
 	CP      string // the Pulsar classpath
 }
 
-// CompileJava compiles the source file src (a class of the default package) into dir. A
-// missing java or javac, or jars not cached, is a *PrereqError (see Need).
-func CompileJava(ctx context.Context, src, dir string) (*JavaProgram, error) {
+// CompileJava compiles the source file src (a class of the default package), once: the classes
+// go to the cache (javac/<digest of the source, the classpath and the Java version>), where
+// every later call, of this process or another, finds them. A missing java or javac, or jars
+// not cached, is a *PrereqError (see Need).
+func CompileJava(ctx context.Context, src string) (*JavaProgram, error) {
 	for _, tool := range []string{"java", "javac"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, &PrereqError{Reason: tool + " is not on PATH"}
@@ -115,13 +119,61 @@ func CompileJava(ctx context.Context, src, dir string) (*JavaProgram, error) {
 	if err != nil {
 		return nil, &PrereqError{Reason: err.Error()}
 	}
-	if out, err := exec.CommandContext(ctx, "javac", "-encoding", "UTF-8", "-cp", cp, "-d", dir, src).CombinedOutput(); err != nil {
+	dir, err := compiledDir(src, cp)
+	if err != nil {
+		return nil, err
+	}
+	prog := &JavaProgram{Main: strings.TrimSuffix(filepath.Base(src), ".java"), Classes: dir, CP: cp}
+	if _, err := os.Stat(dir); err == nil {
+		return prog, nil
+	}
+	// Compiled beside, then renamed into place: a process that finds the folder finds it whole.
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".tmp")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if out, err := exec.CommandContext(ctx, "javac", "-encoding", "UTF-8", "-cp", cp, "-d", tmp, src).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("javac %s: %w\n%s", src, err, out)
 	}
-	return &JavaProgram{Main: strings.TrimSuffix(filepath.Base(src), ".java"), Classes: dir, CP: cp}, nil
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, statErr := os.Stat(dir); statErr != nil { // not another process's compile
+			return nil, err
+		}
+	}
+	return prog, nil
 }
 
-// Command runs the program with args and a small heap.
+// compiledDir is where CompileJava keeps src's classes.
+func compiledDir(src, cp string) (string, error) {
+	code, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	version, err := exec.Command("javac", "-version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("javac -version: %w", err)
+	}
+	cache, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{code, []byte(cp), version} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	name := strings.TrimSuffix(filepath.Base(src), ".java") + "-" + hex.EncodeToString(h.Sum(nil))[:16]
+	dir := filepath.Join(cache, "javac", name)
+	return dir, os.MkdirAll(filepath.Dir(dir), 0o755)
+}
+
+// ClientJVMFlags are the options of a test's short-lived Java client: the client compiler
+// alone and the serial collector spend a fraction of the CPU the defaults spend warming up.
+var ClientJVMFlags = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
+
+// Command runs the program with args, a small heap and ClientJVMFlags.
 func (p *JavaProgram) Command(ctx context.Context, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, "java", append([]string{"-Xmx512m", "-cp", p.Classes + string(os.PathListSeparator) + p.CP, p.Main}, args...)...)
+	argv := append(append([]string{"-Xmx512m"}, ClientJVMFlags...), "-cp", p.Classes+string(os.PathListSeparator)+p.CP, p.Main)
+	return exec.CommandContext(ctx, "java", append(argv, args...)...)
 }
