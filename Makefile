@@ -44,16 +44,25 @@ test:
 	$(call timed,test-unit,$(MAKE) --no-print-directory test-unit)
 	$(call timed,test-e2e,$(MAKE) --no-print-directory test-e2e)
 
+# The unit tests in two groups side by side (the Go packages' vet and race tests, and the fuzz
+# targets and the tools' checks): the race tests leave a core idle for long stretches. Each
+# group's output is printed whole when it ends.
 test-unit:
 	$(call timed,tracked files (no executables; binary or large files only when allowed),$(MAKE) --no-print-directory check-files)
 	$(call timed,function length (at most 60 lines; tools/funclen),$(MAKE) --no-print-directory check-funclen)
 	$(call timed,helm (pinned; built once into .cache),$(MAKE) --no-print-directory helm-prepare)
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit-go unit-tools
+
+.PHONY: unit-go unit-tools
+unit-go:
 	$(GO) vet ./...
 	$(GO) vet -C test ./...
 	$(GO) vet -C test -tags soak ./soak
 	$(GO) vet -C bench ./...
 	$(GO) test -race ./...
 	$(GO) test -C bench -race ./...
+
+unit-tools:
 	$(call timed,fuzz targets (a few seconds' worth of executions each),$(MAKE) --no-print-directory fuzz-short)
 	$(call timed,image test (tools/image),$(MAKE) --no-print-directory image-test)
 	$(call timed,release test (tools/release: binary, SBOM, checksums; go install @version),$(MAKE) --no-print-directory release-test)
