@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
@@ -22,24 +21,18 @@ import (
 // clients of the same broker and principal (broker.multiplex): the proxy answers CONNECT
 // itself, and every frame goes through the identifier mapping (see package mux).
 type multiplexed struct {
-	s   *session
+	*queuedClient
 	key mux.Key
-	out *mux.OutQueue // to the client: the broker's frames and the proxy's own
 
 	mu     sync.Mutex
 	member *mux.Member // nil after the broker connection was lost, until the next command
 
 	lists *edge.TopicLists // the client's topic-list watchers, bounded; filtered with a policy
 
-	ref        *refresher // renews the client's credentials; nil without authentication
-	stopRef    func()
-	writerDone chan error // the client's queue's writer has ended
+	ref     *refresher // renews the client's credentials; nil without authentication
+	stopRef func()
 
-	running             atomic.Bool // the client's queue is written: the proxy writes through it only
-	bytesIn, bytesOut   atomic.Uint64
-	framesIn, framesOut atomic.Uint64
-	// the direct-session series (pulsar_proxy_frames_total, _bytes_total), by direction
-	upFrames, upBytes, downFrames, downBytes prometheus.Counter
+	running atomic.Bool // the client's queue is written: the proxy writes through it only
 }
 
 // Deliver takes a broker frame for the client (the connection's reader: never waits).
@@ -70,24 +63,6 @@ func (x *multiplexed) filterList(f mux.Frame) error {
 		return nil
 	}
 	return x.inject(cmd)
-}
-
-// push queues a frame for the client.
-func (x *multiplexed) push(f mux.Frame) error {
-	if err := x.out.Push(f); err != nil {
-		if errors.Is(err, mux.ErrQueueFull) {
-			// Its writer may be stuck in a write the client does not read: close the socket.
-			x.s.with(x.s.srv.log.Info()).Int("bound_bytes", x.s.srv.cfg.Multiplex.ClientQueueBytes()).Msg("client does not read what its consumers asked for; disconnecting it (slow consumer)")
-			abortive(x.s.client.conn)
-			x.s.close(ReasonSlowConsumer)
-		}
-		return err
-	}
-	x.bytesOut.Add(uint64(f.Size()))
-	x.framesOut.Add(1)
-	x.downBytes.Add(float64(f.Size()))
-	x.downFrames.Inc()
-	return nil
 }
 
 // Lost closes at the client what it had on a broker connection that failed, as a broker
@@ -122,22 +97,12 @@ func abortive(c net.Conn) {
 	}
 }
 
-// inject queues one of the proxy's own commands for the client.
-func (x *multiplexed) inject(cmd *pb.BaseCommand) error {
-	f, err := mux.Encode(cmd, nil)
-	if err != nil {
-		return err
-	}
-	return x.push(f)
-}
-
 // multiplexMode sets up a direct session over the pool (see multiplexed): a place on a
 // pooled broker connection, CONNECTED, and the writer of the client's queue.
 func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) (sessionMode, CloseReason) {
 	m := s.srv.metrics
-	x := &multiplexed{s: s, key: mux.Key{Addr: addr, Principal: s.role()}, out: mux.NewOutQueue(s.srv.cfg.Multiplex.ClientQueueBytes()),
-		upFrames: m.frames.WithLabelValues(toBroker), upBytes: m.bytes.WithLabelValues(toBroker),
-		downFrames: m.frames.WithLabelValues(toClient), downBytes: m.bytes.WithLabelValues(toClient),
+	x := &multiplexed{queuedClient: newQueuedClient(s, s.srv.cfg.Multiplex.ClientQueueBytes()),
+		key:   mux.Key{Addr: addr, Principal: s.role()},
 		lists: s.topicLists()} // before attaching: the broker's frames may arrive at once
 	began := time.Now()
 	mb, reason := x.attach()
@@ -152,15 +117,8 @@ func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) (sessio
 	s.enter(modeDirect)
 	m.brokerSessions.WithLabelValues(addr).Inc()
 
-	x.writerDone = make(chan error, 1)
 	x.running.Store(true)
-	go func() {
-		err := x.out.Run(s.client.conn)
-		if err != nil {
-			s.conn.Close()
-		}
-		x.writerDone <- err
-	}()
+	x.startWriter()
 	x.startRefresher(connect.GetFeatureFlags().GetSupportsAuthRefresh())
 	return x, ""
 }
@@ -173,24 +131,15 @@ func (x *multiplexed) serve() CloseReason {
 
 // run reads the client until it goes away, then leaves the pool and lets the queue empty.
 func (x *multiplexed) run() CloseReason {
-	s := x.s
-	reason := x.readClient()
+	reason := x.readClient(x.handle)
 	x.stopRef()
 	if reason == ReasonDrained {
 		settle(x.bytesOut.Load) // answers already on their way still reach the client
 	}
 	x.leave() // its producers and consumers closed on the broker at once
 	x.lists.Close()
-	x.out.Close(nil)
-	s.client.conn.SetWriteDeadline(time.Now().Add(s.srv.cfg.HandshakeTimeout))
-	<-x.writerDone
-	s.conn.Close()
+	x.finishWriter()
 	return reason
-}
-
-func (x *multiplexed) totals() totals {
-	return totals{multiplexed: true, bytesIn: x.bytesIn.Load(), framesIn: x.framesIn.Load(),
-		bytesOut: x.bytesOut.Load(), framesOut: x.framesOut.Load()}
 }
 
 // reflectConnected is the CONNECTED the proxy gives a multiplexed client: the broker's (its
@@ -269,32 +218,6 @@ func (x *multiplexed) startRefresher(supportsRefresh bool) {
 		s.expireCredentials()
 		s.conn.Close()
 	})
-}
-
-// readClient reads the client's frames until it goes away and sends each on, mapped.
-func (x *multiplexed) readClient() CloseReason {
-	s := x.s
-	for {
-		fr, err := s.client.r.ReadFrame()
-		if err != nil {
-			if s.draining() && isTimeout(err) {
-				return ReasonDrained
-			}
-			if frame.IsFrameError(err) { // told through the queue: its writer owns the socket
-				x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error()))
-				return ReasonBadFrame
-			}
-			return s.readFailure(err)
-		}
-		n := len(fr.Command) + len(fr.Payload) + frame.HeaderSize
-		x.bytesIn.Add(uint64(n))
-		x.framesIn.Add(1)
-		x.upBytes.Add(float64(n))
-		x.upFrames.Inc()
-		if reason := x.handle(fr); reason != "" {
-			return reason
-		}
-	}
 }
 
 // handle acts on what the edge decides for one command, and sends it on if it may go.

@@ -3,16 +3,13 @@ package session
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/edge"
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/mux"
 )
 
 // routed serves a client that connected naming no broker (no proxy_to_broker_url) and then
@@ -28,9 +25,8 @@ import (
 // decided by the edge first. Discovery requests are still answered as on a lookup
 // connection. Everything the client is sent goes through one bounded queue.
 type routed struct {
-	s   *session
-	l   *lookupSession
-	out *mux.OutQueue
+	*queuedClient
+	l *lookupSession
 	// ctx ends when the client's reading ends: lookups and dials for it give up.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -41,11 +37,6 @@ type routed struct {
 	brokers   map[string]*routedBroker // by address: the client's place on that broker's shared connection
 	heldBytes int                      // commands held behind lookups, all routes together
 	resolving sync.WaitGroup
-
-	writerDone                               chan error
-	bytesIn, bytesOut                        atomic.Uint64
-	framesIn, framesOut                      atomic.Uint64
-	upFrames, upBytes, downFrames, downBytes prometheus.Counter
 }
 
 // Bounds on what a client can make a routed session keep.
@@ -68,24 +59,14 @@ func (s *session) routes(t pb.BaseCommand_Type) bool {
 // routedMode turns the lookup session l into a routed one: its writes go through the
 // client's queue from now on, whose writer starts here; reading the client is start's.
 func (s *session) routedMode(l *lookupSession) *routed {
-	m := s.srv.metrics
-	x := &routed{s: s, l: l, out: mux.NewOutQueue(s.srv.cfg.Routed.ClientQueueBytes()),
-		routes: map[routeKey]*route{}, brokers: map[string]*routedBroker{},
-		upFrames: m.frames.WithLabelValues(toBroker), upBytes: m.bytes.WithLabelValues(toBroker),
-		downFrames: m.frames.WithLabelValues(toClient), downBytes: m.bytes.WithLabelValues(toClient)}
+	x := &routed{queuedClient: newQueuedClient(s, s.srv.cfg.Routed.ClientQueueBytes()), l: l,
+		routes: map[routeKey]*route{}, brokers: map[string]*routedBroker{}}
 	x.settled = sync.NewCond(&x.mu)
 	x.ctx, x.cancel = context.WithCancel(s.ctx)
 	l.stopKeepAlive()
 	s.client.idle.Store(nil) // never parked again: a wake must not resume the lookup loop
 	s.client.writeThrough(x.out)
-	x.writerDone = make(chan error, 1)
-	go func() {
-		err := x.out.Run(s.client.conn)
-		if err != nil {
-			s.conn.Close()
-		}
-		x.writerDone <- err
-	}()
+	x.startWriter()
 	s.enter(modeRouted)
 	s.mu.Lock()
 	s.served = x
@@ -103,11 +84,6 @@ func (x *routed) start(first CloseReason) {
 // serve: a routed session is started by its lookup session (start), never by the handshake.
 func (x *routed) serve() CloseReason { return "" }
 
-func (x *routed) totals() totals {
-	return totals{multiplexed: true, bytesIn: x.bytesIn.Load(), framesIn: x.framesIn.Load(),
-		bytesOut: x.bytesOut.Load(), framesOut: x.framesOut.Load()}
-}
-
 // run reads the client until it goes away, then lets the lookups in flight end, leaves
 // every broker connection (the client's producers and consumers are closed there) and lets
 // the queue empty.
@@ -116,7 +92,7 @@ func (x *routed) run(first CloseReason) CloseReason {
 	reason := first
 	if reason == "" {
 		s.setReadDeadline(time.Time{}) // a drain's stays
-		reason = x.readClient()
+		reason = x.readClient(x.handleFrame)
 	}
 	x.cancel()
 	x.resolving.Wait() // bounded by broker.lookupTimeout and the dial's timeouts
@@ -124,37 +100,8 @@ func (x *routed) run(first CloseReason) CloseReason {
 		settle(x.bytesOut.Load)
 	}
 	x.leave()
-	x.out.Close(nil)
-	s.client.conn.SetWriteDeadline(time.Now().Add(s.srv.cfg.HandshakeTimeout))
-	<-x.writerDone
-	s.conn.Close()
+	x.finishWriter()
 	return reason
-}
-
-// readClient reads the client's frames until it goes away and handles each.
-func (x *routed) readClient() CloseReason {
-	s := x.s
-	for {
-		fr, err := s.client.r.ReadFrame()
-		if err != nil {
-			if s.draining() && isTimeout(err) {
-				return ReasonDrained
-			}
-			if frame.IsFrameError(err) {
-				x.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error()))
-				return ReasonBadFrame
-			}
-			return s.readFailure(err)
-		}
-		n := len(fr.Command) + len(fr.Payload) + frame.HeaderSize
-		x.bytesIn.Add(uint64(n))
-		x.framesIn.Add(1)
-		x.upBytes.Add(float64(n))
-		x.upFrames.Inc()
-		if reason := x.handleFrame(fr); reason != "" {
-			return reason
-		}
-	}
 }
 
 // handleFrame handles one frame of the client: discovery requests (and PING, PONG,
@@ -229,34 +176,4 @@ func (x *routed) act(d edge.Decision, t pb.BaseCommand_Type, command, payload []
 		command = b[frame.HeaderSize:]
 	}
 	return x.dispatch(rt, d.Command, command, payload)
-}
-
-// push queues a frame for the client; over the queue's bound the client is disconnected
-// as a slow consumer.
-func (x *routed) push(f mux.Frame) error {
-	if err := x.out.Push(f); err != nil {
-		if err == mux.ErrQueueFull {
-			x.s.with(x.s.srv.log.Info()).Int("bound_bytes", x.s.srv.cfg.Routed.ClientQueueBytes()).Msg("client does not read what its consumers asked for; disconnecting it (slow consumer)")
-			abortive(x.s.client.conn)
-			x.s.close(ReasonSlowConsumer)
-		}
-		return err
-	}
-	x.bytesOut.Add(uint64(f.Size()))
-	x.framesOut.Add(1)
-	x.downBytes.Add(float64(f.Size()))
-	x.downFrames.Inc()
-	return nil
-}
-
-// inject queues one of the proxy's own commands for the client (nil: nothing).
-func (x *routed) inject(cmd *pb.BaseCommand) error {
-	if cmd == nil {
-		return nil
-	}
-	f, err := mux.Encode(cmd, nil)
-	if err != nil {
-		return err
-	}
-	return x.push(f)
 }

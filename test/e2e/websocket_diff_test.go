@@ -184,7 +184,13 @@ func wsDial(t *testing.T, ctx context.Context, base, path string) *wsclient.Conn
 // next reads the next message or fails the test.
 func wsNext(t *testing.T, ctx context.Context, c *wsclient.Conn) map[string]any {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	return wsNextWithin(t, ctx, c, 30*time.Second)
+}
+
+// wsNextWithin is wsNext waiting up to d.
+func wsNextWithin(t *testing.T, ctx context.Context, c *wsclient.Conn, d time.Duration) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	m, err := c.Next(ctx)
 	if err != nil {

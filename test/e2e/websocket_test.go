@@ -52,7 +52,7 @@ func wsConsumeScheme(t *testing.T, ctx context.Context, base, topic, prefix stri
 	c := wsDial(t, ctx, base, wsclient.Path("consumer", topic, "ws", wsQ("subscriptionInitialPosition", "Earliest")))
 	seen := map[int]bool{}
 	for len(seen) < n {
-		m := wsNext(t, ctx, c)
+		m := wsNextWithin(t, ctx, c, 2*time.Minute)
 		data := wsclient.Decoded(m)
 		i, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(string(data), prefix+"-"), "-", 2)[0])
 		if err != nil || !bytes.Equal(data, rig.PyPayload(prefix, i)) {
@@ -297,13 +297,15 @@ func TestWebSocketSurvivesUnloadAndRestart(t *testing.T) {
 			steps[i/per-1]()
 		}
 		wsSend(t, ctx, pr, wsPayload(fmt.Sprint("u", i)))
-		if a := wsNext(t, ctx, pr); a["result"] != "ok" {
+		// Across a step the proxy brings the producer back with backoff, as Pulsar's
+		// clients do: up to 30 s between two attempts, more than wsNext waits.
+		if a := wsNextWithin(t, ctx, pr, 2*time.Minute); a["result"] != "ok" {
 			t.Fatalf("message %d: %v", i, a)
 		}
 	}
 	seen := map[string]bool{}
 	for len(seen) < n {
-		m := wsNext(t, ctx, c)
+		m := wsNextWithin(t, ctx, c, 2*time.Minute)
 		seen[string(wsclient.Decoded(m))] = true
 		wsSend(t, ctx, c, map[string]any{"messageId": m["messageId"]})
 	}

@@ -1,0 +1,120 @@
+package session
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/mux"
+)
+
+// queuedClient is the client's side of a session whose broker frames come from shared broker
+// connections (multiplexed and routed sessions): a queue to the client, written by a goroutine
+// of its own (the connections' readers never wait for one client), the loop that reads the
+// client, and what went each way.
+type queuedClient struct {
+	s          *session
+	out        *mux.OutQueue
+	bound      int        // the queue's bound, in bytes its frames hold
+	writerDone chan error // the queue's writer has ended
+
+	bytesIn, bytesOut   atomic.Uint64
+	framesIn, framesOut atomic.Uint64
+	// the direct-session series (pulsar_proxy_frames_total, _bytes_total), by direction
+	upFrames, upBytes, downFrames, downBytes prometheus.Counter
+}
+
+func newQueuedClient(s *session, bound int) *queuedClient {
+	m := s.srv.metrics
+	return &queuedClient{s: s, out: mux.NewOutQueue(bound), bound: bound,
+		upFrames: m.frames.WithLabelValues(toBroker), upBytes: m.bytes.WithLabelValues(toBroker),
+		downFrames: m.frames.WithLabelValues(toClient), downBytes: m.bytes.WithLabelValues(toClient)}
+}
+
+// startWriter starts writing the queue to the client; a failed write closes the session's
+// connection.
+func (q *queuedClient) startWriter() {
+	q.writerDone = make(chan error, 1)
+	go func() {
+		err := q.out.Run(q.s.client.conn)
+		if err != nil {
+			q.s.conn.Close()
+		}
+		q.writerDone <- err
+	}()
+}
+
+// finishWriter lets the queue empty (within the handshake timeout) and closes the session's
+// connection.
+func (q *queuedClient) finishWriter() {
+	q.out.Close(nil)
+	q.s.client.conn.SetWriteDeadline(time.Now().Add(q.s.srv.cfg.HandshakeTimeout))
+	<-q.writerDone
+	q.s.conn.Close()
+}
+
+// push queues a frame for the client; over the queue's bound the client is disconnected as
+// a slow consumer.
+func (q *queuedClient) push(f mux.Frame) error {
+	if err := q.out.Push(f); err != nil {
+		if errors.Is(err, mux.ErrQueueFull) {
+			// Its writer may be stuck in a write the client does not read: close the socket.
+			q.s.with(q.s.srv.log.Info()).Int("bound_bytes", q.bound).Msg("client does not read what its consumers asked for; disconnecting it (slow consumer)")
+			abortive(q.s.client.conn)
+			q.s.close(ReasonSlowConsumer)
+		}
+		return err
+	}
+	q.bytesOut.Add(uint64(f.Size()))
+	q.framesOut.Add(1)
+	q.downBytes.Add(float64(f.Size()))
+	q.downFrames.Inc()
+	return nil
+}
+
+// inject queues one of the proxy's own commands for the client (nil: nothing).
+func (q *queuedClient) inject(cmd *pb.BaseCommand) error {
+	if cmd == nil {
+		return nil
+	}
+	f, err := mux.Encode(cmd, nil)
+	if err != nil {
+		return err
+	}
+	return q.push(f)
+}
+
+// readClient reads the client's frames until it goes away or handle ends the session.
+func (q *queuedClient) readClient(handle func(frame.Frame) CloseReason) CloseReason {
+	s := q.s
+	for {
+		fr, err := s.client.r.ReadFrame()
+		if err != nil {
+			if s.draining() && isTimeout(err) {
+				return ReasonDrained
+			}
+			if frame.IsFrameError(err) { // told through the queue: its writer owns the socket
+				q.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error()))
+				return ReasonBadFrame
+			}
+			return s.readFailure(err)
+		}
+		n := len(fr.Command) + len(fr.Payload) + frame.HeaderSize
+		q.bytesIn.Add(uint64(n))
+		q.framesIn.Add(1)
+		q.upBytes.Add(float64(n))
+		q.upFrames.Inc()
+		if reason := handle(fr); reason != "" {
+			return reason
+		}
+	}
+}
+
+func (q *queuedClient) totals() totals {
+	return totals{multiplexed: true, bytesIn: q.bytesIn.Load(), framesIn: q.framesIn.Load(),
+		bytesOut: q.bytesOut.Load(), framesOut: q.framesOut.Load()}
+}
