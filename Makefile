@@ -92,7 +92,7 @@ check-funclen:
 # worker (golang/go#75804, fixed in Go 1.27). make fuzz runs each for FUZZ_LONG (a campaign:
 # run it on an idle machine and report executions and crashes with the change). A crasher is
 # written to the package's testdata/fuzz and becomes a seed once committed.
-FUZZ_TARGETS = ./frame:FuzzReadFrame:30000 ./session:FuzzClientRules:3000 \
+FUZZ_TARGETS = ./frame:FuzzReadFrame:30000 ./frame:FuzzCanonicalCommand:20000 ./session:FuzzClientRules:3000 \
 	./session:FuzzDirectPipe:2000 ./session:FuzzHandshake:3000 ./authz:FuzzParseTopic:15000 \
 	./brokers:FuzzAllowTarget:8000 ./authn:FuzzTokenAuthenticate:25000 ./lookup:FuzzLookupAnswer:5000 \
 	./internal/config:FuzzLoad:2500 ./internal/listener:FuzzProxyHeader:3000 \
@@ -390,10 +390,10 @@ bench-websocket-quick:
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
 	$(call timed,bench-websocket-quick,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -websocket -quick $(BENCH_FLAGS))
 
-# The forwarding, frame and multiplexed data-path micro-benchmarks, benchstat-friendly (the
+# The forwarding, frame, multiplexed data-path and edge-decision micro-benchmarks, benchstat-friendly (the
 # multiplexed ones add system calls per frame).
 bench-micro:
-	$(GO) test -run '^$$' -bench 'BenchmarkForward|BenchmarkPeekType|BenchmarkReadFrame|BenchmarkMux' -benchtime 0.5s -count 6 ./session ./frame ./mux | tee bench/results/micro.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkForward|BenchmarkPeekType|BenchmarkReadFrame|BenchmarkMux|BenchmarkMultiplexedSend' -benchtime 0.5s -count 6 ./session ./frame ./mux ./edge | tee bench/results/micro.txt
 
 # HAProxy from the Debian package, installed when missing.
 haproxy:

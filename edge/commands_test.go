@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -416,8 +417,13 @@ func TestRoutedDecidesAsLookupOrMultiplexed(t *testing.T) {
 		for _, allowed := range []bool{true, false} {
 			raw := wellFormed(t, typ, allowed)
 			got, want := routed.Command(alice, Routed, typ, raw), as.Command(alice, other, typ, raw)
-			if got.Outcome != want.Outcome || got.Reason != want.Reason || got.Rewritten != want.Rewritten {
+			if got.Outcome != want.Outcome || got.Reason != want.Reason {
 				t.Errorf("%v (allowed %v) on a routed connection: %v %q, want %v %q as on %v", typ, allowed, got.Outcome, got.Reason, want.Outcome, want.Reason, other)
+			}
+			// The broker gets the same bytes (a multiplexed session forwards canonical ones
+			// as they are, a routed one re-encodes what it read).
+			if got.Outcome == Forward && !bytes.Equal(forwarded(t, got, raw), forwarded(t, want, raw)) {
+				t.Errorf("%v (allowed %v): a routed connection forwards other bytes than a %v one", typ, allowed, other)
 			}
 		}
 	}
@@ -434,4 +440,65 @@ func TestRoutedLookupDropsProxyFields(t *testing.T) {
 	if d.Outcome != Forward || d.Command.GetLookupTopic().OriginalPrincipal != nil {
 		t.Errorf("routed LOOKUP naming original_principal: %v %v, want forwarded without it", d.Outcome, d.Command)
 	}
+}
+
+// forwarded is the command a session sends on for decision d on raw.
+func forwarded(t *testing.T, d Decision, raw []byte) []byte {
+	t.Helper()
+	if !d.Rewritten {
+		return raw
+	}
+	b, err := frame.AppendCommand(nil, d.Command)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[frame.HeaderSize:]
+}
+
+// A multiplexed session's SEND, ACK or FLOW already in its canonical form goes on as it came
+// (nothing decoded or re-encoded); one in another form is re-encoded; a routed session's is
+// always decoded, since it routes by what it reads.
+func TestCanonicalBytesGoAsTheyCame(t *testing.T) {
+	e := newTestEdge(t, testPolicy)
+	canonical := wellFormed(t, pb.BaseCommand_SEND, true)
+	// The same SEND with producer_id written twice: Go reads the last, so it decodes alike.
+	sub := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 9)
+	sub = append(sub, canonical[4:]...)
+	twice := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(pb.BaseCommand_SEND))
+	twice = protowire.AppendBytes(protowire.AppendTag(twice, 6, protowire.BytesType), sub)
+	payload := sendPayload(t, &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1)})
+	for _, tc := range []struct {
+		name      string
+		plane     Plane
+		command   []byte
+		rewritten bool
+	}{
+		{"canonical, multiplexed", Multiplexed, canonical, false},
+		{"a field twice, multiplexed", Multiplexed, twice, true},
+		{"canonical, routed", Routed, canonical, true},
+	} {
+		for name, d := range map[string]Decision{
+			"Command": e.Command(alice, tc.plane, pb.BaseCommand_SEND, tc.command),
+			"Frame":   e.Frame(alice, tc.plane, pb.BaseCommand_SEND, tc.command, payload),
+		} {
+			if d.Outcome != Forward || d.Rewritten != tc.rewritten || (tc.rewritten && d.Command.GetSend() == nil) {
+				t.Errorf("%s, %s: %v rewritten %v (%v), want forwarded, rewritten %v", tc.name, name, d.Outcome, d.Rewritten, d.Command, tc.rewritten)
+			}
+			if d.Rewritten && !bytes.Equal(forwarded(t, d, tc.command), canonical) {
+				t.Errorf("%s, %s: re-encoded to % x, want % x", tc.name, name, forwarded(t, d, tc.command), canonical)
+			}
+		}
+	}
+}
+
+// sendPayload is a SEND's payload section with metadata md and a small message.
+func sendPayload(t testing.TB, md *pb.MessageMetadata) []byte {
+	t.Helper()
+	send := &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(1)}}
+	whole, err := frame.AppendPayloadCommand(nil, send, nil, md, []byte("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	span, _, _ := frame.Limits{}.Scan(whole)
+	return whole[span.CommandEnd():]
 }

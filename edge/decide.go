@@ -14,9 +14,16 @@ import (
 // session's hot path (SEND, ACK, FLOW, PING...) is decided without decoding; everything else
 // is read strictly (required fields included) before anything is decided.
 func (e *Edge) Command(id authn.Identity, p Plane, t pb.BaseCommand_Type, command []byte) Decision {
+	given := p
 	p = p.acting(t)
 	r := ruleFor(t)
 	if p == Direct && (r == pass || r == keepAlive) {
+		return Decision{Outcome: Forward}
+	}
+	if given == Multiplexed && r == pass && frame.CanonicalCommand(t, command) {
+		// A multiplexed session's hot path (SEND, ACK, FLOW...): bytes already in the one
+		// form decide would re-encode them to go as they are (a routed session decodes
+		// every command: it routes by what it reads).
 		return Decision{Outcome: Forward}
 	}
 	cmd, err := frame.Decode(command)
@@ -32,9 +39,8 @@ func (e *Edge) Command(id authn.Identity, p Plane, t pb.BaseCommand_Type, comman
 // section, which a broker may have to read (an encrypted namespace's, a chunk's) and closes the
 // shared connection on when it cannot.
 func (e *Edge) Frame(id authn.Identity, p Plane, t pb.BaseCommand_Type, command, payload []byte) Decision {
-	p = p.acting(t)
-	d := e.Command(id, p, t, command)
-	if p != Multiplexed || t != pb.BaseCommand_SEND || d.Outcome != Forward {
+	d := e.Command(id, p, t, command) // with the plane as given: Command tells routed from multiplexed
+	if p.acting(t) != Multiplexed || t != pb.BaseCommand_SEND || d.Outcome != Forward {
 		return d
 	}
 	if err := frame.CheckSendPayload(payload); err != nil {

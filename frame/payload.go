@@ -98,6 +98,9 @@ func CheckSendPayload(p []byte) error {
 	if uint64(size) > uint64(len(rest)-4) {
 		return fmt.Errorf("%w: metadata size %d exceeds the %d bytes left", ErrMalformed, size, len(rest)-4)
 	}
+	if CanonicalMessage(metadataShape, rest[4:4+size]) {
+		return nil // decodes strictly, and has no unknown field to hold a group
+	}
 	md := new(pb.MessageMetadata)
 	if err := proto.Unmarshal(rest[4:4+size], md); err != nil {
 		return fmt.Errorf("%w: message metadata: %v", ErrMalformed, err)
@@ -107,6 +110,8 @@ func CheckSendPayload(p []byte) error {
 	}
 	return nil
 }
+
+var metadataShape = (&pb.MessageMetadata{}).ProtoReflect().Descriptor()
 
 // hasUnknownGroup reports whether m, or a message in it, has an unknown field of a group
 // wire type: the broker's parser throws on those (where it skips other unknown fields), and
