@@ -92,7 +92,7 @@ check-funclen:
 # worker (golang/go#75804, fixed in Go 1.27). make fuzz runs each for FUZZ_LONG (a campaign:
 # run it on an idle machine and report executions and crashes with the change). A crasher is
 # written to the package's testdata/fuzz and becomes a seed once committed.
-FUZZ_TARGETS = ./frame:FuzzReadFrame:30000 ./frame:FuzzCanonicalCommand:20000 ./session:FuzzClientRules:3000 \
+FUZZ_TARGETS = ./frame:FuzzReadFrame:30000 ./frame:FuzzCanonicalCommand:20000 ./frame:FuzzCanonicalMetadata:20000 ./session:FuzzClientRules:3000 \
 	./session:FuzzDirectPipe:2000 ./session:FuzzHandshake:3000 ./authz:FuzzParseTopic:15000 \
 	./brokers:FuzzAllowTarget:8000 ./authn:FuzzTokenAuthenticate:25000 ./lookup:FuzzLookupAnswer:5000 \
 	./internal/config:FuzzLoad:2500 ./internal/listener:FuzzProxyHeader:3000 \

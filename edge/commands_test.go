@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -501,4 +502,60 @@ func sendPayload(t testing.TB, md *pb.MessageMetadata) []byte {
 	}
 	span, _, _ := frame.Limits{}.Scan(whole)
 	return whole[span.CommandEnd():]
+}
+
+// On any bytes of a pass-rule command (SEND, ACK, FLOW...), mutated from a well-formed one, a
+// multiplexed session (which forwards canonical bytes as they came) decides as a routed one
+// (which decodes every command) and forwards the same bytes. (Adopted from an attacker's
+// review.)
+func TestMultiplexedDecidesAsRoutedOnAnyBytes(t *testing.T) {
+	e := newTestEdge(t, testPolicy)
+	rng := rand.New(rand.NewPCG(3, 4))
+	asTheyCame := 0
+	for v := range pb.BaseCommand_Type_name {
+		typ := pb.BaseCommand_Type(v)
+		if ruleFor(typ) != pass {
+			continue
+		}
+		raw := wellFormed(t, typ, true)
+		for k := 0; k < 3000; k++ {
+			b := mutated(rng, raw)
+			if pt, err := frame.PeekType(b); err != nil || pt != typ {
+				continue
+			}
+			m, r := e.Command(alice, Multiplexed, typ, b), e.Command(alice, Routed, typ, b)
+			if !m.Rewritten {
+				asTheyCame++
+			}
+			if m.Outcome != r.Outcome || m.Reason != r.Reason {
+				t.Fatalf("%v % x: multiplexed %v %q, routed %v %q", typ, b, m.Outcome, m.Reason, r.Outcome, r.Reason)
+			}
+			if m.Outcome == Forward && !bytes.Equal(forwarded(t, m, b), forwarded(t, r, b)) {
+				t.Fatalf("%v % x: a multiplexed session forwards other bytes than a routed one", typ, b)
+			}
+		}
+	}
+	t.Logf("%d mutated commands went as they came", asTheyCame)
+}
+
+// mutated is b with one or two random edits.
+func mutated(rng *rand.Rand, b []byte) []byte {
+	b = bytes.Clone(b)
+	for k := rng.IntN(2) + 1; k > 0 && len(b) > 0; k-- {
+		i := rng.IntN(len(b))
+		switch rng.IntN(5) {
+		case 0:
+			b[i] ^= 1 << rng.IntN(8)
+		case 1:
+			b = append(b[:i:i], b[i+1:]...)
+		case 2:
+			b = append(b[:i:i], append([]byte{byte(rng.Uint32())}, b[i:]...)...)
+		case 3: // a run doubled
+			j := i + rng.IntN(len(b)-i+1)
+			b = append(b[:j:j], append(bytes.Clone(b[i:j]), b[j:]...)...)
+		case 4:
+			b[i] = []byte{0x00, 0x01, 0x7f, 0x80, 0xff}[rng.IntN(5)]
+		}
+	}
+	return b
 }

@@ -74,12 +74,20 @@ func PeekType(command []byte) (pb.BaseCommand_Type, error) {
 }
 
 // Decode unmarshals a command. It is strict: the bytes must be valid
-// protobuf and every required field (at any depth) must be present.
-// Unknown fields are kept, so re-encoding the result preserves them.
+// protobuf, every required field (at any depth) must be present, and messages nest at most
+// MaxNesting deep. Unknown fields are kept, so re-encoding the result preserves them.
 func Decode(command []byte) (*pb.BaseCommand, error) {
 	cmd := new(pb.BaseCommand)
-	if err := proto.Unmarshal(command, cmd); err != nil {
+	if err := strict.Unmarshal(command, cmd); err != nil {
 		return nil, fmt.Errorf("%w: command: %v", ErrMalformed, err)
 	}
 	return cmd, nil
 }
+
+// MaxNesting bounds how deep the messages a client sends may nest. A MessageIdData holds
+// another (first_chunk_message_id), so a command can nest as deep as its size allows, and a
+// broker's parser, which recurses, overflows its stack near 7,000 levels and closes the
+// connection: on a shared one, under every client on it. Pulsar's own commands nest four deep.
+const MaxNesting = 32
+
+var strict = proto.UnmarshalOptions{RecursionLimit: MaxNesting}

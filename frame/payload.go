@@ -6,7 +6,6 @@ import (
 	"hash/crc32"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
@@ -102,7 +101,7 @@ func CheckSendPayload(p []byte) error {
 		return nil // decodes strictly, and has no unknown field to hold a group
 	}
 	md := new(pb.MessageMetadata)
-	if err := proto.Unmarshal(rest[4:4+size], md); err != nil {
+	if err := strict.Unmarshal(rest[4:4+size], md); err != nil {
 		return fmt.Errorf("%w: message metadata: %v", ErrMalformed, err)
 	}
 	if hasUnknownGroup(md.ProtoReflect()) {

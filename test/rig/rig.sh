@@ -911,6 +911,33 @@ cmd_kill_broker() {
   log "broker $n killed (SIGKILL $pid)"
 }
 
+# start_broker_ready N: starts broker N and waits until it is ready, or exits 1. A broker that
+# could not bind one of its ports (seen once: "Address already in use" on a port no socket
+# listened on a moment before) is started again, at most twice, five seconds apart, and the
+# sockets on its ports are logged.
+start_broker_ready() {
+  local n="$1" attempt mark
+  for attempt in 1 2 3; do
+    mark="$(wc -c <"$LOGS/broker$n.out" 2>/dev/null || echo 0)"
+    start_broker "$n"
+    log "started broker $n (pid $(read_pid "broker$n"))"
+    if wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker $n /admin/v2/brokers/ready" "broker$n" broker_ready "$n"; then
+      return 0
+    fi
+    if ((attempt < 3)) && tail -c +"$((mark + 1))" "$LOGS/broker$n.out" 2>/dev/null | grep -q "Address already in use"; then
+      stop_pids "broker$n"
+      log "broker $n could not bind a port; sockets on them: $(ss -Htan "( sport = :$(broker_port "$n") or sport = :$(broker_http_port "$n") )" 2>/dev/null | tr -s ' ' | tr '\n' ';')"
+      sleep 5
+      continue
+    fi
+    break
+  done
+  show_log_tail "broker$n"
+  stop_pids "broker$n"
+  err "broker $n did not become ready within ${BROKER_TIMEOUT}s"
+  exit 1
+}
+
 cmd_start_broker() {
   local n="$1" t0 p ids=()
   check_broker_arg "$n"
@@ -927,14 +954,7 @@ cmd_start_broker() {
     fi
   done
   t0="$(now)"
-  start_broker "$n"
-  log "started broker $n (pid $(read_pid "broker$n"))"
-  if ! wait_until "$(($(date +%s) + BROKER_TIMEOUT))" "broker $n /admin/v2/brokers/ready" "broker$n" broker_ready "$n"; then
-    show_log_tail "broker$n"
-    stop_pids "broker$n"
-    err "broker $n did not become ready within ${BROKER_TIMEOUT}s"
-    exit 1
-  fi
+  start_broker_ready "$n"
   for p in 1 2; do
     if pid_is_ours "$(read_pid "broker$p")"; then ids+=("$(broker_id "$p")"); fi
   done
