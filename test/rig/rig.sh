@@ -437,7 +437,15 @@ launch() {
   mkdir -p "$DATA/$name"
   (cd "$DATA/$name" && exec setsid java "${flags[@]}" -cp "$cp" "$main" "$@" \
     >>"$LOGS/$name.out" 2>&1 </dev/null) &
-  echo $! >"$PIDS/$name.pid"
+  local pid=$! i
+  echo "$pid" >"$PIDS/$name.pid"
+  # The subshell becomes the JVM by exec; until it has, its command line is this script's,
+  # which pid_is_ours does not recognise: on a loaded machine a start then looked like a
+  # crash, and the broker it had started ran on, unknown to the rig.
+  for ((i = 0; i < 200; i++)); do
+    pid_is_ours "$pid" || ! kill -0 "$pid" 2>/dev/null && break
+    sleep 0.05
+  done
 }
 
 start_zookeeper() {
@@ -912,8 +920,8 @@ cmd_kill_broker() {
 }
 
 # start_broker_ready N: starts broker N and waits until it is ready, or exits 1. A broker that
-# could not bind one of its ports (seen once: "Address already in use" on a port no socket
-# listened on a moment before) is started again, at most twice, five seconds apart, and the
+# could not bind one of its ports ("Address already in use": something took the port between
+# the check and the bind) is started again, at most twice, five seconds apart, and the
 # sockets on its ports are logged.
 start_broker_ready() {
   local n="$1" attempt mark
