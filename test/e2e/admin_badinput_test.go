@@ -76,11 +76,13 @@ func TestAdminBadInput(t *testing.T) {
 		}
 		// Sent chunked, the body is cut off at the limit while it streams: the client is
 		// answered 413, or the broker's own 400 when it refused the part it read before the
-		// limit was reached (its parser stops at the first bad token); either way no more than
-		// the limit reached the broker.
+		// limit was reached (its parser stops at the first bad token), or 502 when the broker
+		// closed the connection while the proxy was still writing that part; either way no
+		// more than the limit reached the broker.
 		code, body = httpDo(t, "POST", p.HTTPURL+"/admin/v2/schemas/public/default/big/schema", io.MultiReader(strings.NewReader(strings.Repeat("x", 100<<10))),
 			"Content-Type", "application/json")
-		if code != http.StatusRequestEntityTooLarge && code != http.StatusBadRequest {
+		brokerClosed := code == http.StatusBadGateway && strings.Contains(adminReason(t, body), "broker request failed: write")
+		if code != http.StatusRequestEntityTooLarge && code != http.StatusBadRequest && !brokerClosed {
 			t.Errorf("chunked: %d %s", code, body)
 		}
 		for _, l := range waitAccessLog(t, p.Proc, 2) {
