@@ -13,7 +13,7 @@ import (
 )
 
 // Every message Go writes, each field set, is canonical: the check takes the fast path for
-// what Go's clients send (Java's LightProto writes fields in the same order).
+// what Go's client sends.
 func TestGoEncodingsAreCanonical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	base := (&pb.BaseCommand{}).ProtoReflect().Descriptor()
