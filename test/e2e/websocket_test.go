@@ -160,8 +160,8 @@ func goProduceScheme(t *testing.T, ctx context.Context, url, topic, prefix strin
 }
 
 // TestWebSocketNeverReadingClientBounded: a consumer that never reads holds at the proxy no
-// more than its receiver queue and the message its blocked write holds
-// (pulsar_proxy_websocket_buffered_bytes), however much the topic has for it.
+// more than its receiver queue (pulsar_proxy_websocket_buffered_bytes), however much the
+// topic has for it.
 func TestWebSocketNeverReadingClientBounded(t *testing.T) {
 	p, base := wsProxy(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -178,10 +178,9 @@ func TestWebSocketNeverReadingClientBounded(t *testing.T) {
 			t.Fatalf("message %d: %v", i, a)
 		}
 	}
-	// The socket buffers fill, the proxy's write blocks (that message stays counted until it
-	// is written), its queue fills up to the receiver queue and then it grants no more
-	// permits: the buffered bytes level off.
-	limit := float64((queue + 1) * (size + 1024)) // the payloads, and what each message costs besides
+	// The socket buffers fill, the proxy's writes block, its queue fills up to the receiver
+	// queue and then it grants no more permits: the buffered bytes level off.
+	limit := float64(queue * (size + 1024)) // the payloads, and what each message costs besides
 	var last float64
 	steady := 0
 	wait.Until(t, 2*time.Minute, "the proxy's buffered bytes to level off", func() bool {
