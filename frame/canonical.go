@@ -45,6 +45,9 @@ func CanonicalMessage(m protoreflect.MessageDescriptor, b []byte) bool {
 	return s != nil && canonical(s, b, 0)
 }
 
+// canonicalMetadata is CanonicalMessage for a SEND's MessageMetadata, without the lookup.
+func canonicalMetadata(b []byte) bool { return canonical(shapes().metadata, b, 0) }
+
 // maxCanonicalDepth bounds the nesting a canonical message may have (Pulsar's go three deep).
 const maxCanonicalDepth = 16
 
@@ -150,14 +153,14 @@ func (s *shape) field(num protowire.Number) *fieldShape {
 // shapeSet holds the shapes of every message the protocol's BaseCommand and MessageMetadata
 // reach.
 type shapeSet struct {
-	all     map[protoreflect.FullName]*shape
-	command *shape
+	all               map[protoreflect.FullName]*shape
+	command, metadata *shape // looked up once: every SEND asks for them
 }
 
 var shapesOnce = sync.OnceValue(func() *shapeSet {
 	set := &shapeSet{all: map[protoreflect.FullName]*shape{}}
 	set.command = set.build((&pb.BaseCommand{}).ProtoReflect().Descriptor())
-	set.build((&pb.MessageMetadata{}).ProtoReflect().Descriptor())
+	set.metadata = set.build((&pb.MessageMetadata{}).ProtoReflect().Descriptor())
 	set.build((&pb.SingleMessageMetadata{}).ProtoReflect().Descriptor())
 	return set
 })

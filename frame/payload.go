@@ -97,7 +97,7 @@ func CheckSendPayload(p []byte) error {
 	if uint64(size) > uint64(len(rest)-4) {
 		return fmt.Errorf("%w: metadata size %d exceeds the %d bytes left", ErrMalformed, size, len(rest)-4)
 	}
-	if CanonicalMessage(metadataShape, rest[4:4+size]) {
+	if canonicalMetadata(rest[4 : 4+size]) {
 		return nil // decodes strictly, and has no unknown field to hold a group
 	}
 	md := new(pb.MessageMetadata)
@@ -109,8 +109,6 @@ func CheckSendPayload(p []byte) error {
 	}
 	return nil
 }
-
-var metadataShape = (&pb.MessageMetadata{}).ProtoReflect().Descriptor()
 
 // hasUnknownGroup reports whether m, or a message in it, has an unknown field of a group
 // wire type: the broker's parser throws on those (where it skips other unknown fields), and
