@@ -71,7 +71,7 @@ func (ss *session) pacePublishing(n int) bool {
 	return ss.ctx.Err() == nil
 }
 
-// ack is an ack to write and the budget its message holds until then.
+// ack is an ack to write and the budget its message held.
 type ack struct {
 	json []byte
 	size int
@@ -81,9 +81,10 @@ func (ss *session) writeAcks(acks <-chan ack, b *budget) {
 	for {
 		select {
 		case a := <-acks:
-			err := ss.write(a.json)
+			// The message is out of flight before its client hears so: a client that
+			// reads its ack then finds the buffered bytes without it.
 			b.release(a.size)
-			if err != nil {
+			if err := ss.write(a.json); err != nil {
 				ss.cancel()
 				return
 			}
