@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/sys/unix"
 
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
-
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/frames"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/loopback"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 func splicePipesHeld(ps *splicePipes) int {
@@ -167,5 +167,79 @@ func TestSplicePipeGrowsWhenReused(t *testing.T) {
 	}
 	for _, sp := range ps.free {
 		sp.close()
+	}
+}
+
+// A big frame's head, once the filter let it through, goes into the splice pipe and leaves
+// with the first bytes of its rest in one splice: the stream arrives byte for byte, and every
+// frame after the first (whose head may fill a whole read buffer) took that way.
+func TestPipeSendsTheHeadWithTheRest(t *testing.T) {
+	in, out, p, done := runPipe(t, NewBuffers(), nil)
+	const n = 10
+	var stream []byte
+	for i := range n {
+		stream = append(stream, frames.Send(t, 1<<20+i*999, uint64(i))...)
+	}
+	go func() {
+		in.Write(stream)
+		in.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("pipe ended with %v, want io.EOF", err)
+	}
+	if !bytes.Equal(got, stream) {
+		t.Fatalf("forwarded %d bytes, want the %d sent, in order", len(got), len(stream))
+	}
+	if p.rest == nil || p.rest.piped < n-1 {
+		t.Fatalf("%d of %d heads went out through the pipe, want all but the first", piped(p), n)
+	}
+}
+
+func piped(p *Pipe) int {
+	if p.rest == nil {
+		return 0
+	}
+	return p.rest.piped
+}
+
+// A frame cut off after its head went into the pipe: nothing of it leaves, and the pipe that
+// holds the head is closed, not kept for reuse, where it would put those bytes ahead of
+// another session's frame.
+func TestPipeCutFrameLeavesItsHeadBehind(t *testing.T) {
+	in, out, p, done := runPipe(t, NewBuffers(), nil)
+	first, cut := frames.Send(t, 1<<20, 1), frames.Send(t, 1<<20, 2)[:600]
+	go func() {
+		in.Write(first)
+		time.Sleep(50 * time.Millisecond) // the second frame's head read on its own
+		in.Write(cut)
+		in.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("pipe ended with %v, want io.ErrUnexpectedEOF", err)
+	}
+	if !bytes.Equal(got, first) {
+		t.Fatalf("forwarded %d bytes, want the first frame alone (%d)", len(got), len(first))
+	}
+	if piped(p) != 2 {
+		t.Fatalf("%d heads went into the pipe, want both frames'", piped(p))
+	}
+	ps := p.pipes
+	ps.Lock()
+	defer ps.Unlock()
+	if ps.held != 0 {
+		t.Fatalf("%d splice pipes held after the pipe ended", ps.held)
+	}
+	for _, sp := range ps.free {
+		if k, err := unix.IoctlGetInt(sp.r, unix.TIOCINQ); err != nil || k != 0 {
+			t.Fatalf("a pipe kept for reuse holds %d bytes (%v)", k, err)
+		}
 	}
 }
