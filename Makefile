@@ -344,7 +344,7 @@ proto:
 
 # --- benchmarks (bench/README.md) ----------------------------------------------------------
 
-.PHONY: bench bench-quick bench-micro bench-proxy bench-proxy-quick bench-websocket bench-websocket-quick haproxy
+.PHONY: bench bench-quick bench-micro bench-proxy bench-proxy-quick bench-websocket bench-websocket-quick bench-brokers bench-brokers-quick bench-latency haproxy
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -389,6 +389,28 @@ bench-websocket:
 bench-websocket-quick:
 	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
 	$(call timed,bench-websocket-quick,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -websocket -quick $(BENCH_FLAGS))
+
+# Added latency restated for this machine: one paced producer connection at half the direct
+# rate through direct, pulsar-proxy (passthrough, framed, multiplexed) and HAProxy with splice,
+# seven paired rounds in front of the speaker, pinned as bench-proxy. Results:
+# bench/results/latency.{json,md}. About 5 minutes.
+bench-latency: haproxy
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,bench-latency,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -proxy-bound -latency $(BENCH_FLAGS))
+
+# The brokers' side of multiplexing: producer clients (up to 10,000, as the descriptor limit
+# allows) at a fixed total rate through pulsar-proxy framed (a broker connection per client)
+# and multiplexed, on broker 1 of a rig started for the run (2 GiB heap; or PULSAR_PROXY_RIG):
+# broker 1's heap, direct memory, threads and CPU, the proxy's RSS and CPU.
+# Results: bench/results/brokers.{json,md,png}. Full: two rounds (about 20 minutes).
+bench-brokers:
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,bench-brokers,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -brokers $(BENCH_FLAGS))
+
+# One round of the same with 1,000 clients (about 5 minutes once the rig is up).
+bench-brokers-quick:
+	$(call timed,rig cache (Pulsar jars + Consul),$(RIG) prepare)
+	$(call timed,bench-brokers-quick,$(GO) build -C bench -o $(CURDIR)/bin/bench . && bin/bench -brokers -quick -out $(CURDIR)/bench/results/tmp $(BENCH_FLAGS))
 
 # The forwarding, frame, multiplexed data-path and edge-decision micro-benchmarks, benchstat-friendly (the
 # multiplexed ones add system calls per frame).

@@ -47,6 +47,10 @@ func main() {
 		exitIf(runWebSocketBench(o))
 		return
 	}
+	if o.brokers {
+		exitIf(runBrokersBench(o))
+		return
+	}
 	if o.proxyBound {
 		cfg, err := proxyBoundConfig(o)
 		if err != nil {
@@ -81,9 +85,9 @@ func exitIf(err error) {
 
 // options are the command line's flags.
 type options struct {
-	quick, docs, proxyBound, keep, rerender, profile, sniOnly, webSocket bool
-	out, note, only, conns, roles, workloads, latencyFractions           string
-	maxConns, proxyCPU, loadCPU                                          int
+	quick, docs, proxyBound, keep, rerender, profile, sniOnly, webSocket, brokers, latency bool
+	out, note, only, conns, roles, workloads, latencyFractions                             string
+	maxConns, proxyCPU, loadCPU, latencyRounds                                             int
 }
 
 func parseFlags() options {
@@ -106,6 +110,9 @@ func parseFlags() options {
 	flag.StringVar(&o.latencyFractions, "latency-fractions", "0.5,0.1", "proxy-bound: the latency runs' rates as fractions of the direct path's, comma-separated")
 	flag.BoolVar(&o.profile, "profile", false, "proxy-bound: CPU profiles of pulsar-proxy (passthrough and framed) over round 0 of the goal's cells, into the -out directory's profiles folder (development runs: the profiler's cost lands in those rounds' CPU figures)")
 	flag.BoolVar(&o.webSocket, "websocket", false, "the WebSocket benchmark (bench-websocket): producers through pulsar-proxy's WebSocket API and the broker's own service")
+	flag.BoolVar(&o.latency, "latency", false, "proxy-bound: only the paired latency rounds (bench-latency): added p99 at half the direct rate, direct, pulsar-proxy's three paths and HAProxy with splice, results in latency.{json,md}")
+	flag.IntVar(&o.latencyRounds, "latency-rounds", 7, "proxy-bound -latency: the paired rounds")
+	flag.BoolVar(&o.brokers, "brokers", false, "the brokers' side of multiplexing (bench-brokers): producer clients at a fixed rate through pulsar-proxy framed and multiplexed, broker 1's memory, threads and CPU")
 	flag.Parse()
 	return o
 }
@@ -186,6 +193,14 @@ func parseConns(s string) ([]int, error) {
 // runProxyBound runs the proxy-bound benchmark (or re-renders its results), then puts its
 // figures into the pages if asked to.
 func runProxyBound(o options, cfg proxyConfig) {
+	switch {
+	case o.latency && o.rerender:
+		exitIf(rerenderLatency(o.out))
+		return
+	case o.latency:
+		exitIf(runLatencyBench(cfg, o.out, o.latencyRounds))
+		return
+	}
 	if o.rerender {
 		exitIf(rerenderProxyResults(o.out))
 	} else {
