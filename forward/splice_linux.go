@@ -185,8 +185,8 @@ func (sc *splicer) drain(fd uintptr) bool {
 // will carry the frame's rest, so that dst gets head and rest in one splice. write(2) copies
 // the head into the kernel now: what goes out is what was inspected, whatever the read buffer
 // holds later (vmsplice would lend the buffer's pages to the pipe instead). False: not
-// piped (no pipe to be had, a head too long to leave room for the rest, a failed write);
-// the caller writes the head itself.
+// piped, and no pipe held (none to be had, a failed write, or one that would have too little
+// room left for the rest); the caller writes the head itself.
 func (p *Pipe) pipeHead(head []byte) bool {
 	if p.rest == nil {
 		sc, err := newSplicer(p, p.srcTCP, p.dstTCP)
@@ -203,8 +203,10 @@ func (p *Pipe) pipeHead(head []byte) bool {
 		}
 		sc.sp = sp
 	}
-	if len(head) > sc.sp.size/2 {
-		return false // the pipe is kept for the rest
+	if !roomForRest(sc.sp.size, len(head)) {
+		p.pipes.put(sc.sp) // empty: spliceRest takes one again
+		sc.sp = nil
+		return false
 	}
 	for b := head; len(b) > 0; {
 		k, err := syscall.Write(sc.sp.w, b)
@@ -222,6 +224,16 @@ func (p *Pipe) pipeHead(head []byte) bool {
 	sc.piped++
 	return true
 }
+
+// minHeadPipe is the smallest pipe a head goes into. A pipe's capacity counts pages, not
+// bytes: a head in a pipe of one page (what a kernel before 5.14 gives a user over
+// pipe-user-pages-soft) would leave no room for the rest, and the splice of the rest would
+// wait for ever.
+const minHeadPipe = 64 << 10
+
+// roomForRest reports whether a head of n bytes leaves a pipe of size bytes room enough for
+// the rest: the pipe at least minHeadPipe, the head at most half of it.
+func roomForRest(size, n int) bool { return size >= minHeadPipe && n <= size/2 }
 
 // spliceRest moves the unread rest of a frame, n bytes, from src to dst in the kernel; the
 // caller holds dst's lock. Like a buffered write, a write that does not return marks dst as

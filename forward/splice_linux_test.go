@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -242,4 +243,74 @@ func TestPipeCutFrameLeavesItsHeadBehind(t *testing.T) {
 			t.Fatalf("a pipe kept for reuse holds %d bytes (%v)", k, err)
 		}
 	}
+}
+
+// smallPipe is a pipe of about size bytes (the kernel rounds to pages), as a kernel gives a
+// user over pipe-user-pages-soft.
+func smallPipe(t *testing.T, size int) *splicePipe {
+	t.Helper()
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.FcntlInt(uintptr(fds[1]), unix.F_SETPIPE_SZ, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &splicePipe{r: fds[0], w: fds[1], size: n}
+}
+
+// A pipe of a page or two (not grown) takes no head: the head would leave the rest no room,
+// and the rest's splice would wait for ever. The frames still arrive whole, their rests
+// spliced.
+func TestPipeSmallSplicePipesTakeNoHead(t *testing.T) {
+	for _, size := range []int{4096, 8192} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			b := NewBuffers()
+			b.pipes.refused = true // pipes stay at the size they have
+			b.pipes.free = append(b.pipes.free, smallPipe(t, size))
+			in, out, p, done := runPipe(t, b, nil)
+			var stream []byte
+			for i := range 3 {
+				stream = append(stream, frames.Send(t, 1<<20, uint64(i))...)
+			}
+			go func() {
+				in.Write(stream)
+				in.(*net.TCPConn).CloseWrite()
+			}()
+			out.SetReadDeadline(time.Now().Add(20 * time.Second))
+			got, err := io.ReadAll(out)
+			if err != nil || !bytes.Equal(got, stream) {
+				t.Fatalf("forwarded %d of %d bytes (%v)", len(got), len(stream), err)
+			}
+			<-done
+			if piped(p) != 0 {
+				t.Fatalf("%d heads went into a pipe of %d bytes", piped(p), size)
+			}
+		})
+	}
+}
+
+// A head the pipe has no room for is written on its own, and the pipe taken for it is given
+// back at once: when that write fails (the far side reset), the pipe ends holding no pipe.
+func TestPipeHeadNotPipedHoldsNoPipe(t *testing.T) {
+	b := NewBuffers()
+	b.pipes.refused = true
+	b.pipes.free = append(b.pipes.free, smallPipe(t, 4096))
+	in, out, _, done := runPipe(t, b, nil)
+	out.(*net.TCPConn).SetLinger(0)
+	out.Close() // a reset for the pipe's first write
+	go in.Write(frames.Send(t, 1<<20, 1))
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the pipe ended without an error after the far side reset")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pipe did not end after the far side reset")
+	}
+	if held := splicePipesHeld(&b.pipes); held != 0 {
+		t.Fatalf("%d splice pipes held after the pipe ended", held)
+	}
+	in.Close()
 }
