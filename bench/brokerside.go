@@ -67,6 +67,7 @@ type brokersRun struct {
 	Clients     int          `json:"clients"`
 	Idle        brokerSample `json:"idle"`
 	Loaded      brokerSample `json:"loaded"`
+	Sent        int64        `json:"sent"` // SENDs written over the measured window
 	Messages    int64        `json:"messages"`
 	SendErrors  int64        `json:"send_errors"`
 	MeasuredSec float64      `json:"measured_sec"`
@@ -90,6 +91,9 @@ func runBrokersBench(o options) error {
 		cfg = brokersQuick
 	}
 	cfg.Note = o.note
+	if o.clients > 0 {
+		cfg.Clients = o.clients
+	}
 	cfg.DescriptorLimit = descriptorLimit()
 	// Each process holds two descriptors a client at most (the proxy: client and broker).
 	cfg.Clients = min(cfg.Clients, (cfg.DescriptorLimit-descriptorReserve)/2)
@@ -223,13 +227,13 @@ func (b *brokersBench) sample(ctx context.Context, p *path) (brokerSample, error
 	}
 	metrics := b.r.Brokers[0].HTTP + "/metrics"
 	for _, m := range []struct {
-		into *float64
-		name string
+		into        *float64
+		name, label string
 	}{
-		{&s.HeapBytes, `jvm_memory_bytes_used{area="heap"}`}, {&s.DirectBytes, "jvm_memory_direct_bytes_used"},
-		{&s.Threads, "jvm_threads_current"}, {&s.Connections, "pulsar_active_connections"},
+		{&s.HeapBytes, "jvm_memory_bytes_used", `area="heap"`}, {&s.DirectBytes, "jvm_memory_direct_bytes_used", ""},
+		{&s.Threads, "jvm_threads_current", ""}, {&s.Connections, "pulsar_active_connections", ""},
 	} {
-		v, err := scrapeSum(metrics, m.name)
+		v, err := scrapeSumWith(metrics, m.name, m.label)
 		if err != nil {
 			return s, fmt.Errorf("broker 1's %s: %w", m.name, err)
 		}
@@ -253,7 +257,8 @@ func (b *brokersBench) sample(ctx context.Context, p *path) (brokerSample, error
 type producers struct {
 	prods          []*session
 	names          []string // the producers' names, as their brokers gave them
-	acked, failed  atomic.Int64
+	sent, acked    atomic.Int64
+	failed         atomic.Int64
 	stopSend       context.CancelFunc
 	senders, reads sync.WaitGroup
 }
@@ -300,7 +305,7 @@ func (f *producers) window(ctx context.Context, run *brokersRun, b *brokersBench
 	time.Sleep(secs(cfg.SettleSec))
 	b0, _ := cpuSeconds(b.brokerPID)
 	p0, _ := cpuSeconds(p.pid)
-	n0, e0, t0 := f.acked.Load(), f.failed.Load(), time.Now()
+	s0, n0, e0, t0 := f.sent.Load(), f.acked.Load(), f.failed.Load(), time.Now()
 	select {
 	case <-time.After(secs(cfg.MeasureSec)):
 	case <-ctx.Done():
@@ -308,7 +313,7 @@ func (f *producers) window(ctx context.Context, run *brokersRun, b *brokersBench
 	}
 	b1, _ := cpuSeconds(b.brokerPID)
 	p1, _ := cpuSeconds(p.pid)
-	run.Messages, run.SendErrors, run.MeasuredSec = f.acked.Load()-n0, f.failed.Load()-e0, time.Since(t0).Seconds()
+	run.Sent, run.Messages, run.SendErrors, run.MeasuredSec = f.sent.Load()-s0, f.acked.Load()-n0, f.failed.Load()-e0, time.Since(t0).Seconds()
 	run.BrokerCPU, run.ProxyCPU = b1-b0, p1-p0
 	cancel()
 	f.senders.Wait()
@@ -339,6 +344,7 @@ func (f *producers) send(ctx context.Context, p *session, m *sendFrame, interval
 		if err := p.writeSend(m); err != nil {
 			return
 		}
+		f.sent.Add(1)
 		t.Reset(interval)
 	}
 }

@@ -42,8 +42,8 @@ func (r brokersRun) figures() brokersFigures {
 
 func (r brokersRun) line() string {
 	f := r.figures()
-	return fmt.Sprintf("%.0f msg/s, %d send errors; broker: %.0f connections, heap +%.1f KiB/client, direct +%.1f KiB/client, threads %+.0f, %.0f µs CPU/msg; proxy: +%.1f KiB RSS/client, %.0f µs CPU/msg",
-		f.msgPerSec, r.SendErrors, f.brokerConns, f.heapKiB, f.directKiB, f.threads, f.brokerUsPerMsg, f.proxyRSSKiB, f.proxyUsPerMsg)
+	return fmt.Sprintf("%.0f msg/s (%d sent, %d acknowledged), %d send errors; broker: %.0f connections, heap +%.1f KiB/client, direct +%.1f KiB/client, threads %+.0f, %.0f µs CPU/msg; proxy: +%.1f KiB RSS/client, %.0f µs CPU/msg",
+		f.msgPerSec, r.Sent, r.Messages, r.SendErrors, f.brokerConns, f.heapKiB, f.directKiB, f.threads, f.brokerUsPerMsg, f.proxyRSSKiB, f.proxyUsPerMsg)
 }
 
 // brokersMedian is the median of each figure over a path's runs.

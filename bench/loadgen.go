@@ -57,6 +57,9 @@ func dial(ep endpoint, withTarget bool) (*session, error) {
 	if withTarget && ep.target != "" {
 		connect.ProxyToBrokerUrl = proto.String(ep.target)
 	}
+	if ep.token != "" {
+		connect.AuthMethodName, connect.AuthData = proto.String("token"), []byte(ep.token)
+	}
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	if err := s.write(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: connect}, true); err != nil {
 		c.Close()

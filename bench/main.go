@@ -87,7 +87,7 @@ func exitIf(err error) {
 type options struct {
 	quick, docs, proxyBound, keep, rerender, profile, sniOnly, webSocket, brokers, latency bool
 	out, note, only, conns, roles, workloads, latencyFractions                             string
-	maxConns, proxyCPU, loadCPU, latencyRounds                                             int
+	maxConns, proxyCPU, loadCPU, latencyRounds, clients                                    int
 }
 
 func parseFlags() options {
@@ -112,6 +112,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.webSocket, "websocket", false, "the WebSocket benchmark (bench-websocket): producers through pulsar-proxy's WebSocket API and the broker's own service")
 	flag.BoolVar(&o.latency, "latency", false, "proxy-bound: only the paired latency rounds (bench-latency): added p99 at half the direct rate, direct, pulsar-proxy's three paths and HAProxy with splice, results in latency.{json,md}")
 	flag.IntVar(&o.latencyRounds, "latency-rounds", 7, "proxy-bound -latency: the paired rounds")
+	flag.IntVar(&o.clients, "clients", 0, "brokers: the producer clients instead of the mode's (within the descriptor limit)")
 	flag.BoolVar(&o.brokers, "brokers", false, "the brokers' side of multiplexing (bench-brokers): producer clients at a fixed rate through pulsar-proxy framed and multiplexed, broker 1's memory, threads and CPU")
 	flag.Parse()
 	return o

@@ -811,7 +811,11 @@ func micros(sorted []time.Duration, q float64) float64 {
 }
 
 // scrapeSum adds up every series of metric name in a Prometheus text scrape.
-func scrapeSum(url, name string) (float64, error) {
+func scrapeSum(url, name string) (float64, error) { return scrapeSumWith(url, name, "") }
+
+// scrapeSumWith adds up the series of metric name whose line holds label (area="heap"; ""
+// for every series).
+func scrapeSumWith(url, name, label string) (float64, error) {
 	c := http.Client{Timeout: 30 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
@@ -824,7 +828,7 @@ func scrapeSum(url, name string) (float64, error) {
 	s.Buffer(make([]byte, 64<<10), 1<<20)
 	for s.Scan() {
 		line := s.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") || !strings.Contains(line, label) {
 			continue
 		}
 		f := strings.Fields(line)
@@ -836,7 +840,7 @@ func scrapeSum(url, name string) (float64, error) {
 		found = true
 	}
 	if !found {
-		return 0, fmt.Errorf("%s not in the scrape", name)
+		return 0, fmt.Errorf("%s{%s} not in the scrape", name, label)
 	}
 	return sum, s.Err()
 }

@@ -281,7 +281,13 @@ func TestNonBrokerNamesReachNoSocket(t *testing.T) {
 		if !strings.Contains(err.Error(), "unrecognized name") {
 			t.Errorf("%s: %v, want the unrecognized_name alert", tc.name, err)
 		}
-		if v := metric(t, p, "pulsar_proxy_sni_refused_total", `reason="`+tc.reason+`"`); v != before+1 {
+		// Counted as the connection ends, just after the alert the client has read.
+		var v float64
+		wait.Within(5*time.Second, func() bool {
+			v = metric(t, p, "pulsar_proxy_sni_refused_total", `reason="`+tc.reason+`"`)
+			return v > before
+		})
+		if v != before+1 {
 			t.Errorf("%s: refused{reason=%s} went from %v to %v", tc.name, tc.reason, before, v)
 		}
 	}
