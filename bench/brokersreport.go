@@ -9,6 +9,7 @@ import (
 	"image"
 	"image/draw"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -59,7 +60,7 @@ func brokersMedian(runs []brokersRun, path string) brokersFigures {
 		for i, f := range fs {
 			v[i] = get(f)
 		}
-		return wsMedian(v)
+		return median(v)
 	}
 	return brokersFigures{
 		msgPerSec: med(func(f brokersFigures) float64 { return f.msgPerSec }), brokerConns: med(func(f brokersFigures) float64 { return f.brokerConns }),
@@ -73,21 +74,21 @@ func brokersMedian(runs []brokersRun, path string) brokersFigures {
 
 // brokersRow is one figure of the table: its name, format and value.
 type brokersRow struct {
-	name, format string
-	get          func(brokersFigures) float64
+	name, chart, format string // chart: the title of its panel (the chart's font has no µ)
+	get                 func(brokersFigures) float64
 }
 
 var brokersRows = []brokersRow{
-	{"messages/s (acknowledged)", "%.0f", func(f brokersFigures) float64 { return f.msgPerSec }},
-	{"broker 1's connections", "%.0f", func(f brokersFigures) float64 { return f.brokerConns }},
-	{"broker heap after GC, KiB per client", "%.1f", func(f brokersFigures) float64 { return f.heapKiB }},
-	{"broker direct memory, KiB per client", "%.1f", func(f brokersFigures) float64 { return f.directKiB }},
-	{"broker threads added", "%.0f", func(f brokersFigures) float64 { return f.threads }},
-	{"broker CPU µs per message", "%.0f", func(f brokersFigures) float64 { return f.brokerUsPerMsg }},
-	{"broker CPU ms per client-minute", "%.2f", func(f brokersFigures) float64 { return f.brokerMsPerClientMin }},
-	{"proxy RSS, KiB per client", "%.1f", func(f brokersFigures) float64 { return f.proxyRSSKiB }},
-	{"proxy CPU µs per message", "%.0f", func(f brokersFigures) float64 { return f.proxyUsPerMsg }},
-	{"broker + proxy CPU µs per message", "%.0f", func(f brokersFigures) float64 { return f.brokerUsPerMsg + f.proxyUsPerMsg }},
+	{"messages/s (acknowledged)", "messages/s", "%.0f", func(f brokersFigures) float64 { return f.msgPerSec }},
+	{"broker 1's connections", "broker connections", "%.0f", func(f brokersFigures) float64 { return f.brokerConns }},
+	{"broker heap after GC, KiB per client", "broker heap KiB/client", "%.1f", func(f brokersFigures) float64 { return f.heapKiB }},
+	{"broker direct memory, KiB per client", "broker direct KiB/client", "%.1f", func(f brokersFigures) float64 { return f.directKiB }},
+	{"broker threads added", "broker threads added", "%.0f", func(f brokersFigures) float64 { return math.Round(f.threads) }},
+	{"broker CPU µs per message", "broker CPU us/message", "%.0f", func(f brokersFigures) float64 { return f.brokerUsPerMsg }},
+	{"broker CPU ms per client-minute", "broker CPU ms/client-min", "%.2f", func(f brokersFigures) float64 { return f.brokerMsPerClientMin }},
+	{"proxy RSS, KiB per client", "proxy RSS KiB/client", "%.1f", func(f brokersFigures) float64 { return f.proxyRSSKiB }},
+	{"proxy CPU µs per message", "proxy CPU us/message", "%.0f", func(f brokersFigures) float64 { return f.proxyUsPerMsg }},
+	{"broker + proxy CPU µs per message", "both CPU us/message", "%.0f", func(f brokersFigures) float64 { return f.brokerUsPerMsg + f.proxyUsPerMsg }},
 }
 
 func renderBrokers(res *brokersResults) string {
@@ -124,22 +125,14 @@ func brokersChart(res *brokersResults, w *bytes.Buffer) error {
 	text(img, margin, 18, fmt.Sprintf("the brokers' side of multiplexing, %d clients, %s, %d CPUs", res.Config.Clients, res.Date[:10], res.Machine.CPUs))
 	for i, row := range rows {
 		x0, y0 := margin+(i%cols)*pw, 40+(i/cols)*ph
-		title := strings.TrimPrefix(row.name, "broker + proxy ")
-		drawPanel(img, x0, y0, pw-margin, ph-20, panel{title: shorten(title, 30), values: []float64{row.get(fr), row.get(mx)}, format: row.format})
+		drawPanel(img, x0, y0, pw-margin, ph-20, panel{title: row.chart, values: []float64{row.get(fr), row.get(mx)}, format: row.format})
 	}
 	for i, name := range brokersPaths {
 		x := margin + i*200
-		fill(img, image.Rect(x, 2*ph+60, x+14, 2*ph+74), chartColors[i+1])
+		fill(img, image.Rect(x, 2*ph+60, x+14, 2*ph+74), chartColors[i])
 		text(img, x+20, 2*ph+72, name)
 	}
 	return png.Encode(w, img)
-}
-
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
 }
 
 func writeBrokersResults(res *brokersResults, dir string) error {
