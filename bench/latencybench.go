@@ -187,6 +187,17 @@ func (r *latencyResults) addedP99(path string) []float64 {
 	return v
 }
 
+// reached is the median of the rates path reached over its rounds.
+func (r *latencyResults) reached(path string) float64 {
+	var v []float64
+	for _, lr := range r.Runs {
+		if f := lr.figures(path); f != nil {
+			v = append(v, f.RateAchieved)
+		}
+	}
+	return median(v)
+}
+
 // notAbove counts the rounds where path's added p99 is no higher than HAProxy with splice's
 // in the same round, out of the rounds where both measured.
 func (r *latencyResults) notAbove(path string) (k, n int) {
@@ -210,12 +221,12 @@ func renderLatency(r *latencyResults) string {
 		"through each path in turn, %d rounds, the order rotated each round; the proxy under test on one CPU, the load and the "+
 		"speaker on the other (`bin/bench -proxy-bound -latency`). Added p99: a path's p99 less the direct path's in the same round, µs. "+
 		"Goal: the median added p99 no higher than HAProxy with splice's.\n\n", r.Workload, r.TickMicros, r.Rate, r.DirectRate, r.Rounds)
-	b.WriteString("| path | rounds | added p99: median | range | no higher than HAProxy splice's, rounds | goal met |\n|---|--:|--:|--:|--:|---|\n")
+	b.WriteString("| path | rounds | added p99: median | range | no higher than HAProxy splice's, rounds | rate reached, median | goal met |\n|---|--:|--:|--:|--:|--:|---|\n")
 	hap := median(r.addedP99(pathHAProxySplice))
 	for _, p := range r.Paths[1:] {
 		v := r.addedP99(p)
 		if len(v) == 0 {
-			fmt.Fprintf(&b, "| %s | 0 | — | — | — | — |\n", p)
+			fmt.Fprintf(&b, "| %s | 0 | — | — | — | — | — |\n", p)
 			continue
 		}
 		sort.Float64s(v)
@@ -224,7 +235,7 @@ func renderLatency(r *latencyResults) string {
 		if p != pathHAProxySplice {
 			met = map[bool]string{true: "yes", false: "no"}[median(v) <= hap]
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f–%.0f | %d of %d | %s |\n", p, len(v), median(v), v[0], v[len(v)-1], k, n, met)
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f–%.0f | %d of %d | %.0f%% | %s |\n", p, len(v), median(v), v[0], v[len(v)-1], k, n, 100*r.reached(p)/r.Rate, met)
 	}
 	b.WriteString("\nEach round's p50 / p99 / p99.9, µs:\n\n| round |")
 	for _, p := range r.Paths {
