@@ -485,26 +485,25 @@ func (p *Pipe) read(mayPark bool) error {
 
 // stream forwards a frame of n bytes whose head is buffered: the head, then the rest
 // straight from socket to socket, holding the sink so nothing is injected mid-frame.
-// Between two TCP sockets the kernel moves a rest longer than restSpliceAbove (splice), and
-// the head goes into the splice pipe ahead of it, to leave with the rest's first bytes in
-// one splice; a shorter rest and any rest on other connections (TLS) go through the read
-// buffer, a chunk at a time, after the head.
+// Between two TCP sockets the kernel moves a rest longer than restSpliceAbove (splice); a
+// shorter one and any rest on other connections (TLS) go through the read buffer, a chunk at
+// a time. The head leaves on its own: written into the splice pipe ahead of the rest, or
+// with MSG_MORE to leave with it, it cost twice the CPU per GB at 64 KiB (the proxy-bound
+// benchmark, Linux 6.18), the kernel copying what it spliced.
 func (p *Pipe) stream(n int) error {
 	head := p.buf.bytes()[p.start:p.end]
 	rest := int64(n - len(head))
 	p.dst.mu.Lock()
 	defer p.dst.mu.Unlock()
-	tcp := canPassthrough && p.srcTCP != nil && p.dstTCP != nil
-	spliced := tcp && rest > int64(p.restSpliceAbove())
-	if !spliced || !p.pipeHead(head) {
-		if err := p.dst.writeLocked(head); err != nil {
-			return err
-		}
+	if err := p.dst.writeLocked(head); err != nil {
+		return err
 	}
 	p.reset()
 	p.disarmIdle()
 	p.restDue(true)
 	defer p.restDue(false)
+	tcp := canPassthrough && p.srcTCP != nil && p.dstTCP != nil
+	spliced := tcp && rest > int64(p.restSpliceAbove())
 	p.headReads = tcp && n >= bigFrameSize
 	if spliced {
 		if err := p.spliceRest(rest); err != nil {

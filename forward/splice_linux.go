@@ -103,8 +103,6 @@ type splicer struct {
 	moved           int
 	pending         int
 	remain          int64 // for a frame's rest (spliceRest): what is still to come; 0 in passthrough
-	head            int   // for a frame's rest: its head's bytes in the pipe, out with the first drain
-	piped           int   // frames whose head went out through the pipe (for tests)
 	inErr           error
 	outErr          error
 }
@@ -148,8 +146,7 @@ func (sc *splicer) fill(fd uintptr) bool {
 // a write that does not return marks dst as not reading for the stall watchdog. On failure
 // the pipe, which may still hold bytes, is discarded.
 func (sc *splicer) writeOut() error {
-	sc.pending = sc.moved + sc.head
-	sc.head = 0
+	sc.pending = sc.moved
 	if m := sc.p.dst.notRead; m != nil {
 		m.Begin()
 		defer m.End()
@@ -181,60 +178,6 @@ func (sc *splicer) drain(fd uintptr) bool {
 	return true
 }
 
-// pipeHead writes a frame's head (the bytes the edge read and let through) into the pipe that
-// will carry the frame's rest, so that dst gets head and rest in one splice. write(2) copies
-// the head into the kernel now: what goes out is what was inspected, whatever the read buffer
-// holds later (vmsplice would lend the buffer's pages to the pipe instead). False: not
-// piped, and no pipe held (none to be had, a failed write, or one that would have too little
-// room left for the rest); the caller writes the head itself.
-func (p *Pipe) pipeHead(head []byte) bool {
-	if p.rest == nil {
-		sc, err := newSplicer(p, p.srcTCP, p.dstTCP)
-		if err != nil {
-			return false
-		}
-		p.rest = sc
-	}
-	sc := p.rest
-	if sc.sp == nil {
-		sp, err := p.pipes.get()
-		if err != nil {
-			return false
-		}
-		sc.sp = sp
-	}
-	if !roomForRest(sc.sp.size, len(head)) {
-		p.pipes.put(sc.sp) // empty: spliceRest takes one again
-		sc.sp = nil
-		return false
-	}
-	for b := head; len(b) > 0; {
-		k, err := syscall.Write(sc.sp.w, b)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil || k <= 0:
-			p.pipes.discard(sc.sp) // it may hold part of the head
-			sc.sp = nil
-			return false
-		}
-		b = b[k:]
-	}
-	sc.head = len(head)
-	sc.piped++
-	return true
-}
-
-// minHeadPipe is the smallest pipe a head goes into. A pipe's capacity counts pages, not
-// bytes: a head in a pipe of one page (what a kernel before 5.14 gives a user over
-// pipe-user-pages-soft) would leave no room for the rest, and the splice of the rest would
-// wait for ever.
-const minHeadPipe = 64 << 10
-
-// roomForRest reports whether a head of n bytes leaves a pipe of size bytes room enough for
-// the rest: the pipe at least minHeadPipe, the head at most half of it.
-func roomForRest(size, n int) bool { return size >= minHeadPipe && n <= size/2 }
-
 // spliceRest moves the unread rest of a frame, n bytes, from src to dst in the kernel; the
 // caller holds dst's lock. Like a buffered write, a write that does not return marks dst as
 // not reading for the stall watchdog, and bytes that arrive mark the frame's progress.
@@ -261,14 +204,10 @@ func (p *Pipe) spliceRest(n int64) error {
 			sc.inErr = err
 		}
 		if sc.inErr != nil {
-			switch {
-			case sc.sp == nil:
-			case sc.head > 0: // the frame's head, never sent
-				sc.p.pipes.discard(sc.sp)
-			default:
+			if sc.sp != nil {
 				sc.p.pipes.put(sc.sp) // empty: a fill that failed moved nothing
+				sc.sp = nil
 			}
-			sc.sp, sc.head = nil, 0
 			return eofIsUnexpected(sc.inErr)
 		}
 		p.restDue(false)

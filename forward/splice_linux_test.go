@@ -171,51 +171,15 @@ func TestSplicePipeGrowsWhenReused(t *testing.T) {
 	}
 }
 
-// A big frame's head, once the filter let it through, goes into the splice pipe and leaves
-// with the first bytes of its rest in one splice: the stream arrives byte for byte, and every
-// frame after the first (whose head may fill a whole read buffer) took that way.
-func TestPipeSendsTheHeadWithTheRest(t *testing.T) {
+// A frame cut off in its spliced rest: the pipe ends with io.ErrUnexpectedEOF, holds no splice
+// pipe, and no pipe kept for reuse holds bytes (they would go ahead of another session's
+// frame).
+func TestPipeCutFrameLeavesNoBytesInPipes(t *testing.T) {
 	in, out, p, done := runPipe(t, NewBuffers(), nil)
-	const n = 10
-	var stream []byte
-	for i := range n {
-		stream = append(stream, frames.Send(t, 1<<20+i*999, uint64(i))...)
-	}
-	go func() {
-		in.Write(stream)
-		in.(*net.TCPConn).CloseWrite()
-	}()
-	got, err := io.ReadAll(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; !errors.Is(err, io.EOF) {
-		t.Fatalf("pipe ended with %v, want io.EOF", err)
-	}
-	if !bytes.Equal(got, stream) {
-		t.Fatalf("forwarded %d bytes, want the %d sent, in order", len(got), len(stream))
-	}
-	if p.rest == nil || p.rest.piped < n-1 {
-		t.Fatalf("%d of %d heads went out through the pipe, want all but the first", piped(p), n)
-	}
-}
-
-func piped(p *Pipe) int {
-	if p.rest == nil {
-		return 0
-	}
-	return p.rest.piped
-}
-
-// A frame cut off after its head went into the pipe: nothing of it leaves, and the pipe that
-// holds the head is closed, not kept for reuse, where it would put those bytes ahead of
-// another session's frame.
-func TestPipeCutFrameLeavesItsHeadBehind(t *testing.T) {
-	in, out, p, done := runPipe(t, NewBuffers(), nil)
-	first, cut := frames.Send(t, 1<<20, 1), frames.Send(t, 1<<20, 2)[:600]
+	first, cut := frames.Send(t, 1<<20, 1), frames.Send(t, 1<<20, 2)[:100<<10]
 	go func() {
 		in.Write(first)
-		time.Sleep(50 * time.Millisecond) // the second frame's head read on its own
+		time.Sleep(50 * time.Millisecond) // the second frame's head read on its own, then part of its rest
 		in.Write(cut)
 		in.(*net.TCPConn).CloseWrite()
 	}()
@@ -226,11 +190,8 @@ func TestPipeCutFrameLeavesItsHeadBehind(t *testing.T) {
 	if err := <-done; !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("pipe ended with %v, want io.ErrUnexpectedEOF", err)
 	}
-	if !bytes.Equal(got, first) {
-		t.Fatalf("forwarded %d bytes, want the first frame alone (%d)", len(got), len(first))
-	}
-	if piped(p) != 2 {
-		t.Fatalf("%d heads went into the pipe, want both frames'", piped(p))
+	if !bytes.Equal(got[:min(len(got), len(first))], first) || len(got) > len(first)+len(cut) {
+		t.Fatalf("forwarded %d bytes, want the first frame (%d) and at most what came of the second", len(got), len(first))
 	}
 	ps := p.pipes
 	ps.Lock()
@@ -260,16 +221,15 @@ func smallPipe(t *testing.T, size int) *splicePipe {
 	return &splicePipe{r: fds[0], w: fds[1], size: n}
 }
 
-// A pipe of a page or two (not grown) takes no head: the head would leave the rest no room,
-// and the rest's splice would wait for ever. The frames still arrive whole, their rests
-// spliced.
-func TestPipeSmallSplicePipesTakeNoHead(t *testing.T) {
+// Pipes of a page or two (not grown, as a kernel gives a user over pipe-user-pages-soft)
+// still carry big frames whole.
+func TestPipeSmallSplicePipesCarryBigFrames(t *testing.T) {
 	for _, size := range []int{4096, 8192} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			b := NewBuffers()
 			b.pipes.refused = true // pipes stay at the size they have
 			b.pipes.free = append(b.pipes.free, smallPipe(t, size))
-			in, out, p, done := runPipe(t, b, nil)
+			in, out, _, done := runPipe(t, b, nil)
 			var stream []byte
 			for i := range 3 {
 				stream = append(stream, frames.Send(t, 1<<20, uint64(i))...)
@@ -284,16 +244,13 @@ func TestPipeSmallSplicePipesTakeNoHead(t *testing.T) {
 				t.Fatalf("forwarded %d of %d bytes (%v)", len(got), len(stream), err)
 			}
 			<-done
-			if piped(p) != 0 {
-				t.Fatalf("%d heads went into a pipe of %d bytes", piped(p), size)
-			}
 		})
 	}
 }
 
-// A head the pipe has no room for is written on its own, and the pipe taken for it is given
-// back at once: when that write fails (the far side reset), the pipe ends holding no pipe.
-func TestPipeHeadNotPipedHoldsNoPipe(t *testing.T) {
+// A big frame's head that cannot be written (the far side reset) ends the pipe holding no
+// splice pipe.
+func TestPipeFailedHeadWriteHoldsNoPipe(t *testing.T) {
 	b := NewBuffers()
 	b.pipes.refused = true
 	b.pipes.free = append(b.pipes.free, smallPipe(t, 4096))

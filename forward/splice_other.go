@@ -19,7 +19,5 @@ func (p *Pipe) splicing() error { panic("passthrough without splice") }
 
 func (p *Pipe) spliceRest(n int64) error { panic("splice without splice(2)") }
 
-func (p *Pipe) pipeHead(head []byte) bool { panic("splice without splice(2)") }
-
 // splicePipes: no kernel pipes to keep without splice(2).
 type splicePipes struct{}
