@@ -489,7 +489,7 @@ func (p *Pipe) read(mayPark bool) error {
 // shorter one and any rest on other connections (TLS) go through the read buffer, a chunk at
 // a time. The head leaves on its own: written into the splice pipe ahead of the rest, or
 // with MSG_MORE to leave with it, it cost twice the CPU per GB at 64 KiB (the proxy-bound
-// benchmark, Linux 6.18), the kernel copying what it spliced.
+// benchmark, Linux 6.18: the splice out of the pipe took ten times as long).
 func (p *Pipe) stream(n int) error {
 	head := p.buf.bytes()[p.start:p.end]
 	rest := int64(n - len(head))
