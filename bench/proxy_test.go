@@ -111,9 +111,14 @@ func checkProxyCells(t *testing.T, r *proxyResults) {
 // spread where the run had goal rounds.
 func checkProxyGoalCounts(t *testing.T, r *proxyResults) {
 	t.Helper()
-	framedGoals, latencyGoals, idleGoals := 0, 0, 0
+	framedGoals, latencyGoals, idleGoals, muxGoals := 0, 0, 0, 0
 	for _, g := range r.Goals {
 		switch {
+		case strings.HasPrefix(g.Goal, "multiplexed "):
+			muxGoals++
+			if g.Spread == "" {
+				t.Errorf("goal %q: no ratio per workload", g.Goal)
+			}
 		case strings.HasPrefix(g.Goal, "framed CPU s/GB"):
 			framedGoals++
 		case strings.HasPrefix(g.Goal, "added p99"):
@@ -122,8 +127,8 @@ func checkProxyGoalCounts(t *testing.T, r *proxyResults) {
 			idleGoals++
 		}
 	}
-	if framedGoals != 2*len(r.Config.Roles) || latencyGoals != 2 || idleGoals == 0 {
-		t.Errorf("goals: %d framed, %d latency, %d idle memory", framedGoals, latencyGoals, idleGoals)
+	if framedGoals != 2*len(r.Config.Roles) || latencyGoals != 2 || idleGoals == 0 || muxGoals == 0 {
+		t.Errorf("goals: %d framed, %d latency, %d idle memory, %d multiplexed", framedGoals, latencyGoals, idleGoals, muxGoals)
 	}
 	for _, g := range r.Goals {
 		if strings.HasPrefix(g.Goal, "framed CPU s/GB") && !strings.HasSuffix(g.Goal, "(not measured)") && g.Spread == "" && r.Config.GoalRounds > 0 {

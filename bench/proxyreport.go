@@ -297,7 +297,48 @@ func proxyGoals(r *proxyResults) []goal {
 	for _, p := range []string{pathPulsarProxy, pathPulsarProxyFramed} {
 		g = append(g, addedLatencyGoal(r, p))
 	}
+	for _, role := range r.Config.Roles {
+		for _, n := range r.Config.Conns {
+			if n > 1 { // one client shares nothing
+				g = append(g, multiplexGoals(r, role, n)...)
+			}
+		}
+	}
 	return g
+}
+
+// The goals of issue 30: the multiplexed path against one broker connection per client
+// (framed), in every workload.
+const (
+	goalMuxCPU        = 1.0 // multiplexed CPU s/GB over framed's, at most
+	goalMuxThroughput = 0.9 // multiplexed throughput over framed's, at least
+)
+
+// multiplexGoals are the multiplexed path's worst CPU s/GB ratio and worst throughput ratio
+// to the framed path over the workloads of role at n connections, each workload's ratio in
+// the spread; none when the multiplexed path was not run.
+func multiplexGoals(r *proxyResults, role string, n int) []goal {
+	var cpu, thr []string
+	worstCPU, worstThr, cells := 0.0, math.Inf(1), 0
+	for _, w := range r.Config.Workloads {
+		m, f := r.cell(pathPulsarProxyMultiplex, role, n, w), r.cell(pathPulsarProxyFramed, role, n, w)
+		if m == nil || f == nil || m.Rounds == 0 || f.Rounds == 0 || m.CPUSecondsPerGB == nil || f.CPUSecondsPerGB == nil || f.MsgsPerSec == 0 {
+			continue
+		}
+		c, t := *m.CPUSecondsPerGB / *f.CPUSecondsPerGB, m.MsgsPerSec/f.MsgsPerSec
+		cpu, thr = append(cpu, fmt.Sprintf("%s %.2f×", w.label(), c)), append(thr, fmt.Sprintf("%s %.2f×", w.label(), t))
+		worstCPU, worstThr, cells = max(worstCPU, c), min(worstThr, t), cells+1
+	}
+	if cells == 0 {
+		return nil
+	}
+	what := fmt.Sprintf("%d %ss, every workload (%d), the worst", n, role, cells)
+	return []goal{
+		{Goal: "multiplexed CPU s/GB vs framed, " + what, Target: fmt.Sprintf("<= %.1fx", goalMuxCPU), Value: worstCPU, Unit: "x",
+			Met: worstCPU <= goalMuxCPU, Spread: strings.Join(cpu, ", ")},
+		{Goal: "multiplexed throughput vs framed, " + what, Target: fmt.Sprintf(">= %.1fx", goalMuxThroughput), Value: worstThr, Unit: "x",
+			Met: worstThr >= goalMuxThroughput, Spread: strings.Join(thr, ", ")},
+	}
 }
 
 // framedVsPassthroughGoal is framed's pooled CPU s/GB over passthrough's for role and w at the
