@@ -30,6 +30,7 @@ type flow struct {
 	sent     int
 
 	stop      chan struct{}
+	sending   chan struct{} // closed when the send loop has returned
 	done      sync.WaitGroup
 	closeOnce sync.Once
 	stopOnce  sync.Once
@@ -55,7 +56,7 @@ func startFlow(t *testing.T, name string, c pulsar.Client, topic string, rate in
 		t.Fatalf("%s: producer: %v", name, err)
 	}
 	f := &flow{name: name, topic: topic, prod: prod, cons: cons, acked: map[int]time.Time{},
-		received: map[int]time.Time{}, stop: make(chan struct{})}
+		received: map[int]time.Time{}, stop: make(chan struct{}), sending: make(chan struct{})}
 	f.done.Add(1)
 	go f.receive()
 	go f.send(rate)
@@ -80,6 +81,7 @@ func (b steadyBackoff) IsMaxBackoffReached() bool { return false }
 func (b steadyBackoff) Reset()                    {}
 
 func (f *flow) send(rate int) {
+	defer close(f.sending)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
 	for i := 0; ; i++ {
@@ -125,10 +127,13 @@ func (f *flow) receive() {
 	}
 }
 
-// stopSending stops the producer's loop and flushes what is pending.
+// stopSending stops the producer's loop and, once it has returned (a send it was starting
+// would otherwise come after the flush, and fail as the producer closes), flushes what is
+// pending.
 func (f *flow) stopSending() {
 	f.stopOnce.Do(func() {
 		close(f.stop)
+		<-f.sending
 		f.prod.Flush()
 	})
 }
