@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"image"
 	"image/draw"
@@ -136,24 +135,15 @@ func brokersChart(res *brokersResults, w *bytes.Buffer) error {
 }
 
 func writeBrokersResults(res *brokersResults, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	sort.SliceStable(res.Runs, func(i, j int) bool { return res.Runs[i].Round < res.Runs[j].Round })
-	j, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "brokers.json"), append(j, '\n'), 0o644); err != nil {
+	if err := writeJSON(dir, "brokers", res); err != nil {
 		return err
 	}
 	return renderBrokersFiles(res, dir)
 }
 
 func renderBrokersFiles(res *brokersResults, dir string) error {
-	md := renderBrokers(res)
-	fmt.Print(md)
-	if err := os.WriteFile(filepath.Join(dir, "brokers.md"), []byte(md), 0o644); err != nil {
+	if err := writeMarkdown(dir, "brokers", renderBrokers(res)); err != nil {
 		return err
 	}
 	var img bytes.Buffer
@@ -165,12 +155,8 @@ func renderBrokersFiles(res *brokersResults, dir string) error {
 
 // rerenderBrokers writes brokers.md and brokers.png anew from brokers.json.
 func rerenderBrokers(dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, "brokers.json"))
-	if err != nil {
-		return err
-	}
 	var res brokersResults
-	if err := json.Unmarshal(b, &res); err != nil {
+	if err := readJSON(dir, "brokers", &res); err != nil {
 		return err
 	}
 	return renderBrokersFiles(&res, dir)

@@ -4,11 +4,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -257,32 +255,17 @@ func renderLatency(r *latencyResults) string {
 }
 
 func writeLatencyResults(r *latencyResults, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := writeJSON(dir, "latency", r); err != nil {
 		return err
 	}
-	j, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "latency.json"), append(j, '\n'), 0o644); err != nil {
-		return err
-	}
-	md := renderLatency(r)
-	fmt.Print(md)
-	return os.WriteFile(filepath.Join(dir, "latency.md"), []byte(md), 0o644)
+	return writeMarkdown(dir, "latency", renderLatency(r))
 }
 
 // rerenderLatency writes latency.md anew from latency.json.
 func rerenderLatency(dir string) error {
-	raw, err := os.ReadFile(filepath.Join(dir, "latency.json"))
-	if err != nil {
-		return err
-	}
 	var r latencyResults
-	if err := json.Unmarshal(raw, &r); err != nil {
+	if err := readJSON(dir, "latency", &r); err != nil {
 		return err
 	}
-	md := renderLatency(&r)
-	fmt.Print(md)
-	return os.WriteFile(filepath.Join(dir, "latency.md"), []byte(md), 0o644)
+	return writeMarkdown(dir, "latency", renderLatency(&r))
 }

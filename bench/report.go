@@ -312,3 +312,33 @@ func text(img *image.RGBA, x, y int, s string) {
 	d := font.Drawer{Dst: img, Src: &image.Uniform{chartInk}, Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
 	d.DrawString(s)
 }
+
+// writeJSON writes v, indented, as dir/name.json (dir made if missing).
+func writeJSON(dir, name string, v any) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name+".json"), append(j, '\n'), 0o644)
+}
+
+// writeMarkdown prints md and writes it as dir/name.md.
+func writeMarkdown(dir, name, md string) error {
+	fmt.Print(md)
+	return os.WriteFile(filepath.Join(dir, name+".md"), []byte(md), 0o644)
+}
+
+// readJSON reads dir/name.json into v.
+func readJSON(dir, name string, v any) error {
+	raw, err := os.ReadFile(filepath.Join(dir, name+".json"))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%s.json: %w", name, err)
+	}
+	return nil
+}

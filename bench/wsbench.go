@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -289,19 +288,10 @@ func wsMedian(v []float64) float64 {
 }
 
 func writeWSResults(res *wsResults, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := writeJSON(dir, "websocket", res); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "websocket.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	md := renderWS(res)
-	fmt.Print(md)
-	return os.WriteFile(filepath.Join(dir, "websocket.md"), []byte(md), 0o644)
+	return writeMarkdown(dir, "websocket", renderWS(res))
 }
 
 func renderWS(res *wsResults) string {
