@@ -3,8 +3,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,16 +16,8 @@ func TestCommittedBrokersResults(t *testing.T) {
 
 func checkBrokersDir(t *testing.T, dir string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "brokers.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var res brokersResults
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&res); err != nil {
-		t.Fatalf("brokers.json: %v", err)
-	}
+	decodeStrict(t, dir, "brokers", &res)
 	if res.Date == "" || res.Config.Rounds < 1 || res.Config.Clients < 1 {
 		t.Fatalf("brokers.json: date or config missing: %+v", res.Config)
 	}

@@ -3,8 +3,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,16 +11,8 @@ import (
 // The committed paired latency results are well formed: at least five rounds, every path in
 // each, and latency.md what the report renders of the JSON.
 func TestCommittedLatencyResults(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("results", "latency.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var r latencyResults
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		t.Fatalf("latency.json: %v", err)
-	}
+	decodeStrict(t, "results", "latency", &r)
 	if r.Rounds < 5 || len(r.Runs) != r.Rounds || r.Rate <= 0 {
 		t.Fatalf("latency.json: %d rounds (%d runs) at %.0f msg/s, want at least five paired rounds", r.Rounds, len(r.Runs), r.Rate)
 	}

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/pulsar-proxy/pulsar-proxy/bench/speaker"
 )
 
 // The paired latency benchmark (-proxy-bound -latency, `make bench-latency`): added p99
@@ -73,10 +71,7 @@ func runLatencyBench(cfg proxyConfig, outDir string, rounds int) error {
 	if err != nil {
 		return err
 	}
-	if err := pinSelf(cfg.LoadCPU); err != nil {
-		return err
-	}
-	sp, err := speaker.Listen("127.0.0.1:0")
+	sp, err := pinnedSpeaker(cfg.LoadCPU)
 	if err != nil {
 		return err
 	}

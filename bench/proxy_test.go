@@ -3,8 +3,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,16 +50,8 @@ func TestProxyWriteResultsRoundTrip(t *testing.T) {
 
 func checkProxyResultsDir(t *testing.T, dir string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, proxyResultsName+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var r proxyResults
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		t.Fatalf("%s.json: %v", proxyResultsName, err)
-	}
+	decodeStrict(t, dir, proxyResultsName, &r)
 	if r.Date == "" || r.Machine.CPUs < 1 || r.Config.Rounds < 1 || len(r.Config.Workloads) == 0 || len(r.Config.Conns) == 0 ||
 		r.LoadAvgBefore == "" || r.LoadAvgAfter == "" || r.Pinning == "" {
 		t.Fatalf("date, machine, config, load or pinning missing: %+v", r.Config)

@@ -121,10 +121,7 @@ func runProxyBench(cfg proxyConfig, outDir string, wantConns int, keep bool) err
 		return err
 	}
 	res := newProxyResults(cfg)
-	if err := pinSelf(cfg.LoadCPU); err != nil {
-		return err
-	}
-	sp, err := speaker.Listen("127.0.0.1:0")
+	sp, err := pinnedSpeaker(cfg.LoadCPU)
 	if err != nil {
 		return err
 	}
@@ -892,4 +889,13 @@ func parseIdlemem(out string) []idleRow {
 		}
 	}
 	return rows
+}
+
+// pinnedSpeaker pins this process (the load generator and the speaker) to cpu and starts the
+// speaker, the far end of the proxy-bound paths.
+func pinnedSpeaker(cpu int) (*speaker.Server, error) {
+	if err := pinSelf(cpu); err != nil {
+		return nil, err
+	}
+	return speaker.Listen("127.0.0.1:0")
 }

@@ -27,18 +27,24 @@ func TestWriteResultsRoundTrip(t *testing.T) {
 	checkResultsDir(t, dir)
 }
 
-func checkResultsDir(t *testing.T, dir string) {
+// decodeStrict reads dir/name.json into v, failing the test on a field v does not have.
+func decodeStrict(t *testing.T, dir, name string, v any) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "latest.json"))
+	raw, err := os.ReadFile(filepath.Join(dir, name+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r results
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		t.Fatalf("latest.json: %v", err)
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s.json: %v", name, err)
 	}
+}
+
+func checkResultsDir(t *testing.T, dir string) {
+	t.Helper()
+	var r results
+	decodeStrict(t, dir, "latest", &r)
 	if r.Date == "" || r.Machine.CPUs < 1 || r.Config.Rounds < 1 || len(r.Config.MessageSizes) == 0 {
 		t.Fatalf("latest.json: date, machine or config missing: %+v %+v", r.Machine, r.Config)
 	}
