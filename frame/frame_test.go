@@ -990,3 +990,75 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.reads++
 	return c.r.Read(p)
 }
+
+// burstStream is a stream that arrives in bursts: each Read returns at most what is left of
+// the current burst, and records the room it was given.
+type burstStream struct {
+	bursts [][]byte
+	rooms  []int
+}
+
+func (s *burstStream) Read(p []byte) (int, error) {
+	s.rooms = append(s.rooms, len(p))
+	for len(s.bursts) > 0 && len(s.bursts[0]) == 0 {
+		s.bursts = s.bursts[1:]
+	}
+	if len(s.bursts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.bursts[0])
+	s.bursts[0] = s.bursts[0][n:]
+	return n, nil
+}
+
+// pings is n PING frames in one piece.
+func pings(t *testing.T, n int) []byte {
+	var b []byte
+	for range n {
+		var err error
+		if b, err = AppendCommand(b, Ping()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// TestReaderReadsInBursts: a Reader that reads in bursts takes a stream's many small frames
+// in a few large reads, and waits for the next burst with its small buffer again.
+func TestReaderReadsInBursts(t *testing.T) {
+	const frames = 20_000 // 200 KB of 10-byte PINGs
+	s := &burstStream{bursts: [][]byte{pings(t, frames), pings(t, 1)}}
+	r := NewReader(s, 0)
+	r.ReadBursts()
+	for i := range frames + 1 {
+		if _, err := r.ReadFrame(); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+	}
+	if len(s.rooms) > 6 {
+		t.Fatalf("%d reads for %d frames (rooms %v)", len(s.rooms), frames, s.rooms)
+	}
+	// The read after the first burst's short one is given the small buffer.
+	last := s.rooms[len(s.rooms)-1]
+	if last > initialBufSize {
+		t.Fatalf("the second burst was read into %d bytes (rooms %v)", last, s.rooms)
+	}
+	if _, err := r.ReadFrame(); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+	if cap(r.buf) != initialBufSize {
+		t.Fatalf("waiting for more with a buffer of %d bytes", cap(r.buf))
+	}
+
+	// Without bursts, the small buffer takes a read per few frames.
+	s = &burstStream{bursts: [][]byte{pings(t, frames)}}
+	r = NewReader(s, 0)
+	for range frames {
+		if _, err := r.ReadFrame(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.rooms) < frames/initialBufSize {
+		t.Fatalf("%d reads without bursts", len(s.rooms))
+	}
+}

@@ -24,6 +24,9 @@ const (
 	// much the Reader asks the underlying reader for at a time early on. Every
 	// client connection has a Reader until it forwards, so it is small.
 	initialBufSize = 512
+	// burstBufSize is the buffer of a Reader that reads in bursts (ReadBursts) while the
+	// stream keeps its reads full.
+	burstBufSize = 64 << 10
 	// maxEmptyReads is how many (0, nil) reads in a row count as no progress.
 	maxEmptyReads = 100
 )
@@ -51,6 +54,8 @@ type Reader struct {
 	r, w     int
 	skipping int // bytes of a payload still to read past
 	err      error
+	bursts   bool // see ReadBursts
+	full     bool // the last read filled the room it was given: the stream has more
 }
 
 // NewReader returns a Reader of frames from r whose totalSize is at most
@@ -205,6 +210,9 @@ func (r *Reader) fill(n int) error {
 			r.w = copy(r.buf, r.buf[r.r:r.w])
 			r.r = 0
 		}
+		if r.bursts {
+			r.fitBurst()
+		}
 		if r.w == len(r.buf) {
 			r.grow(n)
 		}
@@ -212,6 +220,7 @@ func (r *Reader) fill(n int) error {
 		if m < 0 || m > len(r.buf)-r.w {
 			return fmt.Errorf("frame: reader returned invalid count %d", m)
 		}
+		r.full = m == len(r.buf)-r.w
 		r.w += m
 		if r.w-r.r >= n {
 			return nil // enough data; a pending error resurfaces on the next read
@@ -246,15 +255,49 @@ func readProgress(m int, err error, empty *int) error {
 // slices, so that putting one back allocates nothing.
 var smallBuffers = sync.Pool{New: func() any { return new([initialBufSize]byte) }}
 
+// burstBuffers holds the buffers of Readers between bursts (ReadBursts).
+var burstBuffers = sync.Pool{New: func() any { return new([burstBufSize]byte) }}
+
+// ReadBursts makes the Reader read up to burstBufSize bytes at a time while the stream keeps
+// its reads full, and go back to its small buffer when a read that did not fill the buffer
+// has been consumed: a client that streams small frames costs a read per burst rather than
+// one per few frames, and one that waits for its next frame holds the small buffer.
+// A Reader whose frames are smaller than a burst buffer keeps to its own buffers.
+func (r *Reader) ReadBursts() { r.bursts = HeaderSize+r.limit >= burstBufSize }
+
+// fitBurst, before a read, takes a burst buffer when the last read was full, and gives it
+// back once what a short read brought is consumed. Buffers grown for large frames stay.
+func (r *Reader) fitBurst() {
+	switch {
+	case r.full && len(r.buf) < burstBufSize:
+		nb := burstBuffers.Get().(*[burstBufSize]byte)[:]
+		r.w = copy(nb, r.buf[r.r:r.w])
+		r.r = 0
+		r.putBuf()
+		r.buf = nb
+	case !r.full && r.r == r.w && cap(r.buf) == burstBufSize:
+		r.putBuf()
+		r.buf, r.r, r.w = nil, 0, 0
+	}
+}
+
+// putBuf gives a pooled buffer back to its pool (the Reader stops using it).
+func (r *Reader) putBuf() {
+	switch cap(r.buf) {
+	case initialBufSize:
+		smallBuffers.Put((*[initialBufSize]byte)(r.buf[:initialBufSize]))
+	case burstBufSize:
+		burstBuffers.Put((*[burstBufSize]byte)(r.buf[:burstBufSize]))
+	}
+}
+
 // Release gives the buffer back when it holds nothing unread, so that a Reader waiting for
 // its next frame (an idle connection) holds no memory; the next read takes one again.
 func (r *Reader) Release() {
 	if r.r != r.w || r.buf == nil {
 		return
 	}
-	if cap(r.buf) == initialBufSize {
-		smallBuffers.Put((*[initialBufSize]byte)(r.buf[:initialBufSize]))
-	}
+	r.putBuf()
 	r.buf, r.r, r.w = nil, 0, 0
 }
 
@@ -278,6 +321,7 @@ func (r *Reader) grow(n int) {
 	}
 	r.w = copy(nb, r.buf[r.r:r.w])
 	r.r = 0
+	r.putBuf()
 	r.buf = nb
 }
 
@@ -292,6 +336,7 @@ func (r *Reader) Reserve(n int) {
 	nb := make([]byte, n)
 	r.w = copy(nb, r.buf[r.r:r.w])
 	r.r = 0
+	r.putBuf()
 	r.buf = nb
 }
 

@@ -337,16 +337,16 @@ func (c *Conn) readLoop() {
 			}
 			continue
 		}
-		c.deliver(fr.Command, fr.Payload)
+		c.deliver(t, fr.Command, fr.Payload)
 	}
 }
 
-// deliver maps a broker command back and hands it (its payload copied into a pooled
-// buffer: the reader's is reused) to its client; what belongs to no client is dropped.
-func (c *Conn) deliver(command, payload []byte) {
+// deliver maps a broker command (of type t) back and hands it (its payload copied into a
+// pooled buffer: the reader's is reused) to its client; what belongs to no client is dropped.
+func (c *Conn) deliver(t pb.BaseCommand_Type, command, payload []byte) {
 	fb := c.pool.bufs.newFrame(command, payload)
 	c.mu.Lock()
-	b, owner, err := c.m.AppendDown(fb.cmd(), command)
+	b, owner, err := c.m.appendDown(fb.cmd(), t, command)
 	mb := c.members[owner]
 	c.mu.Unlock()
 	if err != nil || mb == nil {
@@ -361,6 +361,7 @@ func (c *Conn) deliver(command, payload []byte) {
 	if err != nil {
 		return
 	}
+	f.typ = t
 	c.pool.metrics.bytesDown.Add(float64(f.Size()))
 	if mb.handler.Deliver(f) != nil {
 		c.pool.metrics.slowClients.Inc()

@@ -282,6 +282,7 @@ func (m *Mapper) down(t pb.BaseCommand_Type, table []idField, x *idSet, more boo
 		}
 		return k
 	}
+	var refs [maxIDs]ref // each id's owner, looked up once
 	for i, fl := range table {
 		v, ok := x.get(i)
 		if !ok {
@@ -291,7 +292,7 @@ func (m *Mapper) down(t pb.BaseCommand_Type, table []idField, x *idSet, more boo
 		if !known || (resolved && r.client != owner) {
 			return nil, fmt.Errorf("%w: %v %d in %v", ErrUnknownID, kindOf(fl.kind), v, t)
 		}
-		owner, resolved = r.client, true
+		owner, resolved, refs[i] = r.client, true, r
 	}
 	if !resolved {
 		return nil, fmt.Errorf("%w: %v names no id", ErrUnknownID, t)
@@ -301,7 +302,7 @@ func (m *Mapper) down(t pb.BaseCommand_Type, table []idField, x *idSet, more boo
 		if !ok {
 			continue
 		}
-		r := m.owner[kindOf(fl.kind)][mapped]
+		r := refs[i]
 		switch {
 		case fl.role == answer && !more:
 			delete(m.owner[requestID], mapped)

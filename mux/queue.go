@@ -16,7 +16,16 @@ import (
 type Frame struct {
 	Head    []byte
 	Payload []byte
-	buf     *pooledBuf // where the frame's bytes are, given back once it was written; nil: not pooled
+	buf     *pooledBuf          // where the frame's bytes are, given back once it was written; nil: not pooled
+	typ     pb.BaseCommand_Type // the command's type where it was read already; 0: not known
+}
+
+// Type is the frame's command type (read from its bytes unless the frame was made knowing it).
+func (f Frame) Type() (pb.BaseCommand_Type, error) {
+	if f.typ != 0 {
+		return f.typ, nil
+	}
+	return frame.PeekType(f.Command())
 }
 
 // release gives the frame's buffer back to its pool: the frame was written.
@@ -53,7 +62,7 @@ func Encode(cmd *pb.BaseCommand, payload []byte) (Frame, error) {
 		return Frame{}, frame.ErrFrameTooLarge
 	}
 	binary.BigEndian.PutUint32(head, uint32(total))
-	return Frame{Head: head, Payload: payload}, nil
+	return Frame{Head: head, Payload: payload, typ: cmd.GetType()}, nil
 }
 
 // EncodeBytes frames an encoded command and a payload section, both copied into one new

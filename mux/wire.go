@@ -27,24 +27,45 @@ type idNumbers struct {
 	required [maxIDs]bool
 }
 
-// clientNumbers and brokerNumbers are each table's id fields, by command type.
-var clientNumbers, brokerNumbers = numbersOf(clientCommands), numbersOf(brokerCommands)
+// commandIDs is one command type's entry of a table, as the data path looks it up: its id
+// fields and their numbers.
+type commandIDs struct {
+	fields []idField
+	nums   idNumbers
+}
 
-func numbersOf(table map[pb.BaseCommand_Type][]idField) map[pb.BaseCommand_Type]idNumbers {
+// typeSlots bounds the command types the tables index (BaseCommand.Type's values are small).
+const typeSlots = 128
+
+// idTable is a table of commands by type: a slice index, not a map lookup, for every frame.
+type idTable [typeSlots]*commandIDs
+
+// get is t's entry; nil: t is not in the table.
+func (tb *idTable) get(t pb.BaseCommand_Type) *commandIDs {
+	if t < 0 || int(t) >= typeSlots {
+		return nil
+	}
+	return tb[t]
+}
+
+// clientTable and brokerTable are clientCommands and brokerCommands as the data path reads them.
+var clientTable, brokerTable = tableOf(clientCommands), tableOf(brokerCommands)
+
+func tableOf(table map[pb.BaseCommand_Type][]idField) *idTable {
 	base := (&pb.BaseCommand{}).ProtoReflect().Descriptor().Fields()
-	out := map[pb.BaseCommand_Type]idNumbers{}
+	out := &idTable{}
 	for t, fields := range table {
-		if len(fields) > maxIDs {
-			panic(fmt.Sprintf("mux: %v has more than %d id fields", t, maxIDs))
+		if len(fields) > maxIDs || int(t) >= typeSlots {
+			panic(fmt.Sprintf("mux: %v has more than %d id fields or a type beyond %d", t, maxIDs, typeSlots))
 		}
 		sub := base.ByNumber(protoreflect.FieldNumber(t)).Message().Fields()
-		var f idNumbers
+		e := &commandIDs{fields: fields}
 		for i, fl := range fields {
 			fd := sub.ByName(fl.name)
-			f.nums = append(f.nums, fd.Number())
-			f.required[i] = fd.Cardinality() == protoreflect.Required
+			e.nums.nums = append(e.nums.nums, fd.Number())
+			e.nums.required[i] = fd.Cardinality() == protoreflect.Required
 		}
-		out[t] = f
+		out[t] = e
 	}
 	return out
 }
@@ -258,12 +279,12 @@ func (m *Mapper) UpBytes(c *Client, command []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	table, ok := clientCommands[t]
-	if !ok {
+	e := clientTable.get(t)
+	if e == nil {
 		return nil, ErrNotAllowed
 	}
-	if w, err := locate(command, t, clientNumbers[t]); err == nil {
-		if err := m.up(c, t, table, &w.ids); err != nil {
+	if w, err := locate(command, t, e.nums); err == nil {
+		if err := m.up(c, t, e.fields, &w.ids); err != nil {
 			return nil, err
 		}
 		return w.bytes(), nil
@@ -285,12 +306,12 @@ func (m *Mapper) AppendUp(dst []byte, c *Client, command []byte) ([]byte, error)
 	if err != nil {
 		return dst, err
 	}
-	table, ok := clientCommands[t]
-	if !ok {
+	e := clientTable.get(t)
+	if e == nil {
 		return dst, ErrNotAllowed
 	}
-	if w, err := locate(command, t, clientNumbers[t]); err == nil {
-		if err := m.up(c, t, table, &w.ids); err != nil {
+	if w, err := locate(command, t, e.nums); err == nil {
+		if err := m.up(c, t, e.fields, &w.ids); err != nil {
 			return dst, err
 		}
 		return w.appendTo(dst), nil
@@ -314,15 +335,20 @@ func (m *Mapper) AppendDown(dst, command []byte) ([]byte, *Client, error) {
 	if err != nil {
 		return dst, nil, err
 	}
-	table, ok := brokerCommands[t]
-	if !ok {
+	return m.appendDown(dst, t, command)
+}
+
+// appendDown is AppendDown of a command whose type was read already (frame.PeekType).
+func (m *Mapper) appendDown(dst []byte, t pb.BaseCommand_Type, command []byte) ([]byte, *Client, error) {
+	e := brokerTable.get(t)
+	if e == nil {
 		return dst, nil, ErrNotAllowed
 	}
 	// PRODUCER_SUCCESS (producer_ready) and TOPIC_MIGRATED (resource_type) need another field
 	// of the command: decoded.
 	if t != pb.BaseCommand_PRODUCER_SUCCESS && t != pb.BaseCommand_TOPIC_MIGRATED {
-		if w, err := locate(command, t, brokerNumbers[t]); err == nil {
-			owner, err := m.down(t, table, &w.ids, false, producerID)
+		if w, err := locate(command, t, e.nums); err == nil {
+			owner, err := m.down(t, e.fields, &w.ids, false, producerID)
 			if err != nil {
 				return dst, nil, err
 			}

@@ -39,7 +39,7 @@ type multiplexed struct {
 // Topic lists are filtered by the policy first, as in a direct session.
 func (x *multiplexed) Deliver(f mux.Frame) error {
 	if x.s.srv.sec.Edge.Policed() {
-		if t, err := frame.PeekType(f.Command()); err == nil && edge.Carries(t) {
+		if t, err := f.Type(); err == nil && edge.Carries(t) {
 			return x.filterList(f)
 		}
 	}

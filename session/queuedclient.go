@@ -91,6 +91,7 @@ func (q *queuedClient) inject(cmd *pb.BaseCommand) error {
 // readClient reads the client's frames until it goes away or handle ends the session.
 func (q *queuedClient) readClient(handle func(frame.Frame) CloseReason) CloseReason {
 	s := q.s
+	s.client.r.ReadBursts() // a publisher's many small frames: a read per burst
 	for {
 		fr, err := s.client.r.ReadFrame()
 		if err != nil {

@@ -191,7 +191,7 @@ func (x *routed) refused(cmd *pb.BaseCommand, err error) CloseReason {
 // but come back through the proxy, which looks the topic up again, so the names are taken
 // out.
 func (x *routed) deliver(f mux.Frame) error {
-	t, err := frame.PeekType(f.Command())
+	t, err := f.Type()
 	if err != nil || (t != pb.BaseCommand_CLOSE_PRODUCER && t != pb.BaseCommand_CLOSE_CONSUMER) {
 		return x.push(f)
 	}
