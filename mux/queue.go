@@ -88,42 +88,55 @@ func (f Frame) Command() []byte { return f.Head[frame.HeaderSize:] }
 var ErrQueueFull = errors.New("mux: client queue over its bound")
 
 // OutQueue is a client's outbound queue: frames from the broker connection's reader, which
-// must never wait for one client, written to the client by a goroutine of its own. Bounded
-// in the bytes its frames hold (their buffers, see Frame.held): a push over the bound fails
-// and closes the queue.
+// must never wait for one client, written to the client by a goroutine that runs only while
+// frames are queued (Start), so a client with nothing coming holds none. Bounded in the
+// bytes its frames hold (their buffers, see Frame.held): a push over the bound fails and
+// closes the queue.
 type OutQueue struct {
-	mu     sync.Mutex
-	wake   *sync.Cond
-	frames []Frame
-	bytes  int // what the frames hold (Frame.held)
-	limit  int
-	closed bool
-	err    error
+	mu      sync.Mutex
+	frames  []Frame
+	bytes   int // what the frames hold (Frame.held)
+	limit   int
+	closed  bool
+	err     error
+	conn    net.Conn    // where the frames go, once started
+	done    func(error) // told once, when the queue has ended
+	writing bool        // a writer runs
+	ended   bool        // done was told
+	w       batch       // the writer's (one at a time)
 }
 
 // NewOutQueue makes a queue bounded by limit bytes (<= 0: unbounded).
 func NewOutQueue(limit int) *OutQueue {
-	q := &OutQueue{limit: limit}
-	q.wake = sync.NewCond(&q.mu)
-	return q
+	return &OutQueue{limit: limit}
 }
 
 // Push adds a frame without waiting. ErrQueueFull when it does not fit the bound; the queue
-// is then closed (Run returns it).
+// is then closed (and ends without writing the rest).
 func (q *OutQueue) Push(f Frame) error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.closed {
+		q.mu.Unlock()
 		return q.err
 	}
 	if q.limit > 0 && q.bytes+f.held() > q.limit && q.bytes > 0 {
 		q.closeLocked(ErrQueueFull)
+		q.mu.Unlock()
 		return ErrQueueFull
 	}
 	q.frames = append(q.frames, f)
 	q.bytes += f.held()
-	q.wake.Signal()
+	q.startLocked()
+	q.mu.Unlock()
 	return nil
+}
+
+// startLocked starts a writer if the queue is started, has frames and none runs.
+func (q *OutQueue) startLocked() {
+	if q.conn != nil && !q.writing && len(q.frames) > 0 {
+		q.writing = true
+		go q.write()
+	}
 }
 
 // Bytes is what the queue's frames hold now (their buffers, see Frame.held).
@@ -133,12 +146,15 @@ func (q *OutQueue) Bytes() int {
 	return q.bytes
 }
 
-// Close ends the queue: Run returns err once what is queued was written (nil err: at once
-// with net.ErrClosed semantics left to the caller).
+// Close ends the queue: once what is queued was written, done (Start) is told err.
 func (q *OutQueue) Close(err error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	q.closeLocked(err)
+	end := q.endLocked()
+	q.mu.Unlock()
+	if end {
+		q.done(err)
+	}
 }
 
 func (q *OutQueue) closeLocked(err error) {
@@ -146,36 +162,86 @@ func (q *OutQueue) closeLocked(err error) {
 		return
 	}
 	q.closed, q.err = true, err
-	q.wake.Broadcast()
+}
+
+// endLocked reports whether the queue ends now (closed, started, and no writer left to
+// end it), and marks it ended.
+func (q *OutQueue) endLocked() bool {
+	if !q.closed || q.conn == nil || q.writing || q.ended {
+		return false
+	}
+	q.ended = true
+	return true
 }
 
 // maxBatch bounds one vectored write, so the queue's lock is not held for a long take.
 const maxBatch = 1 << 20
 
-// Run writes the queued frames to c, several per vectored write, until the queue is closed
-// and empty (it returns the close error) or a write fails. Written frames' buffers go back
-// to their pool.
+// Start writes the queue to c from now on, several frames per vectored write, on a
+// goroutine that runs while frames are queued. done is told once: the error of a failed
+// write, ErrQueueFull, or Close's error once what was queued was written. Written frames'
+// buffers go back to their pool.
+func (q *OutQueue) Start(c net.Conn, done func(error)) {
+	q.mu.Lock()
+	q.conn, q.done = c, done
+	q.startLocked()
+	end := q.endLocked()
+	err := q.err
+	q.mu.Unlock()
+	if end {
+		done(err)
+	}
+}
+
+// Run is Start that waits for the queue to end and returns what done was told.
 func (q *OutQueue) Run(c net.Conn) error {
-	var w batch
+	ended := make(chan error, 1)
+	q.Start(c, func(err error) { ended <- err })
+	return <-ended
+}
+
+// write is the writer: it writes until the queue is empty, then ends (telling done if the
+// queue was closed).
+func (q *OutQueue) write() {
 	for {
 		q.mu.Lock()
-		for len(q.frames) == 0 && !q.closed {
-			q.wake.Wait()
-		}
 		if len(q.frames) == 0 || q.err == ErrQueueFull {
-			err := q.err
+			q.writing = false
+			q.idleLocked()
+			end, err := q.endLocked(), q.err
 			q.mu.Unlock()
-			return err
+			if end {
+				q.done(err)
+			}
+			return
 		}
-		_, held := w.take(&q.frames, maxBatch)
+		_, held := q.w.take(&q.frames, maxBatch)
 		q.bytes -= held
 		q.mu.Unlock()
-		if err := w.write(c); err != nil {
-			q.Close(err)
-			return err
+		if err := q.w.write(q.conn); err != nil {
+			q.mu.Lock()
+			q.closeLocked(err)
+			q.writing, q.ended = false, true
+			q.mu.Unlock()
+			q.done(err)
+			return
 		}
 	}
 }
+
+// idleLocked lets go of slices a burst grew, as the writer ends: a client between bursts
+// holds little.
+func (q *OutQueue) idleLocked() {
+	if cap(q.frames) > idleFrames {
+		q.frames = nil
+	}
+	if cap(q.w.frames) > idleFrames {
+		q.w = batch{}
+	}
+}
+
+// idleFrames is how many frames' room a queue keeps between bursts.
+const idleFrames = 64
 
 // batch is what one vectored write takes: the frames and their pieces. Its slices are kept
 // from one write to the next (a writer's batch allocates only while it grows).

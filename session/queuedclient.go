@@ -35,17 +35,16 @@ func newQueuedClient(s *session, bound int) *queuedClient {
 		downFrames: m.frames.WithLabelValues(toClient), downBytes: m.bytes.WithLabelValues(toClient)}
 }
 
-// startWriter starts writing the queue to the client; a failed write closes the session's
-// connection.
+// startWriter starts writing the queue to the client (a goroutine runs while frames are
+// queued); a failed write closes the session's connection.
 func (q *queuedClient) startWriter() {
 	q.writerDone = make(chan error, 1)
-	go func() {
-		err := q.out.Run(q.s.client.conn)
+	q.out.Start(q.s.client.conn, func(err error) {
 		if err != nil {
 			q.s.conn.Close()
 		}
 		q.writerDone <- err
-	}()
+	})
 }
 
 // finishWriter lets the queue empty (within the handshake timeout) and closes the session's

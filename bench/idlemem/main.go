@@ -1,7 +1,7 @@
 // Command idlemem measures what an idle client connection costs the proxy, as an operator
 // sees it when clients reconnect to a new replica: a fresh proxy process, n connections that
 // CONNECT and stay (lookup mode, or direct mode to a broker that answers CONNECT and then
-// idles), or n WebSocket consumer sessions (the broker stand-in answers their lookups and
+// idles, on a broker connection each or multiplexed over a few), or n WebSocket consumer sessions (the broker stand-in answers their lookups and
 // SUBSCRIBE, then sends nothing), and the process's RSS growth and live heap (after a GC)
 // per connection.
 //
@@ -65,7 +65,7 @@ func run(counts, binary string) error {
 		if err != nil {
 			return err
 		}
-		for _, mode := range []string{modeLookup, modeDirect, modeWebSocket} {
+		for _, mode := range []string{modeLookup, modeDirect, modeMultiplexed, modeWebSocket} {
 			if mode != modeLookup && 2*n+200 > fileLimit() {
 				// A direct or WebSocket session is two sockets in the proxy (and two here).
 				fmt.Printf("| %s | %d | (skipped: needs %d descriptors, the limit is %d) | | | |\n", mode, n, 2*n+200, fileLimit())
@@ -90,9 +90,12 @@ type cost struct{ rss, heap, stack, goroutines float64 }
 
 // The kinds of idle connection measured.
 const (
-	modeLookup    = "lookup"
-	modeDirect    = "direct"
-	modeWebSocket = "websocket consumer"
+	modeLookup = "lookup"
+	modeDirect = "direct"
+	// modeMultiplexed: direct sessions sharing the proxy's few broker connections
+	// (broker.multiplex).
+	modeMultiplexed = "direct multiplexed"
+	modeWebSocket   = "websocket consumer"
 )
 
 // measure starts a fresh proxy, reads its footprint, opens n idle connections, reads it again.
@@ -106,8 +109,11 @@ func measure(binary, dir, broker string, n int, mode string) (cost, error) {
 	}
 	// proxyproc passes no PULSAR_PROXY_* of this process on, only its Env.
 	proxyproc.Env = []string{"PULSAR_PROXY_LISTEN_PPROF=" + pprof}
-	p, err := proxyproc.Start(binary, dir, []string{"pulsar://" + broker},
-		"session:\n  keepAliveInterval: 10m\nlog:\n  level: info\n  sessionSummary: \"off\"\nwebsocket:\n  enabled: true\n  maxSessions: 100000\n")
+	config := "session:\n  keepAliveInterval: 10m\nlog:\n  level: info\n  sessionSummary: \"off\"\nwebsocket:\n  enabled: true\n  maxSessions: 100000\n"
+	if mode == modeMultiplexed {
+		config += "broker:\n  multiplex: true\n"
+	}
+	p, err := proxyproc.Start(binary, dir, []string{"pulsar://" + broker}, config)
 	if err != nil {
 		return cost{}, err
 	}
@@ -292,7 +298,7 @@ func idleServe(c net.Conn, self string) {
 // open opens connection i of a mode.
 func open(p *proxyproc.Proc, broker, mode string, i int) (io.Closer, error) {
 	if mode != modeWebSocket {
-		return connect(p.Addr, broker, mode == modeDirect)
+		return connect(p.Addr, broker, mode != modeLookup)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
