@@ -131,3 +131,35 @@ func TestParkedDirectSessionClosedFromOutside(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 }
+
+// A multiplexed session quiet for idleAfter parks its client's socket; a client's frames
+// wake it and go through the shared connection, it parks again. The client's half-close,
+// seen from the park, ends it; a drain ends a parked neighbour.
+func TestIdleMultiplexedSessionParksAndResumes(t *testing.T) {
+	_, target := newMuxBroker(t, 10)
+	cfg, _ := muxConfig(t, 1<<20)
+	srv, addr, m := serveForDrain(t, cfg, nil, oneTarget{target})
+	p, neighbour := muxClient(t, addr, target), muxClient(t, addr, target)
+	waitParked(t, srv, 2, "after CONNECTED")
+	p.send(producerCmd("t", 1, 7))
+	if got := p.recv().GetProducerSuccess(); got.GetRequestId() != 7 {
+		t.Fatalf("producer answer %v", got)
+	}
+	for seq := range uint64(3) {
+		waitParked(t, srv, 2, "after an exchange")
+		p.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(seq)}})
+		if r := p.recv().GetSendReceipt(); r.GetSequenceId() != seq {
+			t.Fatalf("receipt %v, want sequence %d", r, seq)
+		}
+	}
+	p.c.(*net.TCPConn).CloseWrite()
+	p.expectClosed()
+	waitCounter(t, m.closes.WithLabelValues(string(ReasonClientClosed)), 1)
+	waitParked(t, srv, 1, "after the end")
+	stopped := shutdownIn(srv)
+	neighbour.expectClosed()
+	if err := <-stopped; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	waitCounter(t, m.closes.WithLabelValues(string(ReasonDrained)), 1)
+}

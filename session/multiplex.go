@@ -118,20 +118,30 @@ func (s *session) multiplexMode(connect *pb.CommandConnect, addr string) (sessio
 	m.brokerSessions.WithLabelValues(addr).Inc()
 
 	x.running.Store(true)
+	x.idle = s.parker(s.client, x.resume) // a quiet client holds no goroutine
 	x.startWriter()
 	x.startRefresher(connect.GetFeatureFlags().GetSupportsAuthRefresh())
 	return x, ""
 }
 
-// serve hands the client's reading on to a goroutine of its own, which ends the session.
+// serve hands the client's reading on to a goroutine of its own; the goroutine that reads
+// the client's last frame ends the session.
 func (x *multiplexed) serve() CloseReason {
-	go func() { x.s.end(x.run()) }()
+	go x.resume()
 	return ""
 }
 
-// run reads the client until it goes away, then leaves the pool and lets the queue empty.
-func (x *multiplexed) run() CloseReason {
-	reason := x.readClient(x.handle)
+// resume reads the client until it goes away (and ends the session) or is parked while
+// quiet (the socket's waiter calls resume again, on a fresh goroutine).
+func (x *multiplexed) resume() {
+	reason, parked := x.readClient(x.handle)
+	if !parked {
+		x.s.end(x.finish(reason))
+	}
+}
+
+// finish leaves the pool once the client is gone and lets the queue empty.
+func (x *multiplexed) finish(reason CloseReason) CloseReason {
 	x.stopRef()
 	if reason == ReasonDrained {
 		settle(x.bytesOut.Load) // answers already on their way still reach the client

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/idlewait"
 	"github.com/pulsar-proxy/pulsar-proxy/mux"
 )
 
@@ -21,6 +22,11 @@ type queuedClient struct {
 	out        *mux.OutQueue
 	bound      int        // the queue's bound, in bytes its frames hold
 	writerDone chan error // the queue's writer has ended
+
+	// idle parks the client's socket once it has been quiet for idleAfter, and its reader
+	// ends (readClient reports it parked); nil: the reader waits on its goroutine.
+	idle      *idlewait.Waiter
+	idleUntil int64 // the idle read deadline set (Unix nanoseconds); 0: none
 
 	bytesIn, bytesOut   atomic.Uint64
 	framesIn, framesOut atomic.Uint64
@@ -87,21 +93,30 @@ func (q *queuedClient) inject(cmd *pb.BaseCommand) error {
 	return q.push(f)
 }
 
-// readClient reads the client's frames until it goes away or handle ends the session.
-func (q *queuedClient) readClient(handle func(frame.Frame) CloseReason) CloseReason {
+// readClient reads the client's frames until it goes away or handle ends the session
+// (the reason), or it has been quiet for idleAfter and its socket is parked (parked: the
+// waiter's callback reads on).
+func (q *queuedClient) readClient(handle func(frame.Frame) CloseReason) (reason CloseReason, parked bool) {
 	s := q.s
 	s.client.r.ReadBursts() // a publisher's many small frames: a read per burst
 	for {
+		q.armIdle()
 		fr, err := s.client.r.ReadFrame()
 		if err != nil {
 			if s.draining() && isTimeout(err) {
-				return ReasonDrained
+				return ReasonDrained, false
+			}
+			if q.idleUntil != 0 && isTimeout(err) {
+				if q.park() {
+					return "", true
+				}
+				continue // the idle deadline came in the middle of a frame: read the rest
 			}
 			if frame.IsFrameError(err) { // told through the queue: its writer owns the socket
 				q.inject(frame.Error(0, pb.ServerError_NotAllowedError, "pulsar-proxy: bad frame: "+err.Error()))
-				return ReasonBadFrame
+				return ReasonBadFrame, false
 			}
-			return s.readFailure(err)
+			return s.readFailure(err), false
 		}
 		n := len(fr.Command) + len(fr.Payload) + frame.HeaderSize
 		q.bytesIn.Add(uint64(n))
@@ -109,9 +124,47 @@ func (q *queuedClient) readClient(handle func(frame.Frame) CloseReason) CloseRea
 		q.upBytes.Add(float64(n))
 		q.upFrames.Inc()
 		if reason := handle(fr); reason != "" {
-			return reason
+			return reason, false
 		}
 	}
+}
+
+// idleAfter is how long a multiplexed client may be quiet before its socket is parked (and
+// its reader's goroutine ends); a busy client pays a deadline now and then, not a wake-up
+// per burst.
+const idleAfter = 100 * time.Millisecond
+
+// armIdle, when the reader has nothing buffered, makes sure a read deadline idleAfter away
+// is set: the read that follows ends there and the socket is parked. It is moved only once
+// half of it has gone.
+func (q *queuedClient) armIdle() {
+	if q.idle == nil || len(q.s.client.r.Buffered()) > 0 {
+		return
+	}
+	if err := q.idle.Failed(); err != nil {
+		q.s.with(q.s.srv.log.Warn()).Err(err).Msg("the idle poller refused a socket (fs.epoll.max_user_watches?); its session waits on a goroutine")
+		q.idle = nil
+		return
+	}
+	now := time.Now().UnixNano()
+	if q.idleUntil-now > int64(idleAfter/2) {
+		return
+	}
+	q.idleUntil = now + int64(idleAfter)
+	q.s.setReadDeadline(time.Unix(0, q.idleUntil))
+}
+
+// park clears the idle deadline and parks the socket, unless part of a frame is buffered
+// (its rest is read on, without a deadline). The reader's buffer goes back while parked.
+func (q *queuedClient) park() bool {
+	q.idleUntil = 0
+	q.s.setReadDeadline(time.Time{}) // a drain's stays
+	if len(q.s.client.r.Buffered()) > 0 {
+		return false
+	}
+	q.s.client.r.Release()
+	q.idle.Park()
+	return true
 }
 
 func (q *queuedClient) totals() totals {

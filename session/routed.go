@@ -92,7 +92,7 @@ func (x *routed) run(first CloseReason) CloseReason {
 	reason := first
 	if reason == "" {
 		s.setReadDeadline(time.Time{}) // a drain's stays
-		reason = x.readClient(x.handleFrame)
+		reason, _ = x.readClient(x.handleFrame) // never parked (no waiter)
 	}
 	x.cancel()
 	x.resolving.Wait() // bounded by broker.lookupTimeout and the dial's timeouts
