@@ -91,7 +91,7 @@ func (x *routed) run(first CloseReason) CloseReason {
 	s := x.s
 	reason := first
 	if reason == "" {
-		s.setReadDeadline(time.Time{}) // a drain's stays
+		s.setReadDeadline(time.Time{})          // a drain's stays
 		reason, _ = x.readClient(x.handleFrame) // never parked (no waiter)
 	}
 	x.cancel()
