@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
@@ -88,12 +89,14 @@ func (f Frame) Command() []byte { return f.Head[frame.HeaderSize:] }
 var ErrQueueFull = errors.New("mux: client queue over its bound")
 
 // OutQueue is a client's outbound queue: frames from the broker connection's reader, which
-// must never wait for one client, written to the client by a goroutine that runs only while
-// frames are queued (Start), so a client with nothing coming holds none. Bounded in the
-// bytes its frames hold (their buffers, see Frame.held): a push over the bound fails and
-// closes the queue.
+// must never wait for one client, written to the client by a goroutine of its own (Start).
+// The writer waits for frames while the client is busy, and ends once the queue has been
+// empty for writerIdle, so a quiet client holds no goroutine. Bounded in the bytes its
+// frames hold (their buffers, see Frame.held): a push over the bound fails and closes the
+// queue.
 type OutQueue struct {
 	mu      sync.Mutex
+	wake    *sync.Cond // a waiting writer: frames came, the queue closed, or retire fired
 	frames  []Frame
 	bytes   int // what the frames hold (Frame.held)
 	limit   int
@@ -101,14 +104,22 @@ type OutQueue struct {
 	err     error
 	conn    net.Conn    // where the frames go, once started
 	done    func(error) // told once, when the queue has ended
-	writing bool        // a writer runs
+	writing bool        // a writer runs (it may be waiting for frames)
 	ended   bool        // done was told
-	w       batch       // the writer's (one at a time)
+	w       batch       // the writer's
+	active  int64       // when the writer last took frames (Unix nanoseconds)
+	retire  *time.Timer // wakes a waiting writer to see whether the queue has been idle long enough
+	armed   bool        // retire is set
 }
+
+// writerIdle is how long a queue's writer waits for frames before it ends.
+const writerIdle = 100 * time.Millisecond
 
 // NewOutQueue makes a queue bounded by limit bytes (<= 0: unbounded).
 func NewOutQueue(limit int) *OutQueue {
-	return &OutQueue{limit: limit}
+	q := &OutQueue{limit: limit}
+	q.wake = sync.NewCond(&q.mu)
+	return q
 }
 
 // Push adds a frame without waiting. ErrQueueFull when it does not fit the bound; the queue
@@ -131,9 +142,14 @@ func (q *OutQueue) Push(f Frame) error {
 	return nil
 }
 
-// startLocked starts a writer if the queue is started, has frames and none runs.
+// startLocked gets a writer going if the queue is started and has frames: the waiting one,
+// or a new one.
 func (q *OutQueue) startLocked() {
-	if q.conn != nil && !q.writing && len(q.frames) > 0 {
+	switch {
+	case q.conn == nil || len(q.frames) == 0:
+	case q.writing:
+		q.wake.Signal()
+	default:
 		q.writing = true
 		go q.write()
 	}
@@ -162,6 +178,7 @@ func (q *OutQueue) closeLocked(err error) {
 		return
 	}
 	q.closed, q.err = true, err
+	q.wake.Broadcast()
 }
 
 // endLocked reports whether the queue ends now (closed, started, and no writer left to
@@ -171,16 +188,18 @@ func (q *OutQueue) endLocked() bool {
 		return false
 	}
 	q.ended = true
+	if q.retire != nil {
+		q.retire.Stop()
+	}
 	return true
 }
 
 // maxBatch bounds one vectored write, so the queue's lock is not held for a long take.
 const maxBatch = 1 << 20
 
-// Start writes the queue to c from now on, several frames per vectored write, on a
-// goroutine that runs while frames are queued. done is told once: the error of a failed
-// write, ErrQueueFull, or Close's error once what was queued was written. Written frames'
-// buffers go back to their pool.
+// Start writes the queue to c from now on, several frames per vectored write. done is told
+// once: the error of a failed write, ErrQueueFull, or Close's error once what was queued
+// was written. Written frames' buffers go back to their pool.
 func (q *OutQueue) Start(c net.Conn, done func(error)) {
 	q.mu.Lock()
 	q.conn, q.done = c, done
@@ -200,14 +219,18 @@ func (q *OutQueue) Run(c net.Conn) error {
 	return <-ended
 }
 
-// write is the writer: it writes until the queue is empty, then ends (telling done if the
-// queue was closed).
+// write is the writer: it writes what is queued, waits for more while the client is busy,
+// and ends when the queue is closed and written, or has been empty for writerIdle.
 func (q *OutQueue) write() {
 	for {
 		q.mu.Lock()
+		for len(q.frames) == 0 && !q.closed && !q.idleLocked() {
+			q.armRetireLocked()
+			q.wake.Wait()
+		}
 		if len(q.frames) == 0 || q.err == ErrQueueFull {
 			q.writing = false
-			q.idleLocked()
+			q.shrinkLocked()
 			end, err := q.endLocked(), q.err
 			q.mu.Unlock()
 			if end {
@@ -217,21 +240,50 @@ func (q *OutQueue) write() {
 		}
 		_, held := q.w.take(&q.frames, maxBatch)
 		q.bytes -= held
+		q.active = time.Now().UnixNano()
 		q.mu.Unlock()
 		if err := q.w.write(q.conn); err != nil {
 			q.mu.Lock()
 			q.closeLocked(err)
-			q.writing, q.ended = false, true
+			q.writing = false
+			end := q.endLocked()
 			q.mu.Unlock()
-			q.done(err)
+			if end {
+				q.done(err)
+			}
 			return
 		}
 	}
 }
 
-// idleLocked lets go of slices a burst grew, as the writer ends: a client between bursts
-// holds little.
-func (q *OutQueue) idleLocked() {
+// idleLocked reports whether the writer has taken nothing for writerIdle.
+func (q *OutQueue) idleLocked() bool {
+	return time.Now().UnixNano()-q.active >= int64(writerIdle)
+}
+
+// armRetireLocked makes sure a waiting writer is woken within writerIdle to look again.
+func (q *OutQueue) armRetireLocked() {
+	if q.armed {
+		return
+	}
+	q.armed = true
+	if q.retire == nil {
+		q.retire = time.AfterFunc(writerIdle, q.fire)
+		return
+	}
+	q.retire.Reset(writerIdle)
+}
+
+func (q *OutQueue) fire() {
+	q.mu.Lock()
+	q.armed = false
+	q.wake.Broadcast()
+	q.mu.Unlock()
+}
+
+// shrinkLocked lets go of slices an unusually large burst grew, as the writer ends, so a
+// quiet client holds little.
+func (q *OutQueue) shrinkLocked() {
 	if cap(q.frames) > idleFrames {
 		q.frames = nil
 	}
@@ -240,8 +292,8 @@ func (q *OutQueue) idleLocked() {
 	}
 }
 
-// idleFrames is how many frames' room a queue keeps between bursts.
-const idleFrames = 64
+// idleFrames is how many frames' room a quiet queue keeps (64 KiB of Frames).
+const idleFrames = 1024
 
 // batch is what one vectored write takes: the frames and their pieces. Its slices are kept
 // from one write to the next (a writer's batch allocates only while it grows).

@@ -22,7 +22,7 @@ func pingFrame(t *testing.T) Frame {
 	return f
 }
 
-// writing reports whether the queue has a writer now.
+// hasWriter reports whether the queue has a writer now.
 func (q *OutQueue) hasWriter() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -30,8 +30,8 @@ func (q *OutQueue) hasWriter() bool {
 }
 
 // TestQueueWriterRunsOnlyWhileFramesWait: a started queue writes what is pushed, in order,
-// and holds no goroutine once it is empty; a push wakes a new writer; Close(nil) ends it
-// after what was queued is written.
+// and holds no goroutine once it has been empty for writerIdle; a push starts a new writer;
+// Close(nil) ends it after what was queued is written.
 func TestQueueWriterRunsOnlyWhileFramesWait(t *testing.T) {
 	client, far := net.Pipe()
 	defer far.Close()

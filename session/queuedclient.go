@@ -41,8 +41,8 @@ func newQueuedClient(s *session, bound int) *queuedClient {
 		downFrames: m.frames.WithLabelValues(toClient), downBytes: m.bytes.WithLabelValues(toClient)}
 }
 
-// startWriter starts writing the queue to the client (a goroutine runs while frames are
-// queued); a failed write closes the session's connection.
+// startWriter starts writing the queue to the client (its goroutine ends while the client
+// is quiet); a failed write closes the session's connection.
 func (q *queuedClient) startWriter() {
 	q.writerDone = make(chan error, 1)
 	q.out.Start(q.s.client.conn, func(err error) {
