@@ -35,7 +35,8 @@ const (
 // frames may arrive in one underlying Read), validates each header before
 // making room for the frame, and grows its buffer only as the frame's bytes
 // actually arrive, so a header that announces a large frame costs no memory
-// until the data is sent. The buffer never exceeds HeaderSize+maxFrameSize.
+// until the data is sent. A read never takes more than HeaderSize+maxFrameSize; a
+// buffer grown for a large frame is pooled (its memory at most a quarter above that).
 //
 // Because it reads ahead, the Reader may hold bytes of frames not yet
 // returned; code that stops using the Reader and goes on with the raw
@@ -54,9 +55,13 @@ type Reader struct {
 	r, w     int
 	skipping int // bytes of a payload still to read past
 	err      error
-	bursts   bool // see ReadBursts
-	full     bool // the last read filled the room it was given: the stream has more
+	bursts   bool    // see ReadBursts
+	full     bool    // the last read filled the room it was given: the stream has more
+	large    *Buffer // buf's pooled buffer, when it grew beyond burstBufSize
 }
+
+// largeBuffers holds Readers' buffers grown for frames larger than burstBufSize.
+var largeBuffers Buffers
 
 // NewReader returns a Reader of frames from r whose totalSize is at most
 // maxFrameSize (<= 0 means DefaultMaxFrameSize), commands not capped below it.
@@ -275,7 +280,7 @@ func (r *Reader) fitBurst() {
 		r.r = 0
 		r.putBuf()
 		r.buf = nb
-	case !r.full && r.r == r.w && cap(r.buf) == burstBufSize:
+	case !r.full && r.r == r.w && (cap(r.buf) == burstBufSize || r.large != nil):
 		r.putBuf()
 		r.buf, r.r, r.w = nil, 0, 0
 	}
@@ -283,6 +288,11 @@ func (r *Reader) fitBurst() {
 
 // putBuf gives a pooled buffer back to its pool (the Reader stops using it).
 func (r *Reader) putBuf() {
+	if r.large != nil {
+		r.large.Put()
+		r.large = nil
+		return
+	}
 	switch cap(r.buf) {
 	case initialBufSize:
 		smallBuffers.Put((*[initialBufSize]byte)(r.buf[:initialBufSize]))
@@ -314,15 +324,20 @@ func (r *Reader) grow(n int) {
 		panic(errors.New("frame: internal error: reader buffer cannot grow"))
 	}
 	var nb []byte
-	if size == initialBufSize {
+	var large *Buffer
+	switch {
+	case size == initialBufSize:
 		nb = smallBuffers.Get().(*[initialBufSize]byte)[:]
-	} else {
+	case size > burstBufSize:
+		large = largeBuffers.Get(size)
+		nb = large.B
+	default:
 		nb = make([]byte, size)
 	}
 	r.w = copy(nb, r.buf[r.r:r.w])
 	r.r = 0
 	r.putBuf()
-	r.buf = nb
+	r.buf, r.large = nb, large
 }
 
 // Reserve makes the buffer at least n bytes (at most what one frame may take), so that one

@@ -115,12 +115,12 @@ func (mb *Member) Send(command, payload []byte) error {
 		mb.space.Wait()
 	}
 	if c.dead || mb.client.detached {
-		fb.buf.put()
+		fb.buf.Put()
 		return ErrLost
 	}
 	b, err := c.m.AppendUp(fb.cmd(), mb.client, command)
 	if err != nil {
-		fb.buf.put()
+		fb.buf.Put()
 		return err
 	}
 	f, err := fb.finish(b)
@@ -350,7 +350,7 @@ func (c *Conn) deliver(t pb.BaseCommand_Type, command, payload []byte) {
 	mb := c.members[owner]
 	c.mu.Unlock()
 	if err != nil || mb == nil {
-		fb.buf.put()
+		fb.buf.Put()
 		if err != nil && !errors.Is(err, ErrUnknownID) {
 			c.log.Debug().Err(err).Msg("dropping a broker frame no client can take")
 		}

@@ -8,16 +8,17 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
 	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 // memoryOf is what queued frames keep from the heap, counted from the buffers themselves:
-// each pooled buffer's capacity and its pooledBuf, and the queue's slice of Frames.
+// each pooled buffer's capacity and its frame.Buffer, and the queue's slice of Frames.
 func memoryOf(frames []Frame) int {
 	n := cap(frames) * int(unsafe.Sizeof(Frame{}))
 	for _, f := range frames {
-		n += cap(f.buf.b) + int(unsafe.Sizeof(pooledBuf{}))
+		n += cap(f.buf.B) + int(unsafe.Sizeof(frame.Buffer{}))
 	}
 	return n
 }

@@ -17,7 +17,7 @@ import (
 type Frame struct {
 	Head    []byte
 	Payload []byte
-	buf     *pooledBuf          // where the frame's bytes are, given back once it was written; nil: not pooled
+	buf     *frame.Buffer          // where the frame's bytes are, given back once it was written; nil: not pooled
 	typ     pb.BaseCommand_Type // the command's type where it was read already; 0: not known
 }
 
@@ -30,7 +30,7 @@ func (f Frame) Type() (pb.BaseCommand_Type, error) {
 }
 
 // release gives the frame's buffer back to its pool: the frame was written.
-func (f Frame) release() { f.buf.put() }
+func (f Frame) release() { f.buf.Put() }
 
 // Size is the frame's length on the wire.
 func (f Frame) Size() int { return len(f.Head) + len(f.Payload) }
@@ -42,14 +42,14 @@ func (f Frame) Size() int { return len(f.Head) + len(f.Payload) }
 func (f Frame) held() int {
 	n := f.Size()
 	if f.buf != nil {
-		n = cap(f.buf.b)
+		n = cap(f.buf.B)
 	}
 	return n + frameOverhead
 }
 
 // frameOverhead is what a queued frame holds besides its bytes: its Frame in the queue's
-// slice (twice, as the slice grows by doubling) and its pooledBuf.
-const frameOverhead = int(2*unsafe.Sizeof(Frame{}) + unsafe.Sizeof(pooledBuf{}))
+// slice (twice, as the slice grows by doubling) and its frame.Buffer.
+const frameOverhead = int(2*unsafe.Sizeof(Frame{}) + unsafe.Sizeof(frame.Buffer{}))
 
 // Encode frames cmd with a payload section of payload (nil for a simple command); the
 // totalSize in the header counts the payload, which is not copied.

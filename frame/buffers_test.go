@@ -1,4 +1,4 @@
-package mux
+package frame
 
 import "testing"
 
@@ -19,9 +19,9 @@ func TestClassOf(t *testing.T) {
 	if c, _ := classOf(1<<maxClassShift + 1); c != -1 {
 		t.Fatalf("beyond the largest class: %d", c)
 	}
-	var p bufPool
-	b := p.get(1<<20 + 100) // a 1 MiB message's frame
-	if len(b.b) != 1<<20+100 || cap(b.b) != 5<<18 {
-		t.Fatalf("1 MiB: len %d cap %d", len(b.b), cap(b.b))
+	var p Buffers
+	b := p.Get(1<<20 + 100) // a 1 MiB message's frame
+	if len(b.B) != 1<<20+100 || cap(b.B) != 5<<18 {
+		t.Fatalf("1 MiB: len %d cap %d", len(b.B), cap(b.B))
 	}
 }
