@@ -61,4 +61,3 @@ func (pb *Buffer) Put() {
 		pb.home.Put(pb)
 	}
 }
-

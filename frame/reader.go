@@ -286,6 +286,32 @@ func (r *Reader) fitBurst() {
 	}
 }
 
+// Shrink gives back a burst buffer, or a pooled one more than twice what it holds, keeping
+// what is unread in a buffer that holds it: a reader that waits in the middle of a frame
+// then holds what arrived, not the room of a burst.
+func (r *Reader) Shrink() {
+	n := r.w - r.r
+	if cap(r.buf) != burstBufSize && (r.large == nil || 2*n >= len(r.buf)) {
+		return
+	}
+	var nb []byte
+	var large *Buffer
+	switch {
+	case n <= initialBufSize:
+		nb = smallBuffers.Get().(*[initialBufSize]byte)[:]
+	case n > burstBufSize:
+		large = largeBuffers.Get(n)
+		nb = large.B
+	default:
+		nb = make([]byte, n)
+	}
+	r.w = copy(nb, r.buf[r.r:r.w])
+	r.r = 0
+	r.putBuf()
+	r.buf, r.large = nb, large
+	r.full = false
+}
+
 // putBuf gives a pooled buffer back to its pool (the Reader stops using it).
 func (r *Reader) putBuf() {
 	if r.large != nil {

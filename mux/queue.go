@@ -17,7 +17,7 @@ import (
 type Frame struct {
 	Head    []byte
 	Payload []byte
-	buf     *frame.Buffer          // where the frame's bytes are, given back once it was written; nil: not pooled
+	buf     *frame.Buffer       // where the frame's bytes are, given back once it was written; nil: not pooled
 	typ     pb.BaseCommand_Type // the command's type where it was read already; 0: not known
 }
 

@@ -48,6 +48,7 @@ func (q *queuedClient) startWriter() {
 	q.out.Start(q.s.client.conn, func(err error) {
 		if err != nil {
 			q.s.conn.Close()
+			q.s.client.wake() // a parked reader sleeps through a close
 		}
 		q.writerDone <- err
 	})
@@ -98,7 +99,11 @@ func (q *queuedClient) inject(cmd *pb.BaseCommand) error {
 // waiter's callback reads on).
 func (q *queuedClient) readClient(handle func(frame.Frame) CloseReason) (reason CloseReason, parked bool) {
 	s := q.s
-	s.client.r.ReadBursts() // a publisher's many small frames: a read per burst
+	if q.idle != nil {
+		// A publisher's many small frames: a read per burst. Only where a quiet client's
+		// socket is parked: the park gives the burst's buffer back.
+		s.client.r.ReadBursts()
+	}
 	for {
 		q.armIdle()
 		fr, err := s.client.r.ReadFrame()
@@ -154,15 +159,21 @@ func (q *queuedClient) armIdle() {
 	q.s.setReadDeadline(time.Unix(0, q.idleUntil))
 }
 
-// park clears the idle deadline and parks the socket, unless part of a frame is buffered
-// (its rest is read on, without a deadline). The reader's buffer goes back while parked.
+// park clears the idle deadline and parks the socket, its reader's buffer given back. With
+// part of a frame buffered it does not park: the reader keeps what arrived in a buffer that
+// just holds it (a client that stalls in the middle of a frame holds no burst's room), and
+// the deadline is set again, so that a stall that follows more bytes is met the same way.
 func (q *queuedClient) park() bool {
-	q.idleUntil = 0
-	q.s.setReadDeadline(time.Time{}) // a drain's stays
-	if len(q.s.client.r.Buffered()) > 0 {
+	r := q.s.client.r
+	if len(r.Buffered()) > 0 {
+		r.Shrink()
+		q.idleUntil = time.Now().Add(idleAfter).UnixNano()
+		q.s.setReadDeadline(time.Unix(0, q.idleUntil))
 		return false
 	}
-	q.s.client.r.Release()
+	q.idleUntil = 0
+	q.s.setReadDeadline(time.Time{}) // a drain's stays
+	r.Release()
 	q.idle.Park()
 	return true
 }
