@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,11 +206,30 @@ const sampleIdlemem = `| mode | connections | RSS growth KiB/conn | live heap Ki
 | lookup | 1000 | 9.2 | 3.7 | 2.0 | 1.00 |
 | direct | 1000 | 17.5 | 4.0 | 4.0 | 2.00 |
 | direct | 10000 | (skipped: needs 20200 descriptors, the limit is 20000) | | | |
+| direct multiplexed | 1000 | 5.5 | 2.9 | 0.7 | 0.00 |
+| websocket consumer | 1000 | 45.2 | 21.8 | 16.1 | 3.00 |
 `
+
+// TestIdleMemoryGoals: each mode with a goal is held to its own (a multiplexed session to
+// the direct one's), a skipped row and the WebSocket sessions' are not held to any.
+func TestIdleMemoryGoals(t *testing.T) {
+	var got []string
+	for _, g := range idleMemoryGoals(parseIdlemem(sampleIdlemem)) {
+		got = append(got, fmt.Sprintf("%s %s %.1f", g.Goal, g.Target, g.Value))
+	}
+	want := []string{
+		"RSS growth per idle lookup connection, fresh process, 1000 connections <= 4 KiB 9.2",
+		"RSS growth per idle direct session, fresh process, 1000 connections <= 8 KiB 17.5",
+		"RSS growth per idle multiplexed direct session, fresh process, 1000 connections <= 8 KiB 5.5",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("goals:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
 
 func TestParseIdlemem(t *testing.T) {
 	rows := parseIdlemem("building...\n" + sampleIdlemem)
-	if len(rows) != 3 {
+	if len(rows) != 5 {
 		t.Fatalf("%d rows: %+v", len(rows), rows)
 	}
 	if r := rows[1]; r.Mode != "direct" || r.Conns != 1000 || deref(r.RSSKiB) != 17.5 || deref(r.HeapKiB) != 4.0 || deref(r.Goroutines) != 2 {
