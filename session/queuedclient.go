@@ -146,13 +146,13 @@ func (q *queuedClient) armIdle() {
 	if q.idle == nil || len(q.s.client.r.Buffered()) > 0 {
 		return
 	}
-	if err := q.idle.Failed(); err != nil {
-		q.s.with(q.s.srv.log.Warn()).Err(err).Msg("the idle poller refused a socket (fs.epoll.max_user_watches?); its session waits on a goroutine")
-		q.idle = nil
-		return
-	}
 	now := time.Now().UnixNano()
 	if q.idleUntil-now > int64(idleAfter/2) {
+		return
+	}
+	if err := q.idle.Failed(); err != nil { // the poller's lock: asked as the deadline moves
+		q.s.with(q.s.srv.log.Warn()).Err(err).Msg("the idle poller refused a socket (fs.epoll.max_user_watches?); its session waits on a goroutine")
+		q.idle = nil
 		return
 	}
 	q.idleUntil = now + int64(idleAfter)
