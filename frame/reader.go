@@ -275,11 +275,7 @@ func (r *Reader) ReadBursts() { r.bursts = HeaderSize+r.limit >= burstBufSize }
 func (r *Reader) fitBurst() {
 	switch {
 	case r.full && len(r.buf) < burstBufSize:
-		nb := burstBuffers.Get().(*[burstBufSize]byte)[:]
-		r.w = copy(nb, r.buf[r.r:r.w])
-		r.r = 0
-		r.putBuf()
-		r.buf = nb
+		r.moveTo(burstBuffers.Get().(*[burstBufSize]byte)[:], nil)
 	case !r.full && r.r == r.w && (cap(r.buf) == burstBufSize || r.large != nil):
 		r.putBuf()
 		r.buf, r.r, r.w = nil, 0, 0
@@ -294,21 +290,7 @@ func (r *Reader) Shrink() {
 	if cap(r.buf) != burstBufSize && (r.large == nil || 2*n >= len(r.buf)) {
 		return
 	}
-	var nb []byte
-	var large *Buffer
-	switch {
-	case n <= initialBufSize:
-		nb = smallBuffers.Get().(*[initialBufSize]byte)[:]
-	case n > burstBufSize:
-		large = largeBuffers.Get(n)
-		nb = large.B
-	default:
-		nb = make([]byte, n)
-	}
-	r.w = copy(nb, r.buf[r.r:r.w])
-	r.r = 0
-	r.putBuf()
-	r.buf, r.large = nb, large
+	r.moveTo(bufFor(n))
 	r.full = false
 }
 
@@ -349,17 +331,25 @@ func (r *Reader) grow(n int) {
 		// and still short of n.
 		panic(errors.New("frame: internal error: reader buffer cannot grow"))
 	}
-	var nb []byte
-	var large *Buffer
+	r.moveTo(bufFor(size))
+}
+
+// bufFor is a buffer of at least n bytes: the small one, a pooled one beyond a burst's size,
+// a new one between (large: the pooled Buffer, if it is one).
+func bufFor(n int) (b []byte, large *Buffer) {
 	switch {
-	case size == initialBufSize:
-		nb = smallBuffers.Get().(*[initialBufSize]byte)[:]
-	case size > burstBufSize:
-		large = largeBuffers.Get(size)
-		nb = large.B
-	default:
-		nb = make([]byte, size)
+	case n <= initialBufSize:
+		return smallBuffers.Get().(*[initialBufSize]byte)[:], nil
+	case n > burstBufSize:
+		large = largeBuffers.Get(n)
+		return large.B, large
 	}
+	return make([]byte, n), nil
+}
+
+// moveTo makes nb the buffer (large: its pooled Buffer, if it is one), the unread bytes moved
+// to its front and the old buffer given back.
+func (r *Reader) moveTo(nb []byte, large *Buffer) {
 	r.w = copy(nb, r.buf[r.r:r.w])
 	r.r = 0
 	r.putBuf()
@@ -374,11 +364,7 @@ func (r *Reader) Reserve(n int) {
 	if len(r.buf) >= n {
 		return
 	}
-	nb := make([]byte, n)
-	r.w = copy(nb, r.buf[r.r:r.w])
-	r.r = 0
-	r.putBuf()
-	r.buf = nb
+	r.moveTo(make([]byte, n), nil)
 }
 
 // Peek returns the next n bytes without consuming them, reading until they have arrived (or

@@ -178,11 +178,8 @@ func onlySession(t *testing.T, srv *Server) *session {
 	return nil
 }
 
-// A parked multiplexed session whose queue's write to the client fails (a client that reset
-// its connection) ends: the writer's close of the socket wakes the park. Before, the socket
-// left the poller with the close and the session, its broker connection's producer and its
-// descriptor stayed until the proxy stopped.
-func TestParkedMultiplexedSessionEndsWhenItsWriterFails(t *testing.T) {
+// parkedProducer is a multiplexed client with producer 1 on a proxy's one session, parked.
+func parkedProducer(t *testing.T) (*Server, *peer, *muxBroker, *Metrics) {
 	b, target := newMuxBroker(t, 10)
 	cfg, _ := muxConfig(t, 1<<20)
 	srv, addr, m := serveForDrain(t, cfg, nil, oneTarget{target})
@@ -192,27 +189,29 @@ func TestParkedMultiplexedSessionEndsWhenItsWriterFails(t *testing.T) {
 		t.Fatalf("producer answer %v", got)
 	}
 	waitParked(t, srv, 1, "after the producer")
+	return srv, p, b, m
+}
+
+// A parked multiplexed session whose queue's write to the client fails (a client that reset
+// its connection) ends: the writer's close of the socket wakes the park. Before, the socket
+// left the poller with the close and the session, its broker connection's producer and its
+// descriptor stayed until the proxy stopped.
+func TestParkedMultiplexedSessionEndsWhenItsWriterFails(t *testing.T) {
+	srv, p, b, m := parkedProducer(t)
 	// The proxy's next write to the client fails (as after a reset), with no input to wake
 	// the park; the lost broker connection gives the queue a CLOSE_PRODUCER to write.
 	onlySession(t, srv).client.conn.(*net.TCPConn).CloseWrite()
 	b.drop()
 	waitCounter(t, m.closes.WithLabelValues(string(ReasonIOError)), 1)
 	waitParked(t, srv, 0, "after the end")
+	p.c.Close() // the client's socket stays open (and reachable) until here
 }
 
 // A multiplexed client that stops in the middle of a frame (after a read that filled the
 // reader's small buffer) is not parked while it stalls, its idle deadline passing more than
 // once, and the frame's rest is read and answered when it comes.
 func TestMultiplexedClientStalledMidFrame(t *testing.T) {
-	_, target := newMuxBroker(t, 10)
-	cfg, _ := muxConfig(t, 1<<20)
-	srv, addr, _ := serveForDrain(t, cfg, nil, oneTarget{target})
-	p := muxClient(t, addr, target)
-	p.send(producerCmd("t", 1, 7))
-	if got := p.recv().GetProducerSuccess(); got.GetRequestId() != 7 {
-		t.Fatalf("producer answer %v", got)
-	}
-	waitParked(t, srv, 1, "after the producer")
+	srv, p, _, _ := parkedProducer(t)
 	send := &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(9)}}
 	meta := &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(9), PublishTime: proto.Uint64(1)}
 	big, err := frame.AppendPayloadCommand(nil, send, nil, meta, make([]byte, 1000))
