@@ -192,7 +192,7 @@ func benchDown(b *testing.B, clients, size int) {
 	for range clients {
 		cs, bs := socketPair(b)
 		q := NewOutQueue(64 << 20)
-		go q.Run(cs)
+		q.Start(cs, func(error) {})
 		go s.drain(bs, make([]byte, 4<<20))
 		c.mu.Lock()
 		mb := c.attach(queueHandler{q})

@@ -212,13 +212,6 @@ func (q *OutQueue) Start(c net.Conn, done func(error)) {
 	}
 }
 
-// Run is Start that waits for the queue to end and returns what done was told.
-func (q *OutQueue) Run(c net.Conn) error {
-	ended := make(chan error, 1)
-	q.Start(c, func(err error) { ended <- err })
-	return <-ended
-}
-
 // write is the writer: it writes what is queued, waits for more while the client is busy,
 // and ends when the queue is closed and written, or has been empty for writerIdle.
 func (q *OutQueue) write() {
