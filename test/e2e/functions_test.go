@@ -84,10 +84,22 @@ func TestFunctionsThroughProxy(t *testing.T) {
 			} `json:"status"`
 		} `json:"instances"`
 	}
-	waitUntil(t, 90*time.Second, "the function's instance to run", func() (bool, string) {
-		got := pulsarAdmin(t, a, append([]string{"functions", "status"}, fn...)...)
+	// A worker sometimes takes longer than the CLI's minute to answer a status while the
+	// instance starts (seen once on CI, with the machine loaded). Such a try is "not yet": it
+	// is logged with how long each broker takes to answer the same request directly, and
+	// the access-log check below forgives exactly that many status requests.
+	stalled := 0
+	waitUntil(t, 3*time.Minute, "the function's instance to run", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+		defer cancel()
+		res := a.Run(ctx, append([]string{"functions", "status"}, fn...)...)
+		if res.Err != nil {
+			stalled++
+			t.Logf("try failed: %s\n%s", res, askWorkersDirectly(name))
+			return false, res.String()
+		}
 		var st status
-		return json.Unmarshal([]byte(got), &st) == nil && st.NumRunning == 1, got
+		return json.Unmarshal([]byte(res.Stdout), &st) == nil && st.NumRunning == 1, res.Stdout
 	})
 
 	c := newClient(t, p.PulsarURL)
@@ -162,6 +174,10 @@ func TestFunctionsThroughProxy(t *testing.T) {
 		if strings.HasPrefix(l.Path, "/admin/v3/functions/") && l.Route != "/admin/v3/functions" {
 			t.Errorf("route %q for %s", l.Route, l.Path)
 		}
+		if l.Status >= 300 && l.Method == "GET" && strings.HasSuffix(l.Path, "/"+name+"/status") && stalled > 0 {
+			stalled--
+			continue
+		}
 		if l.Status >= 300 && !(l.Status == 404 && l.Method == "GET") {
 			t.Errorf("access log: %s %s answered %d (%s)", l.Method, l.Path, l.Status, l.Error)
 		}
@@ -172,6 +188,24 @@ func TestFunctionsThroughProxy(t *testing.T) {
 	if instanceRedirects == 0 {
 		t.Errorf("no instance status request was redirected from the worker that does not run the instance")
 	}
+}
+
+// askWorkersDirectly asks each broker's worker for the function's status, not through the
+// proxy, and says what each answered and how long it took: whether a stall is the worker's.
+func askWorkersDirectly(name string) string {
+	c := http.Client{Timeout: 20 * time.Second}
+	var b strings.Builder
+	for n := 1; n <= 2; n++ {
+		began := time.Now()
+		resp, err := c.Get(theRig.BrokerHTTP(n) + "/admin/v3/functions/public/default/" + name + "/status")
+		if err == nil {
+			resp.Body.Close()
+			fmt.Fprintf(&b, "broker %d directly: %s in %s\n", n, resp.Status, time.Since(began).Round(time.Millisecond))
+		} else {
+			fmt.Fprintf(&b, "broker %d directly: %v\n", n, err)
+		}
+	}
+	return b.String()
 }
 
 // TestFunctionWorkersList: with admin.functionWorkers, the worker API goes to those workers
