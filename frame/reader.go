@@ -1,6 +1,7 @@
 package frame
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +80,13 @@ func (l Limits) Reader(r io.Reader) *Reader {
 // next ReadFrame.
 func (r *Reader) Buffered() []byte {
 	return r.buf[r.r:r.w]
+}
+
+// FrameBuffered reports whether the next frame is buffered whole, so that ReadFrame returns
+// it without reading the stream (and without waiting for it).
+func (r *Reader) FrameBuffered() bool {
+	b := r.buf[r.r:r.w]
+	return len(b) >= HeaderSize && uint64(len(b)-4) >= uint64(binary.BigEndian.Uint32(b))
 }
 
 // ReadFrame reads the next frame. It returns io.EOF only when the stream

@@ -17,11 +17,12 @@ import (
 
 // Handler is a client session on a multiplexed connection, as the connection sees it.
 type Handler interface {
-	// Deliver hands over a broker frame for the client, its command mapped back, its payload
-	// as it came (the frame is the handler's to keep). It must not wait (the connection's
-	// reader serves every client); an error means the client cannot take it (its queue is
-	// over its bound) and the client is detached.
-	Deliver(Frame) error
+	// Deliver hands over broker frames for the client, in order, their commands mapped back,
+	// their payloads as they came: the frames of one read of the broker connection together
+	// (the frames are the handler's to keep, the slice is not). It must not wait (the
+	// connection's reader serves every client); an error means the client cannot take them
+	// (its queue is over its bound) and the client is detached.
+	Deliver([]Frame) error
 	// Lost says the broker connection failed: the client is detached and held is what it
 	// had there, to be closed at the client so it recreates it.
 	Lost(held Held)
@@ -61,6 +62,7 @@ type Member struct {
 	upBytes int        // what the frames in up hold (Frame.held)
 	queued  bool       // in conn.ready
 	space   *sync.Cond // the member's Send waits here for room in its queue (on conn.mu)
+	down    []Frame    // mapped back, for the handler once the read's frames are all mapped (the reader's)
 }
 
 // upQueueBytes bounds what one client's frames queued towards the broker may hold (their
@@ -310,17 +312,24 @@ func (c *Conn) writeLoop() {
 	}
 }
 
-// readLoop maps each broker frame back to its client and delivers it; the connection's own
-// commands (PING, AUTH_CHALLENGE) it answers itself.
+// readLoop maps each broker frame back to its client; the connection's own commands (PING,
+// AUTH_CHALLENGE) it answers itself. A client's frames go to it together once the frames
+// already read are mapped (see flush).
 func (c *Conn) readLoop() {
+	var dl downLoad
 	for {
+		if !c.rd.FrameBuffered() {
+			dl.flush(c) // before the read waits
+		}
 		fr, err := c.rd.ReadFrame()
 		if err != nil {
+			dl.flush(c) // what was mapped goes before the clients hear of the loss
 			c.fail(fmt.Errorf("read: %w", err))
 			return
 		}
 		t, err := frame.PeekType(fr.Command)
 		if err != nil {
+			dl.flush(c)
 			c.fail(fmt.Errorf("broker frame: %w", err))
 			return
 		}
@@ -332,18 +341,26 @@ func (c *Conn) readLoop() {
 			continue
 		case pb.BaseCommand_AUTH_CHALLENGE:
 			if err := c.answerChallenge(); err != nil {
+				dl.flush(c)
 				c.fail(err)
 				return
 			}
 			continue
 		}
-		c.deliver(t, fr.Command, fr.Payload)
+		dl.add(c, t, fr.Command, fr.Payload)
 	}
 }
 
-// deliver maps a broker command (of type t) back and hands it (its payload copied into a
-// pooled buffer: the reader's is reused) to its client; what belongs to no client is dropped.
-func (c *Conn) deliver(t pb.BaseCommand_Type, command, payload []byte) {
+// downLoad is what the reader has mapped back and not yet handed over: the members with
+// frames waiting (in Member.down) and their bytes.
+type downLoad struct {
+	members []*Member
+	bytes   int
+}
+
+// add maps a broker command (of type t) back and keeps it (its payload copied into a pooled
+// buffer: the reader's is reused) for its client; what belongs to no client is dropped.
+func (dl *downLoad) add(c *Conn, t pb.BaseCommand_Type, command, payload []byte) {
 	fb := c.pool.bufs.newFrame(command, payload)
 	c.mu.Lock()
 	b, owner, err := c.m.appendDown(fb.cmd(), t, command)
@@ -362,11 +379,34 @@ func (c *Conn) deliver(t pb.BaseCommand_Type, command, payload []byte) {
 		return
 	}
 	f.typ = t
-	c.pool.metrics.bytesDown.Add(float64(f.Size()))
-	if mb.handler.Deliver(f) != nil {
-		c.pool.metrics.slowClients.Inc()
-		mb.Leave()
+	if len(mb.down) == 0 {
+		dl.members = append(dl.members, mb)
 	}
+	mb.down = append(mb.down, f)
+	dl.bytes += f.Size()
+}
+
+// flush hands each member its frames: one push and one wake of its writer for all that one
+// read of the broker connection brought it, where one per frame made a client's writer
+// write a frame or two at a time.
+func (dl *downLoad) flush(c *Conn) {
+	if len(dl.members) == 0 {
+		return
+	}
+	c.pool.metrics.bytesDown.Add(float64(dl.bytes))
+	for _, mb := range dl.members {
+		if mb.handler.Deliver(mb.down) != nil {
+			c.pool.metrics.slowClients.Inc()
+			mb.Leave()
+		}
+		clear(mb.down)
+		mb.down = mb.down[:0]
+		if cap(mb.down) > idleFrames {
+			mb.down = nil
+		}
+	}
+	clear(dl.members)
+	dl.members, dl.bytes = dl.members[:0], 0
 }
 
 func (c *Conn) answerChallenge() error {

@@ -18,8 +18,8 @@ import (
 
 type nopHandler struct{}
 
-func (nopHandler) Deliver(Frame) error { return nil }
-func (nopHandler) Lost(Held)           {}
+func (nopHandler) Deliver([]Frame) error { return nil }
+func (nopHandler) Lost(Held)             {}
 
 // sharedConn is a Conn over one end of a pipe; the test reads what it writes at the other,
 // and answers there.
@@ -157,8 +157,13 @@ func TestWritesTowardsBrokerAreFair(t *testing.T) {
 // chanHandler hands the frames delivered to a client to the test.
 type chanHandler chan Frame
 
-func (h chanHandler) Deliver(f Frame) error { h <- f; return nil }
-func (chanHandler) Lost(Held)               {}
+func (h chanHandler) Deliver(fs []Frame) error {
+	for _, f := range fs {
+		h <- f
+	}
+	return nil
+}
+func (chanHandler) Lost(Held) {}
 
 // TestAnswerTakenInBeforeDelivery: the broker's answer to a creation is taken into the
 // mapping (on the connection's reader) before the client can see it, so the command the
@@ -272,5 +277,10 @@ func TestReleaseProducerClosesItOnTheBroker(t *testing.T) {
 // recorder is a handler that keeps what it is delivered.
 type recorder struct{ got chan *pb.BaseCommand }
 
-func (r recorder) Deliver(f Frame) error { r.got <- mustDecode(f.Command()); return nil }
-func (recorder) Lost(Held)               {}
+func (r recorder) Deliver(fs []Frame) error {
+	for _, f := range fs {
+		r.got <- mustDecode(f.Command())
+	}
+	return nil
+}
+func (recorder) Lost(Held) {}

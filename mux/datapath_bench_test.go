@@ -172,8 +172,8 @@ func benchUp(b *testing.B, clients, size int) {
 // queueHandler is a client whose queue is written to a socket, as a session's.
 type queueHandler struct{ q *OutQueue }
 
-func (h queueHandler) Deliver(f Frame) error { return h.q.Push(f) }
-func (h queueHandler) Lost(Held)             {}
+func (h queueHandler) Deliver(fs []Frame) error { return h.q.PushAll(fs) }
+func (h queueHandler) Lost(Held)                {}
 
 // BenchmarkMuxDown: broker MESSAGEs for the clients' consumers read from the shared
 // connection, mapped back, queued and written to each client.

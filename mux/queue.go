@@ -125,20 +125,27 @@ func NewOutQueue(limit int) *OutQueue {
 // Push adds a frame without waiting. ErrQueueFull when it does not fit the bound; the queue
 // is then closed (and ends without writing the rest).
 func (q *OutQueue) Push(f Frame) error {
+	return q.PushAll([]Frame{f})
+}
+
+// PushAll adds frames in order, with one wake of the writer: Push's, for a burst. On an error
+// the frames from the one that did not fit on are not queued (their buffers stay the
+// caller's to drop).
+func (q *OutQueue) PushAll(fs []Frame) error {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.closed {
-		q.mu.Unlock()
 		return q.err
 	}
-	if q.limit > 0 && q.bytes+f.held() > q.limit && q.bytes > 0 {
-		q.closeLocked(ErrQueueFull)
-		q.mu.Unlock()
-		return ErrQueueFull
+	for _, f := range fs {
+		if q.limit > 0 && q.bytes+f.held() > q.limit && q.bytes > 0 {
+			q.closeLocked(ErrQueueFull)
+			return ErrQueueFull
+		}
+		q.frames = append(q.frames, f)
+		q.bytes += f.held()
 	}
-	q.frames = append(q.frames, f)
-	q.bytes += f.held()
 	q.startLocked()
-	q.mu.Unlock()
 	return nil
 }
 

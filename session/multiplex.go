@@ -35,15 +35,19 @@ type multiplexed struct {
 	running atomic.Bool // the client's queue is written: the proxy writes through it only
 }
 
-// Deliver takes a broker frame for the client (the connection's reader: never waits).
+// Deliver takes broker frames for the client (the connection's reader: never waits).
 // Topic lists are filtered by the policy first, as in a direct session.
-func (x *multiplexed) Deliver(f mux.Frame) error {
-	if x.s.srv.sec.Edge.Policed() {
-		if t, err := f.Type(); err == nil && edge.Carries(t) {
-			return x.filterList(f)
-		}
+func (x *multiplexed) Deliver(fs []mux.Frame) error {
+	if !x.s.srv.sec.Edge.Policed() {
+		return x.push(fs...)
 	}
-	return x.push(f)
+	return x.pushSorted(fs, carriesList, x.filterList)
+}
+
+// carriesList reports whether a broker frame carries a topic list (which a policy filters).
+func carriesList(f mux.Frame) bool {
+	t, err := f.Type()
+	return err == nil && edge.Carries(t)
 }
 
 // filterList passes on a topic list with what the client may not look up taken out.

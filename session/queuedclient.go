@@ -63,10 +63,10 @@ func (q *queuedClient) finishWriter() {
 	q.s.conn.Close()
 }
 
-// push queues a frame for the client; over the queue's bound the client is disconnected as
-// a slow consumer.
-func (q *queuedClient) push(f mux.Frame) error {
-	if err := q.out.Push(f); err != nil {
+// push queues frames for the client, in order; over the queue's bound the client is
+// disconnected as a slow consumer.
+func (q *queuedClient) push(fs ...mux.Frame) error {
+	if err := q.out.PushAll(fs); err != nil {
 		if errors.Is(err, mux.ErrQueueFull) {
 			// Its writer may be stuck in a write the client does not read: close the socket.
 			q.s.with(q.s.srv.log.Info()).Int("bound_bytes", q.bound).Msg("client does not read what its consumers asked for; disconnecting it (slow consumer)")
@@ -75,11 +75,35 @@ func (q *queuedClient) push(f mux.Frame) error {
 		}
 		return err
 	}
-	q.bytesOut.Add(uint64(f.Size()))
-	q.framesOut.Add(1)
-	q.downBytes.Add(float64(f.Size()))
-	q.downFrames.Inc()
+	size := 0
+	for _, f := range fs {
+		size += f.Size()
+	}
+	q.bytesOut.Add(uint64(size))
+	q.framesOut.Add(uint64(len(fs)))
+	q.downBytes.Add(float64(size))
+	q.downFrames.Add(float64(len(fs)))
 	return nil
+}
+
+// pushSorted queues a broker's frames for the client in order, in as few pushes as it can:
+// a frame special picks is queued by own (a topic list to filter, a close to rewrite), the
+// runs between by push.
+func (q *queuedClient) pushSorted(fs []mux.Frame, special func(mux.Frame) bool, own func(mux.Frame) error) error {
+	from := 0
+	for i, f := range fs {
+		if !special(f) {
+			continue
+		}
+		if err := q.push(fs[from:i]...); err != nil {
+			return err
+		}
+		if err := own(f); err != nil {
+			return err
+		}
+		from = i + 1
+	}
+	return q.push(fs[from:]...)
 }
 
 // inject queues one of the proxy's own commands for the client (nil: nothing).

@@ -26,8 +26,8 @@ type routedBroker struct {
 // attachment is the handler of one attach: the pool tells it what comes for the client.
 type attachment struct{ b *routedBroker }
 
-func (a *attachment) Deliver(f mux.Frame) error { return a.b.x.deliver(f) }
-func (a *attachment) Lost(held mux.Held)        { a.b.lost(a, held) }
+func (a *attachment) Deliver(fs []mux.Frame) error { return a.b.x.deliver(fs) }
+func (a *attachment) Lost(held mux.Held)           { a.b.lost(a, held) }
 
 // broker is the client's place at addr, made on first use.
 func (x *routed) broker(addr string) *routedBroker {
@@ -185,16 +185,23 @@ func (x *routed) refused(cmd *pb.BaseCommand, err error) CloseReason {
 	return ReasonCommandRefused
 }
 
-// deliver takes a broker's frame for the client (the connection's reader: never waits). A
+// deliver takes a broker's frames for the client (the connection's reader: never waits). A
 // broker's close of a producer or consumer may name the broker it moved to
 // (assignedBrokerServiceUrl, the extensible load manager's): the client must not go there
 // but come back through the proxy, which looks the topic up again, so the names are taken
 // out.
-func (x *routed) deliver(f mux.Frame) error {
+func (x *routed) deliver(fs []mux.Frame) error {
+	return x.pushSorted(fs, isClose, x.closeElsewhere)
+}
+
+// isClose reports whether a broker frame closes a producer or a consumer.
+func isClose(f mux.Frame) bool {
 	t, err := f.Type()
-	if err != nil || (t != pb.BaseCommand_CLOSE_PRODUCER && t != pb.BaseCommand_CLOSE_CONSUMER) {
-		return x.push(f)
-	}
+	return err == nil && (t == pb.BaseCommand_CLOSE_PRODUCER || t == pb.BaseCommand_CLOSE_CONSUMER)
+}
+
+// closeElsewhere passes on a broker's close without the broker it names.
+func (x *routed) closeElsewhere(f mux.Frame) error {
 	cmd, err := frame.Decode(f.Command())
 	if err != nil {
 		return x.push(f)
