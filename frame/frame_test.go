@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -1141,5 +1142,101 @@ func TestReaderShrinkKeepsWhatArrived(t *testing.T) {
 	s.b = make([]byte, 492)
 	if f, err := r.ReadFrame(); err != nil || len(f.Command) != 2 {
 		t.Fatalf("the frame's rest: %v", err)
+	}
+}
+
+// TestReaderTakeLarge: a large frame's buffer is handed over with the frame in it; the
+// reader goes on in a buffer of its own with what it read beyond the frame (the next frames
+// read whole and right), writes nothing more into the taken buffer, keeps a small frame in
+// its own buffer, and a reader with a reserved size gets that size again.
+func TestReaderTakeLarge(t *testing.T) {
+	frameOf := func(fill byte, size int) []byte {
+		fr, err := AppendPayloadCommand(nil, goldens[2].cmd, nil, testMetadata, bytes.Repeat([]byte{fill}, size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fr
+	}
+	var stream []byte
+	for _, f := range [][]byte{frameOf('a', 200<<10), frameOf('b', 100), frameOf('c', 300<<10), frameOf('d', 100)} {
+		stream = append(stream, f...)
+	}
+	for _, reserve := range []int{0, 256 << 10} {
+		r := NewReader(bytes.NewReader(stream), 0)
+		if reserve > 0 {
+			r.Reserve(reserve)
+		}
+		var taken []*Buffer
+		var payloads [][]byte
+		for _, fill := range []byte{'a', 'b', 'c', 'd'} {
+			f, err := r.ReadFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := r.TakeLarge()
+			if large := fill == 'a' || fill == 'c'; (b != nil) != large {
+				t.Fatalf("reserve %d: frame %c taken: %v", reserve, fill, b != nil)
+			}
+			if b != nil {
+				if !aliases(b.B, f.Payload) {
+					t.Fatalf("reserve %d: frame %c's payload is not in the taken buffer", reserve, fill)
+				}
+				taken = append(taken, b)
+				if len(r.buf) < reserve {
+					t.Errorf("reserve %d: the reader goes on in %d bytes", reserve, len(r.buf))
+				}
+			}
+			if b == nil && !bytes.HasSuffix(f.Payload, bytes.Repeat([]byte{fill}, 100)) {
+				t.Errorf("reserve %d: frame %c read as %q", reserve, fill, f.Payload)
+			}
+			payloads = append(payloads, f.Payload)
+		}
+		for i, n := range []int{200 << 10, 300 << 10} {
+			fill := "ac"[i]
+			if !bytes.HasSuffix(payloads[2*i], bytes.Repeat([]byte{fill}, n)) {
+				t.Errorf("reserve %d: frame %c's payload changed after the reads that followed", reserve, fill)
+			}
+		}
+		if taken[0] == taken[1] {
+			t.Errorf("reserve %d: the same buffer handed over twice", reserve)
+		}
+		for _, b := range taken {
+			b.Put()
+		}
+	}
+}
+
+// aliases reports whether part lies within whole's memory.
+func aliases(whole, part []byte) bool {
+	if len(part) == 0 || len(whole) == 0 {
+		return false
+	}
+	w, p := uintptr(unsafe.Pointer(&whole[0])), uintptr(unsafe.Pointer(&part[0]))
+	return p >= w && p+uintptr(len(part)) <= w+uintptr(cap(whole))
+}
+
+// TestReaderTakeLargeSteadyStateAllocs: a stream of 1 MiB frames, each handed over and put
+// back by its taker, is read without an allocation per frame (pooled buffers both ways).
+func TestReaderTakeLargeSteadyStateAllocs(t *testing.T) {
+	fr, err := AppendPayloadCommand(nil, goldens[2].cmd, nil, testMetadata, make([]byte, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(&frameBursts{frame: fr}, 0)
+	r.ReadBursts()
+	allocs := testing.AllocsPerRun(50, func() {
+		f, err := r.ReadFrame()
+		if err != nil || len(f.Payload) < 1<<20 {
+			t.Fatalf("ReadFrame: %v", err)
+		}
+		b := r.TakeLarge()
+		if b == nil {
+			t.Fatal("a 1 MiB frame was not handed over")
+		}
+		b.Put()
+	})
+	t.Logf("%v allocations per 1 MiB frame", allocs)
+	if poolsKeep && allocs > 0.5 {
+		t.Fatalf("ReadFrame and TakeLarge allocate %v times per 1 MiB frame", allocs)
 	}
 }

@@ -59,6 +59,7 @@ type Reader struct {
 	bursts   bool    // see ReadBursts
 	full     bool    // the last read filled the room it was given: the stream has more
 	large    *Buffer // buf's pooled buffer, when it grew beyond burstBufSize
+	last     int     // the size of the frame ReadFrame returned last
 }
 
 // largeBuffers holds Readers' buffers grown for frames larger than burstBufSize.
@@ -128,6 +129,7 @@ func (r *Reader) readFrame() (Frame, error) {
 	}
 	f := r.buf[r.r : r.r+n : r.r+n]
 	r.r += n
+	r.last = n
 	fr := Frame{Command: span.Command(f)}
 	if span.CommandEnd() < n {
 		fr.Payload = f[span.CommandEnd():]
@@ -372,7 +374,26 @@ func (r *Reader) Reserve(n int) {
 	if len(r.buf) >= n {
 		return
 	}
-	r.moveTo(make([]byte, n), nil)
+	r.moveTo(bufFor(n))
+}
+
+// TakeLarge hands over the pooled buffer of a large frame: when the frame ReadFrame just
+// returned fills more than half of a buffer grown beyond a burst's size, that buffer (and
+// with it the frame's bytes) becomes the caller's, to put back once done with the frame.
+// The Reader goes on in a pooled buffer of the same size, with what it read beyond the
+// frame: it holds what it held before, and a stream of large frames is read without growing
+// the buffer anew for each. So a large frame is forwarded from the memory it was read into,
+// not copied first. nil: the frame stays in the Reader's buffer (valid until the next
+// ReadFrame).
+func (r *Reader) TakeLarge() *Buffer {
+	if r.large == nil || r.err != nil || 2*r.last <= len(r.buf) {
+		return nil
+	}
+	taken, rest := r.large, r.buf[r.r:r.w]
+	r.large = largeBuffers.Get(len(taken.B))
+	r.buf, r.r = r.large.B, 0
+	r.w = copy(r.buf, rest)
+	return taken
 }
 
 // Peek returns the next n bytes without consuming them, reading until they have arrived (or

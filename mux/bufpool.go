@@ -22,6 +22,8 @@ type frameBuf struct {
 	buf     *frame.Buffer
 	room    int // bytes before the payload
 	payload int
+	owned   []byte        // the payload, when it stays where it is (in pay) rather than in buf
+	pay     *frame.Buffer // owned's buffer
 }
 
 func (p *bufPool) newFrame(command, payload []byte) frameBuf {
@@ -29,6 +31,22 @@ func (p *bufPool) newFrame(command, payload []byte) frameBuf {
 	fb := frameBuf{buf: p.Get(room + len(payload)), room: room, payload: len(payload)}
 	copy(fb.buf.B[room:], payload)
 	return fb
+}
+
+// ownFrame is newFrame for a payload handed over in the pooled buffer it was read into
+// (frame.Reader.TakeLarge): it is not copied; the frame puts pay back once written. Only the
+// header and the mapped command are built in a buffer of the pool's.
+func (p *bufPool) ownFrame(command, payload []byte, pay *frame.Buffer) frameBuf {
+	room := frame.HeaderSize + len(command) + cmdSlack
+	return frameBuf{buf: p.Get(room), room: room, payload: len(payload), owned: payload, pay: pay}
+}
+
+// payloadBytes is where the frame's payload is.
+func (fb frameBuf) payloadBytes() []byte {
+	if fb.pay != nil {
+		return fb.owned
+	}
+	return fb.buf.B[fb.room : fb.room+fb.payload]
 }
 
 // cmd is where the mapped command is appended, after the header's 8 bytes; its capacity
@@ -43,7 +61,7 @@ func (fb frameBuf) finish(b []byte) (Frame, error) {
 	cmdLen := len(b) - frame.HeaderSize
 	total := uint64(4+cmdLen) + uint64(fb.payload)
 	if total > 1<<32-1 {
-		fb.buf.Put()
+		fb.buf.Put() // pay, if any, is still its giver's
 		return Frame{}, frame.ErrFrameTooLarge
 	}
 	head := b
@@ -53,5 +71,5 @@ func (fb frameBuf) finish(b []byte) (Frame, error) {
 	}
 	binary.BigEndian.PutUint32(head, uint32(total))
 	binary.BigEndian.PutUint32(head[4:], uint32(cmdLen))
-	return Frame{Head: head, Payload: fb.buf.B[fb.room : fb.room+fb.payload], buf: fb.buf}, nil
+	return Frame{Head: head, Payload: fb.payloadBytes(), buf: fb.buf, pay: fb.pay}, nil
 }

@@ -109,8 +109,18 @@ func (mb *Member) Connected() *pb.CommandConnected { return mb.conn.connected }
 // frame.ErrMalformed, the mapping's (ErrNotAllowed, ErrUnknownID: nothing was sent), ErrLost
 // (nothing was sent: the command may go again on another connection).
 func (mb *Member) Send(command, payload []byte) error {
+	return mb.send(mb.conn.pool.bufs.newFrame(command, payload), command)
+}
+
+// SendOwned is Send for a payload handed over in the pooled buffer pay it was read into
+// (frame.Reader.TakeLarge): it is not copied. Once sent, pay is the frame's (put back when
+// the frame was written); after an error it is still the caller's.
+func (mb *Member) SendOwned(command, payload []byte, pay *frame.Buffer) error {
+	return mb.send(mb.conn.pool.bufs.ownFrame(command, payload, pay), command)
+}
+
+func (mb *Member) send(fb frameBuf, command []byte) error {
 	c := mb.conn
-	fb := c.pool.bufs.newFrame(command, payload)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for mb.upBytes > upQueueBytes && !c.dead && !mb.client.detached {
@@ -132,7 +142,7 @@ func (mb *Member) Send(command, payload []byte) error {
 	if f.Size() > c.maxFrame {
 		// Checked as the frame goes out, ids mapped: a mapped id may be wider than the
 		// client's. Mapped ids were taken for nothing; the client's session ends.
-		f.release()
+		f.buf.Put() // pay, if any, is still the caller's
 		return fmt.Errorf("%w: %d bytes, the broker reads at most %d", ErrOverBrokerLimit, f.Size(), c.maxFrame)
 	}
 	return mb.enqueueLocked(f)
@@ -361,13 +371,14 @@ type downLoad struct {
 // add maps a broker command (of type t) back and keeps it (its payload copied into a pooled
 // buffer: the reader's is reused) for its client; what belongs to no client is dropped.
 func (dl *downLoad) add(c *Conn, t pb.BaseCommand_Type, command, payload []byte) {
-	fb := c.pool.bufs.newFrame(command, payload)
+	fb := c.newFrame(command, payload)
 	c.mu.Lock()
 	b, owner, err := c.m.appendDown(fb.cmd(), t, command)
 	mb := c.members[owner]
 	c.mu.Unlock()
 	if err != nil || mb == nil {
 		fb.buf.Put()
+		fb.pay.Put()
 		if err != nil && !errors.Is(err, ErrUnknownID) {
 			c.log.Debug().Err(err).Msg("dropping a broker frame no client can take")
 		}
@@ -376,6 +387,7 @@ func (dl *downLoad) add(c *Conn, t pb.BaseCommand_Type, command, payload []byte)
 	}
 	f, err := fb.finish(b)
 	if err != nil {
+		fb.pay.Put()
 		return
 	}
 	f.typ = t
@@ -384,6 +396,16 @@ func (dl *downLoad) add(c *Conn, t pb.BaseCommand_Type, command, payload []byte)
 	}
 	mb.down = append(mb.down, f)
 	dl.bytes += f.Size()
+}
+
+// newFrame starts the frame of a broker frame just read: a large one's payload stays in the
+// buffer it was read into, which the frame takes from the reader; others are copied (the
+// reader's buffer is reused).
+func (c *Conn) newFrame(command, payload []byte) frameBuf {
+	if pay := c.rd.TakeLarge(); pay != nil {
+		return c.pool.bufs.ownFrame(command, payload, pay)
+	}
+	return c.pool.bufs.newFrame(command, payload)
 }
 
 // flush hands each member its frames: one push and one wake of its writer for all that one

@@ -284,3 +284,68 @@ func (r recorder) Deliver(fs []Frame) error {
 	return nil
 }
 func (recorder) Lost(Held) {}
+
+// TestLargeFramesHandedOver: a large frame goes on in the buffer it was read into, both
+// ways: the broker's large MESSAGEs reach the client in the buffer the connection's reader
+// read them into (a small one is copied), intact and mapped back, and a client's large SEND
+// given with its buffer (SendOwned) reaches the broker intact.
+func TestLargeFramesHandedOver(t *testing.T) {
+	c, broker := sharedConn(t)
+	delivered := make(chanHandler, 8)
+	c.mu.Lock()
+	mb := c.attach(delivered)
+	c.mu.Unlock()
+
+	sub, _ := proto.Marshal(subscribing(7, 70))
+	if err := mb.Send(sub, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := broker.next().GetSubscribe()
+	broker.answer(&pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: s.RequestId}})
+	if got := mustDecode((<-delivered).Command()); got.GetSuccess().GetRequestId() != 70 {
+		t.Fatalf("the subscription's answer: %v", got)
+	}
+	sizes := []int{300 << 10, 100, 1 << 20}
+	for i, n := range sizes {
+		msg := &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{ConsumerId: s.ConsumerId,
+			MessageId: &pb.MessageIdData{LedgerId: proto.Uint64(1), EntryId: proto.Uint64(uint64(i))}}}
+		f, err := Encode(msg, bytes.Repeat([]byte{byte('a' + i)}, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (&net.Buffers{f.Head, f.Payload}).WriteTo(broker.conn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, n := range sizes {
+		f := <-delivered
+		if got := mustDecode(f.Command()).GetMessage(); got.GetConsumerId() != 7 || got.GetMessageId().GetEntryId() != uint64(i) {
+			t.Errorf("message %d delivered as %v", i, got)
+		}
+		if !bytes.Equal(f.Payload, bytes.Repeat([]byte{byte('a' + i)}, n)) {
+			t.Errorf("message %d: %d payload bytes, not as sent", i, len(f.Payload))
+		}
+		if handedOver := f.pay != nil; handedOver != (n > 64<<10) {
+			t.Errorf("message %d of %d bytes: handed over in its read buffer: %v", i, n, handedOver)
+		}
+		f.release()
+	}
+
+	readyProducer(t, c, broker, mb, 3)
+	var bufs frame.Buffers
+	pay := bufs.Get(1 << 20)
+	for i := range pay.B {
+		pay.B[i] = byte(i)
+	}
+	want := bytes.Clone(pay.B)
+	if err := mb.SendOwned(sendCmd(3, 1), pay.B, pay); err != nil {
+		t.Fatal(err)
+	}
+	f, err := broker.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(f.Payload, want) {
+		t.Errorf("the SEND reached the broker with %d payload bytes, not as sent", len(f.Payload))
+	}
+}

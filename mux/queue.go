@@ -18,6 +18,7 @@ type Frame struct {
 	Head    []byte
 	Payload []byte
 	buf     *frame.Buffer       // where the frame's bytes are, given back once it was written; nil: not pooled
+	pay     *frame.Buffer       // where the payload is, when it was handed over in the buffer it was read into
 	typ     pb.BaseCommand_Type // the command's type where it was read already; 0: not known
 }
 
@@ -30,7 +31,10 @@ func (f Frame) Type() (pb.BaseCommand_Type, error) {
 }
 
 // release gives the frame's buffer back to its pool: the frame was written.
-func (f Frame) release() { f.buf.Put() }
+func (f Frame) release() {
+	f.buf.Put()
+	f.pay.Put()
+}
 
 // Size is the frame's length on the wire.
 func (f Frame) Size() int { return len(f.Head) + len(f.Payload) }
@@ -43,6 +47,9 @@ func (f Frame) held() int {
 	n := f.Size()
 	if f.buf != nil {
 		n = cap(f.buf.B)
+		if f.pay != nil {
+			n += cap(f.pay.B)
+		}
 	}
 	return n + frameOverhead
 }

@@ -279,15 +279,23 @@ func (x *multiplexed) handle(fr frame.Frame) CloseReason {
 }
 
 // send puts a command on the shared connection, attaching anew (twice at most) when the
-// connection was lost meanwhile.
+// connection was lost meanwhile. The payload of a large frame goes on in the buffer it was
+// read into (taken from the client's reader); others are copied as the frame is built.
 func (x *multiplexed) send(t pb.BaseCommand_Type, command, payload []byte) CloseReason {
 	s := x.s
+	pay := s.client.r.TakeLarge()
 	for attempt := 0; ; attempt++ {
 		mb, reason := x.current()
 		if mb == nil {
+			pay.Put()
 			return reason
 		}
-		err := mb.Send(command, payload) // the payload is copied as the frame is built
+		var err error
+		if pay != nil {
+			err = mb.SendOwned(command, payload, pay)
+		} else {
+			err = mb.Send(command, payload)
+		}
 		switch {
 		case err == nil:
 			if t == pb.BaseCommand_SEND && s.srv.sec.Edge.Policed() {
@@ -297,7 +305,9 @@ func (x *multiplexed) send(t pb.BaseCommand_Type, command, payload []byte) Close
 		case errors.Is(err, mux.ErrLost) && attempt < 2:
 			continue // lost meanwhile: once more on a new connection
 		}
-		return x.refused(command, err)
+		reason = x.refused(command, err) // command may be in pay
+		pay.Put()
+		return reason
 	}
 }
 
