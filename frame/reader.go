@@ -90,6 +90,10 @@ func (r *Reader) FrameBuffered() bool {
 	return len(b) >= HeaderSize && uint64(len(b)-4) >= uint64(binary.BigEndian.Uint32(b))
 }
 
+// Drained reports whether everything read has been returned and the last read did not fill
+// the room it was given: the stream had nothing more then.
+func (r *Reader) Drained() bool { return r.r == r.w && !r.full }
+
 // ReadFrame reads the next frame. It returns io.EOF only when the stream
 // ends on a frame boundary and io.ErrUnexpectedEOF when it ends inside a
 // frame; header problems are reported with ErrFrameTooLarge,

@@ -229,3 +229,22 @@ func TestMultiplexedClientStalledMidFrame(t *testing.T) {
 	}
 	waitParked(t, srv, 1, "after the frame")
 }
+
+// A multiplexed client that sends after being parked for quietAfter (a quiet producer) is
+// parked again as soon as its frame is handled, not after an idle deadline, and is served as
+// before.
+func TestQuietMultiplexedClientParkedAtOnce(t *testing.T) {
+	srv, p, _, _ := parkedProducer(t)
+	x := onlySession(t, srv).served.(*multiplexed)
+	for seq := range uint64(2) {
+		time.Sleep(quietAfter + idleAfter/2)
+		p.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(seq)}})
+		if r := p.recv().GetSendReceipt(); r.GetSequenceId() != seq {
+			t.Fatalf("receipt %v, want sequence %d", r, seq)
+		}
+		waitParked(t, srv, 1, "after the quiet client's frame")
+		if n := x.quietParks.Load(); n != seq+1 {
+			t.Fatalf("after %d quiet sends: %d parked at once", seq+1, n)
+		}
+	}
+}

@@ -25,8 +25,10 @@ type queuedClient struct {
 
 	// idle parks the client's socket once it has been quiet for idleAfter, and its reader
 	// ends (readClient reports it parked); nil: the reader waits on its goroutine.
-	idle      *idlewait.Waiter
-	idleUntil int64 // the idle read deadline set (Unix nanoseconds); 0: none
+	idle       *idlewait.Waiter
+	idleUntil  int64         // the idle read deadline set (Unix nanoseconds); 0: none
+	parkedAt   int64         // when the socket was last parked (Unix nanoseconds); 0: not parked
+	quietParks atomic.Uint64 // parks at once of a quiet client (see quietAfter)
 
 	bytesIn, bytesOut   atomic.Uint64
 	framesIn, framesOut atomic.Uint64
@@ -119,8 +121,8 @@ func (q *queuedClient) inject(cmd *pb.BaseCommand) error {
 }
 
 // readClient reads the client's frames until it goes away or handle ends the session
-// (the reason), or it has been quiet for idleAfter and its socket is parked (parked: the
-// waiter's callback reads on).
+// (the reason), or it has been quiet for idleAfter (or is a quiet client, see quietAfter)
+// and its socket is parked (parked: the waiter's callback reads on).
 func (q *queuedClient) readClient(handle func(frame.Frame) CloseReason) (reason CloseReason, parked bool) {
 	s := q.s
 	if q.idle != nil {
@@ -128,7 +130,17 @@ func (q *queuedClient) readClient(handle func(frame.Frame) CloseReason) (reason 
 		// socket is parked: the park gives the burst's buffer back.
 		s.client.r.ReadBursts()
 	}
+	quiet, handled := q.quietSincePark(), false
 	for {
+		if quiet && handled {
+			if s.client.r.Drained() {
+				q.quietParks.Add(1)
+				if q.park() {
+					return "", true
+				}
+			}
+			quiet = false // more is coming: read on as a busy client is read
+		}
 		q.armIdle()
 		fr, err := s.client.r.ReadFrame()
 		if err != nil {
@@ -155,6 +167,7 @@ func (q *queuedClient) readClient(handle func(frame.Frame) CloseReason) (reason 
 		if reason := handle(fr); reason != "" {
 			return reason, false
 		}
+		handled = true
 	}
 }
 
@@ -162,6 +175,20 @@ func (q *queuedClient) readClient(handle func(frame.Frame) CloseReason) (reason 
 // its reader's goroutine ends); a busy client pays a deadline now and then, not a wake-up
 // per burst.
 const idleAfter = 100 * time.Millisecond
+
+// quietAfter: a client whose socket was parked this long before its input came is a quiet
+// one (a message every few seconds); once what it sent is handled, and the read that brought
+// it took all there was, its socket is parked at once rather than after idleAfter (no wait
+// for the deadline to fire, no goroutine held meanwhile).
+const quietAfter = 10 * idleAfter
+
+// quietSincePark reports whether the reader was woken after the socket had been parked for
+// quietAfter or more, and forgets when it was parked.
+func (q *queuedClient) quietSincePark() bool {
+	at := q.parkedAt
+	q.parkedAt = 0
+	return at != 0 && time.Now().UnixNano()-at >= int64(quietAfter)
+}
 
 // armIdle, when the reader has nothing buffered, makes sure a read deadline idleAfter away
 // is set: the read that follows ends there and the socket is parked. It is moved only once
@@ -195,9 +222,12 @@ func (q *queuedClient) park() bool {
 		q.s.setReadDeadline(time.Unix(0, q.idleUntil))
 		return false
 	}
-	q.idleUntil = 0
-	q.s.setReadDeadline(time.Time{}) // a drain's stays
+	if q.idleUntil != 0 {
+		q.idleUntil = 0
+		q.s.setReadDeadline(time.Time{}) // a drain's stays
+	}
 	r.Release()
+	q.parkedAt = time.Now().UnixNano()
 	q.idle.Park()
 	return true
 }
