@@ -382,7 +382,8 @@ func (r *Reader) Reserve(n int) {
 }
 
 // TakeLarge hands over the pooled buffer of a large frame: when the frame ReadFrame just
-// returned fills more than half of a buffer grown beyond a burst's size, that buffer (and
+// returned fills more than three quarters of a buffer grown beyond a burst's size (the
+// taker's memory is then about what a copy would take), that buffer (and
 // with it the frame's bytes) becomes the caller's, to put back once done with the frame.
 // The Reader goes on in a pooled buffer of the same size, with what it read beyond the
 // frame: it holds what it held before, and a stream of large frames is read without growing
@@ -390,9 +391,10 @@ func (r *Reader) Reserve(n int) {
 // not copied first. nil: the frame stays in the Reader's buffer (valid until the next
 // ReadFrame).
 func (r *Reader) TakeLarge() *Buffer {
-	if r.large == nil || r.err != nil || 2*r.last <= len(r.buf) {
+	if r.large == nil || r.err != nil || 4*r.last <= 3*len(r.buf) {
 		return nil
 	}
+	r.last = 0 // taken: a second call has no frame to hand over
 	taken, rest := r.large, r.buf[r.r:r.w]
 	r.large = largeBuffers.Get(len(taken.B))
 	r.buf, r.r = r.large.B, 0

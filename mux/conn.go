@@ -63,6 +63,9 @@ type Member struct {
 	queued  bool       // in conn.ready
 	space   *sync.Cond // the member's Send waits here for room in its queue (on conn.mu)
 	down    []Frame    // mapped back, for the handler once the read's frames are all mapped (the reader's)
+	// handing is held while frames or a loss are handed to the handler: a loss the writer
+	// found comes after the frames the reader is handing over, never between or before them.
+	handing sync.Mutex
 }
 
 // upQueueBytes bounds what one client's frames queued towards the broker may hold (their
@@ -350,8 +353,8 @@ func (c *Conn) readLoop() {
 		case pb.BaseCommand_PONG, pb.BaseCommand_CONNECTED:
 			continue
 		case pb.BaseCommand_AUTH_CHALLENGE:
+			dl.flush(c) // the credentials may take a while to come
 			if err := c.answerChallenge(); err != nil {
-				dl.flush(c)
 				c.fail(err)
 				return
 			}
@@ -398,14 +401,23 @@ func (dl *downLoad) add(c *Conn, t pb.BaseCommand_Type, command, payload []byte)
 	dl.bytes += f.Size()
 }
 
-// newFrame starts the frame of a broker frame just read: a large one's payload stays in the
-// buffer it was read into, which the frame takes from the reader; others are copied (the
+// newFrame starts the frame of a broker frame just read: a large message's payload stays in
+// the buffer it was read into, which the frame takes from the reader; others are copied (the
 // reader's buffer is reused).
 func (c *Conn) newFrame(command, payload []byte) frameBuf {
-	if pay := c.rd.TakeLarge(); pay != nil {
-		return c.pool.bufs.ownFrame(command, payload, pay)
+	if len(payload) > 0 {
+		if pay := c.rd.TakeLarge(); pay != nil {
+			return c.pool.bufs.ownFrame(command, payload, pay)
+		}
 	}
 	return c.pool.bufs.newFrame(command, payload)
+}
+
+// detached reports whether the member has left or was detached by a failure.
+func (mb *Member) detached() bool {
+	mb.conn.mu.Lock()
+	defer mb.conn.mu.Unlock()
+	return mb.client.detached
 }
 
 // flush hands each member its frames: one push and one wake of its writer for all that one
@@ -417,10 +429,18 @@ func (dl *downLoad) flush(c *Conn) {
 	}
 	c.pool.metrics.bytesDown.Add(float64(dl.bytes))
 	for _, mb := range dl.members {
-		if mb.handler.Deliver(mb.down) != nil {
-			c.pool.metrics.slowClients.Inc()
+		mb.handing.Lock()
+		if mb.detached() { // it left, or was told of a loss: what came before it is dropped
+			for _, f := range mb.down {
+				f.Release()
+			}
+		} else if err := mb.handler.Deliver(mb.down); err != nil {
+			if errors.Is(err, ErrQueueFull) {
+				c.pool.metrics.slowClients.Inc()
+			}
 			mb.Leave()
 		}
+		mb.handing.Unlock()
 		clear(mb.down)
 		mb.down = mb.down[:0]
 		if cap(mb.down) > idleFrames {
@@ -463,7 +483,9 @@ func (c *Conn) fail(err error) {
 	c.pool.remove(c)
 	c.log.Info().Err(err).Int("clients", len(all)).Msg("multiplexed broker connection closed")
 	for _, l := range all {
+		l.mb.handing.Lock()
 		l.mb.handler.Lost(l.held)
+		l.mb.handing.Unlock()
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -328,7 +330,7 @@ func TestLargeFramesHandedOver(t *testing.T) {
 		if handedOver := f.pay != nil; handedOver != (n > 64<<10) {
 			t.Errorf("message %d of %d bytes: handed over in its read buffer: %v", i, n, handedOver)
 		}
-		f.release()
+		f.Release()
 	}
 
 	readyProducer(t, c, broker, mb, 3)
@@ -347,5 +349,80 @@ func TestLargeFramesHandedOver(t *testing.T) {
 	}
 	if !bytes.Equal(f.Payload, want) {
 		t.Errorf("the SEND reached the broker with %d payload bytes, not as sent", len(f.Payload))
+	}
+}
+
+// events records what a handler is told, in order.
+type events struct {
+	mu   sync.Mutex
+	seen []string
+	told chan struct{}
+}
+
+func (e *events) add(ev string) {
+	e.mu.Lock()
+	e.seen = append(e.seen, ev)
+	e.mu.Unlock()
+	e.told <- struct{}{}
+}
+
+func (e *events) Deliver(fs []Frame) error {
+	for _, f := range fs {
+		e.add(mustDecode(f.Command()).GetType().String())
+	}
+	return nil
+}
+
+func (e *events) Lost(Held) { e.add("lost") }
+
+// TestNoFrameAfterLost: a broker's MESSAGE read together with an AUTH_CHALLENGE whose
+// credentials take a while, the connection's writer failing meanwhile: the client is told of
+// the MESSAGE before the loss or not at all, never after it (it would name a consumer the
+// loss closed, which the client may have made anew elsewhere).
+func TestNoFrameAfterLost(t *testing.T) {
+	fetching, release := make(chan struct{}), make(chan struct{})
+	credentials := func() (string, []byte, error) {
+		close(fetching)
+		<-release
+		return "token", []byte("x"), nil
+	}
+	p := NewPool(Config{Connector: &upstream.Connector{Credentials: credentials}, Linger: time.Minute, Logger: zerolog.Nop()})
+	t.Cleanup(p.Close)
+	proxySide, brokerSide := net.Pipe()
+	c := newConn(p, Key{Addr: "broker:6650"}, &upstream.Conn{Conn: proxySide, Reader: frame.NewReader(proxySide, 0), Connected: &pb.CommandConnected{}})
+	broker := &testBroker{t: t, Reader: frame.NewReader(brokerSide, 0), conn: brokerSide}
+	h := &events{told: make(chan struct{}, 16)}
+	c.mu.Lock()
+	mb := c.attach(h)
+	c.mu.Unlock()
+
+	sub, _ := proto.Marshal(subscribing(7, 70))
+	if err := mb.Send(sub, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := broker.next().GetSubscribe()
+	broker.answer(&pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: s.RequestId}})
+	<-h.told
+	var read bytes.Buffer // one read brings both
+	frame.WriteCommand(&read, &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{ConsumerId: s.ConsumerId,
+		MessageId: &pb.MessageIdData{LedgerId: proto.Uint64(1), EntryId: proto.Uint64(1)}}})
+	frame.WriteCommand(&read, &pb.BaseCommand{Type: pb.BaseCommand_AUTH_CHALLENGE.Enum(), AuthChallenge: &pb.CommandAuthChallenge{}})
+	if _, err := brokerSide.Write(read.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	<-fetching
+	brokerSide.Close()
+	c.sendOwn(frame.Pong()) // the writer's write fails: the connection is lost
+	wait.Until(t, 5*time.Second, "the loss", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return slices.Contains(h.seen, "lost")
+	})
+	close(release)
+	time.Sleep(50 * time.Millisecond) // room for a late delivery to show
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i := slices.Index(h.seen, "lost"); i != len(h.seen)-1 {
+		t.Errorf("told %v: frames after the loss", h.seen)
 	}
 }

@@ -30,8 +30,9 @@ func (f Frame) Type() (pb.BaseCommand_Type, error) {
 	return frame.PeekType(f.Command())
 }
 
-// release gives the frame's buffer back to its pool: the frame was written.
-func (f Frame) release() {
+// Release gives the frame's buffers back to their pools: the frame was written, or is
+// dropped. Nothing may use it afterwards.
+func (f Frame) Release() {
 	f.buf.Put()
 	f.pay.Put()
 }
@@ -343,7 +344,7 @@ func (w *batch) write(c net.Conn) error {
 	w.bufs = w.vec
 	_, err := w.bufs.WriteTo(c)
 	for _, f := range w.frames {
-		f.release()
+		f.Release()
 	}
 	clear(w.frames)
 	clear(w.vec)

@@ -45,7 +45,7 @@ func TestPooledFramesAtVarintBoundaries(t *testing.T) {
 			if !bytes.Equal(f.Payload, payload) {
 				t.Fatalf("ids from %d, own %d: payload %x", off, own, f.Payload)
 			}
-			f.release()
+			f.Release()
 
 			checkReceiptBack(t, &bp, m, c, conn, own)
 			checkCloseBack(t, m, c, conn, own)
@@ -79,7 +79,7 @@ func checkReceiptBack(t *testing.T, bp *bufPool, m *Mapper, c *Client, conn, own
 	if got := mustDecode(f.Command()).GetSendReceipt().GetProducerId(); got != own {
 		t.Fatalf("receipt for %d reached the client as producer %d, want %d", conn, got, own)
 	}
-	f.release()
+	f.Release()
 }
 
 // checkCloseBack: a CLOSE_PRODUCER with a request id as wide as the client's producer id is

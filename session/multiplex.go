@@ -56,6 +56,7 @@ func (x *multiplexed) filterList(f mux.Frame) error {
 	if err != nil {
 		return x.push(f) // the broker's own frame: the client's parser judges it
 	}
+	f.Release() // what goes on is cmd, filtered
 	send, err := x.lists.Filter(cmd)
 	if err != nil {
 		x.s.with(x.s.srv.log.Debug()).Err(err).Msg("closing session")

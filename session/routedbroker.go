@@ -206,6 +206,7 @@ func (x *routed) closeElsewhere(f mux.Frame) error {
 	if err != nil {
 		return x.push(f)
 	}
+	f.Release() // what goes on is cmd
 	if p := cmd.GetCloseProducer(); p != nil {
 		p.AssignedBrokerServiceUrl, p.AssignedBrokerServiceUrlTls = nil, nil
 	}
