@@ -28,9 +28,19 @@ import (
 // owners is a lookup service for routed tests: each topic's owner, changed as a test moves
 // topics; a topic it does not know fails the lookup.
 type owners struct {
-	mu  sync.Mutex
-	of  map[string]brokers.Broker
-	ask map[string]int // lookups per topic
+	mu   sync.Mutex
+	of   map[string]brokers.Broker
+	ask  map[string]int // lookups per topic
+	gate chan struct{}  // non-nil: answers wait until it is closed (holdAnswers)
+}
+
+// holdAnswers makes lookups wait, each with the owner its topic had when it was asked,
+// until the function returned is called.
+func (o *owners) holdAnswers() (release func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.gate = make(chan struct{})
+	return sync.OnceFunc(func() { close(o.gate) })
 }
 
 func (o *owners) set(topic string, b brokers.Broker) {
@@ -51,9 +61,13 @@ func (o *owners) resolve(cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
 		return nil, errors.New("only LOOKUP here")
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.ask[l.GetTopic()]++
 	b, ok := o.of[l.GetTopic()]
+	gate := o.gate
+	o.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	if !ok {
 		return nil, errors.New("no broker owns " + l.GetTopic())
 	}
@@ -203,6 +217,45 @@ func TestRoutedFollowsATopicThatMoved(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(r.metrics.routed.WithLabelValues("moved")); n != 1 {
 		t.Errorf("moved lookups: %v, want 1", n)
+	}
+}
+
+// TestRoutedCreationAfterALookupUnderWay: a client creates a producer again while the first
+// creation's lookup is still under way, and the topic moves meanwhile: the second creation
+// is looked up afresh once the first lookup ended, and goes to the new owner, as do the
+// producer's SENDs. Held behind the first lookup, it went to the old owner without a lookup
+// (a broker's close saying the topic moved can reach the client before the commands held
+// behind a lookup are all sent, and the client re-creates at once).
+func TestRoutedCreationAfterALookupUnderWay(t *testing.T) {
+	r := newRoutedRig(t, nil)
+	const topic = "persistent://t/n/moving-early"
+	r.owners.set(topic, r.atA)
+	release := r.owners.holdAnswers()
+	defer release()
+	c := r.client(t)
+	c.send(routedProducer(topic, 1, 1))
+	c.send(routedProducer(topic, 1, 2))
+	// The second read (the first, read by the lookup session it began as, is not counted).
+	waitCounter(t, r.metrics.frames.WithLabelValues(toBroker), 1)
+	r.owners.set(topic, r.atB)
+	release()
+	for _, req := range []uint64{1, 2} {
+		if got := c.expect(t, pb.BaseCommand_PRODUCER_SUCCESS).GetProducerSuccess(); got.GetRequestId() != req {
+			t.Fatalf("PRODUCER_SUCCESS %v, want request %d", got, req)
+		}
+	}
+	c.send(sendOn(1, 7))
+	if rc := c.expect(t, pb.BaseCommand_SEND_RECEIPT).GetSendReceipt(); rc.GetSequenceId() != 7 {
+		t.Fatalf("receipt %v", rc)
+	}
+	if n := r.owners.asked(topic); n != 2 {
+		t.Errorf("topic looked up %d times, want 2 (each creation)", n)
+	}
+	if a, b := r.a.received(pb.BaseCommand_PRODUCER), r.b.received(pb.BaseCommand_PRODUCER); a != 1 || b != 1 {
+		t.Errorf("PRODUCERs: %d at the old owner, %d at the new; want 1 and 1", a, b)
+	}
+	if a, b := r.a.received(pb.BaseCommand_SEND), r.b.received(pb.BaseCommand_SEND); a != 0 || b != 1 {
+		t.Errorf("SENDs: %d at the old owner, %d at the new; want 0 and 1", a, b)
 	}
 }
 

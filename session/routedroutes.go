@@ -123,11 +123,14 @@ func routingOf(cmd *pb.BaseCommand) (routing, bool) {
 
 // dispatch sends a command its route's way: held behind its route's lookup, a lookup
 // started (a creation, or a first use of a coordinator), straight to its broker, or
-// answered as a broker answers an id it does not have.
+// answered as a broker answers an id it does not have. A creation whose key is being looked
+// up waits for that lookup to end and is then looked up afresh: its topic may have moved
+// meanwhile (a broker's close that says so can reach the client before the commands that
+// waited for that lookup are all sent), and held behind it, it went where the topic was.
 func (x *routed) dispatch(rt routing, cmd *pb.BaseCommand, command, payload []byte) CloseReason {
 	x.mu.Lock()
 	r := x.routes[rt.key]
-	for r != nil && r.resolving && x.heldBytes > 0 && x.heldBytes+len(command)+len(payload) > maxHeldBytes {
+	for r != nil && r.resolving && (rt.fresh || x.heldBytes > 0 && x.heldBytes+len(command)+len(payload) > maxHeldBytes) {
 		x.settled.Wait() // the client's reading waits: what it holds is bounded
 		r = x.routes[rt.key]
 	}
