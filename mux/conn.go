@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,8 +48,8 @@ type Conn struct {
 	writable *sync.Cond // the writer waits for frames
 	m        *Mapper
 	members  map[*Client]*Member
-	ready    []*Member // members with frames queued, in turn
-	own      []Frame   // the proxy's own frames (PONG, AUTH_RESPONSE, closes), first in line
+	ready    ring[*Member] // members with frames queued, in turn
+	own      ring[Frame]   // the proxy's own frames (PONG, AUTH_RESPONSE, closes), first in line
 	dead     bool
 	idleAt   time.Time // when the last member left; zero while there are members
 }
@@ -58,11 +59,14 @@ type Member struct {
 	conn    *Conn
 	client  *Client
 	handler Handler
-	up      []Frame
+	up      ring[Frame]
 	upBytes int        // what the frames in up hold (Frame.held)
 	queued  bool       // in conn.ready
 	space   *sync.Cond // the member's Send waits here for room in its queue (on conn.mu)
-	down    []Frame    // mapped back, for the handler once the read's frames are all mapped (the reader's)
+	// the reader's: the read in which the member last had frames mapped back, and its place
+	// among that read's members (see downLoad)
+	downRead uint64
+	downSlot int
 	// handing is held while frames or a loss are handed to the handler: a loss the writer
 	// found comes after the frames the reader is handing over, never between or before them.
 	handing sync.Mutex
@@ -173,11 +177,11 @@ func BrokerFrameLimit(c *pb.CommandConnected, proxyMax int) int {
 
 func (mb *Member) enqueueLocked(f Frame) error {
 	c := mb.conn
-	mb.up = append(mb.up, f)
+	mb.up.push(f)
 	mb.upBytes += f.held()
 	if !mb.queued {
 		mb.queued = true
-		c.ready = append(c.ready, mb)
+		c.ready.push(mb)
 	}
 	c.writable.Signal()
 	return nil
@@ -209,7 +213,7 @@ func (mb *Member) Leave() {
 	}
 	for _, cmd := range closes {
 		if f, err := Encode(cmd, nil); err == nil {
-			c.own = append(c.own, f)
+			c.own.push(f)
 		}
 	}
 	c.writable.Signal()
@@ -243,7 +247,7 @@ func (mb *Member) release(k kind, id uint64) {
 		cmd = &pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: &pb.CommandCloseConsumer{ConsumerId: proto.Uint64(mapped), RequestId: req}}
 	}
 	if f, err := Encode(cmd, nil); err == nil {
-		c.own = append(c.own, f)
+		c.own.push(f)
 		c.writable.Signal()
 	}
 }
@@ -252,14 +256,9 @@ func (mb *Member) release(k kind, id uint64) {
 func (c *Conn) detachLocked(mb *Member) Held {
 	held := c.m.Detach(mb.client)
 	delete(c.members, mb.client)
-	mb.up, mb.upBytes = nil, 0
+	mb.up, mb.upBytes = ring[Frame]{}, 0
 	if mb.queued {
-		for i, r := range c.ready {
-			if r == mb {
-				c.ready = append(c.ready[:i], c.ready[i+1:]...)
-				break
-			}
-		}
+		c.ready.removeFunc(func(r *Member) bool { return r == mb })
 		mb.queued = false
 	}
 	if len(c.members) == 0 {
@@ -277,7 +276,7 @@ func (c *Conn) sendOwn(cmd *pb.BaseCommand) {
 		return
 	}
 	c.mu.Lock()
-	c.own = append(c.own, f)
+	c.own.push(f)
 	c.writable.Signal()
 	c.mu.Unlock()
 }
@@ -288,7 +287,7 @@ func (c *Conn) writeLoop() {
 	var w batch
 	for {
 		c.mu.Lock()
-		for len(c.own) == 0 && len(c.ready) == 0 && !c.dead {
+		for c.own.Len() == 0 && c.ready.Len() == 0 && !c.dead {
 			c.writable.Wait()
 		}
 		if c.dead {
@@ -296,17 +295,16 @@ func (c *Conn) writeLoop() {
 			return
 		}
 		n, _ := w.take(&c.own, maxBatch)
-		if len(c.own) > 0 {
+		if c.own.Len() > 0 {
 			n = maxBatch // the rest next time
 		}
-		for n < maxBatch && len(c.ready) > 0 {
-			mb := c.ready[0]
-			c.ready = c.ready[1:]
+		for n < maxBatch && c.ready.Len() > 0 {
+			mb := c.ready.pop()
 			k, held := w.take(&mb.up, quantum)
 			mb.upBytes -= held
 			n += k
-			if len(mb.up) > 0 {
-				c.ready = append(c.ready, mb)
+			if mb.up.Len() > 0 {
+				c.ready.push(mb)
 			} else {
 				mb.queued = false
 			}
@@ -364,10 +362,19 @@ func (c *Conn) readLoop() {
 	}
 }
 
-// downLoad is what the reader has mapped back and not yet handed over: the members with
-// frames waiting (in Member.down) and their bytes.
+// downLoad is what the reader has mapped back and not yet handed over: the frames of the
+// reads since the last flush, in the order they came, each with its member's place in
+// members. One load a connection, its slices reused from read to read: a member's own slice
+// of frames, grown to a read's worth and let go to keep quiet members small, allocated on
+// every read of a busy one.
 type downLoad struct {
-	members []*Member
+	read    uint64    // counts the flushes: a member whose downRead is not this has no frames yet
+	members []*Member // those with frames, in the order of their first
+	counts  []int     // how many frames each of members has
+	frames  []Frame   // in the order they came
+	owners  []int     // frames[i] is members[owners[i]]'s
+	grouped []Frame   // frames grouped by member, each member's in order (flush's)
+	starts  []int     // group's: where each member's next frame goes in grouped
 	bytes   int
 }
 
@@ -394,10 +401,14 @@ func (dl *downLoad) add(c *Conn, t pb.BaseCommand_Type, command, payload []byte)
 		return
 	}
 	f.typ = t
-	if len(mb.down) == 0 {
+	if mb.downRead != dl.read+1 {
+		mb.downRead, mb.downSlot = dl.read+1, len(dl.members)
 		dl.members = append(dl.members, mb)
+		dl.counts = append(dl.counts, 0)
 	}
-	mb.down = append(mb.down, f)
+	dl.counts[mb.downSlot]++
+	dl.frames = append(dl.frames, f)
+	dl.owners = append(dl.owners, mb.downSlot)
 	dl.bytes += f.Size()
 }
 
@@ -428,27 +439,57 @@ func (dl *downLoad) flush(c *Conn) {
 		return
 	}
 	c.pool.metrics.bytesDown.Add(float64(dl.bytes))
-	for _, mb := range dl.members {
+	byMember := dl.group()
+	for i, mb := range dl.members {
+		fs := byMember[:dl.counts[i]]
+		byMember = byMember[dl.counts[i]:]
 		mb.handing.Lock()
 		if mb.detached() { // it left, or was told of a loss: what came before it is dropped
-			for _, f := range mb.down {
+			for _, f := range fs {
 				f.Release()
 			}
-		} else if err := mb.handler.Deliver(mb.down); err != nil {
+		} else if err := mb.handler.Deliver(fs); err != nil {
 			if errors.Is(err, ErrQueueFull) {
 				c.pool.metrics.slowClients.Inc()
 			}
 			mb.Leave()
 		}
 		mb.handing.Unlock()
-		clear(mb.down)
-		mb.down = mb.down[:0]
-		if cap(mb.down) > idleFrames {
-			mb.down = nil
-		}
 	}
+	dl.reset()
+}
+
+// group is the load's frames grouped by member, in the order of members, each member's in
+// the order they came.
+func (dl *downLoad) group() []Frame {
+	if len(dl.members) == 1 {
+		return dl.frames
+	}
+	dl.starts = dl.starts[:0]
+	at := 0
+	for _, n := range dl.counts {
+		dl.starts = append(dl.starts, at)
+		at += n
+	}
+	dl.grouped = slices.Grow(dl.grouped[:0], len(dl.frames))[:len(dl.frames)]
+	for i, f := range dl.frames {
+		m := dl.owners[i]
+		dl.grouped[dl.starts[m]] = f
+		dl.starts[m]++
+	}
+	return dl.grouped
+}
+
+// reset empties the load for the next read, keeping its room (one read's worth of frames at
+// most: the reader flushes before it reads again) and nothing the frames pointed at.
+func (dl *downLoad) reset() {
 	clear(dl.members)
-	dl.members, dl.bytes = dl.members[:0], 0
+	clear(dl.frames)
+	clear(dl.grouped)
+	dl.members, dl.counts, dl.starts = dl.members[:0], dl.counts[:0], dl.starts[:0]
+	dl.frames, dl.owners, dl.grouped = dl.frames[:0], dl.owners[:0], dl.grouped[:0]
+	dl.bytes = 0
+	dl.read++
 }
 
 func (c *Conn) answerChallenge() error {

@@ -52,7 +52,7 @@ func TestClientQueueBoundIsMemory(t *testing.T) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if held := memoryOf(q.frames); held > limit {
+	if held := memoryOf(q.frames.items()); held > limit {
 		t.Fatalf("a queue bounded at %d bytes holds %d bytes of buffers (it counted %d)", limit, held, q.bytes)
 	}
 }
@@ -86,7 +86,8 @@ func TestBrokerQueueBoundIsMemory(t *testing.T) {
 	}
 	wait.Until(t, 10*time.Second, "the client's queue to reach its bound", full)
 	c.mu.Lock()
-	held, frames, last := memoryOf(mb.up), len(mb.up), mb.up[len(mb.up)-1].held()
+	up := mb.up.items()
+	held, frames, last := memoryOf(up), len(up), up[len(up)-1].held()
 	c.mu.Unlock()
 	t.Logf("%d frames queued", frames)
 	if held > upQueueBytes+last {

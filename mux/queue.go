@@ -105,7 +105,7 @@ var ErrQueueFull = errors.New("mux: client queue over its bound")
 type OutQueue struct {
 	mu      sync.Mutex
 	wake    *sync.Cond // a waiting writer: frames came, the queue closed, or retire fired
-	frames  []Frame
+	frames  ring[Frame]
 	bytes   int // what the frames hold (Frame.held)
 	limit   int
 	closed  bool
@@ -150,7 +150,7 @@ func (q *OutQueue) PushAll(fs []Frame) error {
 			q.closeLocked(ErrQueueFull)
 			return ErrQueueFull
 		}
-		q.frames = append(q.frames, f)
+		q.frames.push(f)
 		q.bytes += f.held()
 	}
 	q.startLocked()
@@ -161,7 +161,7 @@ func (q *OutQueue) PushAll(fs []Frame) error {
 // or a new one.
 func (q *OutQueue) startLocked() {
 	switch {
-	case q.conn == nil || len(q.frames) == 0:
+	case q.conn == nil || q.frames.Len() == 0:
 	case q.writing:
 		q.wake.Signal()
 	default:
@@ -232,11 +232,11 @@ func (q *OutQueue) Start(c net.Conn, done func(error)) {
 func (q *OutQueue) write() {
 	for {
 		q.mu.Lock()
-		for len(q.frames) == 0 && !q.closed && !q.idleLocked() {
+		for q.frames.Len() == 0 && !q.closed && !q.idleLocked() {
 			q.armRetireLocked()
 			q.wake.Wait()
 		}
-		if len(q.frames) == 0 || q.err == ErrQueueFull {
+		if q.frames.Len() == 0 || q.err == ErrQueueFull {
 			q.writing = false
 			q.shrinkLocked()
 			end, err := q.endLocked(), q.err
@@ -292,9 +292,7 @@ func (q *OutQueue) fire() {
 // shrinkLocked lets go of slices an unusually large burst grew, as the writer ends, so a
 // quiet client holds little.
 func (q *OutQueue) shrinkLocked() {
-	if cap(q.frames) > idleFrames {
-		q.frames = nil
-	}
+	q.frames.shrink(idleFrames)
 	if cap(q.w.frames) > idleFrames {
 		q.w = batch{}
 	}
@@ -311,13 +309,11 @@ type batch struct {
 	bufs   net.Buffers // vec, as the write consumes it
 }
 
-// take moves frames from the front of *frames into the batch, at least one and then as long
-// as they fit limit bytes on the wire, and returns their size and what they held.
-func (w *batch) take(frames *[]Frame, limit int) (size, held int) {
-	n, i := 0, 0
-	fs := *frames
-	for ; i < len(fs) && (i == 0 || n+fs[i].Size() <= limit); i++ {
-		f := fs[i]
+// take moves frames from the front of the queue into the batch, at least one and then as
+// long as they fit limit bytes on the wire, and returns their size and what they held.
+func (w *batch) take(frames *ring[Frame], limit int) (size, held int) {
+	for frames.Len() > 0 && (size == 0 || size+frames.front().Size() <= limit) {
+		f := frames.pop()
 		if len(f.Payload) > 0 && len(f.Head) < cap(f.Head) && &f.Head[:len(f.Head)+1][len(f.Head)] == &f.Payload[0] {
 			w.vec = append(w.vec, f.Head[:len(f.Head)+len(f.Payload)]) // one piece of memory
 		} else {
@@ -327,15 +323,10 @@ func (w *batch) take(frames *[]Frame, limit int) (size, held int) {
 			}
 		}
 		w.frames = append(w.frames, f)
-		n += f.Size()
+		size += f.Size()
 		held += f.held()
 	}
-	clear(fs[:i])
-	*frames = fs[i:]
-	if len(*frames) == 0 {
-		*frames = fs[:0]
-	}
-	return n, held
+	return size, held
 }
 
 // write writes the batch to c in one vectored write (several, if the kernel takes part),

@@ -1,0 +1,55 @@
+package mux
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+// releasing is a client that is done with its frames at once (its queue written).
+type releasing struct{ frames *int }
+
+func (h releasing) Deliver(fs []Frame) error {
+	for _, f := range fs {
+		f.Release()
+	}
+	*h.frames += len(fs)
+	return nil
+}
+func (releasing) Lost(Held) {}
+
+// TestDownLoadSteadyStateAllocs: the reader's reads of a busy connection (here 2,000 receipts
+// a read, for two clients whose receipts interleave) are mapped back, grouped by client and
+// handed over without allocating once the load has grown to a read's worth. A member's own
+// slice of frames, let go when a read brought it more than a quiet client keeps, allocated
+// on every read.
+func TestDownLoadSteadyStateAllocs(t *testing.T) {
+	c, _ := sharedConn(t)
+	var got [2]int
+	var receipts [2][]byte
+	c.mu.Lock()
+	for i := range receipts {
+		mb := c.attach(releasing{&got[i]})
+		id := acceptedProducer(t, c.m, mb.client, 1)
+		receipts[i], _ = proto.Marshal(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
+			ProducerId: proto.Uint64(id), SequenceId: proto.Uint64(7)}})
+	}
+	c.mu.Unlock()
+	var dl downLoad
+	read := func() {
+		for i := range 2000 {
+			dl.add(c, pb.BaseCommand_SEND_RECEIPT, receipts[i%3%2], nil)
+		}
+		dl.flush(c)
+	}
+	read()
+	allocs := testing.AllocsPerRun(20, read) // and one more run of its own
+	if got[0]+got[1] != 22*2000 || got[0] == 0 || got[1] == 0 {
+		t.Fatalf("the clients got %d and %d receipts of %d", got[0], got[1], 22*2000)
+	}
+	if poolsKeep && allocs > 0.5 {
+		t.Fatalf("%.1f allocations a read of 2,000 frames", allocs)
+	}
+}
