@@ -441,7 +441,7 @@ func (dl *downLoad) flush(c *Conn) {
 	c.pool.metrics.bytesDown.Add(float64(dl.bytes))
 	byMember := dl.group()
 	for i, mb := range dl.members {
-		fs := byMember[:dl.counts[i]]
+		fs := byMember[:dl.counts[i]:dl.counts[i]] // an append by the handler cannot reach the next member's
 		byMember = byMember[dl.counts[i]:]
 		mb.handing.Lock()
 		if mb.detached() { // it left, or was told of a loss: what came before it is dropped
@@ -480,17 +480,25 @@ func (dl *downLoad) group() []Frame {
 	return dl.grouped
 }
 
-// reset empties the load for the next read, keeping its room (one read's worth of frames at
-// most: the reader flushes before it reads again) and nothing the frames pointed at.
+// reset empties the load for the next read, keeping its room up to maxLoadFrames (the
+// reader flushes before it reads again: a read's worth) and nothing the frames pointed at.
 func (dl *downLoad) reset() {
 	clear(dl.members)
 	clear(dl.frames)
 	clear(dl.grouped)
 	dl.members, dl.counts, dl.starts = dl.members[:0], dl.counts[:0], dl.starts[:0]
 	dl.frames, dl.owners, dl.grouped = dl.frames[:0], dl.owners[:0], dl.grouped[:0]
+	if cap(dl.frames) > maxLoadFrames {
+		dl.frames, dl.owners, dl.grouped = nil, nil, nil
+	}
 	dl.bytes = 0
 	dl.read++
 }
+
+// maxLoadFrames is the most frames' room a connection's load keeps between reads (a 256 KiB
+// read of 30-byte receipts is about 9,000; a read buffer grown for a large frame may bring
+// more, whose room is let go).
+const maxLoadFrames = 16 << 10
 
 func (c *Conn) answerChallenge() error {
 	resp, err := c.pool.cfg.Connector.AuthResponse(c.key.Addr)

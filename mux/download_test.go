@@ -53,3 +53,42 @@ func TestDownLoadSteadyStateAllocs(t *testing.T) {
 		t.Fatalf("%.1f allocations a read of 2,000 frames", allocs)
 	}
 }
+
+// appending is a client whose handler appends to the slice it is handed (Deliver's contract
+// lets it: the frames are its own) and notes the types it got.
+type appending struct{ got *[]pb.BaseCommand_Type }
+
+func (h appending) Deliver(fs []Frame) error {
+	for _, f := range fs {
+		t, _ := f.Type()
+		*h.got = append(*h.got, t)
+	}
+	_ = append(fs, Frame{})
+	return nil
+}
+func (appending) Lost(Held) {}
+
+// TestDeliverSlicesAreTheirOwn: what one client's handler does with the slice it is handed
+// cannot reach the next client's frames (the clients' shares of a read sit side by side).
+func TestDeliverSlicesAreTheirOwn(t *testing.T) {
+	c, _ := sharedConn(t)
+	var got [2][]pb.BaseCommand_Type
+	var receipts [2][]byte
+	c.mu.Lock()
+	for i := range receipts {
+		mb := c.attach(appending{&got[i]})
+		id := acceptedProducer(t, c.m, mb.client, 1)
+		receipts[i], _ = proto.Marshal(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
+			ProducerId: proto.Uint64(id), SequenceId: proto.Uint64(7)}})
+	}
+	c.mu.Unlock()
+	var dl downLoad
+	dl.add(c, pb.BaseCommand_SEND_RECEIPT, receipts[0], nil)
+	dl.add(c, pb.BaseCommand_SEND_RECEIPT, receipts[1], nil)
+	dl.flush(c)
+	for i, g := range got {
+		if len(g) != 1 || g[0] != pb.BaseCommand_SEND_RECEIPT {
+			t.Errorf("client %d got %v, want one SEND_RECEIPT", i, g)
+		}
+	}
+}

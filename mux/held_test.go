@@ -14,10 +14,10 @@ import (
 )
 
 // memoryOf is what queued frames keep from the heap, counted from the buffers themselves:
-// each pooled buffer's capacity and its frame.Buffer, and the queue's slice of Frames.
-func memoryOf(frames []Frame) int {
-	n := cap(frames) * int(unsafe.Sizeof(Frame{}))
-	for _, f := range frames {
+// each pooled buffer's capacity and its frame.Buffer, and the queue's room for Frames.
+func memoryOf(q *ring[Frame]) int {
+	n := len(q.buf) * int(unsafe.Sizeof(Frame{}))
+	for _, f := range q.items() {
 		n += cap(f.buf.B) + int(unsafe.Sizeof(frame.Buffer{}))
 	}
 	return n
@@ -49,11 +49,17 @@ func TestClientQueueBoundIsMemory(t *testing.T) {
 			t.Logf("%d frames of %d bytes queued", pushed, f.Size())
 			break
 		}
+		q.mu.Lock()
+		held, counted := memoryOf(&q.frames), q.bytes
+		q.mu.Unlock()
+		if held > limit {
+			t.Fatalf("a queue bounded at %d bytes holds %d bytes of buffers (it counted %d)", limit, held, counted)
+		}
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if held := memoryOf(q.frames.items()); held > limit {
-		t.Fatalf("a queue bounded at %d bytes holds %d bytes of buffers (it counted %d)", limit, held, q.bytes)
+	if q.frames.Len() != 0 || len(q.frames.buf) != 0 {
+		t.Fatalf("a queue closed as full still holds %d frames in %d slots", q.frames.Len(), len(q.frames.buf))
 	}
 }
 
@@ -87,7 +93,7 @@ func TestBrokerQueueBoundIsMemory(t *testing.T) {
 	wait.Until(t, 10*time.Second, "the client's queue to reach its bound", full)
 	c.mu.Lock()
 	up := mb.up.items()
-	held, frames, last := memoryOf(up), len(up), up[len(up)-1].held()
+	held, frames, last := memoryOf(&mb.up), len(up), up[len(up)-1].held()
 	c.mu.Unlock()
 	t.Logf("%d frames queued", frames)
 	if held > upQueueBytes+last {

@@ -148,6 +148,7 @@ func (q *OutQueue) PushAll(fs []Frame) error {
 	for _, f := range fs {
 		if q.limit > 0 && q.bytes+f.held() > q.limit && q.bytes > 0 {
 			q.closeLocked(ErrQueueFull)
+			q.dropLocked() // never written: the client is disconnected
 			return ErrQueueFull
 		}
 		q.frames.push(f)
@@ -155,6 +156,15 @@ func (q *OutQueue) PushAll(fs []Frame) error {
 	}
 	q.startLocked()
 	return nil
+}
+
+// dropLocked gives back the buffers of the frames not yet taken by the writer, and the
+// queue's room.
+func (q *OutQueue) dropLocked() {
+	for q.frames.Len() > 0 {
+		q.frames.pop().Release()
+	}
+	q.frames, q.bytes = ring[Frame]{}, 0
 }
 
 // startLocked gets a writer going if the queue is started and has frames: the waiting one,

@@ -225,7 +225,8 @@ func TestRoutedFollowsATopicThatMoved(t *testing.T) {
 // is looked up afresh once the first lookup ended, and goes to the new owner, as do the
 // producer's SENDs. Held behind the first lookup, it went to the old owner without a lookup
 // (a broker's close saying the topic moved can reach the client before the commands held
-// behind a lookup are all sent, and the client re-creates at once).
+// behind a lookup are all sent, and the client re-creates at once). Meanwhile the client's
+// other commands are read and answered: the wait is its key's alone.
 func TestRoutedCreationAfterALookupUnderWay(t *testing.T) {
 	r := newRoutedRig(t, nil)
 	const topic = "persistent://t/n/moving-early"
@@ -235,8 +236,9 @@ func TestRoutedCreationAfterALookupUnderWay(t *testing.T) {
 	c := r.client(t)
 	c.send(routedProducer(topic, 1, 1))
 	c.send(routedProducer(topic, 1, 2))
-	// The second read (the first, read by the lookup session it began as, is not counted).
-	waitCounter(t, r.metrics.frames.WithLabelValues(toBroker), 1)
+	c.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+	c.expect(t, pb.BaseCommand_PONG) // the lookup still held
+	wait.Until(t, 5*time.Second, "the first lookup to be asked", func() bool { return r.owners.asked(topic) == 1 })
 	r.owners.set(topic, r.atB)
 	release()
 	for _, req := range []uint64{1, 2} {
@@ -326,6 +328,39 @@ func TestRoutedPolicyPerCommand(t *testing.T) {
 	}
 	if k := r.a.killed(); len(k) != 0 {
 		t.Errorf("the shared connection was closed by the broker: %v", k)
+	}
+}
+
+// TestRoutedCreationBehindALookupIsAskedAsALookup: a creation that comes while its key is
+// being looked up is asked about as its own lookup: a topic the role may produce to but not
+// look up is refused, not sent behind the first creation's lookup to where that topic was.
+func TestRoutedCreationBehindALookupIsAskedAsALookup(t *testing.T) {
+	policy, err := authz.ParsePolicy([]byte("rules:\n  - roles: [alice]\n    resources: [\"t/n/open\"]\n    actions: [produce, lookup]\n" +
+		"  - roles: [alice]\n    resources: [\"t/n/hidden\"]\n    actions: [produce]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := &Security{Authenticator: authn.NewAuthenticator("alice"), Edge: edge.New(edge.Config{Policy: staticPolicy{policy}})}
+	r := newRoutedRig(t, sec)
+	r.owners.set("persistent://t/n/open", r.atA)
+	r.owners.set("persistent://t/n/hidden", r.atA)
+	release := r.owners.holdAnswers()
+	defer release()
+	c := r.client(t)
+	c.send(routedProducer("persistent://t/n/open", 1, 1))
+	c.send(routedProducer("persistent://t/n/hidden", 1, 2))
+	if e := c.expect(t, pb.BaseCommand_ERROR).GetError(); e.GetError() != pb.ServerError_AuthorizationError || e.GetRequestId() != 2 {
+		t.Fatalf("the creation behind the lookup answered %v", e)
+	}
+	release()
+	if got := c.expect(t, pb.BaseCommand_PRODUCER_SUCCESS).GetProducerSuccess(); got.GetRequestId() != 1 {
+		t.Fatalf("PRODUCER_SUCCESS %v, want request 1", got)
+	}
+	if n := r.owners.asked("persistent://t/n/hidden"); n != 0 {
+		t.Errorf("the topic the role may not look up was looked up %d times", n)
+	}
+	if n := r.a.received(pb.BaseCommand_PRODUCER); n != 1 {
+		t.Errorf("the broker got %d PRODUCERs, want the first", n)
 	}
 }
 

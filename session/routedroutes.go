@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -44,6 +45,7 @@ type route struct {
 type heldCommand struct {
 	cmd              *pb.BaseCommand
 	command, payload []byte
+	relook           bool // a creation that came while its key was being looked up (see lookUp)
 }
 
 func (h heldCommand) size() int { return len(h.command) + len(h.payload) }
@@ -123,22 +125,19 @@ func routingOf(cmd *pb.BaseCommand) (routing, bool) {
 
 // dispatch sends a command its route's way: held behind its route's lookup, a lookup
 // started (a creation, or a first use of a coordinator), straight to its broker, or
-// answered as a broker answers an id it does not have. A creation whose key is being looked
-// up waits for that lookup to end and is then looked up afresh: its topic may have moved
-// meanwhile (a broker's close that says so can reach the client before the commands that
-// waited for that lookup are all sent), and held behind it, it went where the topic was.
+// answered as a broker answers an id it does not have.
 func (x *routed) dispatch(rt routing, cmd *pb.BaseCommand, command, payload []byte) CloseReason {
 	x.mu.Lock()
 	r := x.routes[rt.key]
-	for r != nil && r.resolving && (rt.fresh || x.heldBytes > 0 && x.heldBytes+len(command)+len(payload) > maxHeldBytes) {
+	for r != nil && r.resolving && x.heldBytes > 0 && x.heldBytes+len(command)+len(payload) > maxHeldBytes {
 		x.settled.Wait() // the client's reading waits: what it holds is bounded
 		r = x.routes[rt.key]
 	}
 	switch {
-	case r != nil && r.resolving:
+	case r != nil && r.resolving && !rt.fresh:
 		defer x.mu.Unlock()
 		if len(r.held) >= maxHeldCommands {
-			x.inject(routedFailure(cmd, pb.ServerError_TooManyRequests, "pulsar-proxy: too many commands wait for this producer's or consumer's broker, retry later"))
+			x.injectTooManyHeld(cmd)
 			return ""
 		}
 		x.holdLocked(r, cmd, command, payload)
@@ -160,15 +159,24 @@ func (x *routed) dispatch(rt routing, cmd *pb.BaseCommand, command, payload []by
 	return x.sendTo(b, cmd, command, payload)
 }
 
-func (x *routed) holdLocked(r *route, cmd *pb.BaseCommand, command, payload []byte) {
+func (x *routed) holdLocked(r *route, cmd *pb.BaseCommand, command, payload []byte) *heldCommand {
 	h := heldCommand{cmd: cmd, command: append([]byte(nil), command...), payload: append([]byte(nil), payload...)}
 	r.held = append(r.held, h)
 	x.heldBytes += h.size()
+	return &r.held[len(r.held)-1]
+}
+
+func (x *routed) injectTooManyHeld(cmd *pb.BaseCommand) {
+	x.inject(routedFailure(cmd, pb.ServerError_TooManyRequests, "pulsar-proxy: too many commands wait for this producer's or consumer's broker, retry later"))
 }
 
 // lookUp starts looking up the owner of rt's topic for cmd, if the client may look it up
 // (mayLookUp), within the connection's and the proxy's bounds on lookups in flight (as a
-// lookup connection's requests); the route's commands wait behind it.
+// lookup connection's requests); the route's commands wait behind it. A creation that comes
+// while its key is being looked up waits behind that lookup, in order, and is looked up
+// afresh when its turn comes (see flush): its topic may have moved meanwhile (a broker's
+// close that says so can reach the client before the commands held behind the lookup are
+// all sent), and sent with them it went where the topic was.
 func (x *routed) lookUp(rt routing, cmd *pb.BaseCommand, command, payload []byte) CloseReason {
 	if rt.topic != "" && !x.mayLookUp(rt.topic, cmd) {
 		return ""
@@ -189,9 +197,27 @@ func (x *routed) lookUp(rt routing, cmd *pb.BaseCommand, command, payload []byte
 		r = &route{}
 		x.routes[rt.key] = r
 	}
+	if r.resolving {
+		defer x.mu.Unlock()
+		if len(r.held) >= maxHeldCommands {
+			<-x.l.slots
+			x.s.srv.giveLookup()
+			x.injectTooManyHeld(cmd)
+			return ""
+		}
+		x.holdLocked(r, cmd, command, payload).relook = true // its lookup's places taken
+		return ""
+	}
 	r.resolving = true
 	x.holdLocked(r, cmd, command, payload)
 	x.mu.Unlock()
+	x.resolve(rt, r)
+	return ""
+}
+
+// resolve looks up the owner of rt's topic, in the background, and then sends what waits
+// for the route (its lookup's places were taken).
+func (x *routed) resolve(rt routing, r *route) {
 	x.resolving.Add(1)
 	go func() {
 		defer x.resolving.Done()
@@ -199,7 +225,6 @@ func (x *routed) lookUp(rt routing, cmd *pb.BaseCommand, command, payload []byte
 		x.moveTo(rt, r, b, err)
 		x.flush(rt, r, err)
 	}()
-	return ""
 }
 
 // mayLookUp asks the edge about the owner lookup a command needs, as the client's own LOOKUP
@@ -274,7 +299,9 @@ func (x *routed) moveTo(rt routing, r *route, b *routedBroker, err error) {
 }
 
 // flush sends what waited for the route, in order (or, when the lookup failed, answers it),
-// and lets the route's commands go straight to its broker again once none is left.
+// and lets the route's commands go straight to its broker again once none is left. A
+// creation that came while the lookup was under way is looked up afresh, what came after it
+// waiting behind its lookup (relook).
 func (x *routed) flush(rt routing, r *route, failed error) {
 	for {
 		x.mu.Lock()
@@ -294,10 +321,28 @@ func (x *routed) flush(rt routing, r *route, failed error) {
 			return
 		}
 		x.mu.Unlock()
-		for _, h := range held {
+		for i, h := range held {
+			if h.relook {
+				x.relook(r, held[i:])
+				return
+			}
 			x.sendHeld(rt, r, b, h, failed)
 		}
 	}
+}
+
+// relook puts a creation that waited behind another lookup of its key back in front of the
+// route's commands, with those that came after it, and looks its topic up.
+func (x *routed) relook(r *route, rest []heldCommand) {
+	rest[0].relook = false
+	this, _ := routingOf(rest[0].cmd)
+	x.mu.Lock()
+	r.held = slices.Concat(rest, r.held)
+	for _, h := range rest {
+		x.heldBytes += h.size()
+	}
+	x.mu.Unlock()
+	x.resolve(this, r)
 }
 
 // sendHeld sends one command that waited for its route (b nil: its lookup failed).
