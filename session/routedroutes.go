@@ -185,6 +185,9 @@ func (x *routed) lookUp(rt routing, cmd *pb.BaseCommand, command, payload []byte
 		return ""
 	}
 	x.mu.Lock()
+	for x.heldBytes > 0 && x.heldBytes+len(command)+len(payload) > maxHeldBytes {
+		x.settled.Wait() // as in dispatch: a creation is held too (a schema's can be large)
+	}
 	r := x.routes[rt.key]
 	if r == nil {
 		if len(x.routes) >= maxRoutes {
@@ -300,19 +303,14 @@ func (x *routed) moveTo(rt routing, r *route, b *routedBroker, err error) {
 
 // flush sends what waited for the route, in order (or, when the lookup failed, answers it),
 // and lets the route's commands go straight to its broker again once none is left. A
-// creation that came while the lookup was under way is looked up afresh, what came after it
-// waiting behind its lookup (relook).
+// creation that came while the lookup was under way is looked up afresh once what came
+// before it was sent, what came after it waiting behind its lookup (relookLocked).
 func (x *routed) flush(rt routing, r *route, failed error) {
 	for {
 		x.mu.Lock()
-		held := r.held
-		r.held = nil
-		for _, h := range held {
-			x.heldBytes -= h.size()
-		}
-		x.settled.Broadcast()
+		held := x.takeHeldLocked(r)
 		b := r.broker
-		if len(held) == 0 {
+		if len(held) == 0 && len(r.held) == 0 {
 			r.resolving = false
 			if r.closed || b == nil || rt.release {
 				delete(x.routes, rt.key)
@@ -320,29 +318,52 @@ func (x *routed) flush(rt routing, r *route, failed error) {
 			x.mu.Unlock()
 			return
 		}
-		x.mu.Unlock()
-		for i, h := range held {
-			if h.relook {
-				x.relook(r, held[i:])
+		if len(held) == 0 { // a creation that came during the lookup is next
+			next := x.relookLocked(r)
+			x.mu.Unlock()
+			if next != nil {
+				x.resolve(*next, r)
 				return
 			}
+			failed = x.ctx.Err() // the session ends: what is left is answered
+			continue
+		}
+		x.mu.Unlock()
+		for _, h := range held {
 			x.sendHeld(rt, r, b, h, failed)
 		}
 	}
 }
 
-// relook puts a creation that waited behind another lookup of its key back in front of the
-// route's commands, with those that came after it, and looks its topic up.
-func (x *routed) relook(r *route, rest []heldCommand) {
-	rest[0].relook = false
-	this, _ := routingOf(rest[0].cmd)
-	x.mu.Lock()
-	r.held = slices.Concat(rest, r.held)
-	for _, h := range rest {
-		x.heldBytes += h.size()
+// takeHeldLocked takes the route's held commands up to the first creation to be looked up
+// afresh (which stays, with what came after it, counted in the connection's held bytes).
+func (x *routed) takeHeldLocked(r *route) []heldCommand {
+	n := slices.IndexFunc(r.held, func(h heldCommand) bool { return h.relook })
+	if n < 0 {
+		n = len(r.held)
 	}
-	x.mu.Unlock()
-	x.resolve(this, r)
+	held := r.held[:n:n]
+	r.held = r.held[n:]
+	for _, h := range held {
+		x.heldBytes -= h.size()
+	}
+	x.settled.Broadcast()
+	return held
+}
+
+// relookLocked readies the creation at the front of the route's held commands to be sent
+// once its own lookup ended, and returns its routing; nil when the session ends (its
+// lookup's places are given back, and it is answered as a failed lookup's commands are).
+func (x *routed) relookLocked(r *route) *routing {
+	h := &r.held[0]
+	h.relook = false
+	if x.ctx.Err() != nil {
+		<-x.l.slots
+		x.s.srv.giveLookup()
+		return nil
+	}
+	next, _ := routingOf(h.cmd)
+	return &next
 }
 
 // sendHeld sends one command that waited for its route (b nil: its lookup failed).
