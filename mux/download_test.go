@@ -20,6 +20,23 @@ func (h releasing) Deliver(fs []Frame) error {
 }
 func (releasing) Lost(Held) {}
 
+// receiptsFor attaches a client per handler to c, each with producer 1 accepted, and returns
+// a SEND_RECEIPT for each as its broker sends it (the connection's producer id).
+func receiptsFor(t *testing.T, c *Conn, handlers ...Handler) [][]byte {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var receipts [][]byte
+	for _, h := range handlers {
+		mb := c.attach(h)
+		id := acceptedProducer(t, c.m, mb.client, 1)
+		rc, _ := proto.Marshal(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
+			ProducerId: proto.Uint64(id), SequenceId: proto.Uint64(7)}})
+		receipts = append(receipts, rc)
+	}
+	return receipts
+}
+
 // TestDownLoadSteadyStateAllocs: the reader's reads of a busy connection (here 2,000 receipts
 // a read, for two clients whose receipts interleave) are mapped back, grouped by client and
 // handed over without allocating once the load has grown to a read's worth. A member's own
@@ -28,15 +45,7 @@ func (releasing) Lost(Held) {}
 func TestDownLoadSteadyStateAllocs(t *testing.T) {
 	c, _ := sharedConn(t)
 	var got [2]int
-	var receipts [2][]byte
-	c.mu.Lock()
-	for i := range receipts {
-		mb := c.attach(releasing{&got[i]})
-		id := acceptedProducer(t, c.m, mb.client, 1)
-		receipts[i], _ = proto.Marshal(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
-			ProducerId: proto.Uint64(id), SequenceId: proto.Uint64(7)}})
-	}
-	c.mu.Unlock()
+	receipts := receiptsFor(t, c, releasing{&got[0]}, releasing{&got[1]})
 	var dl downLoad
 	read := func() {
 		for i := range 2000 {
@@ -73,15 +82,7 @@ func (appending) Lost(Held) {}
 func TestDeliverSlicesAreTheirOwn(t *testing.T) {
 	c, _ := sharedConn(t)
 	var got [2][]pb.BaseCommand_Type
-	var receipts [2][]byte
-	c.mu.Lock()
-	for i := range receipts {
-		mb := c.attach(appending{&got[i]})
-		id := acceptedProducer(t, c.m, mb.client, 1)
-		receipts[i], _ = proto.Marshal(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
-			ProducerId: proto.Uint64(id), SequenceId: proto.Uint64(7)}})
-	}
-	c.mu.Unlock()
+	receipts := receiptsFor(t, c, appending{&got[0]}, appending{&got[1]})
 	var dl downLoad
 	dl.add(c, pb.BaseCommand_SEND_RECEIPT, receipts[0], nil)
 	dl.add(c, pb.BaseCommand_SEND_RECEIPT, receipts[1], nil)
