@@ -69,6 +69,9 @@ func runMain(m *testing.M) int {
 			fmt.Printf("rig: teardown took %s\n", time.Since(t0).Round(100*time.Millisecond))
 		}()
 	}
+	// A broker that dies on its own (Pulsar's Functions worker shuts it down on errors it
+	// takes for fatal) is started again, as in Kubernetes, before the next test needs it.
+	defer r.KeepBrokers(func(format string, args ...any) { fmt.Printf(format+"\n", args...) })()
 
 	if len(setupSteps) > 0 {
 		dir, err := os.MkdirTemp("", "pulsar-proxy-e2e-")

@@ -56,11 +56,15 @@ type Rig struct {
 	// RIG_ZK_TLS_PORT.
 	ZooKeeperTLS string
 
-	owned  bool
-	opts   Options // how it was started, for later rig.sh calls and admin auth
-	mu     sync.Mutex
-	state  map[string]string
-	client *http.Client
+	owned bool
+	opts  Options // how it was started, for later rig.sh calls and admin auth
+	mu    sync.Mutex
+	state map[string]string
+	// brokerOps is held while a broker is started, stopped or killed (KeepBrokers too);
+	// brokerDown (under mu) marks those stopped or killed on purpose.
+	brokerOps  sync.Mutex
+	brokerDown map[int]bool
+	client     *http.Client
 	// StartupTime is how long Start took (zero when attached).
 	StartupTime time.Duration
 }
@@ -386,6 +390,9 @@ func (r *Rig) Stop() error {
 // until the other broker no longer lists it. It affects every test using the rig; the admin
 // helpers use the other broker meanwhile.
 func (r *Rig) StopBroker(ctx context.Context, n int) error {
+	r.brokerOps.Lock()
+	defer r.brokerOps.Unlock()
+	r.setBrokerDown(n, true)
 	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "stop-broker", strconv.Itoa(n)); err != nil {
 		return err
 	}
@@ -394,6 +401,14 @@ func (r *Rig) StopBroker(ctx context.Context, n int) error {
 
 // StartBroker starts broker n again and waits until it is ready and registered.
 func (r *Rig) StartBroker(ctx context.Context, n int) error {
+	r.brokerOps.Lock()
+	defer r.brokerOps.Unlock()
+	r.setBrokerDown(n, false)
+	return r.startBrokerScript(ctx, n)
+}
+
+// startBrokerScript runs rig.sh start-broker n; the caller holds brokerOps.
+func (r *Rig) startBrokerScript(ctx context.Context, n int) error {
 	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "start-broker", strconv.Itoa(n)); err != nil {
 		return err
 	}
@@ -404,6 +419,9 @@ func (r *Rig) StartBroker(ctx context.Context, n int) error {
 // ZooKeeper session (and the bundles it owns) stays until the session expires. Restart it
 // with StartBroker.
 func (r *Rig) KillBroker(ctx context.Context, n int) error {
+	r.brokerOps.Lock()
+	defer r.brokerOps.Unlock()
+	r.setBrokerDown(n, true)
 	if err := runScriptEnv(ctx, os.Stderr, append(r.opts.env(), "RIG_DIR="+r.Dir), "kill-broker", strconv.Itoa(n)); err != nil {
 		return err
 	}
