@@ -70,6 +70,9 @@ type Member struct {
 	// handing is held while frames or a loss are handed to the handler: a loss the writer
 	// found comes after the frames the reader is handing over, never between or before them.
 	handing sync.Mutex
+	// the chunk the member's small frames are built in, and the size of its next (see chunk)
+	tail      *chunk
+	nextChunk int
 }
 
 // upQueueBytes bounds what one client's frames queued towards the broker may hold (their
@@ -116,7 +119,52 @@ func (mb *Member) Connected() *pb.CommandConnected { return mb.conn.connected }
 // frame.ErrMalformed, the mapping's (ErrNotAllowed, ErrUnknownID: nothing was sent), ErrLost
 // (nothing was sent: the command may go again on another connection).
 func (mb *Member) Send(command, payload []byte) error {
+	if need := chunkedSize(command, payload); need > 0 {
+		return mb.sendInTail(need, command, payload)
+	}
 	return mb.send(mb.conn.pool.bufs.newFrame(command, payload), command)
+}
+
+// sendInTail is Send of a small frame: built in the member's tail chunk, under the lock.
+func (mb *Member) sendInTail(need int, command, payload []byte) error {
+	c := mb.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := mb.waitForRoomLocked(); err != nil {
+		return err
+	}
+	f, end, err := mb.buildInTail(need, command, payload)
+	if err != nil {
+		return err
+	}
+	if err := c.checkSizeLocked(f); err != nil {
+		return err
+	}
+	f.commit(end)
+	return mb.enqueueLocked(f)
+}
+
+// waitForRoomLocked waits while the member has upQueueBytes queued; ErrLost when the
+// connection failed or the member was detached meanwhile.
+func (mb *Member) waitForRoomLocked() error {
+	c := mb.conn
+	for mb.upBytes > upQueueBytes && !c.dead && !mb.client.detached {
+		mb.space.Wait()
+	}
+	if c.dead || mb.client.detached {
+		return ErrLost
+	}
+	return nil
+}
+
+// checkSizeLocked refuses a frame over the broker's limit. Checked as the frame goes out, ids
+// mapped: a mapped id may be wider than the client's. Mapped ids were taken for nothing; the
+// client's session ends.
+func (c *Conn) checkSizeLocked(f Frame) error {
+	if f.Size() > c.maxFrame {
+		return fmt.Errorf("%w: %d bytes, the broker reads at most %d", ErrOverBrokerLimit, f.Size(), c.maxFrame)
+	}
+	return nil
 }
 
 // SendOwned is Send for a payload handed over in the pooled buffer pay it was read into
@@ -130,12 +178,9 @@ func (mb *Member) send(fb frameBuf, command []byte) error {
 	c := mb.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for mb.upBytes > upQueueBytes && !c.dead && !mb.client.detached {
-		mb.space.Wait()
-	}
-	if c.dead || mb.client.detached {
+	if err := mb.waitForRoomLocked(); err != nil {
 		fb.buf.Put()
-		return ErrLost
+		return err
 	}
 	b, err := c.m.AppendUp(fb.cmd(), mb.client, command)
 	if err != nil {
@@ -146,11 +191,9 @@ func (mb *Member) send(fb frameBuf, command []byte) error {
 	if err != nil {
 		return err
 	}
-	if f.Size() > c.maxFrame {
-		// Checked as the frame goes out, ids mapped: a mapped id may be wider than the
-		// client's. Mapped ids were taken for nothing; the client's session ends.
+	if err := c.checkSizeLocked(f); err != nil {
 		f.buf.Put() // pay, if any, is still the caller's
-		return fmt.Errorf("%w: %d bytes, the broker reads at most %d", ErrOverBrokerLimit, f.Size(), c.maxFrame)
+		return err
 	}
 	return mb.enqueueLocked(f)
 }
@@ -257,6 +300,7 @@ func (c *Conn) detachLocked(mb *Member) Held {
 	held := c.m.Detach(mb.client)
 	delete(c.members, mb.client)
 	mb.up, mb.upBytes = ring[Frame]{}, 0
+	mb.dropTail()
 	if mb.queued {
 		c.ready.removeFunc(func(r *Member) bool { return r == mb })
 		mb.queued = false
@@ -307,6 +351,7 @@ func (c *Conn) writeLoop() {
 				c.ready.push(mb)
 			} else {
 				mb.queued = false
+				mb.idleTail()
 			}
 			if mb.upBytes <= upQueueBytes {
 				// Only this member can have waited for what was taken: waking every

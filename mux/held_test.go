@@ -14,11 +14,19 @@ import (
 )
 
 // memoryOf is what queued frames keep from the heap, counted from the buffers themselves:
-// each pooled buffer's capacity and its frame.Buffer, and the queue's room for Frames.
+// each pooled buffer's capacity and its frame.Buffer, each chunk's once, and the queue's
+// room for Frames.
 func memoryOf(q *ring[Frame]) int {
 	n := len(q.buf) * int(unsafe.Sizeof(Frame{}))
+	chunks := map[*chunk]bool{}
 	for _, f := range q.items() {
-		n += cap(f.buf.B) + int(unsafe.Sizeof(frame.Buffer{}))
+		switch {
+		case f.chunk != nil && !chunks[f.chunk]:
+			chunks[f.chunk] = true
+			n += cap(f.chunk.buf.B) + int(unsafe.Sizeof(frame.Buffer{})+unsafe.Sizeof(chunk{}))
+		case f.buf != nil:
+			n += cap(f.buf.B) + int(unsafe.Sizeof(frame.Buffer{}))
+		}
 	}
 	return n
 }
@@ -64,7 +72,7 @@ func TestClientQueueBoundIsMemory(t *testing.T) {
 }
 
 // TestBrokerQueueBoundIsMemory: a client's frames waiting for the shared connection (100-byte
-// SENDs, each in a pooled buffer of 192 bytes) hold at most the per-client bound (and the
+// SENDs, built one after another in chunks) hold at most the per-client bound (and the
 // frame that went over it) in memory before the client's Send waits; counted by the frames'
 // sizes they held three times the bound.
 func TestBrokerQueueBoundIsMemory(t *testing.T) {

@@ -19,6 +19,7 @@ type Frame struct {
 	Payload []byte
 	buf     *frame.Buffer       // where the frame's bytes are, given back once it was written; nil: not pooled
 	pay     *frame.Buffer       // where the payload is, when it was handed over in the buffer it was read into
+	chunk   *chunk              // where the frame is, when it was built in its client's chunk (buf is nil)
 	typ     pb.BaseCommand_Type // the command's type where it was read already; 0: not known
 }
 
@@ -35,6 +36,7 @@ func (f Frame) Type() (pb.BaseCommand_Type, error) {
 func (f Frame) Release() {
 	f.buf.Put()
 	f.pay.Put()
+	f.chunk.release()
 }
 
 // Size is the frame's length on the wire.
@@ -324,19 +326,29 @@ type batch struct {
 func (w *batch) take(frames *ring[Frame], limit int) (size, held int) {
 	for frames.Len() > 0 && (size == 0 || size+frames.front().Size() <= limit) {
 		f := frames.pop()
-		if len(f.Payload) > 0 && len(f.Head) < cap(f.Head) && &f.Head[:len(f.Head)+1][len(f.Head)] == &f.Payload[0] {
-			w.vec = append(w.vec, f.Head[:len(f.Head)+len(f.Payload)]) // one piece of memory
-		} else {
-			w.vec = append(w.vec, f.Head)
-			if len(f.Payload) > 0 {
-				w.vec = append(w.vec, f.Payload)
-			}
-		}
+		w.appendPiece(f.Head)
+		w.appendPiece(f.Payload)
 		w.frames = append(w.frames, f)
 		size += f.Size()
 		held += f.held()
 	}
 	return size, held
+}
+
+// appendPiece adds p to the vectored write, as part of the last piece when it follows that
+// one in memory (a frame's head and payload in one buffer, a chunk's frames).
+func (w *batch) appendPiece(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	if n := len(w.vec); n > 0 {
+		last := w.vec[n-1]
+		if len(last)+len(p) <= cap(last) && &last[:len(last)+1][len(last)] == &p[0] {
+			w.vec[n-1] = last[:len(last)+len(p)]
+			return
+		}
+	}
+	w.vec = append(w.vec, p)
 }
 
 // write writes the batch to c in one vectored write (several, if the kernel takes part),

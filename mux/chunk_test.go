@@ -1,0 +1,113 @@
+package mux
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+)
+
+// payloadOf is client i's payload for sequence seq: its length crosses maxChunkedFrame, so
+// that frames built in chunks and frames in buffers of their own alternate.
+func payloadOf(i int, seq uint64) []byte {
+	n := int(seq*7919+uint64(i)*104729) % (maxChunkedFrame + 2000)
+	return bytes.Repeat([]byte{byte(i), byte(seq)}, n/2)
+}
+
+// TestChunkedFramesArriveWhole: clients sending at once, small frames built one after
+// another in each client's chunks and larger ones in buffers of their own, reach the broker
+// each whole and in its client's order; a chunk given back while frames in it still waited
+// would be reused by another client and its bytes written over.
+func TestChunkedFramesArriveWhole(t *testing.T) {
+	c, broker := sharedConn(t)
+	const clients, frames = 6, 1500
+	members := make([]*Member, clients)
+	byID := map[uint64]int{} // the producer id the broker sees, to the client
+	c.mu.Lock()
+	for i := range members {
+		members[i] = c.attach(nopHandler{})
+	}
+	c.mu.Unlock()
+	for i, mb := range members {
+		if err := mb.Send(producerCmd(1), nil); err != nil {
+			t.Fatal(err)
+		}
+		p := broker.next().GetProducer()
+		byID[p.GetProducerId()] = i
+		broker.answer(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
+			RequestId: p.RequestId, ProducerName: proto.String("p")}})
+	}
+	for i, mb := range members {
+		go func() {
+			for seq := range uint64(frames) {
+				if mb.Send(sendCmd(1, seq), payloadOf(i, seq)) != nil {
+					return
+				}
+			}
+		}()
+	}
+	next := make([]uint64, clients)
+	for got := 0; got < clients*frames; got++ {
+		f, err := broker.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		send := mustDecode(f.Command).GetSend()
+		i, ok := byID[send.GetProducerId()]
+		if !ok {
+			t.Fatalf("a SEND of producer %d, which no client has", send.GetProducerId())
+		}
+		if seq := send.GetSequenceId(); seq != next[i] {
+			t.Fatalf("client %d: sequence %d came where %d was due", i, seq, next[i])
+		}
+		if want := payloadOf(i, next[i]); !bytes.Equal(f.Payload, want) {
+			t.Fatalf("client %d, sequence %d: payload of %d bytes changed on the way", i, next[i], len(want))
+		}
+		next[i]++
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, mb := range members {
+		if mb.tail != nil && mb.up.Len() == 0 {
+			t.Errorf("client %d holds a chunk with nothing queued", i)
+		}
+	}
+}
+
+// TestChunkRunsAreOnePiece: a client's consecutive small frames go out as one piece of the
+// vectored write.
+func TestChunkRunsAreOnePiece(t *testing.T) {
+	c, broker := sharedConn(t)
+	c.mu.Lock()
+	mb := c.attach(nopHandler{})
+	c.mu.Unlock()
+	readyProducer(t, c, broker, mb, 1)
+	c.mu.Lock()
+	const n = 5
+	for seq := range uint64(n) {
+		f, end, err := mb.buildInTail(chunkedSize(sendCmd(1, seq), []byte("hello")), sendCmd(1, seq), []byte("hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.commit(end)
+		mb.up.push(f)
+	}
+	var w batch
+	w.take(&mb.up, maxBatch)
+	c.mu.Unlock()
+	if len(w.vec) != 1 || len(w.frames) != n {
+		t.Fatalf("%d frames in %d pieces, want %d in one", len(w.frames), len(w.vec), n)
+	}
+	var want []byte
+	for _, f := range w.frames {
+		want = append(append(want, f.Head...), f.Payload...)
+	}
+	if !bytes.Equal(w.vec[0], want) {
+		t.Fatal("the piece is not the frames' bytes in order")
+	}
+	for _, f := range w.frames {
+		f.Release()
+	}
+}
