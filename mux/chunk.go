@@ -49,48 +49,52 @@ func chunkedSize(command, payload []byte) int {
 	return need
 }
 
-// tailFor is the member's tail chunk with need bytes free, a new one when the tail has not.
-// Called with the conn's lock held.
-func (mb *Member) tailFor(need int, bufs *bufPool) *chunk {
-	if t := mb.tail; t != nil && len(t.buf.B)-t.used >= need {
-		return t
+// A chunkTail is the chunk a member's frames one way are being built in, and the size of the
+// next one.
+type chunkTail struct {
+	ch   *chunk
+	next int
+}
+
+// room is the tail chunk with need bytes free, a new one when the tail has not.
+func (t *chunkTail) room(need int, bufs *bufPool) *chunk {
+	if t.ch != nil && len(t.ch.buf.B)-t.ch.used >= need {
+		return t.ch
 	}
-	size := max(mb.nextChunk, minChunk)
-	if mb.tail != nil { // filled: the client is busy
-		mb.dropTail()
+	size := max(t.next, minChunk)
+	if t.ch != nil { // filled: the client is busy
+		t.drop()
 		size = min(2*size, maxChunk)
 	}
-	mb.nextChunk = size
+	t.next = size
 	ch := chunks.Get().(*chunk)
 	ch.buf, ch.used = bufs.Get(max(size, need)), 0
 	ch.refs.Store(1)
-	mb.tail = ch
+	t.ch = ch
 	return ch
 }
 
-// dropTail lets go of the member's tail chunk: it is given back once its frames are written.
-// The writer drops it when it took all of the member's frames, so that an idle client holds
-// no chunk; the next starts at half the size. Called with the conn's lock held.
-func (mb *Member) dropTail() {
-	if mb.tail == nil {
-		return
+// drop lets go of the tail chunk: it is given back once its frames are written.
+func (t *chunkTail) drop() {
+	if t.ch != nil {
+		t.ch.release()
+		t.ch = nil
 	}
-	mb.tail.release()
-	mb.tail = nil
 }
 
-// idleTail is dropTail for a member whose queue the writer emptied.
-func (mb *Member) idleTail() {
-	mb.dropTail()
-	mb.nextChunk = max(mb.nextChunk/2, minChunk)
+// idle is drop for a member with no frames waiting that way: an idle client holds no chunk,
+// and its next starts at half the size.
+func (t *chunkTail) idle() {
+	t.drop()
+	t.next = max(t.next/2, minChunk)
 }
 
-// buildInTail maps command into the member's tail chunk and copies the payload behind it,
+// buildInTail maps command into the member's up tail chunk and copies the payload behind it,
 // need bytes being reserved (chunkedSize). The frame is the chunk's once commit is called
 // with end, where it ends in the chunk. Called with the conn's lock held.
 func (mb *Member) buildInTail(need int, command, payload []byte) (f Frame, end int, err error) {
 	c := mb.conn
-	ch := mb.tailFor(need, &c.pool.bufs)
+	ch := mb.upTail.room(need, &c.pool.bufs)
 	start := ch.used
 	room := ch.buf.B[start : start+frame.HeaderSize : start+need-len(payload)]
 	b, err := c.m.AppendUp(room, mb.client, command)
@@ -122,4 +126,17 @@ func (mb *Member) buildInTail(need int, command, payload []byte) (f Frame, end i
 func (f Frame) commit(end int) {
 	f.chunk.used = end
 	f.chunk.refs.Add(1)
+}
+
+// inChunk is a broker frame for mb whose command was mapped already, copied into the
+// member's down tail chunk (a chunkedSize frame). The reader's alone: it drops the tails
+// of a read's members once it handed their frames over.
+func (mb *Member) inChunk(head, payload []byte, bufs *bufPool) Frame {
+	ch := mb.downTail.room(len(head)+len(payload), bufs)
+	start := ch.used
+	at := start + copy(ch.buf.B[start:], head)
+	end := at + copy(ch.buf.B[at:], payload)
+	f := Frame{Head: ch.buf.B[start:at], Payload: ch.buf.B[at:end], chunk: ch}
+	f.commit(end)
+	return f
 }

@@ -70,7 +70,7 @@ func TestChunkedFramesArriveWhole(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, mb := range members {
-		if mb.tail != nil && mb.up.Len() == 0 {
+		if mb.upTail.ch != nil && mb.up.Len() == 0 {
 			t.Errorf("client %d holds a chunk with nothing queued", i)
 		}
 	}
@@ -108,6 +108,48 @@ func TestChunkRunsAreOnePiece(t *testing.T) {
 		t.Fatal("the piece is not the frames' bytes in order")
 	}
 	for _, f := range w.frames {
+		f.Release()
+	}
+}
+
+// keeping is a client whose queue has not written its frames yet: it keeps them.
+type keeping struct{ frames *[]Frame }
+
+func (h keeping) Deliver(fs []Frame) error { *h.frames = append(*h.frames, fs...); return nil }
+func (keeping) Lost(Held)                  {}
+
+// TestDownChunksOutliveTheRead: a client's frames built in its down chunks stay as they were
+// until the client is done with them, through many reads of the connection after theirs and
+// while a neighbour's chunks come and go; a chunk given back with frames still in it would be
+// reused and written over.
+func TestDownChunksOutliveTheRead(t *testing.T) {
+	c, _ := sharedConn(t)
+	var kept []Frame
+	var released int
+	rcs := receiptsFor(t, c, keeping{&kept}, releasing{&released})
+	receipt := func(client int, seq uint64) []byte {
+		id := mustDecode(rcs[client]).GetSendReceipt().GetProducerId()
+		b, _ := proto.Marshal(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
+			ProducerId: proto.Uint64(id), SequenceId: proto.Uint64(seq)}})
+		return b
+	}
+	var dl downLoad
+	const reads, perRead = 50, 300
+	for r := range reads {
+		for i := range perRead {
+			seq := uint64(r*perRead + i)
+			dl.add(c, pb.BaseCommand_SEND_RECEIPT, receipt(i%2, seq), nil)
+		}
+		dl.flush(c)
+	}
+	if len(kept) != reads*perRead/2 || released != reads*perRead/2 {
+		t.Fatalf("the clients got %d and %d receipts, want %d each", len(kept), released, reads*perRead/2)
+	}
+	for i, f := range kept {
+		rc := mustDecode(f.Command()).GetSendReceipt()
+		if want := uint64(2 * i); rc.GetSequenceId() != want || rc.GetProducerId() != 1 {
+			t.Fatalf("kept receipt %d: producer %d, sequence %d, want producer 1, sequence %d", i, rc.GetProducerId(), rc.GetSequenceId(), want)
+		}
 		f.Release()
 	}
 }

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -70,9 +71,9 @@ type Member struct {
 	// handing is held while frames or a loss are handed to the handler: a loss the writer
 	// found comes after the frames the reader is handing over, never between or before them.
 	handing sync.Mutex
-	// the chunk the member's small frames are built in, and the size of its next (see chunk)
-	tail      *chunk
-	nextChunk int
+	// the chunks the member's small frames are built in: towards the broker (under the
+	// conn's lock) and back (the reader's)
+	upTail, downTail chunkTail
 }
 
 // upQueueBytes bounds what one client's frames queued towards the broker may hold (their
@@ -300,7 +301,7 @@ func (c *Conn) detachLocked(mb *Member) Held {
 	held := c.m.Detach(mb.client)
 	delete(c.members, mb.client)
 	mb.up, mb.upBytes = ring[Frame]{}, 0
-	mb.dropTail()
+	mb.upTail.drop()
 	if mb.queued {
 		c.ready.removeFunc(func(r *Member) bool { return r == mb })
 		mb.queued = false
@@ -351,7 +352,7 @@ func (c *Conn) writeLoop() {
 				c.ready.push(mb)
 			} else {
 				mb.queued = false
-				mb.idleTail()
+				mb.upTail.idle()
 			}
 			if mb.upBytes <= upQueueBytes {
 				// Only this member can have waited for what was taken: waking every
@@ -421,28 +422,22 @@ type downLoad struct {
 	grouped []Frame   // frames grouped by member, each member's in order (flush's)
 	starts  []int     // group's: where each member's next frame goes in grouped
 	bytes   int
+	scratch []byte // where a small frame's command is mapped before it goes into a chunk
 }
 
-// add maps a broker command (of type t) back and keeps it (its payload copied into a pooled
-// buffer: the reader's is reused) for its client; what belongs to no client is dropped.
+// add maps a broker command (of type t) back and keeps it (its payload copied: the reader's
+// buffer is reused) for its client; what belongs to no client is dropped. A small frame is
+// built in its client's down chunk, others in a buffer of their own.
 func (dl *downLoad) add(c *Conn, t pb.BaseCommand_Type, command, payload []byte) {
-	fb := c.newFrame(command, payload)
-	c.mu.Lock()
-	b, owner, err := c.m.appendDown(fb.cmd(), t, command)
-	mb := c.members[owner]
-	c.mu.Unlock()
-	if err != nil || mb == nil {
-		fb.buf.Put()
-		fb.pay.Put()
-		if err != nil && !errors.Is(err, ErrUnknownID) {
-			c.log.Debug().Err(err).Msg("dropping a broker frame no client can take")
-		}
-		c.pool.metrics.dropped.Inc()
-		return
+	var f Frame
+	var mb *Member
+	if chunkedSize(command, payload) > 0 {
+		mb, f = dl.addInChunk(c, t, command, payload)
+	} else {
+		mb, f = dl.addInBuffer(c, t, command, payload)
 	}
-	f, err := fb.finish(b)
-	if err != nil {
-		fb.pay.Put()
+	if mb == nil {
+		c.pool.metrics.dropped.Inc()
 		return
 	}
 	f.typ = t
@@ -455,6 +450,56 @@ func (dl *downLoad) add(c *Conn, t pb.BaseCommand_Type, command, payload []byte)
 	dl.frames = append(dl.frames, f)
 	dl.owners = append(dl.owners, mb.downSlot)
 	dl.bytes += f.Size()
+}
+
+// addInChunk maps the command into the load's scratch, then copies the frame into its
+// member's down chunk; a nil member: the frame was dropped.
+func (dl *downLoad) addInChunk(c *Conn, t pb.BaseCommand_Type, command, payload []byte) (*Member, Frame) {
+	if cap(dl.scratch) < frame.HeaderSize {
+		dl.scratch = make([]byte, 0, 256)
+	}
+	c.mu.Lock()
+	b, owner, err := c.m.appendDown(dl.scratch[:frame.HeaderSize], t, command)
+	mb := c.members[owner]
+	c.mu.Unlock()
+	dl.scratch = b[:0]
+	if err != nil || mb == nil {
+		dl.dropped(c, err)
+		return nil, Frame{}
+	}
+	cmdLen := len(b) - frame.HeaderSize
+	binary.BigEndian.PutUint32(b, uint32(4+cmdLen+len(payload)))
+	binary.BigEndian.PutUint32(b[4:], uint32(cmdLen))
+	return mb, mb.inChunk(b, payload, &c.pool.bufs)
+}
+
+// addInBuffer builds the frame in a pooled buffer of its own (a large payload stays in the
+// buffer it was read into); a nil member: the frame was dropped.
+func (dl *downLoad) addInBuffer(c *Conn, t pb.BaseCommand_Type, command, payload []byte) (*Member, Frame) {
+	fb := c.newFrame(command, payload)
+	c.mu.Lock()
+	b, owner, err := c.m.appendDown(fb.cmd(), t, command)
+	mb := c.members[owner]
+	c.mu.Unlock()
+	if err != nil || mb == nil {
+		fb.buf.Put()
+		fb.pay.Put()
+		dl.dropped(c, err)
+		return nil, Frame{}
+	}
+	f, err := fb.finish(b)
+	if err != nil {
+		fb.pay.Put()
+		return nil, Frame{}
+	}
+	return mb, f
+}
+
+// dropped notes a broker frame no client takes.
+func (dl *downLoad) dropped(c *Conn, err error) {
+	if err != nil && !errors.Is(err, ErrUnknownID) {
+		c.log.Debug().Err(err).Msg("dropping a broker frame no client can take")
+	}
 }
 
 // newFrame starts the frame of a broker frame just read: a large message's payload stays in
@@ -500,6 +545,7 @@ func (dl *downLoad) flush(c *Conn) {
 			mb.Leave()
 		}
 		mb.handing.Unlock()
+		mb.downTail.idle() // its frames are the client's now; it may not get more for a while
 	}
 	dl.reset()
 }
