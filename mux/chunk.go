@@ -8,11 +8,12 @@ import (
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 )
 
-// A chunk is a pooled buffer that one client's consecutive small frames towards the broker
-// are built in, one after another: they take no buffer each, and the writer sends a run of
-// them as one piece of its vectored write (a 1 MiB batch of 136-byte frames was some 7,700
-// pieces). refs counts the frames in it not yet written, and the member's hold while it is
-// the member's tail; the last to let go gives the buffer back.
+// A chunk is a pooled buffer that one client's consecutive small frames one way are built
+// in, one after another: they take no buffer each, and a run of them goes out as one piece
+// of a vectored write (a 1 MiB batch of 136-byte frames was some 7,700 pieces). refs counts
+// the frames in it not yet written, and the member's hold while it is the member's tail;
+// the last to let go gives the buffer back. A frame's Head and Payload run on to the chunk's
+// end: nothing may append to them.
 type chunk struct {
 	buf  *frame.Buffer
 	used int // the bytes frames took, from the start (the tail's; under the conn's lock)
@@ -23,7 +24,7 @@ type chunk struct {
 // to maxChunk, so a quiet client holds little and a busy one sends long runs. A frame that
 // needs more than maxChunkedFrame gets a buffer of its own.
 const (
-	minChunk        = 1 << 10
+	minChunk        = 256
 	maxChunk        = 64 << 10
 	maxChunkedFrame = maxChunk / 8
 )
@@ -56,22 +57,32 @@ type chunkTail struct {
 	next int
 }
 
-// room is the tail chunk with need bytes free, a new one when the tail has not.
-func (t *chunkTail) room(need int, bufs *bufPool) *chunk {
+// room is the tail chunk with need bytes free, a new one when the tail has not; left is the
+// room the tail let go that way had unused.
+func (t *chunkTail) room(need int, bufs *bufPool) (ch *chunk, left int) {
 	if t.ch != nil && len(t.ch.buf.B)-t.ch.used >= need {
-		return t.ch
+		return t.ch, 0
 	}
 	size := max(t.next, minChunk)
 	if t.ch != nil { // filled: the client is busy
+		left = t.roomLeft()
 		t.drop()
 		size = min(2*size, maxChunk)
 	}
 	t.next = size
-	ch := chunks.Get().(*chunk)
+	ch = chunks.Get().(*chunk)
 	ch.buf, ch.used = bufs.Get(max(size, need)), 0
 	ch.refs.Store(1)
 	t.ch = ch
-	return ch
+	return ch, left
+}
+
+// roomLeft is what the tail chunk has not used (0 without one).
+func (t *chunkTail) roomLeft() int {
+	if t.ch == nil {
+		return 0
+	}
+	return len(t.ch.buf.B) - t.ch.used
 }
 
 // drop lets go of the tail chunk: it is given back once its frames are written.
@@ -94,7 +105,7 @@ func (t *chunkTail) idle() {
 // with end, where it ends in the chunk. Called with the conn's lock held.
 func (mb *Member) buildInTail(need int, command, payload []byte) (f Frame, end int, err error) {
 	c := mb.conn
-	ch := mb.upTail.room(need, &c.pool.bufs)
+	ch, _ := mb.upTail.room(need, &c.pool.bufs)
 	start := ch.used
 	room := ch.buf.B[start : start+frame.HeaderSize : start+need-len(payload)]
 	b, err := c.m.AppendUp(room, mb.client, command)
@@ -102,14 +113,11 @@ func (mb *Member) buildInTail(need int, command, payload []byte) (f Frame, end i
 		return Frame{}, 0, err
 	}
 	head := b
-	if cap(b) != cap(room) && len(b) <= cap(room) { // moved as it grew, yet it fits
-		head = append(room[:0], b...)
-	}
 	cmdLen := len(head) - frame.HeaderSize
 	binary.BigEndian.PutUint32(head, uint32(4+cmdLen+len(payload)))
 	binary.BigEndian.PutUint32(head[4:], uint32(cmdLen))
 	at := start + len(head)
-	if cap(head) != cap(room) { // too wide for its room: it stays where the mapping put it
+	if cap(head) != cap(room) { // outgrew its room (so the mapping moved it): it stays there
 		at = start
 	}
 	end = at + len(payload)
@@ -129,14 +137,15 @@ func (f Frame) commit(end int) {
 }
 
 // inChunk is a broker frame for mb whose command was mapped already, copied into the
-// member's down tail chunk (a chunkedSize frame). The reader's alone: it drops the tails
-// of a read's members once it handed their frames over.
-func (mb *Member) inChunk(head, payload []byte, bufs *bufPool) Frame {
-	ch := mb.downTail.room(len(head)+len(payload), bufs)
+// member's down tail chunk (a chunkedSize frame); left is the room a tail it let go had
+// unused. The reader's alone: it lets go of a read's members' tails once it handed their
+// frames over.
+func (mb *Member) inChunk(head, payload []byte, bufs *bufPool) (f Frame, left int) {
+	ch, left := mb.downTail.room(len(head)+len(payload), bufs)
 	start := ch.used
 	at := start + copy(ch.buf.B[start:], head)
 	end := at + copy(ch.buf.B[at:], payload)
-	f := Frame{Head: ch.buf.B[start:at], Payload: ch.buf.B[at:end], chunk: ch}
+	f = Frame{Head: ch.buf.B[start:at], Payload: ch.buf.B[at:end], chunk: ch}
 	f.commit(end)
-	return f
+	return f, left
 }

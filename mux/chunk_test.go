@@ -2,11 +2,14 @@ package mux
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 // payloadOf is client i's payload for sequence seq: its length crosses maxChunkedFrame, so
@@ -38,21 +41,37 @@ func TestChunkedFramesArriveWhole(t *testing.T) {
 		byID[p.GetProducerId()] = i
 		broker.answer(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
 			RequestId: p.RequestId, ProducerName: proto.String("p")}})
+		wait.Until(t, 5*time.Second, "the broker's PRODUCER_SUCCESS to be taken in", func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return !c.m.isPending(producerID, p.GetProducerId())
+		})
 	}
+	sent := make(chan error, clients)
 	for i, mb := range members {
 		go func() {
 			for seq := range uint64(frames) {
-				if mb.Send(sendCmd(1, seq), payloadOf(i, seq)) != nil {
+				if err := mb.Send(sendCmd(1, seq), payloadOf(i, seq)); err != nil {
+					sent <- fmt.Errorf("client %d, sequence %d: %w", i, seq, err)
 					return
 				}
 			}
+			sent <- nil
 		}()
+	}
+	if err := broker.conn.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
 	}
 	next := make([]uint64, clients)
 	for got := 0; got < clients*frames; got++ {
 		f, err := broker.ReadFrame()
 		if err != nil {
-			t.Fatal(err)
+			select {
+			case serr := <-sent:
+				t.Fatalf("after %d frames: %v (a send: %v)", got, err, serr)
+			default:
+			}
+			t.Fatalf("after %d frames: %v", got, err)
 		}
 		send := mustDecode(f.Command).GetSend()
 		i, ok := byID[send.GetProducerId()]
@@ -151,5 +170,57 @@ func TestDownChunksOutliveTheRead(t *testing.T) {
 			t.Fatalf("kept receipt %d: producer %d, sequence %d, want producer 1, sequence %d", i, rc.GetProducerId(), rc.GetSequenceId(), want)
 		}
 		f.Release()
+	}
+}
+
+// queueing is a client whose queue is not being written (it does not read its socket).
+type queueing struct{ q *OutQueue }
+
+func (h queueing) Deliver(fs []Frame) error { return h.q.PushAll(fs) }
+func (queueing) Lost(Held)                  {}
+
+// TestClientQueueBoundCountsDownChunks: a client that does not read, and gets one small frame
+// a read of the shared connection (it paces its sends), fills its queue up to the bound in
+// memory: each of its frames starts a chunk, whose room it is charged with. Counted by the
+// frames' bytes alone, a queue bounded at 1 MiB kept 6 MB of chunks.
+func TestClientQueueBoundCountsDownChunks(t *testing.T) {
+	c, _ := sharedConn(t)
+	const limit = 1 << 20
+	q := NewOutQueue(limit)
+	rcs := receiptsFor(t, c, queueing{q})
+	var dl downLoad
+	worst := 0
+	for reads := 0; ; reads++ {
+		dl.add(c, pb.BaseCommand_SEND_RECEIPT, rcs[0], nil)
+		dl.flush(c)
+		q.mu.Lock()
+		held, closed := memoryOf(&q.frames), q.closed
+		q.mu.Unlock()
+		worst = max(worst, held)
+		if closed {
+			t.Logf("the queue went over its bound after %d reads, holding at most %d bytes", reads, worst)
+			break
+		}
+	}
+	if worst > limit {
+		t.Fatalf("a queue bounded at %d bytes kept %d bytes of chunks", limit, worst)
+	}
+}
+
+// TestRefusedSendKeepsNoChunk: a command the mapping refuses leaves a client with nothing
+// queued holding no chunk (the writer, which lets go of a client's chunk, has nothing of it).
+func TestRefusedSendKeepsNoChunk(t *testing.T) {
+	c, broker := sharedConn(t)
+	c.mu.Lock()
+	mb := c.attach(nopHandler{})
+	c.mu.Unlock()
+	readyProducer(t, c, broker, mb, 1)
+	if err := mb.Send(sendCmd(99, 1), []byte("x")); err == nil {
+		t.Fatal("a SEND of a producer the client does not have was sent")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if mb.upTail.ch != nil && !mb.queued {
+		t.Fatalf("a client with nothing queued holds a chunk of %d bytes", cap(mb.upTail.ch.buf.B))
 	}
 }

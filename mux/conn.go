@@ -68,6 +68,7 @@ type Member struct {
 	// among that read's members (see downLoad)
 	downRead uint64
 	downSlot int
+	downLast int // its latest frame's place in the load's frames
 	// handing is held while frames or a loss are handed to the handler: a loss the writer
 	// found comes after the frames the reader is handing over, never between or before them.
 	handing sync.Mutex
@@ -114,8 +115,9 @@ func (c *Conn) attach(h Handler) *Member {
 func (mb *Member) Connected() *pb.CommandConnected { return mb.conn.connected }
 
 // Send maps a client's command (its bytes as the client sent them) and queues it with its
-// payload, which is forwarded as it is; neither is kept (the payload is copied into a pooled
-// buffer, before the connection's lock is taken, and the command mapped behind it). It waits
+// payload, which is forwarded as it is; neither is kept. A small frame is built under the
+// connection's lock in the client's chunk (see chunk); a larger one's payload is copied into a
+// pooled buffer before the lock is taken, and the command mapped in front of it. It waits
 // while the client has upQueueBytes queued (the client's own backpressure). Errors:
 // frame.ErrMalformed, the mapping's (ErrNotAllowed, ErrUnknownID: nothing was sent), ErrLost
 // (nothing was sent: the command may go again on another connection).
@@ -135,10 +137,13 @@ func (mb *Member) sendInTail(need int, command, payload []byte) error {
 		return err
 	}
 	f, end, err := mb.buildInTail(need, command, payload)
-	if err != nil {
-		return err
+	if err == nil {
+		err = c.checkSizeLocked(f)
 	}
-	if err := c.checkSizeLocked(f); err != nil {
+	if err != nil {
+		if !mb.queued {
+			mb.upTail.idle() // the writer, which lets go of it, has nothing of the member's
+		}
 		return err
 	}
 	f.commit(end)
@@ -447,6 +452,7 @@ func (dl *downLoad) add(c *Conn, t pb.BaseCommand_Type, command, payload []byte)
 		dl.counts = append(dl.counts, 0)
 	}
 	dl.counts[mb.downSlot]++
+	mb.downLast = len(dl.frames)
 	dl.frames = append(dl.frames, f)
 	dl.owners = append(dl.owners, mb.downSlot)
 	dl.bytes += f.Size()
@@ -470,7 +476,19 @@ func (dl *downLoad) addInChunk(c *Conn, t pb.BaseCommand_Type, command, payload 
 	cmdLen := len(b) - frame.HeaderSize
 	binary.BigEndian.PutUint32(b, uint32(4+cmdLen+len(payload)))
 	binary.BigEndian.PutUint32(b[4:], uint32(cmdLen))
-	return mb, mb.inChunk(b, payload, &c.pool.bufs)
+	f, left := mb.inChunk(b, payload, &c.pool.bufs)
+	dl.charge(mb, left)
+	return mb, f
+}
+
+// charge counts room a member's down chunk let go unused as held by the member's latest
+// frame of this load, which is written no sooner than the chunk's last: a client's bound
+// covers the chunks its frames keep, not only their bytes (one small frame a read, each
+// in a chunk of its own, would keep five times the bound).
+func (dl *downLoad) charge(mb *Member, left int) {
+	if left > 0 && mb.downRead == dl.read+1 {
+		dl.frames[mb.downLast].extra += int32(left)
+	}
 }
 
 // addInBuffer builds the frame in a pooled buffer of its own (a large payload stays in the
@@ -533,6 +551,7 @@ func (dl *downLoad) flush(c *Conn) {
 	for i, mb := range dl.members {
 		fs := byMember[:dl.counts[i]:dl.counts[i]] // an append by the handler cannot reach the next member's
 		byMember = byMember[dl.counts[i]:]
+		fs[len(fs)-1].extra += int32(mb.downTail.roomLeft()) // let go below, unfilled
 		mb.handing.Lock()
 		if mb.detached() { // it left, or was told of a loss: what came before it is dropped
 			for _, f := range fs {

@@ -21,6 +21,9 @@ type Frame struct {
 	pay     *frame.Buffer       // where the payload is, when it was handed over in the buffer it was read into
 	chunk   *chunk              // where the frame is, when it was built in its client's chunk (buf is nil)
 	typ     pb.BaseCommand_Type // the command's type where it was read already; 0: not known
+	// unused room of a chunk of its client's, let go before it was filled, that the frame
+	// counts as held (it is given back no sooner than the frame is written)
+	extra int32
 }
 
 // Type is the frame's command type (read from its bytes unless the frame was made knowing it).
@@ -43,8 +46,9 @@ func (f Frame) Release() {
 func (f Frame) Size() int { return len(f.Head) + len(f.Payload) }
 
 // held is the memory a queued frame keeps: its buffer's whole capacity (a pooled buffer is
-// of its size class: a 27-byte SEND_RECEIPT's takes 128 bytes, a 1 MiB message's 1.25 MiB)
-// and frameOverhead. The queues' bounds count this, not the frame's size on the wire: a
+// of its size class: a 27-byte SEND_RECEIPT's takes 128 bytes, a 1 MiB message's 1.25 MiB),
+// or its bytes in a chunk and the room of a chunk it is charged with (extra), and
+// frameOverhead. The queues' bounds count this, not the frame's size on the wire: a
 // client's queue of small frames counted by their size held eight times its bound.
 func (f Frame) held() int {
 	n := f.Size()
@@ -54,12 +58,13 @@ func (f Frame) held() int {
 			n += cap(f.pay.B)
 		}
 	}
-	return n + frameOverhead
+	return n + int(f.extra) + frameOverhead
 }
 
 // frameOverhead is what a queued frame holds besides its bytes: its Frame in the queue's
-// slice (twice, as the slice grows by doubling) and its frame.Buffer.
-const frameOverhead = int(2*unsafe.Sizeof(Frame{}) + unsafe.Sizeof(frame.Buffer{}))
+// slice (twice, as the slice grows by doubling) and its frame.Buffer, or its chunk's (a
+// chunk may hold a single frame).
+const frameOverhead = int(2*unsafe.Sizeof(Frame{}) + unsafe.Sizeof(frame.Buffer{}) + unsafe.Sizeof(chunk{}))
 
 // Encode frames cmd with a payload section of payload (nil for a simple command); the
 // totalSize in the header counts the payload, which is not copied.
