@@ -72,6 +72,7 @@ func (t *chunkTail) room(need int, bufs *bufPool) (ch *chunk, left int) {
 	t.next = size
 	ch = chunks.Get().(*chunk)
 	ch.buf, ch.used = bufs.Get(max(size, need)), 0
+	ch.buf.B = ch.buf.B[:cap(ch.buf.B)] // its size class's slack is room too, and counted as such
 	ch.refs.Store(1)
 	t.ch = ch
 	return ch, left

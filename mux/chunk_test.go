@@ -224,3 +224,28 @@ func TestRefusedSendKeepsNoChunk(t *testing.T) {
 		t.Fatalf("a client with nothing queued holds a chunk of %d bytes", cap(mb.upTail.ch.buf.B))
 	}
 }
+
+// TestOnlyDataFramesShareChunks: a broker frame a client's handler may release before it is
+// written (a close it rewrites, a topic list it filters) has a buffer of its own; a chunk
+// kept by the frames before it would otherwise be counted by none of them.
+func TestOnlyDataFramesShareChunks(t *testing.T) {
+	c, _ := sharedConn(t)
+	var kept []Frame
+	rcs := receiptsFor(t, c, keeping{&kept})
+	id := mustDecode(rcs[0]).GetSendReceipt().GetProducerId()
+	closing, _ := proto.Marshal(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: &pb.CommandCloseProducer{
+		ProducerId: proto.Uint64(id), RequestId: proto.Uint64(1)}})
+	var dl downLoad
+	dl.add(c, pb.BaseCommand_SEND_RECEIPT, rcs[0], nil)
+	dl.add(c, pb.BaseCommand_CLOSE_PRODUCER, closing, nil)
+	dl.flush(c)
+	if len(kept) != 2 {
+		t.Fatalf("the client got %d frames, want 2", len(kept))
+	}
+	if kept[0].chunk == nil || kept[1].chunk != nil {
+		t.Fatalf("the receipt in a chunk: %v, the close: %v; want the receipt alone", kept[0].chunk != nil, kept[1].chunk != nil)
+	}
+	for _, f := range kept {
+		f.Release()
+	}
+}

@@ -23,7 +23,9 @@ type Handler interface {
 	// their payloads as they came: the frames of one read of the broker connection together
 	// (the frames are the handler's to keep, the slice is not). It must not wait (the
 	// connection's reader serves every client); an error means the client cannot take them
-	// (its queue is over its bound) and the client is detached.
+	// (its queue is over its bound) and the client is detached. Frames of the data path
+	// (MESSAGE, SEND_RECEIPT, ACK_RESPONSE) are to be queued as they are: they may share a
+	// chunk of the client's, which its bound counts through them (see chunkedDown).
 	Deliver([]Frame) error
 	// Lost says the broker connection failed: the client is detached and held is what it
 	// had there, to be closed at the client so it recreates it.
@@ -436,7 +438,7 @@ type downLoad struct {
 func (dl *downLoad) add(c *Conn, t pb.BaseCommand_Type, command, payload []byte) {
 	var f Frame
 	var mb *Member
-	if chunkedSize(command, payload) > 0 {
+	if chunkedSize(command, payload) > 0 && chunkedDown(t) {
 		mb, f = dl.addInChunk(c, t, command, payload)
 	} else {
 		mb, f = dl.addInBuffer(c, t, command, payload)
@@ -456,6 +458,18 @@ func (dl *downLoad) add(c *Conn, t pb.BaseCommand_Type, command, payload []byte)
 	dl.frames = append(dl.frames, f)
 	dl.owners = append(dl.owners, mb.downSlot)
 	dl.bytes += f.Size()
+}
+
+// chunkedDown reports whether broker frames of type t are built in their client's chunk:
+// those of the data path, which a client's handler queues as they are. A frame released
+// before it is written (a topic list a handler filters, a close it rewrites) would take its
+// count with it while its chunk stays kept by the frames before it.
+func chunkedDown(t pb.BaseCommand_Type) bool {
+	switch t {
+	case pb.BaseCommand_MESSAGE, pb.BaseCommand_SEND_RECEIPT, pb.BaseCommand_ACK_RESPONSE:
+		return true
+	}
+	return false
 }
 
 // addInChunk maps the command into the load's scratch, then copies the frame into its
@@ -484,7 +498,7 @@ func (dl *downLoad) addInChunk(c *Conn, t pb.BaseCommand_Type, command, payload 
 // charge counts room a member's down chunk let go unused as held by the member's latest
 // frame of this load, which is written no sooner than the chunk's last: a client's bound
 // covers the chunks its frames keep, not only their bytes (one small frame a read, each
-// in a chunk of its own, would keep five times the bound).
+// in a chunk of its own, kept twice the bound).
 func (dl *downLoad) charge(mb *Member, left int) {
 	if left > 0 && mb.downRead == dl.read+1 {
 		dl.frames[mb.downLast].extra += int32(left)
