@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -140,7 +139,7 @@ func TestDiscoveryMetadataStoreFollowsBrokers(t *testing.T) {
 	gone, dropped = watchRegistration(t, zc, theRig.BrokerID(2), false), watchDiscovered(t, proxy, 1)
 	broker2Down = true
 	t0 = time.Now()
-	if err := syscall.Kill(atoi(t, theRig.State("BROKER2_PID")), syscall.SIGKILL); err != nil {
+	if err := theRig.KillBroker(t.Context(), 2); err != nil { // through the rig: not started again
 		t.Fatal(err)
 	}
 	select {
@@ -217,15 +216,6 @@ func after(t *testing.T, at, from time.Time, what string) time.Duration {
 		t.Fatalf("never seen: %s", what)
 	}
 	return at.Sub(from).Round(time.Millisecond)
-}
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		t.Fatalf("not a pid: %q", s)
-	}
-	return n
 }
 
 // watchRegistration reports when broker id's znode exists (present) or is gone (!present).
