@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
-	"github.com/pulsar-proxy/pulsar-proxy/internal/testkit/wait"
 )
 
 // payloadOf is client i's payload for sequence seq: its length crosses maxChunkedFrame, so
@@ -34,18 +33,7 @@ func TestChunkedFramesArriveWhole(t *testing.T) {
 	}
 	c.mu.Unlock()
 	for i, mb := range members {
-		if err := mb.Send(producerCmd(1), nil); err != nil {
-			t.Fatal(err)
-		}
-		p := broker.next().GetProducer()
-		byID[p.GetProducerId()] = i
-		broker.answer(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
-			RequestId: p.RequestId, ProducerName: proto.String("p")}})
-		wait.Until(t, 5*time.Second, "the broker's PRODUCER_SUCCESS to be taken in", func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			return !c.m.isPending(producerID, p.GetProducerId())
-		})
+		byID[readyProducer(t, c, broker, mb, 1)] = i
 	}
 	sent := make(chan error, clients)
 	for i, mb := range members {

@@ -63,8 +63,9 @@ func (b *testBroker) answer(cmd *pb.BaseCommand) {
 }
 
 // readyProducer creates producer own for mb, has the broker accept it, and waits until the
-// connection has taken the answer in (mb's handler may not be told).
-func readyProducer(t *testing.T, c *Conn, b *testBroker, mb *Member, own uint64) {
+// connection has taken the answer in (mb's handler may not be told); it returns the id the
+// broker knows the producer by.
+func readyProducer(t *testing.T, c *Conn, b *testBroker, mb *Member, own uint64) (brokers uint64) {
 	t.Helper()
 	if err := mb.Send(producerCmd(own), nil); err != nil {
 		t.Fatal(err)
@@ -77,6 +78,7 @@ func readyProducer(t *testing.T, c *Conn, b *testBroker, mb *Member, own uint64)
 		defer c.mu.Unlock()
 		return !c.m.isPending(producerID, p.GetProducerId())
 	})
+	return p.GetProducerId()
 }
 
 func producerCmd(id uint64) []byte {
