@@ -568,9 +568,7 @@ func (dl *downLoad) flush(c *Conn) {
 		fs[len(fs)-1].extra += int32(mb.downTail.roomLeft()) // let go below, unfilled
 		mb.handing.Lock()
 		if mb.detached() { // it left, or was told of a loss: what came before it is dropped
-			for _, f := range fs {
-				f.Release()
-			}
+			ReleaseAll(fs)
 		} else if err := mb.handler.Deliver(fs); err != nil {
 			if errors.Is(err, ErrQueueFull) {
 				c.pool.metrics.slowClients.Inc()

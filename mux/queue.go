@@ -107,13 +107,14 @@ var ErrQueueFull = errors.New("mux: client queue over its bound")
 // must never wait for one client, written to the client by a goroutine of its own (Start).
 // The writer waits for frames while the client is busy, and ends once the queue has been
 // empty for writerIdle, so a quiet client holds no goroutine. Bounded in the bytes its
-// frames hold (their buffers, see Frame.held): a push over the bound fails and closes the
-// queue.
+// frames hold (their buffers, see Frame.held), those its writer is writing included: a push
+// over the bound fails and closes the queue.
 type OutQueue struct {
 	mu      sync.Mutex
 	wake    *sync.Cond // a waiting writer: frames came, the queue closed, or retire fired
 	frames  ring[Frame]
-	bytes   int // what the frames hold (Frame.held)
+	bytes   int // what the frames hold (Frame.held), queued or being written
+	inWrite int // what the frames the writer is writing hold: counted in bytes until written
 	limit   int
 	closed  bool
 	err     error
@@ -143,19 +144,20 @@ func (q *OutQueue) Push(f Frame) error {
 	return q.PushAll([]Frame{f})
 }
 
-// PushAll adds frames in order, with one wake of the writer: Push's, for a burst. On an error
-// the frames from the one that did not fit on are not queued (their buffers stay the
-// caller's to drop).
+// PushAll adds frames in order, with one wake of the writer: Push's, for a burst. The frames
+// are the queue's either way: on an error those not queued are released.
 func (q *OutQueue) PushAll(fs []Frame) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
+		ReleaseAll(fs)
 		return q.err
 	}
-	for _, f := range fs {
+	for i, f := range fs {
 		if q.limit > 0 && q.bytes+f.held() > q.limit && q.bytes > 0 {
 			q.closeLocked(ErrQueueFull)
 			q.dropLocked() // never written: the client is disconnected
+			ReleaseAll(fs[i:])
 			return ErrQueueFull
 		}
 		q.frames.push(f)
@@ -165,13 +167,20 @@ func (q *OutQueue) PushAll(fs []Frame) error {
 	return nil
 }
 
-// dropLocked gives back the buffers of the frames not yet taken by the writer, and the
-// queue's room.
+// dropLocked gives back the buffers of the frames not yet taken by the writer, and their
+// room.
 func (q *OutQueue) dropLocked() {
 	for q.frames.Len() > 0 {
 		q.frames.pop().Release()
 	}
-	q.frames, q.bytes = ring[Frame]{}, 0
+	q.frames, q.bytes = ring[Frame]{}, q.inWrite
+}
+
+// ReleaseAll releases frames that will not be written (see Frame.Release).
+func ReleaseAll(fs []Frame) {
+	for _, f := range fs {
+		f.Release()
+	}
 }
 
 // startLocked gets a writer going if the queue is started and has frames: the waiting one,
@@ -249,6 +258,8 @@ func (q *OutQueue) Start(c net.Conn, done func(error)) {
 func (q *OutQueue) write() {
 	for {
 		q.mu.Lock()
+		q.bytes -= q.inWrite // written
+		q.inWrite = 0
 		for q.frames.Len() == 0 && !q.closed && !q.idleLocked() {
 			q.armRetireLocked()
 			q.wake.Wait()
@@ -263,12 +274,15 @@ func (q *OutQueue) write() {
 			}
 			return
 		}
-		_, held := q.w.take(&q.frames, maxBatch)
-		q.bytes -= held
+		// What is being written stays counted: a client that does not read would otherwise
+		// keep a stuck batch (up to maxBatch) besides a full queue.
+		_, q.inWrite = q.w.take(&q.frames, maxBatch)
 		q.active = time.Now().UnixNano()
 		q.mu.Unlock()
 		if err := q.w.write(q.conn); err != nil {
 			q.mu.Lock()
+			q.bytes -= q.inWrite
+			q.inWrite = 0
 			q.closeLocked(err)
 			q.writing = false
 			end := q.endLocked()

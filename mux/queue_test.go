@@ -110,3 +110,66 @@ func TestQueueEndsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueBoundCountsWhatIsBeingWritten: the frames a writer is stuck writing to a client
+// that does not read stay counted, so the queue takes no more than its bound in all (it
+// took a batch and a second bound's worth).
+func TestQueueBoundCountsWhatIsBeingWritten(t *testing.T) {
+	client, far := net.Pipe() // the far end never reads: the writer's first write waits
+	defer far.Close()
+	f, err := EncodeBytes(pingFrame(t).Command(), make([]byte, 1<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 64 << 10
+	q := NewOutQueue(limit)
+	accepted := 0
+	for accepted+f.held() <= limit/2 {
+		if err := q.Push(f); err != nil {
+			t.Fatal(err)
+		}
+		accepted += f.held()
+	}
+	q.Start(client, func(error) {})
+	wait.Until(t, 5*time.Second, "the writer to take the queued frames", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.frames.Len() == 0
+	})
+	for q.Push(f) == nil {
+		accepted += f.held()
+	}
+	if accepted > limit {
+		t.Fatalf("a queue bounded at %d bytes took %d bytes from a client that does not read", limit, accepted)
+	}
+	t.Logf("took %d bytes (bound %d) before refusing", accepted, limit)
+}
+
+// TestRefusedFramesAreReleased: frames a push does not queue (the queue is over its bound,
+// or closed) go back to their pools; their chunk is kept by none of them.
+func TestRefusedFramesAreReleased(t *testing.T) {
+	ping := pingFrame(t)
+	for _, closed := range []bool{false, true} {
+		q := NewOutQueue(2 * ping.held()) // not started: nothing is written
+		if closed {
+			q.Close(io.EOF)
+		}
+		ch := &chunk{}
+		ch.refs.Store(5) // four frames and the member's hold
+		fs := make([]Frame, 4)
+		for i := range fs {
+			fs[i] = ping
+			fs[i].chunk = ch
+		}
+		err := q.PushAll(fs)
+		q.mu.Lock()
+		queued := q.frames.Len()
+		q.mu.Unlock()
+		if err == nil {
+			t.Fatal("four frames went into a queue bounded at two")
+		}
+		if got, want := ch.refs.Load(), int32(1+queued); got != want {
+			t.Fatalf("closed %v: the chunk has %d references after %d of 4 frames were queued; want %d", closed, got, queued, want)
+		}
+	}
+}

@@ -98,9 +98,11 @@ func (q *queuedClient) pushSorted(fs []mux.Frame, special func(mux.Frame) bool, 
 			continue
 		}
 		if err := q.push(fs[from:i]...); err != nil {
+			mux.ReleaseAll(fs[i:])
 			return err
 		}
 		if err := own(f); err != nil {
+			mux.ReleaseAll(fs[i+1:])
 			return err
 		}
 		from = i + 1
