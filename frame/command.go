@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/fastwire"
 )
 
 // PeekType returns BaseCommand.type without unmarshalling the command and
@@ -35,7 +36,7 @@ func PeekType(command []byte) (pb.BaseCommand_Type, error) {
 	)
 	b := command
 	for len(b) > 0 {
-		num, wt, n := protowire.ConsumeTag(b)
+		num, wt, n := fastwire.ConsumeTag(b)
 		if n < 0 {
 			return 0, fmt.Errorf("%w: command: %v", ErrMalformed, protowire.ParseError(n))
 		}
@@ -50,7 +51,7 @@ func PeekType(command []byte) (pb.BaseCommand_Type, error) {
 		case num == 1 && seen:
 			return 0, fmt.Errorf("%w: command type given twice", ErrMalformed)
 		case num == 1:
-			v, n := protowire.ConsumeVarint(b)
+			v, n := fastwire.ConsumeVarint(b)
 			if n < 0 {
 				return 0, fmt.Errorf("%w: command type: %v", ErrMalformed, protowire.ParseError(n))
 			}
@@ -61,7 +62,7 @@ func PeekType(command []byte) (pb.BaseCommand_Type, error) {
 			seen, typ = true, pb.BaseCommand_Type(v)
 			continue
 		}
-		n = protowire.ConsumeFieldValue(num, wt, b)
+		n = fastwire.ConsumeFieldValue(num, wt, b)
 		if n < 0 {
 			return 0, fmt.Errorf("%w: command field %d: %v", ErrMalformed, num, protowire.ParseError(n))
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pulsar-proxy/pulsar-proxy/frame"
 	"github.com/pulsar-proxy/pulsar-proxy/frame/pb"
+	"github.com/pulsar-proxy/pulsar-proxy/internal/fastwire"
 )
 
 // The hot path rewrites ids in the command's bytes without decoding it: the command's own
@@ -86,54 +87,55 @@ type wireIDs struct {
 // protowire does not refuse) is another field there (1<<32|8 is field 1, the id of most
 // commands), so it is not plain; nor are groups, which a broker's parser throws on.
 func plainTag(b []byte) (protowire.Number, protowire.Type, int) {
-	num, typ, n := protowire.ConsumeTag(b)
+	num, typ, n := fastwire.ConsumeTag(b)
 	if n < 0 || num > protowire.MaxValidNumber || typ == protowire.StartGroupType || typ == protowire.EndGroupType {
 		return 0, 0, -1
 	}
 	return num, typ, n
 }
 
-// locate finds the sub-message of type t and the id fields f in it. A command without one of
-// its required ids is not plain: the decoding path refuses it (a broker's parser throws on a
+// locate finds in raw the sub-message of type t and the id fields f in it (w is to be
+// zero: filled in place, a wireIDs is some 200 bytes). A command without one of its
+// required ids is not plain: the decoding path refuses it (a broker's parser throws on a
 // missing required field, and closes the shared connection).
-func locate(raw []byte, t pb.BaseCommand_Type, f idNumbers) (wireIDs, error) {
-	w := wireIDs{raw: raw, nums: f.nums}
+func (w *wireIDs) locate(raw []byte, t pb.BaseCommand_Type, f idNumbers) error {
+	w.raw, w.nums = raw, f.nums
 	found := false
 	for b, off := raw, 0; len(b) > 0; {
 		num, typ, n := plainTag(b)
 		if n < 0 {
-			return w, errNotPlain
+			return errNotPlain
 		}
 		if num == protowire.Number(t) {
 			if typ != protowire.BytesType || found {
-				return w, errNotPlain
+				return errNotPlain
 			}
-			v, m := protowire.ConsumeBytes(b[n:])
+			v, m := fastwire.ConsumeBytes(b[n:])
 			if m < 0 {
-				return w, errNotPlain
+				return errNotPlain
 			}
 			found = true
 			w.lenAt, w.end = off+n, off+n+m
 			w.sub = w.end - len(v)
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		m := fastwire.ConsumeFieldValue(num, typ, b[n:])
 		if m < 0 {
-			return w, errNotPlain
+			return errNotPlain
 		}
 		b, off = b[n+m:], off+n+m
 	}
 	if !found {
-		return w, ErrNoSubMessage
+		return ErrNoSubMessage
 	}
 	if err := w.locateIDs(); err != nil {
-		return w, err
+		return err
 	}
 	for i := range w.nums {
 		if f.required[i] && w.at[i] == 0 {
-			return w, errNotPlain
+			return errNotPlain
 		}
 	}
-	return w, nil
+	return nil
 }
 
 func (w *wireIDs) locateIDs() error {
@@ -142,7 +144,7 @@ func (w *wireIDs) locateIDs() error {
 		if n < 0 {
 			return errNotPlain
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		m := fastwire.ConsumeFieldValue(num, typ, b[n:])
 		if m < 0 {
 			return errNotPlain
 		}
@@ -153,7 +155,7 @@ func (w *wireIDs) locateIDs() error {
 			if typ != protowire.VarintType || w.at[i] != 0 {
 				return errNotPlain
 			}
-			v, _ := protowire.ConsumeVarint(b[n:])
+			v, _ := fastwire.ConsumeVarint(b[n:])
 			w.orig[i], w.ids.vals[i], w.ids.has[i] = v, v, true
 			w.at[i], w.stop[i] = off+n, off+n+m
 		}
@@ -283,7 +285,8 @@ func (m *Mapper) UpBytes(c *Client, command []byte) ([]byte, error) {
 	if e == nil {
 		return nil, ErrNotAllowed
 	}
-	if w, err := locate(command, t, e.nums); err == nil {
+	var w wireIDs
+	if err := w.locate(command, t, e.nums); err == nil {
 		if err := m.up(c, t, e.fields, &w.ids); err != nil {
 			return nil, err
 		}
@@ -310,7 +313,8 @@ func (m *Mapper) AppendUp(dst []byte, c *Client, command []byte) ([]byte, error)
 	if e == nil {
 		return dst, ErrNotAllowed
 	}
-	if w, err := locate(command, t, e.nums); err == nil {
+	var w wireIDs
+	if err := w.locate(command, t, e.nums); err == nil {
 		if err := m.up(c, t, e.fields, &w.ids); err != nil {
 			return dst, err
 		}
@@ -347,7 +351,8 @@ func (m *Mapper) appendDown(dst []byte, t pb.BaseCommand_Type, command []byte) (
 	// PRODUCER_SUCCESS (producer_ready) and TOPIC_MIGRATED (resource_type) need another field
 	// of the command: decoded.
 	if t != pb.BaseCommand_PRODUCER_SUCCESS && t != pb.BaseCommand_TOPIC_MIGRATED {
-		if w, err := locate(command, t, e.nums); err == nil {
+		var w wireIDs
+		if err := w.locate(command, t, e.nums); err == nil {
 			owner, err := m.down(t, e.fields, &w.ids, false, producerID)
 			if err != nil {
 				return dst, nil, err
