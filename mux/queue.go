@@ -154,7 +154,9 @@ func (q *OutQueue) PushAll(fs []Frame) error {
 		return q.err
 	}
 	for i, f := range fs {
-		if q.limit > 0 && q.bytes+f.held() > q.limit && q.bytes > 0 {
+		// A frame larger than the bound is taken when nothing else waits (what is being
+		// written aside): a reading client gets a message over its bound, and the next.
+		if q.limit > 0 && q.bytes+f.held() > q.limit && q.frames.Len() > 0 {
 			q.closeLocked(ErrQueueFull)
 			q.dropLocked() // never written: the client is disconnected
 			ReleaseAll(fs[i:])
@@ -284,6 +286,7 @@ func (q *OutQueue) write() {
 			q.bytes -= q.inWrite
 			q.inWrite = 0
 			q.closeLocked(err)
+			q.dropLocked() // never written
 			q.writing = false
 			end := q.endLocked()
 			q.mu.Unlock()

@@ -173,3 +173,36 @@ func TestRefusedFramesAreReleased(t *testing.T) {
 		}
 	}
 }
+
+// TestReadingClientTakesAFrameOverItsBound: a message larger than a client's bound is
+// queued when nothing else waits, and so is the frame that comes while it is being written
+// to a client that reads (the bound counting what is being written refused it: a reading
+// client was disconnected as a slow consumer).
+func TestReadingClientTakesAFrameOverItsBound(t *testing.T) {
+	client, far := net.Pipe()
+	defer far.Close()
+	release := make(chan struct{})
+	go func() {
+		<-release // reads once the big frame's write has begun
+		io.Copy(io.Discard, far)
+	}()
+	big, err := EncodeBytes(pingFrame(t).Command(), make([]byte, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := NewOutQueue(64 << 10)
+	if err := q.Push(big); err != nil {
+		t.Fatalf("a frame over the bound, alone: %v", err)
+	}
+	q.Start(client, func(error) {})
+	wait.Until(t, 5*time.Second, "the writer to take the big frame", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.frames.Len() == 0
+	})
+	if err := q.Push(pingFrame(t)); err != nil {
+		t.Fatalf("a frame pushed while the big one is written: %v (the queue holds %d bytes)", err, q.Bytes())
+	}
+	close(release)
+	q.Close(nil)
+}
