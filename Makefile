@@ -416,7 +416,7 @@ bench-brokers-quick:
 # The forwarding, frame, multiplexed data-path and edge-decision micro-benchmarks, benchstat-friendly (the
 # multiplexed ones add system calls per frame).
 bench-micro:
-	$(GO) test -run '^$$' -bench 'BenchmarkForward|BenchmarkPeekType|BenchmarkReadFrame|BenchmarkMux|BenchmarkMultiplexedSend' -benchtime 0.5s -count 6 ./session ./frame ./mux ./edge | tee bench/results/micro.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkForward|BenchmarkPeekType|BenchmarkReadFrame|BenchmarkMux|BenchmarkMultiplexedSend|BenchmarkDownMapping' -benchtime 0.5s -count 6 ./session ./frame ./mux ./edge | tee bench/results/micro.txt
 
 # HAProxy from the Debian package, installed when missing.
 haproxy:
