@@ -69,17 +69,6 @@ func (r *roleLimits) release(role string) {
 	}
 }
 
-// use is the role's entry, retuned to policy p; nil when the role is not tracked.
-func (r *roleLimits) use(role string, p *authz.Policy) *roleUse {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	u := r.roles[role]
-	if u != nil {
-		u.follow(role, p)
-	}
-	return u
-}
-
 // follow reads the role's limit from p when p is not the policy it was read from.
 func (u *roleUse) follow(role string, p *authz.Policy) {
 	if p == nil || p == u.policy {
@@ -103,12 +92,13 @@ const publishChunk = 64 << 10
 
 // pacer returns the role's publish rate, or nil when its publishing is not limited.
 func (r *roleLimits) pacer(role string, p *authz.Policy) *rate.Limiter {
-	u := r.use(role, p)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u := r.roles[role]
 	if u == nil {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	u.follow(role, p)
 	return u.publish
 }
 
@@ -142,8 +132,20 @@ func (e *Edge) AcquireSession(role string) (release func(), ok bool) {
 // its sessions on every plane; nil when its publishing is not limited. Wait on it with Pace.
 func (e *Edge) PublishRate(role string) *rate.Limiter {
 	p := e.currentPolicy()
-	if role == "" || p == nil {
+	if role == "" || p == nil || !limitsPublishing(p) {
 		return nil
 	}
 	return e.roles.pacer(role, p)
+}
+
+// limitsPublishing reports whether any of p's limits sets a publish rate. Asked for every
+// SEND of a policed session: without such a limit (the usual policy) the answer takes no
+// lock, where the roles' table is one lock every session's SENDs would take.
+func limitsPublishing(p *authz.Policy) bool {
+	for _, l := range p.Limits {
+		if l.PublishBytesPerSecond > 0 {
+			return true
+		}
+	}
+	return false
 }

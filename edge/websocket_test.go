@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pulsar-proxy/pulsar-proxy/authn"
 	"github.com/pulsar-proxy/pulsar-proxy/authz"
@@ -121,3 +123,54 @@ func TestRoleLimitsHoldPastTheTable(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishRateFollowsThePolicy: a role's publish rate is the one its limit sets, shared
+// by its sessions; nil for a role without one, and for every role under a policy that sets
+// none (answered without the roles' table) or after a reload takes it away.
+func TestPublishRateFollowsThePolicy(t *testing.T) {
+	parse := func(limits string) *authz.Policy {
+		p, err := authz.ParsePolicy([]byte("rules:\n  - {roles: [\"*\"], resources: [\"acme/a/*\"], actions: [produce]}\n" + limits))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pol := &swappablePolicy{}
+	pol.p.Store(parse("limits:\n  - {roles: [paced], publishBytesPerSecond: 1000}\n  - {roles: [\"*\"], maxConnections: 5}\n"))
+	e := New(Config{Policy: pol})
+	for _, role := range []string{"paced", "other"} {
+		if _, ok := e.AcquireSession(role); !ok {
+			t.Fatalf("session of %s refused", role)
+		}
+	}
+	l := e.PublishRate("paced")
+	if l == nil || l.Limit() != 1000 || e.PublishRate("paced") != l {
+		t.Fatalf("paced's rate: %v, want one limiter of 1000 bytes/s for all its sessions", l)
+	}
+	if l := e.PublishRate("other"); l != nil {
+		t.Fatalf("a role without a publish limit is paced at %v", l.Limit())
+	}
+	pol.p.Store(parse("limits:\n  - {roles: [\"*\"], maxConnections: 5}\n"))
+	if l := e.PublishRate("paced"); l != nil {
+		t.Fatalf("after a reload without publish limits, paced is still paced at %v", l.Limit())
+	}
+	e.roles.mu.Lock() // every session's SENDs ask: without a publish limit, none waits for the table
+	answered := make(chan struct{})
+	go func() { e.PublishRate("paced"); close(answered) }()
+	select {
+	case <-answered:
+	case <-time.After(5 * time.Second):
+		t.Error("PublishRate waited for the roles' table under a policy that sets no publish rate")
+	}
+	e.roles.mu.Unlock()
+	<-answered
+	pol.p.Store(parse("limits:\n  - {roles: [paced], publishBytesPerSecond: 2000}\n  - {roles: [\"*\"], maxConnections: 5}\n"))
+	if l := e.PublishRate("paced"); l == nil || l.Limit() != 2000 {
+		t.Fatalf("after a reload to 2000 bytes/s, paced's rate: %v", l)
+	}
+}
+
+// swappablePolicy is a policy source a test reloads.
+type swappablePolicy struct{ p atomic.Pointer[authz.Policy] }
+
+func (s *swappablePolicy) Policy() *authz.Policy { return s.p.Load() }
