@@ -87,10 +87,7 @@ func TestChunkedFramesArriveWhole(t *testing.T) {
 // vectored write.
 func TestChunkRunsAreOnePiece(t *testing.T) {
 	c, broker := sharedConn(t)
-	c.mu.Lock()
-	mb := c.attach(nopHandler{})
-	c.mu.Unlock()
-	readyProducer(t, c, broker, mb, 1)
+	mb := producingMember(t, c, broker)
 	c.mu.Lock()
 	const n = 5
 	for seq := range uint64(n) {
@@ -199,10 +196,7 @@ func TestClientQueueBoundCountsDownChunks(t *testing.T) {
 // queued holding no chunk (the writer, which lets go of a client's chunk, has nothing of it).
 func TestRefusedSendKeepsNoChunk(t *testing.T) {
 	c, broker := sharedConn(t)
-	c.mu.Lock()
-	mb := c.attach(nopHandler{})
-	c.mu.Unlock()
-	readyProducer(t, c, broker, mb, 1)
+	mb := producingMember(t, c, broker)
 	if err := mb.Send(sendCmd(99, 1), []byte("x")); err == nil {
 		t.Fatal("a SEND of a producer the client does not have was sent")
 	}

@@ -217,6 +217,16 @@ func queued(c *Conn, members []*Member) (n int) {
 	return n
 }
 
+// producingMember attaches a client that ignores what comes back, with its producer 1
+// accepted by the broker.
+func producingMember(t *testing.T, c *Conn, b *testBroker) *Member {
+	c.mu.Lock()
+	mb := c.attach(nopHandler{})
+	c.mu.Unlock()
+	readyProducer(t, c, b, mb, 1)
+	return mb
+}
+
 // acceptedProducer creates producer own for c and has the broker accept it; it returns the
 // producer's connection id.
 func acceptedProducer(tb testing.TB, m *Mapper, c *Client, own uint64) uint64 {

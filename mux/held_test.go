@@ -77,10 +77,7 @@ func TestClientQueueBoundIsMemory(t *testing.T) {
 // sizes they held three times the bound.
 func TestBrokerQueueBoundIsMemory(t *testing.T) {
 	c, broker := sharedConn(t)
-	c.mu.Lock()
-	mb := c.attach(nopHandler{})
-	c.mu.Unlock()
-	readyProducer(t, c, broker, mb, 1)
+	mb := producingMember(t, c, broker)
 	// The broker reads nothing more: the writer stops in its first write (a net.Pipe), and
 	// the client's frames stay in its queue until its Send waits.
 	payload := bytes.Repeat([]byte{'p'}, 100)

@@ -283,10 +283,9 @@ func (q *OutQueue) write() {
 		q.mu.Unlock()
 		if err := q.w.write(q.conn); err != nil {
 			q.mu.Lock()
-			q.bytes -= q.inWrite
-			q.inWrite = 0
+			q.inWrite = 0 // released by the write
 			q.closeLocked(err)
-			q.dropLocked() // never written
+			q.dropLocked() // never written: nothing is held
 			q.writing = false
 			end := q.endLocked()
 			q.mu.Unlock()
